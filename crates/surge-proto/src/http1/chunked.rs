@@ -1,0 +1,153 @@
+//! The chunked transfer coding (RFC 9112 section 7.1), decoded strictly: every
+//! line ends in CRLF, sizes are hex without sign or spaces, extensions are
+//! skipped, trailers are parsed and dropped.
+
+use bytes::{Bytes, BytesMut};
+
+use super::{Error, Limits};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Chunked {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside chunk data, with this many bytes left.
+    Data(u64),
+    /// Expecting the CRLF after chunk data.
+    DataEnd,
+    /// After the last chunk: trailer fields, then an empty line.
+    Trailers,
+}
+
+pub(crate) enum Step {
+    Data(Bytes),
+    End,
+    NeedMore,
+}
+
+fn parse_size_line(line: &[u8]) -> Result<u64, Error> {
+    // `line` excludes the CRLF.
+    let digits_end = line.iter().position(|b| !b.is_ascii_hexdigit()).unwrap_or(line.len());
+    if digits_end == 0 || digits_end > 16 {
+        return Err(Error::InvalidChunkSize);
+    }
+    let rest = &line[digits_end..];
+    if !rest.is_empty() {
+        // chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
+        let ext = rest.trim_ascii_start();
+        if !ext.starts_with(b";") || ext.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(Error::InvalidChunkSize);
+        }
+    }
+    let mut n: u64 = 0;
+    for &d in &line[..digits_end] {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            _ => d - b'A' + 10,
+        };
+        n = n.checked_mul(16).ok_or(Error::InvalidChunkSize)? + u64::from(v);
+    }
+    Ok(n)
+}
+
+impl Chunked {
+    /// Advances over `buf`; `seen` counts body bytes so far, checked against `limit`.
+    pub(crate) fn step(
+        &mut self,
+        buf: &mut BytesMut,
+        seen: &mut u64,
+        limit: u64,
+        limits: &Limits,
+    ) -> Result<Step, Error> {
+        loop {
+            match *self {
+                Chunked::Size => {
+                    let Some(nl) = memchr::memchr(b'\n', buf) else {
+                        if buf.len() > limits.max_chunk_line {
+                            return Err(Error::InvalidChunkSize);
+                        }
+                        return Ok(Step::NeedMore);
+                    };
+                    if nl == 0 || buf[nl - 1] != b'\r' || nl > limits.max_chunk_line {
+                        return Err(Error::InvalidChunkSize);
+                    }
+                    let size = parse_size_line(&buf[..nl - 1])?;
+                    let _ = buf.split_to(nl + 1);
+                    if size == 0 {
+                        *self = Chunked::Trailers;
+                    } else {
+                        if seen.saturating_add(size) > limit {
+                            return Err(Error::BodyTooLarge);
+                        }
+                        *self = Chunked::Data(size);
+                    }
+                }
+                Chunked::Data(left) => {
+                    if buf.is_empty() {
+                        return Ok(Step::NeedMore);
+                    }
+                    let n = (buf.len() as u64).min(left) as usize;
+                    *seen += n as u64;
+                    *self = if left == n as u64 { Chunked::DataEnd } else { Chunked::Data(left - n as u64) };
+                    return Ok(Step::Data(buf.split_to(n).freeze()));
+                }
+                Chunked::DataEnd => {
+                    if buf.len() < 2 {
+                        if buf.first().is_some_and(|&b| b != b'\r') {
+                            return Err(Error::InvalidChunkTerminator);
+                        }
+                        return Ok(Step::NeedMore);
+                    }
+                    if &buf[..2] != b"\r\n" {
+                        return Err(Error::InvalidChunkTerminator);
+                    }
+                    let _ = buf.split_to(2);
+                    *self = Chunked::Size;
+                }
+                Chunked::Trailers => {
+                    if buf.starts_with(b"\r\n") {
+                        let _ = buf.split_to(2);
+                        return Ok(Step::End);
+                    }
+                    if buf.len() < 2 {
+                        if buf.first().is_some_and(|&b| b != b'\r') && !buf[0].is_ascii_graphic() {
+                            return Err(Error::InvalidTrailers);
+                        }
+                        return Ok(Step::NeedMore);
+                    }
+                    let mut fields = [httparse::EMPTY_HEADER; 32];
+                    match httparse::parse_headers(buf, &mut fields) {
+                        Ok(httparse::Status::Complete((n, _))) => {
+                            let _ = buf.split_to(n);
+                            return Ok(Step::End);
+                        }
+                        Ok(httparse::Status::Partial) => {
+                            if buf.len() > limits.max_chunk_line {
+                                return Err(Error::InvalidTrailers);
+                            }
+                            return Ok(Step::NeedMore);
+                        }
+                        Err(_) => return Err(Error::InvalidTrailers),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_lines() {
+        assert_eq!(parse_size_line(b"1a"), Ok(26));
+        assert_eq!(parse_size_line(b"FF;name=value"), Ok(255));
+        assert_eq!(parse_size_line(b"0 ;ext"), Ok(0));
+        assert_eq!(parse_size_line(b""), Err(Error::InvalidChunkSize));
+        assert_eq!(parse_size_line(b"-1"), Err(Error::InvalidChunkSize));
+        assert_eq!(parse_size_line(b"0x10"), Err(Error::InvalidChunkSize));
+        assert_eq!(parse_size_line(b"10 garbage"), Err(Error::InvalidChunkSize));
+        assert_eq!(parse_size_line(b"11111111111111111"), Err(Error::InvalidChunkSize));
+    }
+}

@@ -1,0 +1,334 @@
+//! The request head: parsed by httparse, then checked against RFC 9112's
+//! framing rules. Names and values stay as offsets into the shared head bytes,
+//! so nothing is decoded or copied until someone asks for it.
+
+use std::mem::MaybeUninit;
+
+use bytes::Bytes;
+
+use super::{Error, Limits};
+
+/// The largest header array the parser keeps on its stack; `max_headers`
+/// above this is clamped to it.
+pub const MAX_HEADERS_CAP: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+/// Where a header's name and value sit in [`RequestHead::bytes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderIndex {
+    pub name: (u32, u32),
+    pub value: (u32, u32),
+}
+
+/// How the body of a request is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    Length(u64),
+    Chunked,
+}
+
+/// A parsed, validated request head.
+#[derive(Clone, Debug)]
+pub struct RequestHead {
+    /// The head as received, request line to the empty line.
+    pub bytes: Bytes,
+    pub method: (u32, u32),
+    pub target: (u32, u32),
+    pub version: Version,
+    pub headers: Vec<HeaderIndex>,
+    /// Whether the connection stays open after this request.
+    pub keep_alive: bool,
+    /// The client sent `Expect: 100-continue` (HTTP/1.1 only).
+    pub expect_continue: bool,
+    pub body: BodyKind,
+}
+
+#[inline]
+fn slice(bytes: &[u8], r: (u32, u32)) -> &[u8] {
+    &bytes[r.0 as usize..r.1 as usize]
+}
+
+impl RequestHead {
+    pub fn method(&self) -> &[u8] {
+        slice(&self.bytes, self.method)
+    }
+
+    /// The request target as sent: path and query.
+    pub fn target(&self) -> &[u8] {
+        slice(&self.bytes, self.target)
+    }
+
+    /// The target up to `?`.
+    pub fn path(&self) -> &[u8] {
+        let t = self.target();
+        match memchr::memchr(b'?', t) {
+            Some(i) => &t[..i],
+            None => t,
+        }
+    }
+
+    /// The target after `?`, empty when there is none.
+    pub fn query(&self) -> &[u8] {
+        let t = self.target();
+        match memchr::memchr(b'?', t) {
+            Some(i) => &t[i + 1..],
+            None => b"",
+        }
+    }
+
+    pub fn header_name(&self, h: &HeaderIndex) -> &[u8] {
+        slice(&self.bytes, h.name)
+    }
+
+    pub fn header_value(&self, h: &HeaderIndex) -> &[u8] {
+        slice(&self.bytes, h.value)
+    }
+
+    /// The first value of a header, matched case-insensitively.
+    pub fn header(&self, name: &[u8]) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|h| self.header_name(h).eq_ignore_ascii_case(name))
+            .map(|h| self.header_value(h))
+    }
+
+    /// The content length declared, 0 for no body, `None` for chunked.
+    pub fn content_length(&self) -> Option<u64> {
+        match self.body {
+            BodyKind::Length(n) => Some(n),
+            BodyKind::Chunked => None,
+        }
+    }
+}
+
+/// Offsets and framing of a head, before it is split off the read buffer.
+pub(crate) struct RawHead {
+    pub len: usize,
+    pub method: (u32, u32),
+    pub target: (u32, u32),
+    pub version: Version,
+    pub headers: Vec<HeaderIndex>,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+    pub body: BodyKind,
+}
+
+impl RawHead {
+    pub fn into_head(self, bytes: Bytes) -> RequestHead {
+        RequestHead {
+            bytes,
+            method: self.method,
+            target: self.target,
+            version: self.version,
+            headers: self.headers,
+            keep_alive: self.keep_alive,
+            expect_continue: self.expect_continue,
+            body: self.body,
+        }
+    }
+}
+
+fn offsets(base: &[u8], part: &[u8]) -> (u32, u32) {
+    let start = part.as_ptr() as usize - base.as_ptr() as usize;
+    (start as u32, (start + part.len()) as u32)
+}
+
+fn trim(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// Comma-separated list elements, trimmed, empty ones skipped (RFC 9110 5.6.1).
+fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',').map(trim).filter(|s| !s.is_empty())
+}
+
+fn parse_content_length(v: &[u8]) -> Result<u64, Error> {
+    let v = trim(v);
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return Err(Error::InvalidContentLength);
+    }
+    Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
+/// Checks that a head not yet complete has not broken a limit already, so a
+/// slow or endless header block is refused before it fills memory.
+fn check_partial(buf: &[u8], limits: &Limits) -> Result<(), Error> {
+    let first_nl = memchr::memchr(b'\n', buf);
+    match first_nl {
+        None if buf.len() > limits.max_request_line + 1 => return Err(Error::RequestLineTooLong),
+        None => return Ok(()),
+        Some(_) => {}
+    }
+    if buf.len() > limits.max_head {
+        return Err(Error::HeadTooLarge);
+    }
+    let last_nl = memchr::memrchr(b'\n', buf).unwrap_or(0);
+    if buf.len() - last_nl - 1 > limits.max_header_line + 1 {
+        return Err(Error::HeaderLineTooLong);
+    }
+    Ok(())
+}
+
+fn map_httparse(e: httparse::Error, buf: &[u8]) -> Error {
+    match e {
+        httparse::Error::HeaderName => {
+            // A line that starts with whitespace continues the previous one.
+            let head_end = memchr::memmem::find(buf, b"\r\n\r\n").unwrap_or(buf.len());
+            let head = &buf[..head_end];
+            if memchr::memmem::find(head, b"\n ").is_some()
+                || memchr::memmem::find(head, b"\n\t").is_some()
+            {
+                Error::ObsFold
+            } else {
+                Error::InvalidHeaderName
+            }
+        }
+        httparse::Error::HeaderValue => Error::InvalidHeaderValue,
+        httparse::Error::TooManyHeaders => Error::TooManyHeaders,
+        httparse::Error::Version => {
+            let line_end = memchr::memchr(b'\n', buf).unwrap_or(buf.len());
+            let line = trim(buf[..line_end].strip_suffix(b"\r").unwrap_or(&buf[..line_end]));
+            match line.rsplit(|&b| b == b' ').next() {
+                Some([b'H', b'T', b'T', b'P', b'/', a, b'.', b])
+                    if a.is_ascii_digit() && b.is_ascii_digit() =>
+                {
+                    Error::UnsupportedVersion
+                }
+                _ => Error::BadRequestLine,
+            }
+        }
+        _ => Error::BadRequestLine,
+    }
+}
+
+/// Parses a head at the start of `buf`: `Ok(None)` when more bytes are needed.
+pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>, Error> {
+    let mut storage: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
+        [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    let max_headers = limits.max_headers.min(MAX_HEADERS_CAP);
+    let mut req = httparse::Request::new(&mut []);
+    let status = httparse::ParserConfig::default()
+        .parse_request_with_uninit_headers(&mut req, buf, &mut storage[..max_headers])
+        .map_err(|e| map_httparse(e, buf))?;
+    let len = match status {
+        httparse::Status::Partial => {
+            check_partial(buf, limits)?;
+            return Ok(None);
+        }
+        httparse::Status::Complete(len) => len,
+    };
+    if len > limits.max_head {
+        return Err(Error::HeadTooLarge);
+    }
+    let method = req.method.expect("complete request has a method");
+    let target = req.path.expect("complete request has a target");
+    // Leading empty lines are skipped by httparse; the request line starts at the method.
+    let line_start = method.as_ptr() as usize - buf.as_ptr() as usize;
+    let line_len = memchr::memchr(b'\n', &buf[line_start..]).unwrap_or(0);
+    if line_len > limits.max_request_line + 1 {
+        return Err(Error::RequestLineTooLong);
+    }
+    let version = if req.version == Some(0) { Version::Http10 } else { Version::Http11 };
+
+    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut content_length: Option<u64> = None;
+    let mut te_last_chunked = false;
+    let mut te_seen = false;
+    let mut te_other = false;
+    let mut te_chunked_count = 0;
+    let mut hosts = 0;
+    let mut close = false;
+    let mut keep_alive_token = false;
+    let mut expect_continue = false;
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let value = h.value;
+        if name.len() + value.len() + 2 > limits.max_header_line {
+            return Err(Error::HeaderLineTooLong);
+        }
+        headers.push(HeaderIndex { name: offsets(buf, name), value: offsets(buf, value) });
+        // Dispatch on length first: most headers are none of these.
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => hosts += 1,
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                expect_continue = trim(value).eq_ignore_ascii_case(b"100-continue");
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in list_items(value) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        keep_alive_token = true;
+                    }
+                }
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                if content_length.is_some() {
+                    return Err(Error::DuplicateContentLength);
+                }
+                content_length = Some(parse_content_length(value)?);
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                te_seen = true;
+                for coding in list_items(value) {
+                    if coding.eq_ignore_ascii_case(b"chunked") {
+                        te_chunked_count += 1;
+                        te_last_chunked = true;
+                    } else {
+                        te_other = true;
+                        te_last_chunked = false;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if version == Version::Http11 && hosts == 0 {
+        return Err(Error::MissingHost);
+    }
+    if hosts > 1 {
+        return Err(Error::DuplicateHost);
+    }
+    let body = if te_seen {
+        if version == Version::Http10 {
+            return Err(Error::TransferEncodingInHttp10);
+        }
+        if content_length.is_some() {
+            return Err(Error::LengthAndTransferEncoding);
+        }
+        if !te_last_chunked || te_chunked_count > 1 {
+            return Err(Error::ChunkedNotLast);
+        }
+        if te_other {
+            return Err(Error::UnsupportedTransferEncoding);
+        }
+        BodyKind::Chunked
+    } else {
+        BodyKind::Length(content_length.unwrap_or(0))
+    };
+    let keep_alive = match version {
+        Version::Http11 => !close,
+        Version::Http10 => keep_alive_token && !close,
+    };
+    Ok(Some(RawHead {
+        len,
+        method: offsets(buf, method.as_bytes()),
+        target: offsets(buf, target.as_bytes()),
+        version,
+        headers,
+        keep_alive,
+        expect_continue: expect_continue && version == Version::Http11,
+        body,
+    }))
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and `make run` need, only those missing.
+# Idempotent; a no-op on a machine that already has them.
+set -euo pipefail
+need=()
+command -v tarantool >/dev/null || need+=(tarantool)
+command -v redis-server >/dev/null || need+=(redis-server)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+command -v curl >/dev/null || need+=(curl)
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing system packages: ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,1 @@
+"""surge's side-by-side benchmark suites (run with ``make bench``)."""

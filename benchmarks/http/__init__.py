@@ -1,0 +1,1 @@
+"""HTTP hello-world benchmark: surge vs socketify, granian, uvicorn, aiohttp, nginx, fasthttp."""

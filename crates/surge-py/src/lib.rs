@@ -1,1 +1,12 @@
+//! `surge._core`: the Python-facing types built on `surge-proto`.
 
+use pyo3::prelude::*;
+
+mod http;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    http::register(m)?;
+    Ok(())
+}

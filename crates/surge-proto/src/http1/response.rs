@@ -29,6 +29,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         415 => "Unsupported Media Type",
         416 => "Range Not Satisfiable",
         417 => "Expectation Failed",
+        418 => "I'm a Teapot",
         422 => "Unprocessable Content",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",

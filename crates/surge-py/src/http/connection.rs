@@ -1,0 +1,388 @@
+//! One server connection's native half.
+//!
+//! `feed()` parses every complete request in the bytes read, routes it, and
+//! while nothing is queued ahead of it in Python, calls a sync handler inline
+//! and encodes its result into one output buffer, written with a single
+//! `transport.write` per read. Anything else (async and threaded handlers,
+//! 404/405, unusual return values, raised exceptions, parse errors) is handed
+//! back to Python in order, and so is every request after it in that read,
+//! because responses must leave in request order.
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use surge_proto::http1::{Event, Limits, Parser, RequestHead, Version};
+
+use super::request::{Outcome, Request};
+use super::response::{encode_result, write_head, Reply, TEXT};
+use super::router::{Kind, Match, Router};
+
+/// A request the stream could not be framed past; Python answers and closes.
+#[pyclass(module = "surge._core", frozen)]
+pub struct ParseError {
+    #[pyo3(get)]
+    pub status: u16,
+    #[pyo3(get)]
+    pub message: &'static str,
+}
+
+#[pymethods]
+impl ParseError {
+    fn __repr__(&self) -> String {
+        format!("<ParseError {} {}>", self.status, self.message)
+    }
+}
+
+/// A request whose body is still arriving.
+struct Pending {
+    request: Request,
+    body: Option<Bytes>,
+    body_buf: BytesMut,
+}
+
+#[pyclass(module = "surge._core")]
+pub struct HttpConnection {
+    parser: Parser,
+    router: Py<Router>,
+    write: PyObject,
+    client: Option<PyObject>,
+    out: Vec<u8>,
+    pending: Option<Pending>,
+    streaming: Option<Py<Request>>,
+    last_active: Instant,
+    head_started: Option<Instant>,
+    /// While false, every request goes to Python (responses are queued there).
+    #[pyo3(get, set)]
+    fast: bool,
+    /// A request asked to close the connection, or the stream failed: input
+    /// after it is ignored.
+    #[pyo3(get)]
+    closing: bool,
+    /// Bytes of streamed body not yet taken by the handler.
+    #[pyo3(get)]
+    stream_buffered: usize,
+}
+
+fn reply_for(head: &RequestHead) -> Reply {
+    Reply {
+        keep_alive: head.keep_alive,
+        http10: head.version == Version::Http10,
+        head_only: head.method() == b"HEAD",
+    }
+}
+
+impl HttpConnection {
+    fn complete<'py>(
+        &mut self,
+        py: Python<'py>,
+        request: Request,
+        deferred: &mut Option<Bound<'py, PyList>>,
+    ) -> PyResult<()> {
+        if !request.head.keep_alive {
+            self.closing = true;
+        }
+        let router = self.router.bind(py).borrow();
+        let fast_route = if self.fast && deferred.is_none() && request.route >= 0 {
+            let route = &router.routes[request.route as usize];
+            (route.kind == Kind::Sync).then(|| route.handler.clone_ref(py))
+        } else {
+            None
+        };
+        drop(router);
+        let Some(handler) = fast_route else {
+            return push(py, deferred, Py::new(py, request)?.into_any());
+        };
+        let reply = reply_for(&request.head);
+        let params = request.params.as_ref().map(|p| p.clone_ref(py));
+        let req = Py::new(py, request)?;
+        let result = match params {
+            None => handler.call1(py, (req.clone_ref(py),)),
+            Some(p) => handler.call(py, (req.clone_ref(py),), Some(p.bind(py))),
+        };
+        match result {
+            Ok(value) => {
+                let value = value.into_bound(py);
+                match encode_result(py, &value, reply, &mut self.out) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => {
+                        let mut r = req.borrow_mut(py);
+                        r.outcome = Outcome::Returned;
+                        r.result = Some(value.unbind());
+                        drop(r);
+                        push(py, deferred, req.into_any())
+                    }
+                    Err(e) => {
+                        let mut r = req.borrow_mut(py);
+                        r.outcome = Outcome::Raised;
+                        r.result = Some(e.into_value(py).into_any());
+                        drop(r);
+                        push(py, deferred, req.into_any())
+                    }
+                }
+            }
+            Err(e) => {
+                let mut r = req.borrow_mut(py);
+                r.outcome = Outcome::Raised;
+                r.result = Some(e.into_value(py).into_any());
+                drop(r);
+                push(py, deferred, req.into_any())
+            }
+        }
+    }
+
+    fn on_head<'py>(
+        &mut self,
+        py: Python<'py>,
+        head: RequestHead,
+        deferred: &mut Option<Bound<'py, PyList>>,
+    ) -> PyResult<()> {
+        let router = self.router.bind(py).borrow();
+        let client = self.client.as_ref().map(|c| c.clone_ref(py));
+        let (mut request, limit, stream) = match router.find(py, head.method(), head.path()) {
+            Match::Found(route, id, params) => {
+                let (limit, stream) = (route.body_limit, route.stream);
+                let mut r = Request::new(head, id as isize, client);
+                r.params = params;
+                (r, limit, stream)
+            }
+            Match::NotFound => (Request::new(head, -1, client), self.parser.limits().max_body, false),
+            Match::MethodNotAllowed(allowed) => {
+                let names: Vec<String> =
+                    allowed.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect();
+                let mut r = Request::new(head, -2, client);
+                r.allowed = Some(names.into_pyobject(py)?.into_any().unbind());
+                (r, self.parser.limits().max_body, false)
+            }
+        };
+        drop(router);
+        self.parser.set_body_limit(limit);
+        let has_body = request.head.content_length() != Some(0);
+        if request.head.expect_continue && has_body && self.parser.buffered() == 0 {
+            // The client waits for this before sending the body. Only safe to
+            // send when no earlier response is still owed.
+            if self.fast && deferred.is_none() {
+                self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+        }
+        if stream {
+            request.streaming = true;
+            let req = Py::new(py, request)?;
+            self.streaming = Some(req.clone_ref(py));
+            push(py, deferred, req.into_any())
+        } else {
+            self.pending = Some(Pending { request, body: None, body_buf: BytesMut::new() });
+            Ok(())
+        }
+    }
+
+    fn on_data(&mut self, py: Python<'_>, data: Bytes) {
+        if let Some(s) = &self.streaming {
+            let mut r = s.borrow_mut(py);
+            r.chunk_bytes += data.len();
+            self.stream_buffered = r.chunk_bytes;
+            r.chunks.push(data);
+        } else if let Some(p) = &mut self.pending {
+            match p.body.take() {
+                None if p.body_buf.is_empty() => p.body = Some(data),
+                first => {
+                    if let Some(f) = first {
+                        p.body_buf.extend_from_slice(&f);
+                    }
+                    p.body_buf.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        if !self.out.is_empty() {
+            let bytes = PyBytes::new(py, &self.out);
+            self.out.clear();
+            self.write.call1(py, (bytes,))?;
+        }
+        Ok(())
+    }
+}
+
+fn push<'py>(
+    py: Python<'py>,
+    deferred: &mut Option<Bound<'py, PyList>>,
+    item: PyObject,
+) -> PyResult<()> {
+    match deferred {
+        Some(list) => list.append(item),
+        None => {
+            let list = PyList::empty(py);
+            list.append(item)?;
+            *deferred = Some(list);
+            Ok(())
+        }
+    }
+}
+
+#[pymethods]
+impl HttpConnection {
+    /// `write` is the transport's write method; `client` the peer address.
+    #[new]
+    #[pyo3(signature = (router, write, client=None, max_request_line=None, max_header_line=None, max_headers=None, max_head=None, max_body=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        router: Py<Router>,
+        write: PyObject,
+        client: Option<PyObject>,
+        max_request_line: Option<usize>,
+        max_header_line: Option<usize>,
+        max_headers: Option<usize>,
+        max_head: Option<usize>,
+        max_body: Option<u64>,
+    ) -> Self {
+        let d = Limits::default();
+        let limits = Limits {
+            max_request_line: max_request_line.unwrap_or(d.max_request_line),
+            max_header_line: max_header_line.unwrap_or(d.max_header_line),
+            max_headers: max_headers.unwrap_or(d.max_headers),
+            max_head: max_head.unwrap_or(d.max_head),
+            max_body: max_body.unwrap_or(d.max_body),
+            max_chunk_line: d.max_chunk_line,
+        };
+        HttpConnection {
+            parser: Parser::new(limits),
+            router,
+            write,
+            client,
+            out: Vec::with_capacity(16 * 1024),
+            pending: None,
+            streaming: None,
+            last_active: Instant::now(),
+            head_started: None,
+            fast: true,
+            closing: false,
+            stream_buffered: 0,
+        }
+    }
+
+    /// Handles received bytes. Returns None when every request was answered
+    /// (the answers are already written), else the list of requests (and a
+    /// trailing `ParseError`) that Python must answer, in order.
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
+        self.last_active = Instant::now();
+        let mut deferred: Option<Bound<'py, PyList>> = None;
+        if self.closing {
+            return Ok(deferred);
+        }
+        self.parser.feed(data);
+        loop {
+            match self.parser.poll() {
+                Ok(None) => break,
+                Ok(Some(Event::Head(head))) => self.on_head(py, head, &mut deferred)?,
+                Ok(Some(Event::Data(d))) => self.on_data(py, d),
+                Ok(Some(Event::End)) => {
+                    if let Some(s) = self.streaming.take() {
+                        let mut r = s.borrow_mut(py);
+                        r.eof = true;
+                        if !r.head.keep_alive {
+                            self.closing = true;
+                        }
+                    } else if let Some(p) = self.pending.take() {
+                        let mut request = p.request;
+                        request.body = match p.body {
+                            Some(b) => b,
+                            None => p.body_buf.freeze(),
+                        };
+                        self.complete(py, request, &mut deferred)?;
+                    }
+                    if self.closing {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    self.closing = true;
+                    self.pending = None;
+                    if let Some(s) = self.streaming.take() {
+                        // The handler reading this body sees it end early.
+                        s.borrow_mut(py).eof = true;
+                    }
+                    let err = ParseError { status: e.status(), message: e.message() };
+                    push(py, &mut deferred, Py::new(py, err)?.into_any())?;
+                    break;
+                }
+            }
+        }
+        self.head_started = if self.parser.in_head() {
+            Some(self.head_started.unwrap_or(self.last_active))
+        } else {
+            None
+        };
+        self.flush(py)?;
+        if self.closing && deferred.is_none() {
+            deferred = Some(PyList::empty(py));
+        }
+        Ok(deferred)
+    }
+
+    /// Encodes a handler's return value for Python's slow path: bytes, or None
+    /// when the value's type is not one the native encoder knows.
+    fn render<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, Request>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let reply = reply_for(&request.borrow().head);
+        let mut out = Vec::with_capacity(256);
+        if encode_result(py, value, reply, &mut out)? {
+            Ok(Some(PyBytes::new(py, &out)))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A plain-text error response; `close` forces `Connection: close`.
+    #[pyo3(signature = (status, message, request=None, close=false, headers=None))]
+    fn render_error<'py>(
+        &self,
+        py: Python<'py>,
+        status: u16,
+        message: &str,
+        request: Option<&Bound<'py, Request>>,
+        close: bool,
+        headers: Option<Vec<(String, String)>>,
+    ) -> Bound<'py, PyBytes> {
+        let mut reply = match request {
+            Some(r) => reply_for(&r.borrow().head),
+            None => Reply { keep_alive: false, http10: false, head_only: false },
+        };
+        reply.keep_alive &= !close;
+        let mut out = Vec::with_capacity(256);
+        let headers = headers.unwrap_or_default();
+        let body = message.as_bytes();
+        write_head(&mut out, status, Some(TEXT), &headers, Some(body.len()), reply);
+        if !reply.head_only {
+            out.extend_from_slice(body);
+        }
+        PyBytes::new(py, &out)
+    }
+
+    /// Seconds since bytes last arrived.
+    fn idle_for(&self) -> f64 {
+        self.last_active.elapsed().as_secs_f64()
+    }
+
+    /// Seconds since a still-incomplete request head began, 0 when none is.
+    fn head_for(&self) -> f64 {
+        self.head_started.map_or(0.0, |t| t.elapsed().as_secs_f64())
+    }
+
+    /// True when no request is partly received.
+    #[getter]
+    fn idle(&self) -> bool {
+        self.parser.is_idle() && self.pending.is_none() && self.streaming.is_none()
+    }
+
+    /// Called by a streaming body's reader after taking chunks.
+    fn stream_drained(&mut self) {
+        self.stream_buffered = 0;
+    }
+}

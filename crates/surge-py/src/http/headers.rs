@@ -1,0 +1,129 @@
+//! Request headers as a read-only, case-insensitive multi-mapping over the
+//! received head bytes; values are decoded (latin-1, as RFC 9110 allows) only
+//! when looked up.
+
+use bytes::Bytes;
+use pyo3::exceptions::PyKeyError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+use surge_proto::http1::HeaderIndex;
+
+#[pyclass(module = "surge._core", frozen, sequence)]
+pub struct Headers {
+    bytes: Bytes,
+    index: Vec<HeaderIndex>,
+}
+
+fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
+    if b.is_ascii() {
+        // SAFETY-free fast path: ASCII is valid UTF-8.
+        PyString::new(py, std::str::from_utf8(b).unwrap_or_default())
+    } else {
+        let s: String = b.iter().map(|&c| c as char).collect();
+        PyString::new(py, &s)
+    }
+}
+
+impl Headers {
+    pub fn new(bytes: Bytes, index: Vec<HeaderIndex>) -> Self {
+        Headers { bytes, index }
+    }
+
+    fn name(&self, h: &HeaderIndex) -> &[u8] {
+        &self.bytes[h.name.0 as usize..h.name.1 as usize]
+    }
+
+    fn value(&self, h: &HeaderIndex) -> &[u8] {
+        &self.bytes[h.value.0 as usize..h.value.1 as usize]
+    }
+
+    fn find(&self, name: &str) -> Option<&HeaderIndex> {
+        self.index.iter().find(|h| self.name(h).eq_ignore_ascii_case(name.as_bytes()))
+    }
+}
+
+#[pymethods]
+impl Headers {
+    fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyString>> {
+        match self.find(name) {
+            Some(h) => Ok(latin1(py, self.value(h))),
+            None => Err(PyKeyError::new_err(name.to_owned())),
+        }
+    }
+
+    /// The first value of `name` (case-insensitive), or `default`.
+    #[pyo3(signature = (name, default=None))]
+    fn get(&self, py: Python<'_>, name: &str, default: Option<PyObject>) -> PyObject {
+        match self.find(name) {
+            Some(h) => latin1(py, self.value(h)).into_any().unbind(),
+            None => default.unwrap_or_else(|| py.None()),
+        }
+    }
+
+    /// Every value of `name`, in order.
+    fn getall<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyList>> {
+        let values: Vec<Bound<'py, PyString>> = self
+            .index
+            .iter()
+            .filter(|h| self.name(h).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| latin1(py, self.value(h)))
+            .collect();
+        PyList::new(py, values)
+    }
+
+    /// `(name, value)` pairs as received; names lower-cased.
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: Vec<Bound<'py, PyTuple>> = self
+            .index
+            .iter()
+            .map(|h| {
+                let name = String::from_utf8_lossy(self.name(h)).to_ascii_lowercase();
+                PyTuple::new(py, [PyString::new(py, &name), latin1(py, self.value(h))])
+            })
+            .collect::<PyResult<_>>()?;
+        PyList::new(py, items)
+    }
+
+    /// Header names, lower-cased, in order (repeated names repeat).
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let names: Vec<String> = self
+            .index
+            .iter()
+            .map(|h| String::from_utf8_lossy(self.name(h)).to_ascii_lowercase())
+            .collect();
+        PyList::new(py, names)
+    }
+
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let values: Vec<Bound<'py, PyString>> =
+            self.index.iter().map(|h| latin1(py, self.value(h))).collect();
+        PyList::new(py, values)
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.len()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.keys(py)?.into_any().try_iter().map(|i| i.into_any())
+    }
+
+    fn __repr__(&self) -> String {
+        let parts: Vec<String> = self
+            .index
+            .iter()
+            .map(|h| {
+                format!(
+                    "{:?}: {:?}",
+                    String::from_utf8_lossy(self.name(h)).to_ascii_lowercase(),
+                    String::from_utf8_lossy(self.value(h))
+                )
+            })
+            .collect();
+        format!("Headers({{{}}})", parts.join(", "))
+    }
+}

@@ -1,0 +1,308 @@
+//! The request object handed to handlers. Everything is kept as received
+//! bytes and turned into Python objects on first access, then cached.
+
+use bytes::Bytes;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use surge_proto::http1::{RequestHead, Version};
+
+use super::headers::Headers;
+use super::router::percent_decode;
+
+static ORJSON_LOADS: GILOnceCell<PyObject> = GILOnceCell::new();
+static PARSE_QUERY: GILOnceCell<PyObject> = GILOnceCell::new();
+static PARSE_COOKIES: GILOnceCell<PyObject> = GILOnceCell::new();
+
+fn import_attr(
+    py: Python<'_>,
+    cell: &'static GILOnceCell<PyObject>,
+    module: &str,
+    attr: &str,
+) -> PyResult<PyObject> {
+    cell.get_or_try_init(py, || Ok(py.import(module)?.getattr(attr)?.unbind()))
+        .map(|o| o.clone_ref(py))
+}
+
+/// What happened when the connection already ran the handler for a request
+/// it then handed to Python.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    NotRun = 0,
+    Raised = 1,
+    Returned = 2,
+}
+
+#[pyclass(module = "surge._core", dict, freelist = 256)]
+pub struct Request {
+    pub head: RequestHead,
+    pub body: Bytes,
+    /// Route index, -1 for no route (404), -2 for a wrong method (405).
+    #[pyo3(get, name = "_route")]
+    pub route: isize,
+    pub params: Option<Py<PyDict>>,
+    #[pyo3(get, name = "_allowed")]
+    pub allowed: Option<PyObject>,
+    #[pyo3(get)]
+    pub client: Option<PyObject>,
+    pub outcome: Outcome,
+    #[pyo3(get, name = "_result")]
+    pub result: Option<PyObject>,
+    // Streamed bodies: chunks not yet taken by `request.stream()`.
+    pub streaming: bool,
+    pub chunks: Vec<Bytes>,
+    pub chunk_bytes: usize,
+    pub eof: bool,
+    #[pyo3(get, set, name = "_stream")]
+    pub stream: Option<PyObject>,
+    // Caches.
+    method_obj: Option<Py<PyString>>,
+    path_obj: Option<Py<PyString>>,
+    body_obj: Option<Py<PyBytes>>,
+    headers_obj: Option<Py<Headers>>,
+    query_obj: Option<PyObject>,
+    cookies_obj: Option<PyObject>,
+}
+
+impl Request {
+    pub fn new(head: RequestHead, route: isize, client: Option<PyObject>) -> Self {
+        Request {
+            head,
+            body: Bytes::new(),
+            route,
+            params: None,
+            allowed: None,
+            client,
+            outcome: Outcome::NotRun,
+            result: None,
+            streaming: false,
+            chunks: Vec::new(),
+            chunk_bytes: 0,
+            eof: false,
+            stream: None,
+            method_obj: None,
+            path_obj: None,
+            body_obj: None,
+            headers_obj: None,
+            query_obj: None,
+            cookies_obj: None,
+        }
+    }
+}
+
+fn intern_method<'py>(py: Python<'py>, m: &[u8]) -> Bound<'py, PyString> {
+    match m {
+        b"GET" => PyString::intern(py, "GET"),
+        b"POST" => PyString::intern(py, "POST"),
+        b"PUT" => PyString::intern(py, "PUT"),
+        b"PATCH" => PyString::intern(py, "PATCH"),
+        b"DELETE" => PyString::intern(py, "DELETE"),
+        b"HEAD" => PyString::intern(py, "HEAD"),
+        b"OPTIONS" => PyString::intern(py, "OPTIONS"),
+        other => PyString::new(py, &String::from_utf8_lossy(other)),
+    }
+}
+
+#[pymethods]
+impl Request {
+    /// The method, e.g. "GET".
+    #[getter]
+    fn method(&mut self, py: Python<'_>) -> Py<PyString> {
+        if let Some(m) = &self.method_obj {
+            return m.clone_ref(py);
+        }
+        let m = intern_method(py, self.head.method()).unbind();
+        self.method_obj = Some(m.clone_ref(py));
+        m
+    }
+
+    /// The percent-decoded path, without the query.
+    #[getter]
+    fn path(&mut self, py: Python<'_>) -> Py<PyString> {
+        if let Some(p) = &self.path_obj {
+            return p.clone_ref(py);
+        }
+        let raw = self.head.path();
+        let s = percent_decode(raw, false).unwrap_or_else(|| String::from_utf8_lossy(raw).into());
+        let p = PyString::new(py, &s).unbind();
+        self.path_obj = Some(p.clone_ref(py));
+        p
+    }
+
+    /// The path as received, still percent-encoded.
+    #[getter]
+    fn raw_path<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.head.path())
+    }
+
+    /// The request target as received (path and query).
+    #[getter]
+    fn target(&self) -> String {
+        String::from_utf8_lossy(self.head.target()).into_owned()
+    }
+
+    /// The raw query string after `?` ("" when absent).
+    #[getter]
+    fn query_string(&self) -> String {
+        String::from_utf8_lossy(self.head.query()).into_owned()
+    }
+
+    /// Query parameters as a multi-dict (`params["a"]`, `params.getlist("a")`).
+    #[getter]
+    fn query_params(&mut self, py: Python<'_>) -> PyResult<PyObject> {
+        if let Some(q) = &self.query_obj {
+            return Ok(q.clone_ref(py));
+        }
+        let parse = import_attr(py, &PARSE_QUERY, "surge.http.datastructures", "parse_query")?;
+        let q = parse.call1(py, (PyBytes::new(py, self.head.query()),))?;
+        self.query_obj = Some(q.clone_ref(py));
+        Ok(q)
+    }
+
+    /// Flask's name for `query_params`.
+    #[getter]
+    fn args(&mut self, py: Python<'_>) -> PyResult<PyObject> {
+        self.query_params(py)
+    }
+
+    /// "1.1" or "1.0".
+    #[getter]
+    fn version(&self) -> &'static str {
+        match self.head.version {
+            Version::Http11 => "1.1",
+            Version::Http10 => "1.0",
+        }
+    }
+
+    /// Whether the connection stays open after this request.
+    #[getter]
+    fn keep_alive(&self) -> bool {
+        self.head.keep_alive
+    }
+
+    #[getter]
+    fn headers(&mut self, py: Python<'_>) -> PyResult<Py<Headers>> {
+        if let Some(h) = &self.headers_obj {
+            return Ok(h.clone_ref(py));
+        }
+        let h = Py::new(py, Headers::new(self.head.bytes.clone(), self.head.headers.clone()))?;
+        self.headers_obj = Some(h.clone_ref(py));
+        Ok(h)
+    }
+
+    /// Cookies sent by the client, as a dict.
+    #[getter]
+    fn cookies(&mut self, py: Python<'_>) -> PyResult<PyObject> {
+        if let Some(c) = &self.cookies_obj {
+            return Ok(c.clone_ref(py));
+        }
+        let parse = import_attr(py, &PARSE_COOKIES, "surge.http.datastructures", "parse_cookies")?;
+        let values: Vec<String> = self
+            .head
+            .headers
+            .iter()
+            .filter(|h| self.head.header_name(h).eq_ignore_ascii_case(b"cookie"))
+            .map(|h| String::from_utf8_lossy(self.head.header_value(h)).into_owned())
+            .collect();
+        let c = parse.call1(py, (PyList::new(py, values)?,))?;
+        self.cookies_obj = Some(c.clone_ref(py));
+        Ok(c)
+    }
+
+    /// The Host header ("" when absent).
+    #[getter]
+    fn host(&self) -> String {
+        self.head.header(b"host").map(|h| String::from_utf8_lossy(h).into_owned()).unwrap_or_default()
+    }
+
+    /// The Content-Type header, or None.
+    #[getter]
+    fn content_type(&self) -> Option<String> {
+        self.head.header(b"content-type").map(|h| String::from_utf8_lossy(h).into_owned())
+    }
+
+    /// The declared Content-Length, None for chunked bodies.
+    #[getter]
+    fn content_length(&self) -> Option<u64> {
+        self.head.content_length()
+    }
+
+    /// Path parameters matched by the route.
+    #[getter]
+    fn path_params(&self, py: Python<'_>) -> Py<PyDict> {
+        match &self.params {
+            Some(p) => p.clone_ref(py),
+            None => PyDict::new(py).unbind(),
+        }
+    }
+
+    /// The whole body (read before the handler runs, unless the route streams).
+    #[getter]
+    fn body(&mut self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
+        if self.streaming {
+            return Err(PyRuntimeError::new_err(
+                "this route streams its body: read it with `async for chunk in request.stream()`",
+            ));
+        }
+        if let Some(b) = &self.body_obj {
+            return Ok(b.clone_ref(py));
+        }
+        let b = PyBytes::new(py, &self.body).unbind();
+        self.body_obj = Some(b.clone_ref(py));
+        Ok(b)
+    }
+
+    /// The body decoded as UTF-8.
+    #[getter]
+    fn text(&mut self, py: Python<'_>) -> PyResult<String> {
+        let b = self.body(py)?;
+        let bytes = b.bind(py).as_bytes();
+        Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+
+    /// The body parsed as JSON (orjson).
+    fn json(&mut self, py: Python<'_>) -> PyResult<PyObject> {
+        let b = self.body(py)?;
+        let loads = import_attr(py, &ORJSON_LOADS, "orjson", "loads")?;
+        loads.call1(py, (b,))
+    }
+
+    /// An async iterator over the body's chunks (routes declared `stream=True`).
+    fn stream(&self, py: Python<'_>) -> PyResult<PyObject> {
+        match &self.stream {
+            Some(s) if self.streaming => Ok(s.clone_ref(py)),
+            _ => Err(PyRuntimeError::new_err(
+                "request.stream() needs a route declared with stream=True; use request.body",
+            )),
+        }
+    }
+
+    /// Body chunks received since the last call (streaming routes).
+    fn _take_chunks<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let chunks: Vec<Bound<'py, PyBytes>> =
+            self.chunks.drain(..).map(|c| PyBytes::new(py, &c)).collect();
+        self.chunk_bytes = 0;
+        PyList::new(py, chunks)
+    }
+
+    /// True once the whole streamed body has arrived.
+    #[getter]
+    fn _eof(&self) -> bool {
+        self.eof
+    }
+
+    /// 0: handler not run yet, 1: it raised `_result`, 2: it returned `_result`.
+    #[getter]
+    fn _outcome(&self) -> u8 {
+        self.outcome as u8
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Request {} {}>",
+            String::from_utf8_lossy(self.head.method()),
+            String::from_utf8_lossy(self.head.target())
+        )
+    }
+}

@@ -1,0 +1,334 @@
+//! Responses: the `Response` class and the encoder that turns a handler's
+//! return value into bytes appended to the connection's output buffer.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBytes, PyByteArray, PyDict, PyList, PyString, PyTuple};
+use surge_proto::http1::write_status_line;
+
+use super::date::with_date;
+
+static ORJSON_DUMPS: GILOnceCell<PyObject> = GILOnceCell::new();
+
+pub const TEXT: &[u8] = b"text/plain; charset=utf-8";
+pub const JSON: &[u8] = b"application/json";
+pub const BINARY: &[u8] = b"application/octet-stream";
+
+fn dumps(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let f = ORJSON_DUMPS.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("orjson")?.getattr("dumps")?.unbind())
+    })?;
+    let b = f.call1(py, (obj,))?;
+    Ok(b.downcast_bound::<PyBytes>(py)?.as_bytes().to_vec())
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn check_header(name: &str, value: &str) -> PyResult<()> {
+    if !is_token(name) {
+        return Err(PyValueError::new_err(format!("invalid header name {name:?}")));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(PyValueError::new_err(format!(
+            "header {name:?}: value may not contain CR, LF or NUL"
+        )));
+    }
+    Ok(())
+}
+
+/// Headers given as a dict, a list of pairs, or any mapping with `items()`.
+fn header_pairs(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+    let items = if let Ok(d) = obj.downcast::<PyDict>() {
+        d.items().into_any()
+    } else if obj.downcast::<PyList>().is_ok() || obj.downcast::<PyTuple>().is_ok() {
+        obj.clone()
+    } else {
+        obj.call_method0("items")?
+    };
+    let mut out = Vec::new();
+    for item in items.try_iter()? {
+        let (name, value): (String, String) = item?.extract()?;
+        check_header(&name, &value)?;
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// Body bytes and the content type implied by the body's type.
+fn body_bytes(py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, &'static [u8])> {
+    if body.is_none() {
+        Ok((Vec::new(), BINARY))
+    } else if let Ok(s) = body.downcast::<PyString>() {
+        Ok((s.to_str()?.as_bytes().to_vec(), TEXT))
+    } else if let Ok(b) = body.downcast::<PyBytes>() {
+        Ok((b.as_bytes().to_vec(), BINARY))
+    } else if let Ok(b) = body.downcast::<PyByteArray>() {
+        Ok((b.to_vec(), BINARY))
+    } else if body.downcast::<PyDict>().is_ok() || body.downcast::<PyList>().is_ok() {
+        Ok((dumps(py, body)?, JSON))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "response body must be str, bytes, dict or list, not {}",
+            body.get_type().name()?
+        )))
+    }
+}
+
+/// An HTTP response: `Response(body, status=200, headers=None, content_type=None)`.
+/// A str body defaults to text/plain, bytes to application/octet-stream, a
+/// dict or list is sent as JSON.
+#[pyclass(module = "surge._core", subclass)]
+pub struct Response {
+    #[pyo3(get, set)]
+    pub status: u16,
+    pub body: Vec<u8>,
+    #[pyo3(get, set)]
+    pub content_type: Option<String>,
+    pub headers: Vec<(String, String)>,
+}
+
+#[pymethods]
+impl Response {
+    #[new]
+    #[pyo3(signature = (body=None, status=200, headers=None, content_type=None))]
+    fn new(
+        py: Python<'_>,
+        body: Option<&Bound<'_, PyAny>>,
+        status: u16,
+        headers: Option<&Bound<'_, PyAny>>,
+        content_type: Option<String>,
+    ) -> PyResult<Self> {
+        if !(100..=999).contains(&status) {
+            return Err(PyValueError::new_err(format!("invalid status code {status}")));
+        }
+        let (body, implied) = match body {
+            Some(b) => body_bytes(py, b)?,
+            None => (Vec::new(), BINARY),
+        };
+        let mut headers = match headers {
+            Some(h) if !h.is_none() => header_pairs(h)?,
+            _ => Vec::new(),
+        };
+        let mut content_type = content_type;
+        if let Some(pos) = headers.iter().position(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+            let (_, v) = headers.remove(pos);
+            content_type.get_or_insert(v);
+        }
+        if let Some(ct) = &content_type {
+            check_header("Content-Type", ct)?;
+        } else if !body.is_empty() {
+            content_type = Some(String::from_utf8_lossy(implied).into_owned());
+        }
+        headers.retain(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
+        });
+        Ok(Response { status, body, content_type, headers })
+    }
+
+    /// The body as bytes.
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.body)
+    }
+
+    #[setter(body)]
+    fn set_body(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.body = body_bytes(py, body)?.0;
+        Ok(())
+    }
+
+    /// The extra headers, as a list of (name, value).
+    #[getter]
+    fn headers(&self) -> Vec<(String, String)> {
+        self.headers.clone()
+    }
+
+    /// Adds a header (kept alongside any of the same name).
+    fn add_header(&mut self, name: String, value: String) -> PyResult<()> {
+        check_header(&name, &value)?;
+        self.headers.push((name, value));
+        Ok(())
+    }
+
+    /// Sets a header, replacing those of the same name.
+    fn set_header(&mut self, name: String, value: String) -> PyResult<()> {
+        check_header(&name, &value)?;
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+        self.headers.push((name, value));
+        Ok(())
+    }
+
+    /// Adds a Set-Cookie header.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (key, value="", max_age=None, expires=None, path="/", domain=None, secure=false, httponly=false, samesite=Some("lax")))]
+    fn set_cookie(
+        &mut self,
+        key: &str,
+        value: &str,
+        max_age: Option<i64>,
+        expires: Option<&str>,
+        path: Option<&str>,
+        domain: Option<&str>,
+        secure: bool,
+        httponly: bool,
+        samesite: Option<&str>,
+    ) -> PyResult<()> {
+        if !is_token(key) {
+            return Err(PyValueError::new_err(format!("invalid cookie name {key:?}")));
+        }
+        if value.bytes().any(|b| b <= b' ' || b == b'"' || b == b',' || b == b';' || b == b'\\' || b >= 0x7f) {
+            return Err(PyValueError::new_err("cookie value holds a character cookies may not carry"));
+        }
+        let mut c = format!("{key}={value}");
+        if let Some(a) = max_age {
+            c.push_str(&format!("; Max-Age={a}"));
+        }
+        if let Some(e) = expires {
+            c.push_str(&format!("; Expires={e}"));
+        }
+        if let Some(p) = path {
+            c.push_str(&format!("; Path={p}"));
+        }
+        if let Some(d) = domain {
+            c.push_str(&format!("; Domain={d}"));
+        }
+        if secure {
+            c.push_str("; Secure");
+        }
+        if httponly {
+            c.push_str("; HttpOnly");
+        }
+        if let Some(s) = samesite {
+            let s = match s.to_ascii_lowercase().as_str() {
+                "lax" => "Lax",
+                "strict" => "Strict",
+                "none" => "None",
+                _ => return Err(PyValueError::new_err("samesite must be 'lax', 'strict' or 'none'")),
+            };
+            c.push_str(&format!("; SameSite={s}"));
+        }
+        self.add_header("Set-Cookie".into(), c)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Response {} {} bytes>", self.status, self.body.len())
+    }
+}
+
+/// What the response head needs to know about the request it answers.
+#[derive(Clone, Copy)]
+pub struct Reply {
+    pub keep_alive: bool,
+    pub http10: bool,
+    pub head_only: bool,
+}
+
+fn has_body(status: u16) -> bool {
+    !(status < 200 || status == 204 || status == 304)
+}
+
+/// Appends the head up to and including the blank line. `length` None means
+/// the caller frames the body itself (chunked or until close).
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: Option<&[u8]>,
+    headers: &[(String, String)],
+    length: Option<usize>,
+    reply: Reply,
+) {
+    write_status_line(out, status);
+    out.extend_from_slice(b"Server: surge\r\nDate: ");
+    with_date(|d| out.extend_from_slice(d));
+    out.extend_from_slice(b"\r\n");
+    if let Some(ct) = content_type {
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(ct);
+        out.extend_from_slice(b"\r\n");
+    }
+    for (n, v) in headers {
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = length {
+        if has_body(status) {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if !reply.keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if reply.http10 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+pub fn write_simple(out: &mut Vec<u8>, status: u16, ct: Option<&[u8]>, body: &[u8], reply: Reply) {
+    write_head(out, status, ct, &[], Some(body.len()), reply);
+    if !reply.head_only && has_body(status) {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Encodes a handler's return value; `Ok(false)` when its type needs Python
+/// (streaming and file responses, or anything unknown).
+pub fn encode_result(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    reply: Reply,
+    out: &mut Vec<u8>,
+) -> PyResult<bool> {
+    if let Ok(s) = obj.downcast_exact::<PyString>() {
+        write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply);
+    } else if let Ok(b) = obj.downcast_exact::<PyBytes>() {
+        write_simple(out, 200, Some(BINARY), b.as_bytes(), reply);
+    } else if obj.downcast_exact::<PyDict>().is_ok() || obj.downcast_exact::<PyList>().is_ok() {
+        let body = dumps(py, obj)?;
+        write_simple(out, 200, Some(JSON), &body, reply);
+    } else if let Ok(r) = obj.downcast::<Response>() {
+        let r = r.borrow();
+        let ct = r.content_type.as_deref().map(str::as_bytes);
+        write_head(out, r.status, ct, &r.headers, Some(r.body.len()), reply);
+        if !reply.head_only && has_body(r.status) {
+            out.extend_from_slice(&r.body);
+        }
+    } else if obj.is_none() {
+        write_simple(out, 204, None, b"", reply);
+    } else {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Encodes a response head for Python-framed bodies (streaming, files):
+/// `length` None means chunked.
+#[pyfunction]
+#[pyo3(signature = (status, headers, content_type, length, keep_alive, http10=false))]
+pub fn encode_response_head<'py>(
+    py: Python<'py>,
+    status: u16,
+    headers: &Bound<'py, PyAny>,
+    content_type: Option<String>,
+    length: Option<usize>,
+    keep_alive: bool,
+    http10: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut pairs = if headers.is_none() { Vec::new() } else { header_pairs(headers)? };
+    // HTTP/1.0 has no chunked coding: such a body is framed by closing.
+    if length.is_none() && has_body(status) && !http10 {
+        pairs.push(("Transfer-Encoding".into(), "chunked".into()));
+    }
+    let keep_alive = keep_alive && !(http10 && length.is_none());
+    let mut out = Vec::with_capacity(256);
+    let reply = Reply { keep_alive, http10, head_only: false };
+    write_head(&mut out, status, content_type.as_deref().map(str::as_bytes), &pairs, length, reply);
+    Ok(PyBytes::new(py, &out))
+}

@@ -1,0 +1,200 @@
+"""The application: routes, hooks and error handlers."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from surge._core import Router
+
+from .config import Limits
+
+log = logging.getLogger("surge.http")
+
+Handler = Callable[..., Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(slots=True)
+class Route:
+    """A registered route."""
+
+    path: str
+    methods: tuple[str, ...]
+    handler: Handler
+    is_async: bool
+    threaded: bool
+    stream: bool
+    max_body: int
+
+
+class App:
+    """A surge web application.
+
+    Handlers get the request and the path parameters as keyword arguments and
+    return str, bytes, a dict or list (sent as JSON), a `Response`, a
+    `StreamingResponse` or a `FileResponse`. Plain functions run inline on the
+    event loop; `async def` handlers run as tasks; `threaded=True` runs a
+    blocking function in a thread pool so the loop never stalls.
+    """
+
+    def __init__(self, *, debug: bool = False, limits: Limits | None = None, **limit_args: Any):
+        self.debug = debug
+        self.limits = replace(limits or Limits(), **limit_args)
+        self.routes: list[Route] = []
+        self.before_request_hooks: list[Callable[..., Any]] = []
+        self.after_request_hooks: list[Callable[..., Any]] = []
+        self.error_handlers: dict[int | type[BaseException], Callable[..., Any]] = {}
+        self._router: Router | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # Routing -------------------------------------------------------------------------
+
+    def add_route(
+        self,
+        path: str,
+        handler: Handler,
+        methods: Iterable[str] | None = None,
+        *,
+        threaded: bool = False,
+        stream: bool = False,
+        max_body_size: int | None = None,
+    ) -> Route:
+        """Registers `handler` for `path` and `methods` (default GET)."""
+        if self._router is not None:
+            raise RuntimeError("routes cannot be added once the app is serving")
+        if not callable(handler):
+            raise TypeError(f"handler for {path!r} is not callable")
+        is_async = inspect.iscoroutinefunction(handler)
+        if threaded and is_async:
+            raise TypeError(f"{path!r}: threaded=True is for blocking sync handlers, not async")
+        if stream and not is_async:
+            raise TypeError(f"{path!r}: stream=True needs an async handler")
+        methods = tuple(m.upper() for m in (methods or ("GET",)))
+        route = Route(
+            path=path,
+            methods=methods,
+            handler=handler,
+            is_async=is_async,
+            threaded=threaded,
+            stream=stream,
+            max_body=max_body_size if max_body_size is not None else self.limits.max_body,
+        )
+        # Validate the pattern now, so a bad route fails at import, not at start.
+        Router().add(path, list(methods), handler, False, route.max_body, stream)
+        self.routes.append(route)
+        return route
+
+    def route(
+        self,
+        path: str,
+        methods: Iterable[str] | None = None,
+        *,
+        threaded: bool = False,
+        stream: bool = False,
+        max_body_size: int | None = None,
+    ) -> Callable[[F], F]:
+        """Decorator form of `add_route`."""
+
+        def decorate(handler: F) -> F:
+            self.add_route(
+                path,
+                handler,
+                methods,
+                threaded=threaded,
+                stream=stream,
+                max_body_size=max_body_size,
+            )
+            return handler
+
+        return decorate
+
+    def get(self, path: str, **kw: Any) -> Callable[[F], F]:
+        """Registers a GET route (HEAD is answered by it too)."""
+        return self.route(path, ["GET"], **kw)
+
+    def post(self, path: str, **kw: Any) -> Callable[[F], F]:
+        """Registers a POST route."""
+        return self.route(path, ["POST"], **kw)
+
+    def put(self, path: str, **kw: Any) -> Callable[[F], F]:
+        """Registers a PUT route."""
+        return self.route(path, ["PUT"], **kw)
+
+    def patch(self, path: str, **kw: Any) -> Callable[[F], F]:
+        """Registers a PATCH route."""
+        return self.route(path, ["PATCH"], **kw)
+
+    def delete(self, path: str, **kw: Any) -> Callable[[F], F]:
+        """Registers a DELETE route."""
+        return self.route(path, ["DELETE"], **kw)
+
+    # Hooks and errors ----------------------------------------------------------------
+
+    def before_request(self, fn: F) -> F:
+        """Runs `fn(request)` before each handler; a non-None return answers instead."""
+        self.before_request_hooks.append(fn)
+        return fn
+
+    def after_request(self, fn: F) -> F:
+        """Runs `fn(request, response)` after each handler; its return replaces the response."""
+        self.after_request_hooks.append(fn)
+        return fn
+
+    def errorhandler(self, key: int | type[BaseException]) -> Callable[[F], F]:
+        """Registers `fn(request, exc)` for a status code or an exception type."""
+
+        def decorate(fn: F) -> F:
+            self.error_handlers[key] = fn
+            return fn
+
+        return decorate
+
+    exception_handler = errorhandler
+
+    # Serving -------------------------------------------------------------------------
+
+    @property
+    def has_hooks(self) -> bool:
+        return bool(self.before_request_hooks or self.after_request_hooks)
+
+    def freeze(self) -> Router:
+        """Compiles the routes into the native router; called when serving starts."""
+        if self._router is None:
+            router = Router()
+            hooks = self.has_hooks
+            for r in self.routes:
+                sync = not (r.is_async or r.threaded or r.stream or hooks)
+                router.add(r.path, list(r.methods), r.handler, sync, r.max_body, r.stream)
+            self._router = router
+        return self._router
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The pool that runs `threaded=True` handlers."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.limits.threads, thread_name_prefix="surge-handler"
+            )
+        return self._executor
+
+    def run(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        *,
+        workers: int = 1,
+        reload: bool = False,
+        debug: bool | None = None,
+        grace: float = 10.0,
+    ) -> None:
+        """Serves the app (blocking); see `surge serve` for the options."""
+        from .workers import run
+
+        if debug is not None:
+            self.debug = debug
+        run(self, host=host, port=port, workers=workers, reload=reload, debug=self.debug, grace=grace)

@@ -1,0 +1,49 @@
+"""Server limits and timeouts, every one with its documented default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from surge import _core
+
+#: Longest request line in bytes; longer gets 414.
+DEFAULT_MAX_REQUEST_LINE: int = _core.DEFAULT_MAX_REQUEST_LINE
+#: Longest header line in bytes; longer gets 431.
+DEFAULT_MAX_HEADER_LINE: int = _core.DEFAULT_MAX_HEADER_LINE
+#: Most header fields per request; more gets 431.
+DEFAULT_MAX_HEADERS: int = _core.DEFAULT_MAX_HEADERS
+#: Largest header block, counted across reads; larger gets 431.
+DEFAULT_MAX_HEAD: int = _core.DEFAULT_MAX_HEAD
+#: Largest request body unless a route raises it; larger gets 413.
+DEFAULT_MAX_BODY: int = _core.DEFAULT_MAX_BODY
+#: Pipelined requests queued per connection before reading pauses.
+DEFAULT_MAX_PIPELINE = 32
+#: Seconds a client has to send a whole header block (slowloris); then 408.
+DEFAULT_HEADER_TIMEOUT = 10.0
+#: Seconds an idle keep-alive connection stays open.
+DEFAULT_KEEPALIVE_TIMEOUT = 15.0
+#: Streamed request body bytes buffered before reading pauses.
+DEFAULT_STREAM_BUFFER = 1024 * 1024
+#: Threads for `threaded=True` handlers.
+DEFAULT_THREADS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-server limits (all configurable through `App(...)`)."""
+
+    max_request_line: int = DEFAULT_MAX_REQUEST_LINE
+    max_header_line: int = DEFAULT_MAX_HEADER_LINE
+    max_headers: int = DEFAULT_MAX_HEADERS
+    max_head: int = DEFAULT_MAX_HEAD
+    max_body: int = DEFAULT_MAX_BODY
+    max_pipeline: int = DEFAULT_MAX_PIPELINE
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT
+    stream_buffer: int = DEFAULT_STREAM_BUFFER
+    threads: int = DEFAULT_THREADS
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"limit {name} must be positive")

@@ -1,0 +1,557 @@
+"""The server side of one HTTP connection.
+
+Theory of operation: `data_received` hands the bytes to the native
+`HttpConnection`, which answers every request it can on its own (sync handler,
+known return type, nothing queued ahead) and writes those answers at once. What
+it cannot answer comes back as a list, in order; each item gets a slot in
+`_queue`, and slots leave the queue strictly in order as they complete, so one
+`transport.write` carries every response that is ready. While the queue is not
+empty the native side defers everything, which keeps responses in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import socket
+import traceback
+from collections import deque
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+from surge._core import HttpConnection, ParseError, Request, encode_response_head
+
+from .errors import ClientDisconnected, HTTPException
+from .response import FileResponse, Response, StreamingResponse
+
+if TYPE_CHECKING:
+    from .server import Server
+
+log = logging.getLogger("surge.http")
+
+_NOT_FOUND = 404
+_METHOD_NOT_ALLOWED = 405
+
+
+class _Slot:
+    """One response owed to the client, in request order."""
+
+    __slots__ = ("body", "close", "data", "done", "request")
+
+    def __init__(self, request: Request | None) -> None:
+        self.request = request
+        self.data: bytes | None = None
+        self.body: StreamingResponse | FileResponse | None = None
+        self.done = False
+        self.close = False
+
+
+class BodyStream:
+    """`async for chunk in request.stream()`: the body of a streaming route."""
+
+    __slots__ = ("_protocol", "_request", "_waiter", "_ready")
+
+    def __init__(self, protocol: HttpProtocol, request: Request) -> None:
+        self._protocol = protocol
+        self._request = request
+        self._waiter: asyncio.Future[None] | None = None
+        self._ready: deque[bytes] = deque()
+
+    def __aiter__(self) -> BodyStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            chunks = self._request._take_chunks()
+            if chunks:
+                self._ready.extend(chunks)
+                self._protocol._stream_drained()
+                continue
+            if self._protocol._stream_failed or (
+                self._protocol._closed and not self._request._eof
+            ):
+                raise ClientDisconnected("the request body ended early")
+            if self._request._eof:
+                if self._protocol._body_stream is self:
+                    self._protocol._body_stream = None
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    async def read(self) -> bytes:
+        """The rest of the body at once."""
+        return b"".join([chunk async for chunk in self])
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+class HttpProtocol(asyncio.Protocol):
+    __slots__ = (
+        "_app",
+        "_body_stream",
+        "_closed",
+        "_conn",
+        "_drain",
+        "_loop",
+        "_paused_queue",
+        "_paused_stream",
+        "_paused_writing",
+        "_queue",
+        "_reading_paused",
+        "_routes",
+        "_server",
+        "_stream_failed",
+        "_tasks",
+        "_transport",
+        "_writer_busy",
+    )
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._app = server.app
+        self._routes = server.app.routes
+        self._loop = asyncio.get_running_loop()
+        self._queue: deque[_Slot] = deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._body_stream: BodyStream | None = None
+        self._stream_failed = False
+        self._closed = False
+        self._writer_busy = False
+        self._paused_writing = False
+        self._paused_queue = False
+        self._paused_stream = False
+        self._reading_paused = False
+        self._drain: asyncio.Future[None] | None = None
+
+    # asyncio callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        limits = self._app.limits
+        self._conn = HttpConnection(
+            self._server.router,
+            transport.write,
+            transport.get_extra_info("peername"),
+            max_request_line=limits.max_request_line,
+            max_header_line=limits.max_header_line,
+            max_headers=limits.max_headers,
+            max_head=limits.max_head,
+            max_body=limits.max_body,
+        )
+        self._server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            deferred = self._conn.feed(data)
+        except Exception:  # a bug on our side must not kill the loop
+            log.exception("internal error while handling a request")
+            self._transport.abort()
+            return
+        if self._body_stream is not None:
+            self._body_stream._wake()
+        if deferred is not None:
+            self._dispatch(deferred)
+
+    def eof_received(self) -> bool:
+        # Half-close: answer what is queued, then close.
+        if not self._queue and not self._writer_busy:
+            return False
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._server.connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+        if self._body_stream is not None:
+            self._body_stream._wake()
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_exception(ConnectionResetError("client went away"))
+            self._drain.exception()  # mark retrieved
+
+    def pause_writing(self) -> None:
+        self._paused_writing = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+        self._update_reading()
+
+    # Slow path ----------------------------------------------------------------------
+
+    def _dispatch(self, items: list[Any]) -> None:
+        for item in items:
+            if type(item) is ParseError:
+                if self._body_stream is not None:
+                    self._stream_failed = True
+                    self._body_stream._wake()
+                slot = _Slot(None)
+                slot.data = self._conn.render_error(item.status, item.message, close=True)
+                slot.done = slot.close = True
+                self._queue.append(slot)
+                break
+            self._handle(item)
+        if len(self._queue) >= self._app.limits.max_pipeline:
+            self._paused_queue = True
+            self._update_reading()
+        self._flush()
+
+    def _handle(self, req: Request) -> None:
+        slot = _Slot(req)
+        self._queue.append(slot)
+        rid = req._route
+        if rid < 0:
+            self._finish_error(slot, req, HTTPException(_NOT_FOUND if rid == -1 else 405))
+            return
+        route = self._routes[rid]
+        outcome = req._outcome
+        if outcome == 1:
+            self._start(self._answer_exception(slot, req, req._result))
+        elif outcome == 2:
+            self._finish(slot, req, req._result)
+        elif route.is_async or route.threaded or route.stream or self._app.has_hooks:
+            if route.stream:
+                stream = BodyStream(self, req)
+                req._stream = stream
+                self._body_stream = stream
+                self._stream_failed = False
+            self._start(self._run(slot, req, route))
+        else:
+            try:
+                result = route.handler(req, **req.path_params)
+            except Exception as exc:
+                self._start(self._answer_exception(slot, req, exc))
+                return
+            self._finish(slot, req, result)
+
+    def _start(self, coro: Any) -> None:
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, slot: _Slot, req: Request, route: Any) -> None:
+        app = self._app
+        try:
+            result: Any = None
+            for hook in app.before_request_hooks:
+                result = hook(req)
+                if inspect.isawaitable(result):
+                    result = await result
+                if result is not None:
+                    break
+            else:
+                if route.threaded:
+                    call = partial(route.handler, req, **req.path_params)
+                    result = await self._loop.run_in_executor(app.executor, call)
+                else:
+                    result = route.handler(req, **req.path_params)
+                    if inspect.isawaitable(result):
+                        result = await result
+            if app.after_request_hooks:
+                result = await self._after(req, result)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._answer_exception(slot, req, exc)
+            return
+        self._finish(slot, req, result)
+
+    async def _after(self, req: Request, result: Any) -> Any:
+        if not isinstance(result, Response | StreamingResponse | FileResponse):
+            result = _to_response(result)
+        for hook in self._app.after_request_hooks:
+            new = hook(req, result)
+            if inspect.isawaitable(new):
+                new = await new
+            if new is not None:
+                result = new
+        return result
+
+    def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
+        if inspect.isawaitable(result):
+            self._start(self._await_result(slot, req, result))
+            return
+        try:
+            data = self._conn.render(req, result)
+        except Exception as exc:
+            self._start(self._answer_exception(slot, req, exc))
+            return
+        if data is None:
+            if isinstance(result, StreamingResponse | FileResponse):
+                slot.body = result
+            else:
+                exc = TypeError(
+                    f"handler for {req.path!r} returned {type(result).__name__}; expected str, "
+                    "bytes, dict, list, None or a Response"
+                )
+                self._start(self._answer_exception(slot, req, exc))
+                return
+        else:
+            slot.data = data
+        slot.done = True
+        if not req.keep_alive:
+            slot.close = True
+        self._flush()
+
+    async def _await_result(self, slot: _Slot, req: Request, result: Any) -> None:
+        try:
+            value = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._answer_exception(slot, req, exc)
+            return
+        self._finish(slot, req, value)
+
+    def _finish_error(
+        self, slot: _Slot, req: Request, exc: HTTPException, use_handler: bool = True
+    ) -> None:
+        handler = self._app.error_handlers.get(exc.status) if use_handler else None
+        if handler is not None:
+            self._start(self._answer_exception(slot, req, exc))
+            return
+        headers = list(exc.headers.items()) if exc.headers else []
+        if exc.status == _METHOD_NOT_ALLOWED and req._allowed is not None:
+            allowed = sorted(set(req._allowed) | ({"HEAD"} if "GET" in req._allowed else set()))
+            headers.append(("Allow", ", ".join(allowed)))
+        slot.data = self._conn.render_error(exc.status, exc.detail, req, headers=headers)
+        slot.done = True
+        slot.close = not req.keep_alive
+        self._flush()
+
+    async def _answer_exception(self, slot: _Slot, req: Request, exc: BaseException) -> None:
+        app = self._app
+        handler = None
+        if isinstance(exc, HTTPException):
+            handler = app.error_handlers.get(exc.status)
+        if handler is None:
+            for cls in type(exc).__mro__:
+                handler = app.error_handlers.get(cls)
+                if handler is not None:
+                    break
+        if handler is None and not isinstance(exc, HTTPException):
+            handler = app.error_handlers.get(500)
+        if handler is not None:
+            try:
+                result = handler(req, exc)
+                if inspect.isawaitable(result):
+                    result = await result
+                data = self._conn.render(req, result)
+                if data is None:
+                    raise TypeError(f"error handler returned {type(result).__name__}")
+            except Exception:
+                log.exception("error handler failed for %s %s", req.method, req.path)
+            else:
+                slot.data = data
+                slot.done = True
+                slot.close = not req.keep_alive
+                self._flush()
+                return
+        if isinstance(exc, HTTPException):
+            self._finish_error(slot, req, exc, use_handler=False)
+            return
+        log.error("unhandled error in %s %s", req.method, req.path, exc_info=exc)
+        message = "Internal Server Error"
+        if app.debug:
+            message = "".join(traceback.format_exception(exc))
+        slot.data = self._conn.render_error(500, message, req)
+        slot.done = True
+        slot.close = not req.keep_alive
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._writer_busy:
+            return
+        queue = self._queue
+        parts: list[bytes] = []
+        close = False
+        while queue and queue[0].done:
+            slot = queue.popleft()
+            if slot.body is not None:
+                if parts:
+                    self._transport.write(b"".join(parts))
+                    parts = []
+                self._writer_busy = True
+                self._start(self._write_body(slot))
+                break
+            parts.append(slot.data)  # type: ignore[arg-type]
+            if slot.close:
+                close = True
+                queue.clear()
+                break
+        if parts and not self._closed:
+            self._transport.write(b"".join(parts) if len(parts) > 1 else parts[0])
+        if self._paused_queue and len(queue) < self._app.limits.max_pipeline:
+            self._paused_queue = False
+            self._update_reading()
+        idle = not queue and not self._writer_busy
+        self._conn.fast = idle
+        if close or (idle and (self._conn.closing or self._server.closing)):
+            self._close()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._transport.close()
+
+    async def _write_body(self, slot: _Slot) -> None:
+        req = slot.request
+        assert req is not None and slot.body is not None
+        head_only = req.method == "HEAD"
+        http10 = req.version == "1.0"
+        keep_alive = req.keep_alive
+        try:
+            if isinstance(slot.body, FileResponse):
+                keep_alive = await self._send_file(slot.body, keep_alive, http10, head_only)
+            else:
+                keep_alive = await self._send_stream(slot.body, keep_alive, http10, head_only)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The head is out: the only honest signal left is to cut the connection.
+            log.exception("error while streaming a response to %s %s", req.method, req.path)
+            self._transport.abort()
+            return
+        finally:
+            self._writer_busy = False
+        if not keep_alive:
+            self._queue.clear()
+            self._close()
+            return
+        self._flush()
+
+    async def _wait_writable(self) -> None:
+        if self._paused_writing and not self._closed:
+            self._drain = self._loop.create_future()
+            await self._drain
+        if self._closed:
+            raise ConnectionResetError("client went away")
+
+    async def _send_stream(
+        self, body: StreamingResponse, keep_alive: bool, http10: bool, head_only: bool
+    ) -> bool:
+        write = self._transport.write
+        write(
+            encode_response_head(
+                body.status, body.headers, body.content_type, None, keep_alive, http10
+            )
+        )
+        if head_only:
+            return keep_alive and not http10
+        iterator = body.iterator
+        if hasattr(iterator, "__aiter__"):
+
+            async def chunks() -> Any:
+                async for c in iterator:  # type: ignore[union-attr]
+                    yield c
+        else:
+
+            async def chunks() -> Any:
+                for c in iterator:  # type: ignore[union-attr]
+                    yield c
+
+        async for chunk in chunks():
+            if isinstance(chunk, str):
+                chunk = chunk.encode()
+            if not chunk:
+                continue
+            if http10:
+                write(chunk)
+            else:
+                write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+            await self._wait_writable()
+        if http10:
+            return False
+        write(b"0\r\n\r\n")
+        return keep_alive
+
+    async def _send_file(
+        self, body: FileResponse, keep_alive: bool, http10: bool, head_only: bool
+    ) -> bool:
+        try:
+            f = open(body.path, "rb")  # noqa: SIM115 - closed below, after sendfile
+        except (FileNotFoundError, IsADirectoryError):
+            self._transport.write(self._conn.render_error(404, "Not Found"))
+            return False
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            self._transport.write(
+                encode_response_head(
+                    body.status, body.headers, body.content_type, size, keep_alive, http10
+                )
+            )
+            if not head_only and size:
+                await self._loop.sendfile(self._transport, f, 0, size, fallback=True)
+        return keep_alive
+
+    # Flow control -------------------------------------------------------------------
+
+    def _stream_drained(self) -> None:
+        self._conn.stream_drained()
+        if self._paused_stream:
+            self._paused_stream = False
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self._conn.stream_buffered > self._app.limits.stream_buffer:
+            self._paused_stream = True
+        want_paused = self._paused_writing or self._paused_queue or self._paused_stream
+        if want_paused != self._reading_paused and not self._closed:
+            self._reading_paused = want_paused
+            if want_paused:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
+
+    # Housekeeping (called by the server once a second) -----------------------------
+
+    def check_timeouts(self, header_timeout: float, keepalive_timeout: float) -> None:
+        conn = self._conn
+        if conn.head_for() > header_timeout:
+            if not self._queue and not self._writer_busy:
+                self._transport.write(conn.render_error(408, "Request Timeout", close=True))
+            self._close()
+        elif (
+            not self._queue
+            and not self._writer_busy
+            and conn.idle
+            and conn.idle_for() > keepalive_timeout
+        ):
+            self._close()
+
+    def close_if_idle(self) -> bool:
+        """Closes the connection if no request is in progress; True if it did."""
+        if not self._queue and not self._writer_busy and self._conn.idle:
+            self._close()
+            return True
+        return False
+
+    def abort(self) -> None:
+        self._closed = True
+        self._transport.abort()
+
+
+def _to_response(result: Any) -> Response:
+    if isinstance(result, Response):
+        return result
+    if result is None:
+        return Response(None, 204)
+    return Response(result)

@@ -1,0 +1,78 @@
+"""Serving an App on a listening socket inside one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+from .protocol import HttpProtocol
+
+if TYPE_CHECKING:
+    from .app import App
+
+log = logging.getLogger("surge.http")
+
+
+class Server:
+    """One worker's server: accepts connections and keeps their timeouts."""
+
+    def __init__(self, app: App, *, debug: bool = False) -> None:
+        self.app = app
+        if debug:
+            app.debug = True
+        self.router = app.freeze()
+        self.connections: set[HttpProtocol] = set()
+        self.closing = False
+        self._server: asyncio.AbstractServer | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+
+    async def serve(self, sock: socket.socket) -> None:
+        """Starts serving on a bound, listening socket; returns once serving."""
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)
+        self._server = await loop.create_server(
+            lambda: HttpProtocol(self), sock=sock, start_serving=True
+        )
+        self._ticker = loop.call_later(1.0, self._tick)
+
+    def _tick(self) -> None:
+        limits = self.app.limits
+        for conn in list(self.connections):
+            conn.check_timeouts(limits.header_timeout, limits.keepalive_timeout)
+        self._ticker = asyncio.get_running_loop().call_later(1.0, self._tick)
+
+    async def shutdown(self, grace: float = 10.0) -> None:
+        """Stops accepting, lets in-flight requests finish within `grace`, closes the rest."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while True:
+            for conn in list(self.connections):
+                conn.close_if_idle()
+            if not self.connections or loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        for conn in list(self.connections):
+            log.warning("closing a connection still busy after the %.1fs grace period", grace)
+            conn.abort()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self.app._executor is not None:
+            self.app._executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def serve(app: App, host: str = "127.0.0.1", port: int = 8080) -> Server:
+    """Binds `host:port` and serves `app` in the running loop (for embedding and tests)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    server = Server(app)
+    await server.serve(sock)
+    return server

@@ -7,10 +7,15 @@
 -- it; every parsed *response* increments the request counter
 -- (on_message_complete), and the next batch is written only when all DEPTH
 -- responses of the previous one arrived. So "requests" and "Requests/sec" are
--- responses received: no factor to apply. Latency, however, is recorded once
--- per batch (write of the batch -> its last response), so pipelined latency
--- percentiles are per batch of DEPTH requests. Status errors count only
--- responses with status > 399.
+-- responses received: no factor to apply. Status errors count only responses
+-- with status > 399.
+--
+-- Latency, however, is recorded once per batch (write of the batch -> its last
+-- response), and wrk's coordinated-omission correction assumes one request per
+-- round trip (its expected interval is runtime / (requests / connections), DEPTH
+-- times too short here), so it floods the histogram with synthetic samples:
+-- wrk's pipelined latency percentiles are meaningless. run.py reports the mean
+-- batch round trip instead, from Little's law: connections * DEPTH / (req/s).
 --
 -- run.py cross-checks the count once per run with WRK_COUNT_RESPONSES=1
 -- (a response() callback counting responses client-side, see report.lua).

@@ -1,0 +1,164 @@
+"""The ``surge`` command: ``surge serve module:app``, ``--version``, plugged-in subcommands.
+
+A subcommand lives in a module exposing ``add_parser(subparsers)``, which adds
+its parser and sets ``func`` (a callable taking the parsed arguments and
+returning an exit code) with ``parser.set_defaults(func=...)``. Modules listed
+in ``SUBCOMMAND_MODULES`` are imported when the command line is parsed and
+skipped when absent, so ``surge serve`` never depends on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+#: Modules that add subcommands besides ``serve`` (``surge services up|down``, ...).
+SUBCOMMAND_MODULES = ("surge.services_cli",)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the ``surge`` command line and returns its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int | None] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return func(args) or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with ``serve`` and every available plugged-in subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="surge", description="High-load asynchronous I/O for Python."
+    )
+    parser.add_argument("--version", action="version", version=f"surge {_version()}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    add_serve_parser(subparsers)
+    for name in SUBCOMMAND_MODULES:
+        _plug_in(name, subparsers)
+    return parser
+
+
+def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Adds ``surge serve``."""
+    from surge.http.workers import DEFAULT_BACKLOG, DEFAULT_GRACE
+
+    serve = subparsers.add_parser(
+        "serve",
+        help="serve an HTTP app",
+        description="Serve a surge.http.App, e.g. `surge serve examples.app:app --workers 4`.",
+    )
+    serve.add_argument("app", metavar="MODULE:APP", help="import string of the App")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    serve.add_argument(
+        "--port", type=_int_in(0, 65535), default=8080, help="port to bind (default %(default)s)"
+    )
+    serve.add_argument(
+        "--workers",
+        type=_int_in(1, 1024),
+        default=1,
+        metavar="N",
+        help="worker processes; more than one starts a master that forks them (default 1)",
+    )
+    serve.add_argument(
+        "--reload", action="store_true", help="restart the workers when a .py file changes"
+    )
+    serve.add_argument(
+        "--debug", action="store_true", help="tracebacks in 500 responses, debug logging"
+    )
+    serve.add_argument(
+        "--grace",
+        type=_non_negative_float,
+        default=DEFAULT_GRACE,
+        metavar="S",
+        help="seconds in-flight requests get to finish on SIGTERM/SIGINT (default %(default)s)",
+    )
+    serve.add_argument(
+        "--backlog",
+        type=_int_in(1, 1 << 20),
+        default=DEFAULT_BACKLOG,
+        help="listen backlog of each worker's socket (default %(default)s)",
+    )
+    serve.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from surge.http.workers import StartupError, run
+
+    try:
+        run(
+            args.app,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            reload=args.reload,
+            debug=args.debug,
+            grace=args.grace,
+            backlog=args.backlog,
+        )
+    except StartupError as exc:
+        if exc.detail:
+            sys.stderr.write(exc.detail.rstrip("\n") + "\n")
+        print(f"surge: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def _plug_in(
+    module_name: str, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            return  # not written or not installed: no such subcommand
+        _warn_unavailable(module_name, exc)
+        return
+    except Exception as exc:
+        # A broken plugin must not take `surge serve` down with it.
+        _warn_unavailable(module_name, exc)
+        return
+    module.add_parser(subparsers)
+
+
+def _warn_unavailable(module_name: str, exc: BaseException) -> None:
+    print(
+        f"surge: warning: commands of {module_name} unavailable: {type(exc).__name__}: {exc}",
+        file=sys.stderr,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("surge")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value

@@ -1,0 +1,245 @@
+"""`surge serve` as a process: workers, restarts, graceful shutdown, reload, startup errors.
+
+Every test starts real processes on a free loopback port and talks HTTP to them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+APPS = Path(__file__).parent / "apps"
+SURGE = [sys.executable, "-m", "surge"]
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+class Surge:
+    """A `surge serve` process; its output goes to a log file the assertions can read."""
+
+    def __init__(self, log_path: Path, args: tuple[str, ...], cwd: Path) -> None:
+        self.port = free_port()
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [*SURGE, "serve", *args, "--port", str(self.port)],
+            cwd=cwd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        return get(self.port, path, timeout)
+
+    def wait_ready(self, path: str = "/pid", timeout: float = 15.0) -> tuple[int, str]:
+        """The first answer to `path`, polling until the server accepts connections."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"surge exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                return self.get(path, timeout=2.0)
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"surge did not answer in {timeout} s:\n{self.log()}")
+                time.sleep(0.05)
+
+    def pids(self, count: int, timeout: float = 10.0, exclude: set[int] = frozenset()) -> set[int]:
+        """Worker pids seen over fresh connections until `count` pids not in `exclude` show up."""
+        seen: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(seen - exclude) < count:
+            if time.monotonic() > deadline:
+                pytest.fail(f"saw only pids {seen} in {timeout} s:\n{self.log()}")
+            try:
+                status, body = self.get("/pid", timeout=2.0)
+            except OSError:  # a connection queued on a dying worker's socket
+                time.sleep(0.05)
+                continue
+            assert status == 200
+            seen.add(int(body))
+        return seen - exclude
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def surge(tmp_path: Path) -> Iterator[Callable[..., Surge]]:
+    started: list[Surge] = []
+
+    def start(*args: str, cwd: Path = APPS) -> Surge:
+        server = Surge(tmp_path / f"surge-{len(started)}.log", args, cwd)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_two_workers_answer_from_two_processes(surge: Callable[..., Surge]) -> None:
+    server = surge("pid_app:app", "--workers", "2")
+    server.wait_ready()
+    pids = server.pids(2)
+    assert server.proc.pid not in pids
+    for pid in pids:
+        assert f"worker {pid} serving on http://127.0.0.1:{server.port}" in server.log()
+
+
+def test_killed_worker_is_replaced(surge: Callable[..., Surge]) -> None:
+    server = surge("pid_app:app", "--workers", "2")
+    server.wait_ready()
+    first = server.pids(2)
+    victim = min(first)
+    os.kill(victim, signal.SIGKILL)
+    (replacement,) = server.pids(1, exclude=first)
+    # The service keeps answering, from the survivor and the replacement only.
+    for _ in range(20):
+        status, body = server.get("/pid")
+        assert status == 200
+        assert int(body) in (first - {victim}) | {replacement}
+    assert f"worker {victim} died (killed by SIGKILL)" in server.log()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_lets_the_request_in_flight_finish(
+    surge: Callable[..., Surge], workers: str
+) -> None:
+    grace = 5.0
+    server = surge("pid_app:app", "--workers", workers, "--grace", str(grace))
+    server.wait_ready()
+    result: list[object] = []
+
+    def slow_request() -> None:
+        try:
+            result.append(server.get("/slow", timeout=10.0))
+        except Exception as exc:
+            result.append(exc)
+
+    client = threading.Thread(target=slow_request)
+    client.start()
+    time.sleep(0.3)  # the handler is now sleeping its 1 s
+    signalled = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    client.join(timeout=10)
+    assert result == [(200, "slow done")], server.log()
+    assert server.proc.wait(timeout=grace) == 0, server.log()
+    assert time.monotonic() - signalled < grace
+
+
+def test_reload_serves_the_changed_code(surge: Callable[..., Surge], tmp_path: Path) -> None:
+    module = tmp_path / "reload_app.py"
+
+    def write_app(answer: str) -> None:
+        module.write_text(
+            "from surge.http import App\n"
+            "app = App()\n"
+            "@app.get('/')\n"
+            f"def index(request):\n    return {answer!r}\n"
+        )
+
+    write_app("first")
+    server = surge("reload_app:app", "--reload", cwd=tmp_path)
+    assert server.wait_ready("/") == (200, "first")
+    write_app("second version")
+    # Move the mtime clearly forward: some filesystems tick in whole seconds.
+    later = time.time_ns() + 2_000_000_000
+    os.utime(module, ns=(later, later))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            answer = server.get("/")
+        except OSError:  # a connection queued on a worker being replaced
+            answer = None
+        if answer == (200, "second version"):
+            break
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.1)
+    assert "reload_app.py changed" in server.log()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("pid_app", "is not an import string"),
+        ("pid_app:", "is not an import string"),
+        ("no_such_module_xyz:app", "cannot import 'no_such_module_xyz'"),
+        ("pid_app:nope", "module 'pid_app' has no attribute 'nope'"),
+        ("pid_app:pid", "'pid_app:pid' is a function, not a surge.http.App"),
+    ],
+)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_bad_app_exits_2_with_one_clear_line(target: str, message: str, workers: str) -> None:
+    done = subprocess.run(
+        [*SURGE, "serve", target, "--port", str(free_port()), "--workers", workers],
+        cwd=APPS,
+        capture_output=True,
+        text=True,
+        timeout=15,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("surge: error: ")
+    assert message in line
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_port_in_use_exits_1(workers: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*SURGE, "serve", "pid_app:app", "--port", str(port), "--workers", workers],
+            cwd=APPS,
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == f"surge: error: cannot listen on 127.0.0.1:{port}: address already in use"
+
+
+def test_version() -> None:
+    done = subprocess.run([*SURGE, "--version"], capture_output=True, text=True, timeout=15)
+    assert done.returncode == 0
+    assert done.stdout.startswith("surge ")

@@ -236,7 +236,8 @@ def test_port_in_use_exits_1(workers: str) -> None:
             timeout=15,
         )
     assert done.returncode == 1, done.stderr
-    assert done.stderr.strip() == f"surge: error: cannot listen on 127.0.0.1:{port}: address already in use"
+    expected = f"surge: error: cannot listen on 127.0.0.1:{port}: address already in use"
+    assert done.stderr.strip() == expected
 
 
 def test_version() -> None:

@@ -563,8 +563,8 @@ def setup_info(cfg: WrkConfig, args: argparse.Namespace) -> dict:
             "python (peers)": _first_line([_bench_py(), "--version"]),
             "python (surge)": _first_line([str(ROOT / ".venv" / "bin" / "python"), "--version"]),
             **bvenv.versions(),
-            "wrk": _first_line(["wrk", "-v"]),
-            "nginx": _first_line(["nginx", "-v"]),
+            "wrk": _first_line(["wrk", "-v"]).split(" Copyright")[0].removeprefix("wrk "),
+            "nginx": _first_line(["nginx", "-v"]).removeprefix("nginx version: "),
             "go": _first_line(["go", "version"]),
             "fasthttp": fasthttp,
         },
@@ -641,8 +641,8 @@ def ratio(summary: dict, key: str, peer: str) -> str:
 def markdown(setup: dict, summary: dict, servers: dict[str, Server], memory: dict | None) -> str:
     depth = setup["pipeline_depth"]
     lines = [
-        f"### HTTP hello world: 1 worker, wrk -t{setup['wrk_threads']} "
-        f"-c{setup['connections']} -d{setup['duration_s']}s, pipelined depth {depth}",
+        f"**HTTP hello world: 1 worker, wrk -t{setup['wrk_threads']} "
+        f"-c{setup['connections']} -d{setup['duration_s']}s, pipelined depth {depth}**",
         "",
         f"Requests/s, median of {setup['runs']} run(s); `surge/x` = surge's figure divided "
         "by that server's, same run. ⚠ = socket or HTTP errors in a run.",
@@ -925,8 +925,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"-d{args.duration}s --latency`, pipelined = {cfg.depth} requests per write "
         "(benchmarks/http/pipeline.lua); "
         f"{args.runs} run(s), median; warm-up {args.warmup} s.",
-        "HTTP peers: "
-        + ", ".join(f"{k} {v}" for k, v in setup["versions"].items() if k not in ("go",)),
+        "HTTP versions: "
+        + ", ".join(f"{k} {v}" for k, v in setup["versions"].items() if k != "matplotlib"),
     ]
     results["markdown"] = md
     results["setup_lines"] = setup_lines

@@ -197,4 +197,12 @@ class App:
 
         if debug is not None:
             self.debug = debug
-        run(self, host=host, port=port, workers=workers, reload=reload, debug=self.debug, grace=grace)
+        run(
+            self,
+            host=host,
+            port=port,
+            workers=workers,
+            reload=reload,
+            debug=self.debug,
+            grace=grace,
+        )

@@ -51,7 +51,7 @@ class _Slot:
 class BodyStream:
     """`async for chunk in request.stream()`: the body of a streaming route."""
 
-    __slots__ = ("_protocol", "_request", "_waiter", "_ready")
+    __slots__ = ("_protocol", "_ready", "_request", "_waiter")
 
     def __init__(self, protocol: HttpProtocol, request: Request) -> None:
         self._protocol = protocol
@@ -71,9 +71,7 @@ class BodyStream:
                 self._ready.extend(chunks)
                 self._protocol._stream_drained()
                 continue
-            if self._protocol._stream_failed or (
-                self._protocol._closed and not self._request._eof
-            ):
+            if self._protocol._stream_failed or (self._protocol._closed and not self._request._eof):
                 raise ClientDisconnected("the request body ended early")
             if self._request._eof:
                 if self._protocol._body_stream is self:
@@ -154,7 +152,7 @@ class HttpProtocol(asyncio.Protocol):
             max_head=limits.max_head,
             max_body=limits.max_body,
         )
-        self._server.connections.add(self)
+        self._server.connection_opened(self)
 
     def data_received(self, data: bytes) -> None:
         try:

@@ -35,9 +35,18 @@ class Server:
         self._server = await loop.create_server(
             lambda: HttpProtocol(self), sock=sock, start_serving=True
         )
-        self._ticker = loop.call_later(1.0, self._tick)
+
+    def connection_opened(self, conn: HttpProtocol) -> None:
+        """Tracks a new connection; the timeout sweep runs only while there are any,
+        so an idle worker does not wake up at all."""
+        self.connections.add(conn)
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().call_later(1.0, self._tick)
 
     def _tick(self) -> None:
+        if not self.connections:
+            self._ticker = None
+            return
         limits = self.app.limits
         for conn in list(self.connections):
             conn.check_timeouts(limits.header_timeout, limits.keepalive_timeout)

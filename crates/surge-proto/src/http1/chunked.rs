@@ -26,7 +26,10 @@ pub(crate) enum Step {
 
 fn parse_size_line(line: &[u8]) -> Result<u64, Error> {
     // `line` excludes the CRLF.
-    let digits_end = line.iter().position(|b| !b.is_ascii_hexdigit()).unwrap_or(line.len());
+    let digits_end = line
+        .iter()
+        .position(|b| !b.is_ascii_hexdigit())
+        .unwrap_or(line.len());
     if digits_end == 0 || digits_end > 16 {
         return Err(Error::InvalidChunkSize);
     }
@@ -88,7 +91,11 @@ impl Chunked {
                     }
                     let n = (buf.len() as u64).min(left) as usize;
                     *seen += n as u64;
-                    *self = if left == n as u64 { Chunked::DataEnd } else { Chunked::Data(left - n as u64) };
+                    *self = if left == n as u64 {
+                        Chunked::DataEnd
+                    } else {
+                        Chunked::Data(left - n as u64)
+                    };
                     return Ok(Step::Data(buf.split_to(n).freeze()));
                 }
                 Chunked::DataEnd => {
@@ -148,6 +155,9 @@ mod tests {
         assert_eq!(parse_size_line(b"-1"), Err(Error::InvalidChunkSize));
         assert_eq!(parse_size_line(b"0x10"), Err(Error::InvalidChunkSize));
         assert_eq!(parse_size_line(b"10 garbage"), Err(Error::InvalidChunkSize));
-        assert_eq!(parse_size_line(b"11111111111111111"), Err(Error::InvalidChunkSize));
+        assert_eq!(
+            parse_size_line(b"11111111111111111"),
+            Err(Error::InvalidChunkSize)
+        );
     }
 }

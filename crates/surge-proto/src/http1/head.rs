@@ -198,7 +198,11 @@ fn map_httparse(e: httparse::Error, buf: &[u8]) -> Error {
         httparse::Error::TooManyHeaders => Error::TooManyHeaders,
         httparse::Error::Version => {
             let line_end = memchr::memchr(b'\n', buf).unwrap_or(buf.len());
-            let line = trim(buf[..line_end].strip_suffix(b"\r").unwrap_or(&buf[..line_end]));
+            let line = trim(
+                buf[..line_end]
+                    .strip_suffix(b"\r")
+                    .unwrap_or(&buf[..line_end]),
+            );
             match line.rsplit(|&b| b == b' ').next() {
                 Some([b'H', b'T', b'T', b'P', b'/', a, b'.', b])
                     if a.is_ascii_digit() && b.is_ascii_digit() =>
@@ -239,7 +243,11 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
     if line_len > limits.max_request_line + 1 {
         return Err(Error::RequestLineTooLong);
     }
-    let version = if req.version == Some(0) { Version::Http10 } else { Version::Http11 };
+    let version = if req.version == Some(0) {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
 
     let mut headers = Vec::with_capacity(req.headers.len());
     let mut content_length: Option<u64> = None;
@@ -257,7 +265,10 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
         if name.len() + value.len() + 2 > limits.max_header_line {
             return Err(Error::HeaderLineTooLong);
         }
-        headers.push(HeaderIndex { name: offsets(buf, name), value: offsets(buf, value) });
+        headers.push(HeaderIndex {
+            name: offsets(buf, name),
+            value: offsets(buf, value),
+        });
         // Dispatch on length first: most headers are none of these.
         match name.len() {
             4 if name.eq_ignore_ascii_case(b"host") => hosts += 1,

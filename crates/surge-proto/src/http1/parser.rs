@@ -130,7 +130,12 @@ impl Parser {
                 Ok(Some(Event::Data(self.buf.split_to(n).freeze())))
             }
             State::Chunked(mut c) => {
-                let step = c.step(&mut self.buf, &mut self.body_seen, self.body_limit, &self.limits);
+                let step = c.step(
+                    &mut self.buf,
+                    &mut self.body_seen,
+                    self.body_limit,
+                    &self.limits,
+                );
                 match step {
                     Err(e) => Err(self.fail(e)),
                     Ok(Step::NeedMore) => {

@@ -147,10 +147,16 @@ impl HttpConnection {
                 r.params = params;
                 (r, limit, stream)
             }
-            Match::NotFound => (Request::new(head, -1, client), self.parser.limits().max_body, false),
+            Match::NotFound => (
+                Request::new(head, -1, client),
+                self.parser.limits().max_body,
+                false,
+            ),
             Match::MethodNotAllowed(allowed) => {
-                let names: Vec<String> =
-                    allowed.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect();
+                let names: Vec<String> = allowed
+                    .iter()
+                    .map(|m| String::from_utf8_lossy(m).into_owned())
+                    .collect();
                 let mut r = Request::new(head, -2, client);
                 r.allowed = Some(names.into_pyobject(py)?.into_any().unbind());
                 (r, self.parser.limits().max_body, false)
@@ -172,7 +178,11 @@ impl HttpConnection {
             self.streaming = Some(req.clone_ref(py));
             push(py, deferred, req.into_any())
         } else {
-            self.pending = Some(Pending { request, body: None, body_buf: BytesMut::new() });
+            self.pending = Some(Pending {
+                request,
+                body: None,
+                body_buf: BytesMut::new(),
+            });
             Ok(())
         }
     }
@@ -304,7 +314,10 @@ impl HttpConnection {
                         // The handler reading this body sees it end early.
                         s.borrow_mut(py).eof = true;
                     }
-                    let err = ParseError { status: e.status(), message: e.message() };
+                    let err = ParseError {
+                        status: e.status(),
+                        message: e.message(),
+                    };
                     push(py, &mut deferred, Py::new(py, err)?.into_any())?;
                     break;
                 }
@@ -352,13 +365,24 @@ impl HttpConnection {
     ) -> Bound<'py, PyBytes> {
         let mut reply = match request {
             Some(r) => reply_for(&r.borrow().head),
-            None => Reply { keep_alive: false, http10: false, head_only: false },
+            None => Reply {
+                keep_alive: false,
+                http10: false,
+                head_only: false,
+            },
         };
         reply.keep_alive &= !close;
         let mut out = Vec::with_capacity(256);
         let headers = headers.unwrap_or_default();
         let body = message.as_bytes();
-        write_head(&mut out, status, Some(TEXT), &headers, Some(body.len()), reply);
+        write_head(
+            &mut out,
+            status,
+            Some(TEXT),
+            &headers,
+            Some(body.len()),
+            reply,
+        );
         if !reply.head_only {
             out.extend_from_slice(body);
         }

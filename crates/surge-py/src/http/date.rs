@@ -12,7 +12,10 @@ thread_local! {
 /// Calls `f` with the current IMF-fixdate (29 bytes).
 pub fn with_date<R>(f: impl FnOnce(&[u8]) -> R) -> R {
     let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.0 != secs {

@@ -15,9 +15,12 @@ pub struct Headers {
 }
 
 fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
-    if b.is_ascii() {
-        // SAFETY-free fast path: ASCII is valid UTF-8.
-        PyString::new(py, std::str::from_utf8(b).unwrap_or_default())
+    if let Ok(s) =
+        std::str::from_utf8(b)
+            .map_err(|_| ())
+            .and_then(|s| if s.is_ascii() { Ok(s) } else { Err(()) })
+    {
+        PyString::new(py, s)
     } else {
         let s: String = b.iter().map(|&c| c as char).collect();
         PyString::new(py, &s)
@@ -38,7 +41,9 @@ impl Headers {
     }
 
     fn find(&self, name: &str) -> Option<&HeaderIndex> {
-        self.index.iter().find(|h| self.name(h).eq_ignore_ascii_case(name.as_bytes()))
+        self.index
+            .iter()
+            .find(|h| self.name(h).eq_ignore_ascii_case(name.as_bytes()))
     }
 }
 
@@ -95,8 +100,11 @@ impl Headers {
     }
 
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let values: Vec<Bound<'py, PyString>> =
-            self.index.iter().map(|h| latin1(py, self.value(h))).collect();
+        let values: Vec<Bound<'py, PyString>> = self
+            .index
+            .iter()
+            .map(|h| latin1(py, self.value(h)))
+            .collect();
         PyList::new(py, values)
     }
 

@@ -186,7 +186,10 @@ impl Request {
         if let Some(h) = &self.headers_obj {
             return Ok(h.clone_ref(py));
         }
-        let h = Py::new(py, Headers::new(self.head.bytes.clone(), self.head.headers.clone()))?;
+        let h = Py::new(
+            py,
+            Headers::new(self.head.bytes.clone(), self.head.headers.clone()),
+        )?;
         self.headers_obj = Some(h.clone_ref(py));
         Ok(h)
     }
@@ -197,7 +200,12 @@ impl Request {
         if let Some(c) = &self.cookies_obj {
             return Ok(c.clone_ref(py));
         }
-        let parse = import_attr(py, &PARSE_COOKIES, "surge.http.datastructures", "parse_cookies")?;
+        let parse = import_attr(
+            py,
+            &PARSE_COOKIES,
+            "surge.http.datastructures",
+            "parse_cookies",
+        )?;
         let values: Vec<String> = self
             .head
             .headers
@@ -213,13 +221,18 @@ impl Request {
     /// The Host header ("" when absent).
     #[getter]
     fn host(&self) -> String {
-        self.head.header(b"host").map(|h| String::from_utf8_lossy(h).into_owned()).unwrap_or_default()
+        self.head
+            .header(b"host")
+            .map(|h| String::from_utf8_lossy(h).into_owned())
+            .unwrap_or_default()
     }
 
     /// The Content-Type header, or None.
     #[getter]
     fn content_type(&self) -> Option<String> {
-        self.head.header(b"content-type").map(|h| String::from_utf8_lossy(h).into_owned())
+        self.head
+            .header(b"content-type")
+            .map(|h| String::from_utf8_lossy(h).into_owned())
     }
 
     /// The declared Content-Length, None for chunked bodies.
@@ -280,8 +293,11 @@ impl Request {
 
     /// Body chunks received since the last call (streaming routes).
     fn _take_chunks<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let chunks: Vec<Bound<'py, PyBytes>> =
-            self.chunks.drain(..).map(|c| PyBytes::new(py, &c)).collect();
+        let chunks: Vec<Bound<'py, PyBytes>> = self
+            .chunks
+            .drain(..)
+            .map(|c| PyBytes::new(py, &c))
+            .collect();
         self.chunk_bytes = 0;
         PyList::new(py, chunks)
     }

@@ -4,7 +4,7 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyByteArray, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use surge_proto::http1::write_status_line;
 
 use super::date::with_date;
@@ -25,12 +25,15 @@ fn dumps(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 
 fn is_token(s: &str) -> bool {
     !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn check_header(name: &str, value: &str) -> PyResult<()> {
     if !is_token(name) {
-        return Err(PyValueError::new_err(format!("invalid header name {name:?}")));
+        return Err(PyValueError::new_err(format!(
+            "invalid header name {name:?}"
+        )));
     }
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         return Err(PyValueError::new_err(format!(
@@ -103,7 +106,9 @@ impl Response {
         content_type: Option<String>,
     ) -> PyResult<Self> {
         if !(100..=999).contains(&status) {
-            return Err(PyValueError::new_err(format!("invalid status code {status}")));
+            return Err(PyValueError::new_err(format!(
+                "invalid status code {status}"
+            )));
         }
         let (body, implied) = match body {
             Some(b) => body_bytes(py, b)?,
@@ -114,7 +119,10 @@ impl Response {
             _ => Vec::new(),
         };
         let mut content_type = content_type;
-        if let Some(pos) = headers.iter().position(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+        if let Some(pos) = headers
+            .iter()
+            .position(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
             let (_, v) = headers.remove(pos);
             content_type.get_or_insert(v);
         }
@@ -124,9 +132,15 @@ impl Response {
             content_type = Some(String::from_utf8_lossy(implied).into_owned());
         }
         headers.retain(|(n, _)| {
-            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
+            !n.eq_ignore_ascii_case("content-length")
+                && !n.eq_ignore_ascii_case("transfer-encoding")
         });
-        Ok(Response { status, body, content_type, headers })
+        Ok(Response {
+            status,
+            body,
+            content_type,
+            headers,
+        })
     }
 
     /// The body as bytes.
@@ -178,10 +192,17 @@ impl Response {
         samesite: Option<&str>,
     ) -> PyResult<()> {
         if !is_token(key) {
-            return Err(PyValueError::new_err(format!("invalid cookie name {key:?}")));
+            return Err(PyValueError::new_err(format!(
+                "invalid cookie name {key:?}"
+            )));
         }
-        if value.bytes().any(|b| b <= b' ' || b == b'"' || b == b',' || b == b';' || b == b'\\' || b >= 0x7f) {
-            return Err(PyValueError::new_err("cookie value holds a character cookies may not carry"));
+        if value
+            .bytes()
+            .any(|b| b <= b' ' || b == b'"' || b == b',' || b == b';' || b == b'\\' || b >= 0x7f)
+        {
+            return Err(PyValueError::new_err(
+                "cookie value holds a character cookies may not carry",
+            ));
         }
         let mut c = format!("{key}={value}");
         if let Some(a) = max_age {
@@ -207,7 +228,11 @@ impl Response {
                 "lax" => "Lax",
                 "strict" => "Strict",
                 "none" => "None",
-                _ => return Err(PyValueError::new_err("samesite must be 'lax', 'strict' or 'none'")),
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "samesite must be 'lax', 'strict' or 'none'",
+                    ))
+                }
             };
             c.push_str(&format!("; SameSite={s}"));
         }
@@ -321,14 +346,29 @@ pub fn encode_response_head<'py>(
     keep_alive: bool,
     http10: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let mut pairs = if headers.is_none() { Vec::new() } else { header_pairs(headers)? };
+    let mut pairs = if headers.is_none() {
+        Vec::new()
+    } else {
+        header_pairs(headers)?
+    };
     // HTTP/1.0 has no chunked coding: such a body is framed by closing.
     if length.is_none() && has_body(status) && !http10 {
         pairs.push(("Transfer-Encoding".into(), "chunked".into()));
     }
     let keep_alive = keep_alive && !(http10 && length.is_none());
     let mut out = Vec::with_capacity(256);
-    let reply = Reply { keep_alive, http10, head_only: false };
-    write_head(&mut out, status, content_type.as_deref().map(str::as_bytes), &pairs, length, reply);
+    let reply = Reply {
+        keep_alive,
+        http10,
+        head_only: false,
+    };
+    write_head(
+        &mut out,
+        status,
+        content_type.as_deref().map(str::as_bytes),
+        &pairs,
+        length,
+        reply,
+    );
     Ok(PyBytes::new(py, &out))
 }

@@ -62,11 +62,15 @@ pub struct Router {
 
 fn parse_pattern(py: Python<'_>, pattern: &str) -> PyResult<Option<Vec<Segment>>> {
     if !pattern.starts_with('/') {
-        return Err(PyValueError::new_err(format!("route {pattern:?} must start with '/'")));
+        return Err(PyValueError::new_err(format!(
+            "route {pattern:?} must start with '/'"
+        )));
     }
     if !pattern.contains('{') {
         if pattern.contains('}') {
-            return Err(PyValueError::new_err(format!("route {pattern:?}: unbalanced '}}'")));
+            return Err(PyValueError::new_err(format!(
+                "route {pattern:?}: unbalanced '}}'"
+            )));
         }
         return Ok(None);
     }
@@ -131,23 +135,24 @@ fn hex(b: u8) -> Option<u8> {
 
 /// Percent-decodes `raw` into UTF-8; `None` when it is not valid.
 pub fn percent_decode(raw: &[u8], plus_as_space: bool) -> Option<String> {
-    if !raw.iter().any(|&b| b == b'%' || (plus_as_space && b == b'+')) {
+    if !raw
+        .iter()
+        .any(|&b| b == b'%' || (plus_as_space && b == b'+'))
+    {
         return std::str::from_utf8(raw).ok().map(str::to_owned);
     }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
         match raw[i] {
-            b'%' if i + 2 < raw.len() => {
-                match (hex(raw[i + 1]), hex(raw[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push(h * 16 + l);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < raw.len() => match (hex(raw[i + 1]), hex(raw[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' if plus_as_space => out.push(b' '),
             b => out.push(b),
         }
@@ -232,7 +237,12 @@ impl Router {
         let mut any_path = false;
         if let Some(ids) = self.static_routes.get(path) {
             any_path = true;
-            if let Some(m) = self.pick(ids.iter().map(|&i| (i, None)), method, head_as_get, &mut allowed) {
+            if let Some(m) = self.pick(
+                ids.iter().map(|&i| (i, None)),
+                method,
+                head_as_get,
+                &mut allowed,
+            ) {
                 return m;
             }
         }
@@ -289,6 +299,7 @@ impl Router {
     /// Adds a route and returns its index. `methods` empty means any method;
     /// `sync` routes are called inline by the connection, others are deferred.
     #[pyo3(signature = (pattern, methods, handler, sync, body_limit, stream))]
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         py: Python<'_>,
@@ -301,7 +312,10 @@ impl Router {
     ) -> PyResult<usize> {
         let segments = parse_pattern(py, pattern)?;
         let id = self.routes.len();
-        let methods = methods.iter().map(|m| m.to_ascii_uppercase().into_bytes().into()).collect();
+        let methods = methods
+            .iter()
+            .map(|m| m.to_ascii_uppercase().into_bytes().into())
+            .collect();
         self.routes.push(Route {
             handler,
             kind: if sync { Kind::Sync } else { Kind::Deferred },
@@ -310,7 +324,11 @@ impl Router {
             methods,
         });
         match segments {
-            None => self.static_routes.entry(pattern.as_bytes().into()).or_default().push(id),
+            None => self
+                .static_routes
+                .entry(pattern.as_bytes().into())
+                .or_default()
+                .push(id),
             Some(s) => self.patterns.push((id, s)),
         }
         Ok(id)
@@ -320,14 +338,23 @@ impl Router {
     /// with the allowed methods in place of params.
     fn lookup(&self, py: Python<'_>, method: &str, path: &str) -> (isize, PyObject) {
         match self.find(py, method.as_bytes(), path.as_bytes()) {
-            Match::Found(_, id, params) => {
-                (id as isize, params.map_or_else(|| py.None(), |p| p.into_any()))
-            }
+            Match::Found(_, id, params) => (
+                id as isize,
+                params.map_or_else(|| py.None(), |p| p.into_any()),
+            ),
             Match::NotFound => (-1, py.None()),
             Match::MethodNotAllowed(allowed) => {
-                let names: Vec<String> =
-                    allowed.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect();
-                (-2, names.into_pyobject(py).map(|l| l.into_any().unbind()).unwrap_or(py.None()))
+                let names: Vec<String> = allowed
+                    .iter()
+                    .map(|m| String::from_utf8_lossy(m).into_owned())
+                    .collect();
+                (
+                    -2,
+                    names
+                        .into_pyobject(py)
+                        .map(|l| l.into_any().unbind())
+                        .unwrap_or(py.None()),
+                )
             }
         }
     }

@@ -12,6 +12,7 @@ empty the native side defers everything, which keeps responses in order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import os
@@ -99,6 +100,7 @@ class HttpProtocol(asyncio.Protocol):
         "_closed",
         "_conn",
         "_drain",
+        "_eof",
         "_loop",
         "_paused_queue",
         "_paused_stream",
@@ -129,6 +131,7 @@ class HttpProtocol(asyncio.Protocol):
         self._paused_stream = False
         self._reading_paused = False
         self._drain: asyncio.Future[None] | None = None
+        self._eof = False
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -137,10 +140,8 @@ class HttpProtocol(asyncio.Protocol):
         self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            try:
+            with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
         limits = self._app.limits
         self._conn = HttpConnection(
             self._server.router,
@@ -167,10 +168,9 @@ class HttpProtocol(asyncio.Protocol):
             self._dispatch(deferred)
 
     def eof_received(self) -> bool:
-        # Half-close: answer what is queued, then close.
-        if not self._queue and not self._writer_busy:
-            return False
-        return True
+        # Half-close: answer what is queued, then close (see `_flush`).
+        self._eof = True
+        return bool(self._queue) or self._writer_busy
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -402,7 +402,7 @@ class HttpProtocol(asyncio.Protocol):
             self._update_reading()
         idle = not queue and not self._writer_busy
         self._conn.fast = idle
-        if close or (idle and (self._conn.closing or self._server.closing)):
+        if close or (idle and (self._conn.closing or self._eof or self._server.closing)):
             self._close()
 
     def _close(self) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from surge.cli import main
+from surge.http.reload import FileWatcher, watch_roots
 
 APPS = Path(__file__).parent / "apps"
 SURGE = [sys.executable, "-m", "surge"]
@@ -140,6 +142,27 @@ def test_killed_worker_is_replaced(surge: Callable[..., Surge]) -> None:
     assert f"worker {victim} died (killed by SIGKILL)" in server.log()
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie nobody reaped yet does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def test_workers_exit_when_the_master_is_killed(surge: Callable[..., Surge]) -> None:
+    server = surge("pid_app:app", "--workers", "2")
+    server.wait_ready()
+    workers = server.pids(2)
+    server.proc.kill()
+    server.proc.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, f"orphaned workers {workers}"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_sigterm_lets_the_request_in_flight_finish(
     surge: Callable[..., Surge], workers: str
@@ -244,3 +267,45 @@ def test_version() -> None:
     done = subprocess.run([*SURGE, "--version"], capture_output=True, text=True, timeout=15)
     assert done.returncode == 0
     assert done.stdout.startswith("surge ")
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "serve" in capsys.readouterr().err
+
+
+def test_watch_roots_is_the_top_level_package(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    assert watch_roots("proj.web.app", str(root / "proj/web/app.py")) == [root / "proj"]
+    assert watch_roots("proj.web", str(root / "proj/web/__init__.py")) == [root / "proj"]
+    assert watch_roots("app", str(root / "app.py")) == [root]
+
+
+def test_file_watcher_sees_python_files_outside_caches_and_venvs(tmp_path: Path) -> None:
+    def write(relative: str, text: str = "") -> Path:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    app = write("app.py", "x = 1")
+    write("notes.txt")
+    write(".venv/lib/dep.py")
+    write("env/pyvenv.cfg")
+    write("env/lib/dep.py")
+    write("__pycache__/app.py")
+    watcher = FileWatcher([tmp_path, tmp_path / "env"])
+    assert len(watcher) == 1
+    assert watcher.changed() == []
+
+    write("notes.txt", "changed")
+    write(".venv/lib/dep.py", "changed")
+    write("env/lib/dep.py", "changed")
+    assert watcher.changed() == []
+
+    added = write("pkg/mod.py")
+    assert watcher.changed() == [str(added.resolve())]
+    app.write_text("x = 22")
+    assert watcher.changed() == [str(app.resolve())]
+    app.unlink()
+    assert watcher.changed() == [str(app.resolve())]

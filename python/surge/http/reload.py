@@ -33,11 +33,11 @@ def watch_roots(module_name: str, module_file: str) -> list[Path]:
     top-level module (``app.py``), the directory holding it.
     """
     path = Path(module_file).resolve()
-    root = path.parent
-    depth = module_name.count(".")
-    if path.name == "__init__.py":
-        depth -= 1  # a package's own __init__ already sits inside its directory
-    for _ in range(max(depth, 0)):
+    root = path.parent  # the package holding the module, or the package itself for __init__
+    levels = module_name.count(".")
+    if path.name != "__init__.py":
+        levels = max(levels - 1, 0)
+    for _ in range(levels):
         root = root.parent
     return [root]
 

@@ -120,6 +120,8 @@ def load_app(target: App | str) -> App:
     cwd = os.getcwd()
     if "" not in sys.path and cwd not in sys.path:
         sys.path.insert(0, cwd)  # like `python -m`: the app lives in the current project
+    global _importing_app
+    _importing_app = True
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -136,6 +138,8 @@ def load_app(target: App | str) -> App:
             f"error while importing {module_name!r}: {type(exc).__name__}: {exc}",
             _app_traceback(exc),
         ) from exc
+    finally:
+        _importing_app = False
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -144,6 +148,34 @@ def load_app(target: App | str) -> App:
     if not isinstance(obj, App):
         raise AppLoadError(f"{target!r} is {_describe(obj)}, not a surge.http.App")
     return obj
+
+
+# True while load_app imports the app's module: an unguarded app.run() at the
+# bottom of that module would otherwise start a server inside the worker.
+_importing_app = False
+
+
+def _import_string_of(app: App) -> str:
+    """``"module:attr"`` for an App defined in the ``__main__`` script, so it can reload.
+
+    The workers import the script again under its module name, where its
+    ``if __name__ == "__main__":`` block does not run.
+    """
+    main = sys.modules.get("__main__")
+    attr = next((name for name, value in vars(main).items() if value is app), None)
+    spec = getattr(main, "__spec__", None)
+    file = getattr(main, "__file__", None)
+    module = spec.name if spec is not None else os.path.splitext(os.path.basename(file or ""))[0]
+    ref = f"{module}:{attr}"
+    try:
+        if attr is None:
+            raise AppLoadError("the app is not a global of the __main__ module")
+        parse_import_string(ref)
+    except AppLoadError:
+        raise ValueError(
+            "reload needs the app as an import string, e.g. 'myproject.web:app'"
+        ) from None
+    return ref
 
 
 def _app_traceback(exc: BaseException) -> str:
@@ -798,10 +830,15 @@ def run(
         raise ValueError(f"grace must be >= 0, got {grace}")
     if backlog < 1:
         raise ValueError(f"backlog must be >= 1, got {backlog}")
+    if _importing_app:
+        raise RuntimeError(
+            "run() was called while importing the app: "
+            "put app.run() under `if __name__ == '__main__':`"
+        )
     if isinstance(target, str):
         parse_import_string(target)
     elif reload:
-        raise ValueError("reload needs the app as an import string, e.g. 'myproject.web:app'")
+        target = _import_string_of(target)
     _configure_logging(debug)
     addr = _resolve(host, port)
     if workers == 1 and not reload:

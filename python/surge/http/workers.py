@@ -385,10 +385,9 @@ def _worker_process(cfg: _Config, status_fd: int, inherited_fds: list[int]) -> N
     code = 1
     try:
         signal.set_wakeup_fd(-1)
+        # The stop signals stay blocked until the worker's event loop handles them.
         for sig in (signal.SIGCHLD, signal.SIGHUP, *_STOP_SIGNALS):
-            signal.signal(
-                sig, signal.SIG_DFL
-            )  # stop signals stay blocked until the loop handles them
+            signal.signal(sig, signal.SIG_DFL)
         for fd in inherited_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -548,8 +547,9 @@ class _Master:
     def _supervise(self) -> None:
         next_poll = time.monotonic() + POLL_INTERVAL
         while True:
-            timeout = self._next_deadline(next_poll) - time.monotonic()
-            for key, _ in self.selector.select(max(timeout, 0.0)):
+            deadline = self._next_deadline(next_poll)
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            for key, _ in self.selector.select(timeout):
                 if key.fd == self.wake_r:
                     self._drain_wakeups()
                 elif (report := self._read_status(key.data)) is not None:
@@ -575,15 +575,16 @@ class _Master:
                 if now >= deadline:
                     log.warning("worker %d did not drain in time, killing it", pid)
                     _kill(pid, signal.SIGKILL)
-                    self.retiring[pid] = float("inf")
+                    self.retiring[pid] = now + 1.0  # reaped by then
 
-    def _next_deadline(self, next_poll: float) -> float:
-        deadlines = [time.monotonic() + 1.0]
+    def _next_deadline(self, next_poll: float) -> float | None:
+        """When the loop must wake up next; None: only for a signal (an idle master sleeps)."""
+        deadlines: list[float] = []
         if self.watcher is not None:
             deadlines.append(next_poll)
         deadlines += [s.restart_at for s in self.slots if not s.pid and s.restart_at is not None]
         deadlines += self.retiring.values()
-        return min(deadlines)
+        return min(deadlines, default=None)
 
     def _shutdown(self) -> None:
         self.stopping = True

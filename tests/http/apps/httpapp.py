@@ -1,0 +1,447 @@
+"""The app the HTTP server tests talk to, in a few variants (see `create_app`).
+
+Every route is small and answers with something a test can check exactly; the
+reflective ones (`/echo`, `/aecho`) send back what the server parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from surge.http import (
+    App,
+    FileResponse,
+    HTTPException,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+
+HERE = Path(__file__).resolve()
+#: Directory with data files for FileResponse routes (set by the test fixture).
+DATA_DIR = Path(os.environ.get("SURGE_TEST_DATA", HERE.parent))
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+class AppError(Exception):
+    """Handled by an error handler registered for its type."""
+
+
+class SubAppError(AppError):
+    """Handled by its base class's handler (looked up along the MRO)."""
+
+
+def echo_data(request: Any) -> dict[str, Any]:
+    body = request.body
+    return {
+        "method": request.method,
+        "path": request.path,
+        "raw_path": request.raw_path.decode("latin-1"),
+        "query": request.query_string,
+        "params": request.query_params.multi_items(),
+        "version": request.version,
+        "headers": [[k, v] for k, v in request.headers.items() if k.startswith("x-")],
+        "content_length": request.content_length,
+        "body_len": len(body),
+        "body_sha": hashlib.sha256(body).hexdigest()[:16],
+    }
+
+
+def add_common_routes(app: App) -> None:
+    # Routing ---------------------------------------------------------------------------
+    @app.get("/")
+    def index(request):
+        return "hello"
+
+    @app.get("/static/a/b")
+    def static_ab(request):
+        return "static a/b"
+
+    @app.get("/items/new")
+    def item_new(request):
+        return "new item form"
+
+    @app.get("/items/{id:int}")
+    def item(request, id):
+        return {"id": id, "type": type(id).__name__}
+
+    @app.get("/users/{name}")
+    def user(request, name):
+        return {"name": name}
+
+    @app.get("/users/{name}/posts/{post:int}")
+    def user_post(request, name, post):
+        return {"name": name, "post": post}
+
+    @app.get("/files/{rest:path}")
+    def files(request, rest):
+        return {"rest": rest}
+
+    @app.post("/submit")
+    def submit(request):
+        return "submitted"
+
+    @app.route("/getput", ["GET", "PUT"])
+    def getput(request):
+        return request.method
+
+    def multi(request):
+        return f"multi {request.method}"
+
+    app.add_route("/multi", multi, methods=["get", "POST", "DELETE"])
+
+    @app.route("/echo", ALL_METHODS)
+    def echo(request):
+        return echo_data(request)
+
+    @app.route("/echo/{rest:path}", ALL_METHODS)
+    def echo_path(request, rest):
+        return echo_data(request)
+
+    @app.route("/aecho", ALL_METHODS)
+    async def aecho(request):
+        await asyncio.sleep(0)
+        return echo_data(request)
+
+    @app.route("/aecho/{rest:path}", ALL_METHODS)
+    async def aecho_path(request, rest):
+        await asyncio.sleep(0)
+        return echo_data(request)
+
+    # Return types ----------------------------------------------------------------------
+    @app.get("/ret/str")
+    def ret_str(request):
+        return "héllo wörld"
+
+    @app.get("/ret/bytes")
+    def ret_bytes(request):
+        return b"\x00\x01binary\xff"
+
+    @app.get("/ret/dict")
+    def ret_dict(request):
+        return {"a": 1, "b": [True, None], "c": "ü"}
+
+    @app.get("/ret/list")
+    def ret_list(request):
+        return [1, "two", {"three": 3}]
+
+    @app.get("/ret/response")
+    def ret_response(request):
+        return Response(
+            b"a,b\n1,2\n",
+            status=201,
+            headers={"X-Custom": "yes", "X-Other": "also"},
+            content_type="text/csv",
+        )
+
+    @app.get("/ret/response-list-headers")
+    def ret_response_list_headers(request):
+        return Response("twice", headers=[("X-Dup", "1"), ("X-Dup", "2")])
+
+    @app.get("/ret/cookie")
+    def ret_cookie(request):
+        r = Response("cookies set")
+        r.set_cookie("session", "abc123", max_age=3600, httponly=True)
+        r.set_cookie("theme", "dark", path="/ui", secure=True, samesite="strict")
+        return r
+
+    @app.get("/ret/none")
+    def ret_none(request):
+        return None
+
+    @app.get("/ret/json")
+    def ret_json(request):
+        return JSONResponse({"created": True}, status=202, headers={"X-J": "1"})
+
+    @app.get("/ret/redirect")
+    def ret_redirect(request):
+        return RedirectResponse("/ret/str")
+
+    @app.get("/ret/redirect-301")
+    def ret_redirect_301(request):
+        return RedirectResponse("/a path/ü", status=301)
+
+    @app.get("/ret/status-304")
+    def ret_304(request):
+        return Response(b"never sent", status=304)
+
+    @app.get("/ret/async-str")
+    async def ret_async_str(request):
+        await asyncio.sleep(0)
+        return "async hello"
+
+    @app.get("/ret/async-response")
+    async def ret_async_response(request):
+        await asyncio.sleep(0)
+        return Response("async made", status=201, headers={"X-Async": "1"})
+
+    @app.get("/ret/bad-type")
+    def ret_bad_type(request):
+        return 12345
+
+    @app.get("/stream/async")
+    def stream_async(request):
+        async def gen():
+            for i in range(5):
+                await asyncio.sleep(0.001)
+                yield f"part{i};"
+            yield b""  # empty chunks are skipped, not sent as the terminator
+            yield b"end"
+
+        return StreamingResponse(gen(), content_type="text/plain", headers={"X-Stream": "a"})
+
+    @app.get("/stream/sync")
+    def stream_sync(request):
+        return StreamingResponse(iter([b"one,", "two,", b"three"]), status=206)
+
+    @app.get("/stream/big")
+    def stream_big(request):
+        n = int(request.query_params.get("n", "64"))
+
+        async def gen():
+            for i in range(n):
+                yield bytes([i % 256]) * 65536
+
+        return StreamingResponse(gen())
+
+    @app.get("/stream/endless")
+    def stream_endless(request):
+        async def gen():
+            while True:
+                yield b"x" * 65536
+                await asyncio.sleep(0)
+
+        return StreamingResponse(gen())
+
+    @app.get("/stream/fails")
+    def stream_fails(request):
+        async def gen():
+            yield b"first"
+            await asyncio.sleep(0.01)
+            raise RuntimeError("generator broke")
+
+        return StreamingResponse(gen())
+
+    @app.get("/file/self")
+    def file_self(request):
+        return FileResponse(HERE, content_type="text/x-python")
+
+    @app.get("/file/data/{name}")
+    def file_data(request, name):
+        return FileResponse(DATA_DIR / name)
+
+    @app.get("/file/download")
+    def file_download(request):
+        return FileResponse(HERE, filename="app source.py")
+
+    @app.get("/file/missing")
+    def file_missing(request):
+        return FileResponse(DATA_DIR / "does-not-exist.bin")
+
+    # Request ---------------------------------------------------------------------------
+    @app.get("/req/headers")
+    def req_headers(request):
+        h = request.headers
+        return {
+            "custom": h["X-CUSTOM"],
+            "custom_lower": h.get("x-custom"),
+            "missing": h.get("X-Missing"),
+            "missing_default": h.get("X-Missing", "dflt"),
+            "multi": h.getall("x-multi"),
+            "contains": "x-Custom" in h,
+            "host": request.host,
+            "count": len(h),
+        }
+
+    @app.get("/req/query")
+    def req_query(request):
+        q = request.query_params
+        return {
+            "a": q.get("a"),
+            "all_a": q.getlist("a"),
+            "args_b": request.args.getlist("b"),
+            "keys": sorted(q),
+            "raw": request.query_string,
+        }
+
+    @app.get("/req/cookies")
+    def req_cookies(request):
+        return request.cookies
+
+    @app.post("/req/json")
+    def req_json(request):
+        return {"got": request.json()}
+
+    @app.post("/req/text")
+    def req_text(request):
+        return {"text": request.text, "ct": request.content_type}
+
+    @app.post("/req/len")
+    def req_len(request):
+        return {"len": len(request.body), "sha": hashlib.sha256(request.body).hexdigest()}
+
+    @app.post("/req/big", max_body_size=4 * 1024 * 1024)
+    def req_big(request):
+        return {"len": len(request.body), "sha": hashlib.sha256(request.body).hexdigest()}
+
+    @app.post("/req/upload", stream=True, max_body_size=64 * 1024 * 1024)
+    async def req_upload(request):
+        h = hashlib.sha256()
+        sizes = []
+        async for chunk in request.stream():
+            sizes.append(len(chunk))
+            h.update(chunk)
+        return {"chunks": len(sizes), "len": sum(sizes), "sha": h.hexdigest(), "max": max(sizes)}
+
+    @app.post("/req/upload-slow", stream=True, max_body_size=64 * 1024 * 1024)
+    async def req_upload_slow(request):
+        # A slow consumer: reading pauses while the buffer is full.
+        total = 0
+        async for chunk in request.stream():
+            total += len(chunk)
+            await asyncio.sleep(0.001)
+        return {"len": total}
+
+    @app.post("/req/async-body")
+    async def req_async_body(request):
+        await asyncio.sleep(0)
+        return {"len": len(request.body)}
+
+    # Timing: pipelining and threads -----------------------------------------------------
+    @app.get("/slow")
+    async def slow(request):
+        delay = float(request.query_params.get("s", "0.5"))
+        started = time.monotonic()
+        await asyncio.sleep(delay)
+        return Response(f"slow {delay}", headers={"X-Started": repr(started)})
+
+    @app.get("/fast/{n:int}")
+    def fast(request, n):
+        return Response(f"fast {n}", headers={"X-Started": repr(time.monotonic())})
+
+    @app.get("/afast/{n:int}")
+    async def afast(request, n):
+        return Response(f"afast {n}", headers={"X-Started": repr(time.monotonic())})
+
+    @app.get("/blocking", threaded=True)
+    def blocking(request):
+        seconds = float(request.query_params.get("s", "2"))
+        time.sleep(seconds)
+        return {"slept": seconds, "thread": threading.current_thread().name}
+
+    @app.get("/ping")
+    def ping(request):
+        return "pong"
+
+    @app.get("/now")
+    def now(request):
+        # time.monotonic() of the server process, to compare with X-Started.
+        return repr(time.monotonic())
+
+    # Errors ------------------------------------------------------------------------------
+    @app.get("/error/boom")
+    def boom(request):
+        raise ValueError("secret internals: password=hunter2")
+
+    @app.get("/error/aboom")
+    async def aboom(request):
+        await asyncio.sleep(0)
+        raise ValueError("secret async internals")
+
+    @app.get("/error/http")
+    def http_exc(request):
+        raise HTTPException(418, "short and stout", headers={"X-Why": "teapot"})
+
+    @app.get("/error/http-default")
+    def http_exc_default(request):
+        raise HTTPException(403)
+
+    @app.get("/error/ahttp")
+    async def ahttp_exc(request):
+        raise HTTPException(401, "who are you")
+
+    @app.get("/error/conflict")
+    def conflict(request):
+        raise HTTPException(409)
+
+    @app.get("/error/app")
+    def app_error(request):
+        raise AppError("handled by type")
+
+    @app.get("/error/subapp")
+    async def sub_app_error(request):
+        raise SubAppError("handled by base type")
+
+    @app.errorhandler(409)
+    def on_conflict(request, exc):
+        return Response(f"custom conflict: {exc.detail}", status=409, headers={"X-Handler": "409"})
+
+    @app.errorhandler(AppError)
+    def on_app_error(request, exc):
+        return Response(
+            f"{type(exc).__name__}: {exc}", status=422, headers={"X-Handler": "AppError"}
+        )
+
+
+def add_hooks(app: App) -> None:
+    """Before/after hooks and a 404 handler; they put every route on the slow path."""
+
+    @app.before_request
+    def mark(request):
+        request.marked = "before-hook"
+        if request.path == "/hooks/blocked":
+            return Response("blocked by hook", status=403)
+        return None
+
+    @app.before_request
+    async def async_gate(request):
+        if request.headers.get("X-Deny") == "yes":
+            return Response("denied by async hook", status=401)
+        return None
+
+    @app.after_request
+    def add_header(request, response):
+        response.set_header("X-After", "1")
+        return response
+
+    @app.after_request
+    async def replace(request, response):
+        if request.path == "/hooks/replace":
+            return Response("replaced by after hook", status=200)
+        return None
+
+    @app.get("/hooks/marked")
+    def marked(request):
+        return getattr(request, "marked", "not marked")
+
+    @app.get("/hooks/blocked")
+    def blocked(request):
+        return "handler ran"
+
+    @app.get("/hooks/replace")
+    def replace_me(request):
+        return "original"
+
+    @app.errorhandler(404)
+    def on_404(request, exc):
+        return Response(f"no such page: {request.path}", status=404)
+
+    @app.errorhandler(500)
+    def on_500(request, exc):
+        return Response(f"custom 500: {type(exc).__name__}", status=500)
+
+
+def create_app(variant: str = "main", **options: Any) -> App:
+    """`main`: every route; `hooks`: plus hooks and 404/500 handlers; `debug`: debug=True."""
+    app = App(debug=variant == "debug", **options)
+    add_common_routes(app)
+    if variant == "hooks":
+        add_hooks(app)
+    return app

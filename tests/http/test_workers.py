@@ -5,6 +5,7 @@ Every test starts real processes on a free loopback port and talks HTTP to them.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import os
 import signal
@@ -13,10 +14,12 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from surge import cli
 from surge.cli import main
 from surge.http.reload import FileWatcher, watch_roots
 
@@ -272,6 +275,20 @@ def test_version() -> None:
 def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "serve" in capsys.readouterr().err
+
+
+def test_subcommands_plug_in_and_missing_modules_are_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugin = types.ModuleType("fake_cli")
+
+    def add_parser(subparsers: argparse._SubParsersAction) -> None:
+        subparsers.add_parser("fake").set_defaults(func=lambda args: 7)
+
+    plugin.add_parser = add_parser  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_cli", plugin)
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ("no_such_cli_module_xyz", "fake_cli"))
+    assert main(["fake"]) == 7
 
 
 def test_watch_roots_is_the_top_level_package(tmp_path: Path) -> None:

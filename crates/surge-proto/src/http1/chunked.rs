@@ -116,15 +116,15 @@ impl Chunked {
                         let _ = buf.split_to(2);
                         return Ok(Step::End);
                     }
-                    if buf.len() < 2 {
-                        if buf.first().is_some_and(|&b| b != b'\r') && !buf[0].is_ascii_graphic() {
-                            return Err(Error::InvalidTrailers);
-                        }
-                        return Ok(Step::NeedMore);
-                    }
                     let mut fields = [httparse::EMPTY_HEADER; 32];
                     match httparse::parse_headers(buf, &mut fields) {
                         Ok(httparse::Status::Complete((n, _))) => {
+                            // httparse takes a bare LF for a line end; we do not.
+                            if memchr::memchr_iter(b'\n', &buf[..n])
+                                .any(|i| i == 0 || buf[i - 1] != b'\r')
+                            {
+                                return Err(Error::InvalidTrailers);
+                            }
                             let _ = buf.split_to(n);
                             return Ok(Step::End);
                         }

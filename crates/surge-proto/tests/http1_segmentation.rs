@@ -1,0 +1,58 @@
+//! The same bytes mean the same thing however the network cut them into
+//! reads. Each test here feeds one input whole, byte by byte and at every
+//! single cut point, and expects one answer from all of them; each was found
+//! by `http1_props.rs` or the fuzz target and failed before its fix.
+
+mod common;
+
+use common::{run_bytewise, run_split, run_whole, small_limits, Outcome};
+use surge_proto::http1::{Error, Limits};
+
+/// Runs `input` whole, byte by byte and cut once at every offset; all must
+/// agree. Returns the common outcome.
+fn agree(limits: Limits, input: &[u8]) -> Outcome {
+    let whole = run_whole(limits, input);
+    let show = String::from_utf8_lossy(input);
+    assert_eq!(
+        run_bytewise(limits, input),
+        whole,
+        "byte by byte vs whole: {show:?}"
+    );
+    for cut in 1..input.len() {
+        assert_eq!(
+            run_split(limits, input, &[cut]),
+            whole,
+            "cut at {cut} vs whole: {show:?}"
+        );
+    }
+    whole
+}
+
+fn error(limits: Limits, input: &[u8]) -> Option<Error> {
+    agree(limits, input).error
+}
+
+fn chunked(rest: &str) -> Vec<u8> {
+    format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n{rest}").into_bytes()
+}
+
+/// The trailer section is CRLF-strict like the rest of the chunked coding.
+/// A bare LF ending it was refused when it arrived alone and accepted when
+/// the next request came in the same read; inside a trailer field it passed.
+#[test]
+fn trailer_lines_end_in_crlf() {
+    let d = Limits::default();
+    let next = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert_eq!(
+        error(d, &chunked(&format!("0\r\n\n{next}"))),
+        Some(Error::InvalidTrailers)
+    );
+    assert_eq!(error(d, &chunked("0\r\n\n")), Some(Error::InvalidTrailers));
+    assert_eq!(
+        error(d, &chunked("0\r\nX: a\n\r\n")),
+        Some(Error::InvalidTrailers)
+    );
+    let ok = agree(d, &chunked("3\r\nabc\r\n0\r\nX: a\r\nY: b\r\n\r\n"));
+    assert_eq!(ok.error, None);
+    assert_eq!(ok.reqs[0].body, b"abc");
+}

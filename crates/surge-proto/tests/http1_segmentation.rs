@@ -56,3 +56,21 @@ fn trailer_lines_end_in_crlf() {
     assert_eq!(ok.error, None);
     assert_eq!(ok.reqs[0].body, b"abc");
 }
+
+/// The trailer section limit held only while the section was incomplete, so
+/// a large section arriving in one read passed.
+#[test]
+fn trailer_section_limit_holds_when_fed_whole() {
+    let l = small_limits(); // max_chunk_line: 32
+    let section = |n: usize| format!("0\r\nX: {}\r\n\r\n", "t".repeat(n - 7));
+    assert_eq!(section(32).len(), 32 + 3);
+    assert_eq!(error(l, &chunked(&section(32))), None);
+    assert_eq!(
+        error(l, &chunked(&section(33))),
+        Some(Error::InvalidTrailers)
+    );
+    assert_eq!(
+        error(l, &chunked(&section(60))),
+        Some(Error::InvalidTrailers)
+    );
+}

@@ -119,6 +119,9 @@ impl Chunked {
                     let mut fields = [httparse::EMPTY_HEADER; 32];
                     match httparse::parse_headers(buf, &mut fields) {
                         Ok(httparse::Status::Complete((n, _))) => {
+                            if n > limits.max_chunk_line {
+                                return Err(Error::InvalidTrailers);
+                            }
                             // httparse takes a bare LF for a line end; we do not.
                             if memchr::memchr_iter(b'\n', &buf[..n])
                                 .any(|i| i == 0 || buf[i - 1] != b'\r')

@@ -16,6 +16,9 @@ from .config import Limits
 log = logging.getLogger("surge.http")
 
 Handler = Callable[..., Any]
+
+# How the native connection may run a route's handler (see router.rs `Kind`).
+_SYNC, _ASYNC, _DEFERRED = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -85,7 +88,7 @@ class App:
             max_body=max_body_size if max_body_size is not None else self.limits.max_body,
         )
         # Validate the pattern now, so a bad route fails at import, not at start.
-        Router().add(path, list(methods), handler, False, route.max_body, stream)
+        Router().add(path, list(methods), handler, _DEFERRED, route.max_body, stream)
         self.routes.append(route)
         return route
 
@@ -168,8 +171,13 @@ class App:
             router = Router()
             hooks = self.has_hooks
             for r in self.routes:
-                sync = not (r.is_async or r.threaded or r.stream or hooks)
-                router.add(r.path, list(r.methods), r.handler, sync, r.max_body, r.stream)
+                if r.threaded or r.stream or hooks:
+                    kind = _DEFERRED
+                elif r.is_async:
+                    kind = _ASYNC
+                else:
+                    kind = _SYNC
+                router.add(r.path, list(r.methods), r.handler, kind, r.max_body, r.stream)
             self._router = router
         return self._router
 

@@ -225,6 +225,9 @@ class HttpProtocol(asyncio.Protocol):
             self._start(self._answer_exception(slot, req, req._result))
         elif outcome == 2:
             self._finish(slot, req, req._result)
+        elif outcome == 3:
+            coro, awaited = req._result
+            self._start(self._await_result(slot, req, _Resumed(coro, awaited)))
         elif route.is_async or route.threaded or route.stream or self._app.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)
@@ -545,6 +548,36 @@ class HttpProtocol(asyncio.Protocol):
     def abort(self) -> None:
         self._closed = True
         self._transport.abort()
+
+
+class _Resumed:
+    """Awaits a coroutine whose first step already ran (on the native fast path).
+
+    The object it was suspended on is handed up to the task unchanged, exactly
+    as `await coro` would have, and then the coroutine is driven on.
+    """
+
+    __slots__ = ("_awaited", "_coro")
+
+    def __init__(self, coro: Any, awaited: Any) -> None:
+        self._coro = coro
+        self._awaited = awaited
+
+    def __await__(self) -> Any:
+        coro, awaited = self._coro, self._awaited
+        while True:
+            try:
+                value = yield awaited
+            except BaseException as exc:
+                try:
+                    awaited = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    awaited = coro.send(value)
+                except StopIteration as stop:
+                    return stop.value
 
 
 def _to_response(result: Any) -> Response:

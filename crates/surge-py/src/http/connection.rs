@@ -11,8 +11,10 @@
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use pyo3::exceptions::PyStopIteration;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use surge_proto::http1::{Event, Limits, Parser, RequestHead, Version};
 
 use super::request::{Outcome, Request};
@@ -86,50 +88,60 @@ impl HttpConnection {
         let router = self.router.bind(py).borrow();
         let fast_route = if self.fast && deferred.is_none() && request.route >= 0 {
             let route = &router.routes[request.route as usize];
-            (route.kind == Kind::Sync).then(|| route.handler.clone_ref(py))
+            (route.kind != Kind::Deferred).then(|| (route.handler.clone_ref(py), route.kind))
         } else {
             None
         };
         drop(router);
-        let Some(handler) = fast_route else {
+        let Some((handler, kind)) = fast_route else {
             return push(py, deferred, Py::new(py, request)?.into_any());
         };
         let reply = reply_for(&request.head);
         let params = request.params.as_ref().map(|p| p.clone_ref(py));
         let req = Py::new(py, request)?;
-        let result = match params {
+        let mut result = match params {
             None => handler.call1(py, (req.clone_ref(py),)),
             Some(p) => handler.call(py, (req.clone_ref(py),), Some(p.bind(py))),
         };
-        match result {
+        if kind == Kind::Async {
+            if let Ok(coro) = &result {
+                // Run the coroutine's first step here: most handlers finish
+                // without suspending, and then need no task at all.
+                match coro.call_method1(py, intern!(py, "send"), (py.None(),)) {
+                    Ok(yielded) => {
+                        let mut r = req.borrow_mut(py);
+                        r.outcome = Outcome::Suspended;
+                        r.result = Some(
+                            PyTuple::new(py, [coro.clone_ref(py), yielded])?
+                                .into_any()
+                                .unbind(),
+                        );
+                        drop(r);
+                        return push(py, deferred, req.into_any());
+                    }
+                    Err(e) if e.is_instance_of::<PyStopIteration>(py) => {
+                        result = e.value(py).getattr(intern!(py, "value")).map(Bound::unbind);
+                    }
+                    Err(e) => result = Err(e),
+                }
+            }
+        }
+        let outcome = match result {
             Ok(value) => {
                 let value = value.into_bound(py);
                 match encode_result(py, &value, reply, &mut self.out) {
-                    Ok(true) => Ok(()),
-                    Ok(false) => {
-                        let mut r = req.borrow_mut(py);
-                        r.outcome = Outcome::Returned;
-                        r.result = Some(value.unbind());
-                        drop(r);
-                        push(py, deferred, req.into_any())
-                    }
-                    Err(e) => {
-                        let mut r = req.borrow_mut(py);
-                        r.outcome = Outcome::Raised;
-                        r.result = Some(e.into_value(py).into_any());
-                        drop(r);
-                        push(py, deferred, req.into_any())
-                    }
+                    Ok(true) => return Ok(()),
+                    Ok(false) => (Outcome::Returned, value.unbind()),
+                    Err(e) => (Outcome::Raised, e.into_value(py).into_any()),
                 }
             }
-            Err(e) => {
-                let mut r = req.borrow_mut(py);
-                r.outcome = Outcome::Raised;
-                r.result = Some(e.into_value(py).into_any());
-                drop(r);
-                push(py, deferred, req.into_any())
-            }
-        }
+            Err(e) => (Outcome::Raised, e.into_value(py).into_any()),
+        };
+        let mut r = req.borrow_mut(py);
+        r.outcome = outcome.0;
+        r.result = Some(outcome.1);
+        drop(r);
+        push(py, deferred, req.into_any())
     }
 
     fn on_head<'py>(

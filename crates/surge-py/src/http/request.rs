@@ -32,6 +32,8 @@ pub enum Outcome {
     NotRun = 0,
     Raised = 1,
     Returned = 2,
+    /// A coroutine suspended at its first await: `result` is (coroutine, yielded).
+    Suspended = 3,
 }
 
 #[pyclass(module = "surge._core", dict, freelist = 256)]
@@ -308,7 +310,8 @@ impl Request {
         self.eof
     }
 
-    /// 0: handler not run yet, 1: it raised `_result`, 2: it returned `_result`.
+    /// 0: handler not run yet, 1: it raised `_result`, 2: it returned `_result`,
+    /// 3: its coroutine suspended, `_result` is (coroutine, awaited object).
     #[getter]
     fn _outcome(&self) -> u8 {
         self.outcome as u8

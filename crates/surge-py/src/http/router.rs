@@ -16,7 +16,10 @@ use rustc_hash::FxHashMap;
 pub enum Kind {
     /// A plain function called inline on the fast path.
     Sync,
-    /// Anything else (coroutine functions, threaded, hooks): handed to Python.
+    /// A coroutine function, started inline: if it finishes without
+    /// suspending its result is encoded at once, else Python resumes it.
+    Async,
+    /// Anything else (threaded, streaming, hooks): handed to Python.
     Deferred,
 }
 
@@ -297,8 +300,9 @@ impl Router {
     }
 
     /// Adds a route and returns its index. `methods` empty means any method;
-    /// `sync` routes are called inline by the connection, others are deferred.
-    #[pyo3(signature = (pattern, methods, handler, sync, body_limit, stream))]
+    /// `kind` 0 is a sync handler called inline, 1 a coroutine function
+    /// started inline, 2 a handler Python runs.
+    #[pyo3(signature = (pattern, methods, handler, kind, body_limit, stream))]
     #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
@@ -306,7 +310,7 @@ impl Router {
         pattern: &str,
         methods: Vec<String>,
         handler: PyObject,
-        sync: bool,
+        kind: u8,
         body_limit: u64,
         stream: bool,
     ) -> PyResult<usize> {
@@ -318,7 +322,11 @@ impl Router {
             .collect();
         self.routes.push(Route {
             handler,
-            kind: if sync { Kind::Sync } else { Kind::Deferred },
+            kind: match kind {
+                0 => Kind::Sync,
+                1 => Kind::Async,
+                _ => Kind::Deferred,
+            },
             body_limit,
             stream,
             methods,

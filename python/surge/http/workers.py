@@ -513,8 +513,8 @@ class _Master:
                 os.waitpid(first.pid, 0)
                 del self.by_pid[first.pid]
                 first.pid = 0
-            error = AppLoadError if report["kind"] == "load" else StartupError
-            raise error(report["message"], report.get("detail", ""))
+            error = AppLoadError if report.get("kind") == "load" else StartupError
+            raise error(report.get("message", "worker failed to start"), report.get("detail", ""))
         if self.cfg.reload:
             roots = watch_roots(report["module"], report["file"]) if report["file"] else []
             self.watcher = FileWatcher(roots)
@@ -526,21 +526,24 @@ class _Master:
         return True
 
     def _wait_first_report(self, slot: _Slot) -> dict[str, Any] | None:
+        """The first worker's report; None if a stop signal came first."""
         while True:
             for key, _ in self.selector.select(1.0):
                 if key.fd == self.wake_r:
                     self._drain_wakeups()
-                elif (report := self._read_status(key.data)) is not None:
-                    return report
+                elif (report := self._read_status(slot)) is not None:
+                    if report:
+                        return report
+                    break  # the pipe closed without a report: the worker is dying
             if self._take_stop_signal():
                 return None
-            pid, status = os.waitpid(slot.pid, os.WNOHANG)
+            # Block only once the pipe is closed: then the worker has exited or is exiting.
+            pid, status = os.waitpid(slot.pid, os.WNOHANG if slot.status_fd >= 0 else 0)
             if pid:
-                # Dead before reporting; whatever it managed to write is in the pipe.
                 del self.by_pid[pid]
                 slot.pid = 0
-                report = self._finish_status(slot)
-                if report:
+                # Whatever it managed to write before dying is still in the pipe.
+                if report := self._finish_status(slot):
                     return report
                 raise StartupError(f"worker exited during startup ({_describe_status(status)})")
 

@@ -525,17 +525,27 @@ class HttpProtocol(asyncio.Protocol):
     # Housekeeping (called by the server once a second) -----------------------------
 
     def check_timeouts(self, header_timeout: float, keepalive_timeout: float) -> None:
+        """Closes the connection when a deadline has passed.
+
+        A header block must arrive whole within `header_timeout` (else 408);
+        a connection that sent nothing for `keepalive_timeout` is closed, also
+        in the middle of a request body, unless a response is still owed.
+        """
         conn = self._conn
         if conn.head_for() > header_timeout:
             if not self._queue and not self._writer_busy:
                 self._transport.write(conn.render_error(408, "Request Timeout", close=True))
             self._close()
-        elif (
-            not self._queue
-            and not self._writer_busy
-            and conn.idle
-            and conn.idle_for() > keepalive_timeout
-        ):
+            return
+        if conn.idle_for() <= keepalive_timeout:
+            return
+        if not conn.idle:
+            # Stalled mid-request: nobody can answer it.
+            self._stream_failed = True
+            if self._body_stream is not None:
+                self._body_stream._wake()
+            self._close()
+        elif not self._queue and not self._writer_busy:
             self._close()
 
     def close_if_idle(self) -> bool:

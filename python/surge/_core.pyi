@@ -1,7 +1,7 @@
 """Type stubs for the native extension `surge._core`."""
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Self
 
 __version__: str
 
@@ -28,7 +28,7 @@ class Router:
         pattern: str,
         methods: list[str],
         handler: Callable[..., Any],
-        sync: bool,
+        kind: int,
         body_limit: int,
         stream: bool,
     ) -> int: ...
@@ -81,9 +81,16 @@ class Response:
     status: int
     body: bytes
     content_type: str | None
+    def __new__(
+        cls,
+        body: str | bytes | bytearray | dict[str, Any] | list[Any] | None = None,
+        status: int = 200,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        content_type: str | None = None,
+    ) -> Self: ...
     def __init__(
         self,
-        body: str | bytes | bytearray | dict[str, Any] | list[Any] | None = None,
+        body: Any = None,
         status: int = 200,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         content_type: str | None = None,

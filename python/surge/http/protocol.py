@@ -34,6 +34,8 @@ log = logging.getLogger("surge.http")
 
 _NOT_FOUND = 404
 _METHOD_NOT_ALLOWED = 405
+#: Bytes read from a file per write when the loop cannot sendfile.
+_FILE_CHUNK = 256 * 1024
 
 
 class _Slot:
@@ -299,11 +301,11 @@ class HttpProtocol(asyncio.Protocol):
             if isinstance(result, StreamingResponse | FileResponse):
                 slot.body = result
             else:
-                exc = TypeError(
+                wrong = TypeError(
                     f"handler for {req.path!r} returned {type(result).__name__}; expected str, "
                     "bytes, dict, list, None or a Response"
                 )
-                self._start(self._answer_exception(slot, req, exc))
+                self._start(self._answer_exception(slot, req, wrong))
                 return
         else:
             slot.data = data
@@ -500,8 +502,23 @@ class HttpProtocol(asyncio.Protocol):
                 )
             )
             if not head_only and size:
-                await self._loop.sendfile(self._transport, f, 0, size, fallback=True)
+                try:
+                    await self._loop.sendfile(self._transport, f, 0, size, fallback=True)
+                except NotImplementedError:
+                    # uvloop has no loop.sendfile (it raises before writing anything).
+                    await self._copy_file(f, size)
         return keep_alive
+
+    async def _copy_file(self, f: Any, size: int) -> None:
+        """Writes `size` bytes of `f` through the transport, honouring back-pressure."""
+        left = size
+        while left > 0:
+            data = f.read(min(left, _FILE_CHUNK))
+            if not data:
+                raise RuntimeError(f"file shrank while being sent ({left} bytes short)")
+            self._transport.write(data)
+            left -= len(data)
+            await self._wait_writable()
 
     # Flow control -------------------------------------------------------------------
 

@@ -74,3 +74,25 @@ fn trailer_section_limit_holds_when_fed_whole() {
         Some(Error::InvalidTrailers)
     );
 }
+
+/// httparse refuses "HTTP/2" before the version is complete, and the error
+/// was mapped from the whole line: 505 when it had arrived, 400 when not.
+#[test]
+fn unsupported_version_whatever_the_cut() {
+    let d = Limits::default();
+    let line = |v: &str| format!("GET / {v}\r\nHost: a\r\n\r\n").into_bytes();
+    for v in ["HTTP/2.0", "HTTP/3", "HTTP/1.2", "HTTP/0.9", "HTTP/10.0"] {
+        assert_eq!(error(d, &line(v)), Some(Error::UnsupportedVersion), "{v}");
+    }
+    for v in [
+        "HTTP/1.x",
+        "HTTP/1",
+        "HTTPS/1.1",
+        "HTTP/x.1",
+        "http/1.1",
+        "HTTP/",
+        "H",
+    ] {
+        assert_eq!(error(d, &line(v)), Some(Error::BadRequestLine), "{v}");
+    }
+}

@@ -180,6 +180,18 @@ fn check_partial(buf: &[u8], limits: &Limits) -> Result<(), Error> {
     Ok(())
 }
 
+/// Where the request line starts: httparse skips empty lines before it.
+fn skip_empty_lines(buf: &[u8]) -> usize {
+    let mut i = 0;
+    loop {
+        match buf[i..] {
+            [b'\r', b'\n', ..] => i += 2,
+            [b'\n', ..] => i += 1,
+            _ => return i,
+        }
+    }
+}
+
 fn map_httparse(e: httparse::Error, buf: &[u8]) -> Error {
     match e {
         httparse::Error::HeaderName => {
@@ -197,15 +209,16 @@ fn map_httparse(e: httparse::Error, buf: &[u8]) -> Error {
         httparse::Error::HeaderValue => Error::InvalidHeaderValue,
         httparse::Error::TooManyHeaders => Error::TooManyHeaders,
         httparse::Error::Version => {
-            let line_end = memchr::memchr(b'\n', buf).unwrap_or(buf.len());
-            let line = trim(
-                buf[..line_end]
-                    .strip_suffix(b"\r")
-                    .unwrap_or(&buf[..line_end]),
-            );
-            match line.rsplit(|&b| b == b' ').next() {
-                Some([b'H', b'T', b'T', b'P', b'/', a, b'.', b])
-                    if a.is_ascii_digit() && b.is_ascii_digit() =>
+            // httparse has read "method SP target SP" and refused the version,
+            // maybe before all of it arrived: decide from the bytes it saw,
+            // so the answer does not depend on where a read ended.
+            let line = &buf[skip_empty_lines(buf)..];
+            match line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default() {
+                [b'H', b'T', b'T', b'P', b'/', major, rest @ ..]
+                    if major.is_ascii_digit()
+                        && (*major != b'1'
+                            || rest.first().is_some_and(u8::is_ascii_digit)
+                            || matches!(rest, [b'.', minor, ..] if minor.is_ascii_digit())) =>
                 {
                     Error::UnsupportedVersion
                 }

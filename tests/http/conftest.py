@@ -9,6 +9,7 @@ be alive and must not have logged anything that marks a bug on its side.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -181,3 +182,18 @@ def debug_server(servers: Servers) -> ServerProcess:
 def timeout_server(servers: Servers) -> ServerProcess:
     """The app with a 1 s header deadline and a 1 s keep-alive timeout."""
     return servers.get("uvloop", "main", header_timeout=1.0, keepalive_timeout=1.0)
+
+
+@pytest.fixture(scope="session")
+def run_curl():
+    """Runs curl with the given arguments; returns the CompletedProcess (stdout as bytes)."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.fail("curl is not installed (make system-deps installs it)")
+
+    def run(*args: str, input: bytes | None = None, timeout: float = 20.0, check: bool = True):
+        return subprocess.run(
+            [curl, *args], input=input, capture_output=True, timeout=timeout, check=check
+        )
+
+    return run

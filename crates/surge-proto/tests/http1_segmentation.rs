@@ -96,3 +96,21 @@ fn unsupported_version_whatever_the_cut() {
         assert_eq!(error(d, &line(v)), Some(Error::BadRequestLine), "{v}");
     }
 }
+
+/// The first bad header line decides the error. A folded line anywhere in
+/// the head made it obs-fold, but only once that line had arrived.
+#[test]
+fn first_bad_header_line_decides() {
+    let d = Limits::default();
+    let head = |lines: &str| format!("GET / HTTP/1.1\r\nHost: a\r\n{lines}\r\n").into_bytes();
+    assert_eq!(
+        error(d, &head("Bad Name: x\r\nX: a\r\n b\r\n")),
+        Some(Error::InvalidHeaderName)
+    );
+    assert_eq!(
+        error(d, &head("X: a\r\n b\r\nBad Name: x\r\n")),
+        Some(Error::ObsFold)
+    );
+    assert_eq!(error(d, &head(" X: a\r\n")), Some(Error::ObsFold));
+    assert_eq!(error(d, &head("X: a\r\n\tb\r\n")), Some(Error::ObsFold));
+}

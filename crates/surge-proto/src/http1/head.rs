@@ -192,18 +192,30 @@ fn skip_empty_lines(buf: &[u8]) -> usize {
     }
 }
 
-fn map_httparse(e: httparse::Error, buf: &[u8]) -> Error {
+/// httparse's error on `buf` as a request head, if any.
+fn httparse_error(buf: &[u8], max_headers: usize) -> Option<httparse::Error> {
+    let mut storage: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
+        [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    let mut req = httparse::Request::new(&mut []);
+    httparse::ParserConfig::default()
+        .parse_request_with_uninit_headers(&mut req, buf, &mut storage[..max_headers])
+        .err()
+}
+
+fn map_httparse(e: httparse::Error, buf: &[u8], max_headers: usize) -> Error {
     match e {
         httparse::Error::HeaderName => {
-            // A line that starts with whitespace continues the previous one.
-            let head_end = memchr::memmem::find(buf, b"\r\n\r\n").unwrap_or(buf.len());
-            let head = &buf[..head_end];
-            if memchr::memmem::find(head, b"\n ").is_some()
-                || memchr::memmem::find(head, b"\n\t").is_some()
-            {
-                Error::ObsFold
-            } else {
-                Error::InvalidHeaderName
+            // A line that starts with whitespace continues the previous one
+            // (obs-fold). It is the error if httparse stopped at the first
+            // such line, that is if the head parses up to it; a bad name
+            // before it is a bad name, whatever arrived after.
+            let fold = [&b"\n "[..], b"\n\t"]
+                .iter()
+                .filter_map(|p| memchr::memmem::find(buf, p))
+                .min();
+            match fold {
+                Some(i) if httparse_error(&buf[..=i], max_headers).is_none() => Error::ObsFold,
+                _ => Error::InvalidHeaderName,
             }
         }
         httparse::Error::HeaderValue => Error::InvalidHeaderValue,
@@ -237,7 +249,7 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
     let mut req = httparse::Request::new(&mut []);
     let status = httparse::ParserConfig::default()
         .parse_request_with_uninit_headers(&mut req, buf, &mut storage[..max_headers])
-        .map_err(|e| map_httparse(e, buf))?;
+        .map_err(|e| map_httparse(e, buf, max_headers))?;
     let len = match status {
         httparse::Status::Partial => {
             check_partial(buf, limits)?;

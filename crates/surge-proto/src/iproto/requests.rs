@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(b, want);
         // An IPROTO_EVENT as the server sends it: {type: EVENT, sync: 0} {key: "k", data: 1}.
         let ev = [
-            0x09, 0x82, 0x00, 0x4c, 0x01, 0x00, 0x82, 0x57, 0xa1, b'k', 0x58, 0x01,
+            0x0b, 0x82, 0x00, 0x4c, 0x01, 0x00, 0x82, 0x57, 0xa1, b'k', 0x58, 0x01,
         ];
         let Status::Complete(f) = decode_frame(&ev).unwrap() else {
             panic!()

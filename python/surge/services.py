@@ -59,6 +59,8 @@ box.once('surge-bootstrap', function()
                           'universe')
 end)
 {extra_lua}
+-- Tells start_tarantool() that bootstrap (and extra_lua) finished.
+local ready = io.open({ready!r}, 'w'); ready:write('ok'); ready:close()
 """
 
 
@@ -145,9 +147,20 @@ def _terminate(pid: int, timeout: float) -> None:
         _wait_exit(pid, timeout)
 
 
-def _wait_port(host: str, port: int, proc: subprocess.Popen, timeout: float, log: Path) -> None:
+def _wait_port(
+    host: str,
+    port: int,
+    proc: subprocess.Popen,
+    timeout: float,
+    log: Path,
+    marker: Path | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if marker is not None and not marker.exists():
+            if proc.poll() is None:
+                time.sleep(0.02)
+                continue
         if proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise ServiceError(f"{proc.args[0]} exited with {proc.returncode}:\n{tail}")
@@ -188,6 +201,7 @@ def start_tarantool(
             user=TARANTOOL_USER,
             password=TARANTOOL_PASSWORD,
             extra_lua=extra_lua,
+            ready=str(workdir / "ready"),
         )
     )
     log = workdir / "tarantool.log"
@@ -200,7 +214,7 @@ def start_tarantool(
         start_new_session=True,
     )
     try:
-        _wait_port(host, port, proc, timeout, log)
+        _wait_port(host, port, proc, timeout, log, workdir / "ready")
     except BaseException:
         _terminate(proc.pid, 1.0)
         shutil.rmtree(workdir, ignore_errors=True)

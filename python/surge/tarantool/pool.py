@@ -1,0 +1,2 @@
+class Pool:  # placeholder
+    pass

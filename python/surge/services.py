@@ -157,10 +157,9 @@ def _wait_port(
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if marker is not None and not marker.exists():
-            if proc.poll() is None:
-                time.sleep(0.02)
-                continue
+        if marker is not None and not marker.exists() and proc.poll() is None:
+            time.sleep(0.02)
+            continue
         if proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise ServiceError(f"{proc.args[0]} exited with {proc.returncode}:\n{tail}")

@@ -55,7 +55,7 @@ class AccessDeniedError(DatabaseError):
 
 
 class AuthenticationError(DatabaseError):
-    """ER_NO_SUCH_USER / ER_PASSWORD_MISMATCH / ER_CREDS_MISMATCH."""
+    """ER_NO_SUCH_USER / ER_PASSWORD_MISMATCH."""
 
 
 class SQLError(DatabaseError):
@@ -63,10 +63,36 @@ class SQLError(DatabaseError):
 
 
 class TupleTooLargeError(DatabaseError):
-    """ER_SLAB_ALLOC_MAX: the tuple is over the server's max tuple size."""
+    """ER_MEMTX_MAX_TUPLE_SIZE / ER_VINYL_MAX_TUPLE_SIZE: the tuple is over the limit."""
 
 
-#: Server error code -> class (codes from Tarantool's errcode.h, stable since 1.x).
+#: SQL error codes (names from box.error on 2.6).
+SQL_ERROR_CODES = (
+    156,
+    157,
+    158,
+    159,
+    161,
+    171,
+    175,
+    176,
+    179,
+    180,
+    181,
+    182,
+    184,
+    185,
+    186,
+    187,
+    188,
+    191,
+    197,
+    204,
+    206,
+    210,
+)
+
+#: Server error code -> class (codes from Tarantool's errcode.h, checked against 2.6).
 ERROR_CLASSES: dict[int, type[DatabaseError]] = {
     3: DuplicateKeyError,
     7: ReadOnlyError,
@@ -77,9 +103,9 @@ ERROR_CLASSES: dict[int, type[DatabaseError]] = {
     42: AccessDeniedError,
     45: AuthenticationError,
     47: AuthenticationError,
-    229: AuthenticationError,
-    6: TupleTooLargeError,
-    **dict.fromkeys(range(159, 180), SQLError),
+    110: TupleTooLargeError,
+    139: TupleTooLargeError,
+    **dict.fromkeys(SQL_ERROR_CODES, SQLError),
 }
 
 

@@ -1,6 +1,36 @@
 """The root of surge's exception hierarchy: every error surge raises on purpose
 derives from `SurgeError`."""
 
+from __future__ import annotations
+
 
 class SurgeError(Exception):
     """Base class of every surge error."""
+
+
+class InterfaceError(SurgeError):
+    """The API was used wrongly (bad argument, closed object); nothing was sent."""
+
+
+class SurgeConnectionError(SurgeError, ConnectionError):
+    """The connection to a server is not usable."""
+
+
+class ConnectError(SurgeConnectionError):
+    """Could not connect (or handshake) within the connect timeout."""
+
+
+class ConnectionLostError(SurgeConnectionError):
+    """The connection dropped while the request was in flight; it may or may not have run."""
+
+
+class ClosedError(SurgeConnectionError):
+    """The connection was closed by its owner."""
+
+
+class ProtocolError(SurgeConnectionError):
+    """The server sent bytes that do not parse; the connection was dropped."""
+
+
+class RequestTimeoutError(SurgeError, TimeoutError):
+    """No reply within the request timeout; the connection stays usable."""

@@ -5,3 +5,5 @@
 //! the caller owns, so a whole batch of messages leaves in one write.
 
 pub mod http1;
+pub mod iproto;
+pub mod msgpack;

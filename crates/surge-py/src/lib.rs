@@ -3,10 +3,12 @@
 use pyo3::prelude::*;
 
 mod http;
+mod tarantool;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     http::register(m)?;
+    tarantool::register(m)?;
     Ok(())
 }

@@ -1,0 +1,541 @@
+//! `IprotoCodec`: one connection's write buffer, read buffer and sync counter.
+//!
+//! Requests are encoded straight into the write buffer (Python takes it with
+//! `take()` once per loop iteration); `feed()` parses every complete reply in the
+//! read buffer and returns `(sync, ok, value)` triples for the engine to resolve
+//! in bulk. Rows are built as `Tuple`s in that same pass when the request named a
+//! space. Out-of-band messages (greeting, watcher events, pushes) come back with
+//! `sync = None`.
+
+use std::collections::HashMap;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::IntoPyObjectExt;
+use surge_proto::iproto::{self, key, request, Status};
+use surge_proto::msgpack as mp;
+
+use super::pack::pack;
+use super::unpack::{error_stack_to_py, unpack, unpack_rows};
+
+create_exception!(
+    _core,
+    IprotoProtocolError,
+    PyException,
+    "The byte stream from the server is not valid IPROTO."
+);
+
+/// Compact the read buffer when this much of its front has been consumed.
+const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
+
+#[pyclass(module = "surge._core")]
+pub struct IprotoCodec {
+    wbuf: Vec<u8>,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    sync: u64,
+    /// Requests whose reply rows become `Tuple`s, with the space's field names.
+    row_names: HashMap<u64, Option<Py<PyDict>>>,
+    greeted: bool,
+    #[pyo3(get)]
+    schema_version: u64,
+}
+
+/// Which single-key-with-value pairs a data request's body has, in order.
+enum Part<'a, 'py> {
+    Uint(u64, u64),
+    Str(u64, &'a str),
+    Obj(u64, &'a Bound<'py, PyAny>),
+}
+
+impl IprotoCodec {
+    fn next_sync(&mut self) -> u64 {
+        self.sync = self.sync.wrapping_add(1);
+        self.sync
+    }
+
+    /// Encode one request; on a bad value the buffer is left as it was.
+    fn request(&mut self, code: u32, stream_id: u64, parts: &[Part<'_, '_>]) -> PyResult<u64> {
+        let sync = self.next_sync();
+        let mark = self.wbuf.len();
+        let start = iproto::start_frame(&mut self.wbuf, code, sync, stream_id);
+        mp::write_map_len(&mut self.wbuf, parts.len());
+        for p in parts {
+            let r = match p {
+                Part::Uint(k, v) => {
+                    mp::write_uint(&mut self.wbuf, *k);
+                    mp::write_uint(&mut self.wbuf, *v);
+                    Ok(())
+                }
+                Part::Str(k, v) => {
+                    mp::write_uint(&mut self.wbuf, *k);
+                    mp::write_str(&mut self.wbuf, v);
+                    Ok(())
+                }
+                Part::Obj(k, v) => {
+                    mp::write_uint(&mut self.wbuf, *k);
+                    pack(&mut self.wbuf, v)
+                }
+            };
+            if let Err(e) = r {
+                self.wbuf.truncate(mark);
+                return Err(e);
+            }
+        }
+        iproto::finish_frame(&mut self.wbuf, start);
+        Ok(sync)
+    }
+
+    fn reply(&mut self, py: Python<'_>, f: &iproto::Frame<'_>) -> PyResult<PyObject> {
+        let names = self.row_names.remove(&f.sync);
+        let body = iproto::decode_body(f.body).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if f.code & request::TYPE_ERROR != 0 {
+            let code = f.code & !request::TYPE_ERROR;
+            let message = match body.error_24 {
+                Some(m) => unpack(py, m, &mut 0)?,
+                None => "".into_py_any(py)?,
+            };
+            let stack = match body.error {
+                Some(e) => error_stack_to_py(py, e)?,
+                None => py.None(),
+            };
+            return (code, message, stack).into_py_any(py);
+        }
+        if body.metadata.is_some() || body.sql_info.is_some() || body.stmt_id.is_some() {
+            return self.sql_reply(py, &body);
+        }
+        if let Some(v) = body.version {
+            let d = PyDict::new(py);
+            d.set_item("version", v)?;
+            let features = match body.features {
+                Some(fs) => unpack(py, fs, &mut 0)?,
+                None => PyList::empty(py).into_any().unbind(),
+            };
+            d.set_item("features", features)?;
+            return Ok(d.into_any().unbind());
+        }
+        match (body.data, names) {
+            (Some(data), Some(names)) => unpack_rows(py, data, &names),
+            (Some(data), None) => unpack(py, data, &mut 0),
+            (None, _) => Ok(py.None()),
+        }
+    }
+
+    fn sql_reply(&self, py: Python<'_>, body: &iproto::Body<'_>) -> PyResult<PyObject> {
+        let d = PyDict::new(py);
+        let mut names: Option<Py<PyDict>> = None;
+        if let Some(meta) = body.metadata {
+            let m = unpack(py, meta, &mut 0)?;
+            // Column names (metadata key 0) give the rows their field names.
+            let nd = PyDict::new(py);
+            for (i, col) in m.bind(py).try_iter()?.enumerate() {
+                if let Ok(name) = col?.get_item(0) {
+                    nd.set_item(name, i)?;
+                }
+            }
+            names = Some(nd.unbind());
+            d.set_item("metadata", m)?;
+        }
+        if let Some(data) = body.data {
+            d.set_item("rows", unpack_rows(py, data, &names)?)?;
+        }
+        if let Some(info) = body.sql_info {
+            d.set_item("sql_info", unpack(py, info, &mut 0)?)?;
+        }
+        if let Some(id) = body.stmt_id {
+            d.set_item("stmt_id", id)?;
+        }
+        if let Some(n) = body.bind_count {
+            d.set_item("bind_count", n)?;
+        }
+        if let Some(bm) = body.bind_metadata {
+            d.set_item("bind_metadata", unpack(py, bm, &mut 0)?)?;
+        }
+        Ok(d.into_any().unbind())
+    }
+
+    fn out_of_band(&self, py: Python<'_>, f: &iproto::Frame<'_>) -> PyResult<PyObject> {
+        let body = iproto::decode_body(f.body).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if f.code == request::EVENT {
+            let k = match body.event_key {
+                Some(k) => unpack(py, k, &mut 0)?,
+                None => py.None(),
+            };
+            let v = match body.event_data {
+                Some(v) => unpack(py, v, &mut 0)?,
+                None => py.None(),
+            };
+            return ("event", k, v).into_py_any(py);
+        }
+        let data = match body.data {
+            Some(d) => unpack(py, d, &mut 0)?,
+            None => py.None(),
+        };
+        ("push", f.sync, data).into_py_any(py)
+    }
+}
+
+fn proto_err(e: impl std::fmt::Display) -> PyErr {
+    IprotoProtocolError::new_err(e.to_string())
+}
+
+#[pymethods]
+impl IprotoCodec {
+    #[new]
+    fn new() -> Self {
+        IprotoCodec {
+            wbuf: Vec::with_capacity(64 * 1024),
+            rbuf: Vec::new(),
+            rpos: 0,
+            sync: 0,
+            row_names: HashMap::new(),
+            greeted: false,
+            schema_version: 0,
+        }
+    }
+
+    /// Forget everything about the previous connection (buffers, pending names).
+    fn reset(&mut self) {
+        self.wbuf.clear();
+        self.rbuf.clear();
+        self.rpos = 0;
+        self.row_names.clear();
+        self.greeted = false;
+    }
+
+    /// Bytes waiting in the write buffer.
+    fn pending(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Requests whose replies have not arrived (and whose rows need names).
+    fn pending_rows(&self) -> usize {
+        self.row_names.len()
+    }
+
+    /// The write buffer's contents as bytes, leaving it empty.
+    fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let b = PyBytes::new(py, &self.wbuf);
+        self.wbuf.clear();
+        b
+    }
+
+    /// Drop what we remember about a request whose caller went away.
+    fn forget(&mut self, sync: u64) {
+        self.row_names.remove(&sync);
+    }
+
+    /// Parse every complete message in `data` (plus what was buffered): a list of
+    /// `(sync, ok, value)`; errors are `(sync, False, (code, message, ErrorInfo|None))`.
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        self.rbuf.extend_from_slice(data);
+        let out = PyList::empty(py);
+        if !self.greeted {
+            if self.rbuf.len() - self.rpos < iproto::GREETING_SIZE {
+                return Ok(out);
+            }
+            let g =
+                iproto::parse_greeting(&self.rbuf[self.rpos..self.rpos + iproto::GREETING_SIZE])
+                    .map_err(proto_err)?;
+            self.rpos += iproto::GREETING_SIZE;
+            self.greeted = true;
+            let info = PyDict::new(py);
+            info.set_item("version", &g.version)?;
+            info.set_item("version_tuple", g.version_tuple)?;
+            info.set_item("protocol", &g.protocol)?;
+            info.set_item("salt", PyBytes::new(py, &g.salt))?;
+            out.append((py.None(), true, ("greeting", info)))?;
+        }
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let mut pos = self.rpos;
+        let result = (|| -> PyResult<()> {
+            loop {
+                let f = match iproto::decode_frame(&rbuf[pos..]).map_err(proto_err)? {
+                    Status::Complete(f) => f,
+                    Status::Incomplete => return Ok(()),
+                };
+                pos += f.len;
+                if f.schema_version != 0 {
+                    self.schema_version = f.schema_version;
+                }
+                if f.code == request::EVENT || f.code == request::CHUNK {
+                    out.append((py.None(), true, self.out_of_band(py, &f)?))?;
+                    continue;
+                }
+                let ok = f.code & request::TYPE_ERROR == 0;
+                let value = self.reply(py, &f)?;
+                out.append((f.sync, ok, value))?;
+            }
+        })();
+        self.rbuf = rbuf;
+        self.rpos = pos;
+        if self.rpos == self.rbuf.len() {
+            self.rbuf.clear();
+            self.rpos = 0;
+        } else if self.rpos >= READ_COMPACT_THRESHOLD {
+            self.rbuf.drain(..self.rpos);
+            self.rpos = 0;
+        }
+        result?;
+        Ok(out)
+    }
+
+    fn ping(&mut self) -> PyResult<u64> {
+        let sync = self.next_sync();
+        iproto::encode_ping(&mut self.wbuf, sync);
+        Ok(sync)
+    }
+
+    fn auth(&mut self, user: &str, password: &str, salt: &[u8]) -> PyResult<u64> {
+        let sync = self.next_sync();
+        let s = iproto::scramble(salt, password.as_bytes());
+        iproto::encode_auth(&mut self.wbuf, sync, user, &s);
+        Ok(sync)
+    }
+
+    #[pyo3(signature = (features=vec![]))]
+    fn id(&mut self, features: Vec<u64>) -> u64 {
+        let sync = self.next_sync();
+        iproto::encode_id(&mut self.wbuf, sync, &features);
+        sync
+    }
+
+    #[pyo3(signature = (space, index, key, limit=u32::MAX as u64, offset=0, iterator=0, names=None, stream_id=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn select(
+        &mut self,
+        space: u64,
+        index: u64,
+        key: &Bound<'_, PyAny>,
+        limit: u64,
+        offset: u64,
+        iterator: u64,
+        names: Option<Py<PyDict>>,
+        stream_id: u64,
+    ) -> PyResult<u64> {
+        let sync = self.request(
+            request::SELECT,
+            stream_id,
+            &[
+                Part::Uint(key::SPACE_ID, space),
+                Part::Uint(key::INDEX_ID, index),
+                Part::Uint(key::LIMIT, limit),
+                Part::Uint(key::OFFSET, offset),
+                Part::Uint(key::ITERATOR, iterator),
+                Part::Obj(key::KEY, key),
+            ],
+        )?;
+        self.row_names.insert(sync, names);
+        Ok(sync)
+    }
+
+    /// INSERT, or REPLACE when `replace` is true.
+    #[pyo3(signature = (space, tuple, names=None, replace=false, stream_id=0))]
+    fn insert(
+        &mut self,
+        space: u64,
+        tuple: &Bound<'_, PyAny>,
+        names: Option<Py<PyDict>>,
+        replace: bool,
+        stream_id: u64,
+    ) -> PyResult<u64> {
+        let code = if replace {
+            request::REPLACE
+        } else {
+            request::INSERT
+        };
+        let sync = self.request(
+            code,
+            stream_id,
+            &[
+                Part::Uint(key::SPACE_ID, space),
+                Part::Obj(key::TUPLE, tuple),
+            ],
+        )?;
+        self.row_names.insert(sync, names);
+        Ok(sync)
+    }
+
+    #[pyo3(signature = (space, index, key, ops, names=None, stream_id=0))]
+    fn update(
+        &mut self,
+        space: u64,
+        index: u64,
+        key: &Bound<'_, PyAny>,
+        ops: &Bound<'_, PyAny>,
+        names: Option<Py<PyDict>>,
+        stream_id: u64,
+    ) -> PyResult<u64> {
+        let sync = self.request(
+            request::UPDATE,
+            stream_id,
+            &[
+                Part::Uint(key::SPACE_ID, space),
+                Part::Uint(key::INDEX_ID, index),
+                Part::Obj(key::KEY, key),
+                // UPDATE carries its operations under IPROTO_TUPLE (UPSERT uses IPROTO_OPS).
+                Part::Obj(key::TUPLE, ops),
+            ],
+        )?;
+        self.row_names.insert(sync, names);
+        Ok(sync)
+    }
+
+    #[pyo3(signature = (space, tuple, ops, stream_id=0))]
+    fn upsert(
+        &mut self,
+        space: u64,
+        tuple: &Bound<'_, PyAny>,
+        ops: &Bound<'_, PyAny>,
+        stream_id: u64,
+    ) -> PyResult<u64> {
+        // Field numbers in ops are 0-based unless INDEX_BASE says otherwise; asynctnt
+        // and tarantool-python both send 0-based, so do we.
+        self.request(
+            request::UPSERT,
+            stream_id,
+            &[
+                Part::Uint(key::SPACE_ID, space),
+                Part::Obj(key::TUPLE, tuple),
+                Part::Obj(key::OPS, ops),
+            ],
+        )
+    }
+
+    #[pyo3(signature = (space, index, key, names=None, stream_id=0))]
+    fn delete(
+        &mut self,
+        space: u64,
+        index: u64,
+        key: &Bound<'_, PyAny>,
+        names: Option<Py<PyDict>>,
+        stream_id: u64,
+    ) -> PyResult<u64> {
+        let sync = self.request(
+            request::DELETE,
+            stream_id,
+            &[
+                Part::Uint(key::SPACE_ID, space),
+                Part::Uint(key::INDEX_ID, index),
+                Part::Obj(key::KEY, key),
+            ],
+        )?;
+        self.row_names.insert(sync, names);
+        Ok(sync)
+    }
+
+    #[pyo3(signature = (function, args, stream_id=0))]
+    fn call(&mut self, function: &str, args: &Bound<'_, PyAny>, stream_id: u64) -> PyResult<u64> {
+        self.request(
+            request::CALL,
+            stream_id,
+            &[
+                Part::Str(key::FUNCTION_NAME, function),
+                Part::Obj(key::TUPLE, args),
+            ],
+        )
+    }
+
+    #[pyo3(signature = (expr, args, stream_id=0))]
+    fn eval(&mut self, expr: &str, args: &Bound<'_, PyAny>, stream_id: u64) -> PyResult<u64> {
+        self.request(
+            request::EVAL,
+            stream_id,
+            &[Part::Str(key::EXPR, expr), Part::Obj(key::TUPLE, args)],
+        )
+    }
+
+    /// EXECUTE by SQL text (a str) or by prepared statement id (an int).
+    #[pyo3(signature = (query, params, stream_id=0))]
+    fn execute(
+        &mut self,
+        query: &Bound<'_, PyAny>,
+        params: &Bound<'_, PyAny>,
+        stream_id: u64,
+    ) -> PyResult<u64> {
+        let empty = PyTuple::empty(query.py());
+        let opts = empty.as_any();
+        if let Ok(id) = query.extract::<u64>() {
+            self.request(
+                request::EXECUTE,
+                stream_id,
+                &[
+                    Part::Uint(key::STMT_ID, id),
+                    Part::Obj(key::SQL_BIND, params),
+                    Part::Obj(key::OPTIONS, opts),
+                ],
+            )
+        } else {
+            let sql: &str = query.extract()?;
+            self.request(
+                request::EXECUTE,
+                stream_id,
+                &[
+                    Part::Str(key::SQL_TEXT, sql),
+                    Part::Obj(key::SQL_BIND, params),
+                    Part::Obj(key::OPTIONS, opts),
+                ],
+            )
+        }
+    }
+
+    #[pyo3(signature = (sql, stream_id=0))]
+    fn prepare(&mut self, sql: &str, stream_id: u64) -> PyResult<u64> {
+        self.request(
+            request::PREPARE,
+            stream_id,
+            &[Part::Str(key::SQL_TEXT, sql)],
+        )
+    }
+
+    #[pyo3(signature = (stream_id, timeout=0.0, isolation=0))]
+    fn begin(&mut self, stream_id: u64, timeout: f64, isolation: u64) -> u64 {
+        let sync = self.next_sync();
+        iproto::encode_begin(&mut self.wbuf, sync, stream_id, timeout, isolation);
+        sync
+    }
+
+    fn commit(&mut self, stream_id: u64) -> u64 {
+        let sync = self.next_sync();
+        iproto::encode_commit(&mut self.wbuf, sync, stream_id);
+        sync
+    }
+
+    fn rollback(&mut self, stream_id: u64) -> u64 {
+        let sync = self.next_sync();
+        iproto::encode_rollback(&mut self.wbuf, sync, stream_id);
+        sync
+    }
+
+    /// IPROTO_WATCH (or UNWATCH): no reply; events come out of band.
+    #[pyo3(signature = (event_key, watch=true))]
+    fn watch(&mut self, event_key: &str, watch: bool) -> u64 {
+        let sync = self.next_sync();
+        iproto::encode_watch(&mut self.wbuf, sync, event_key, watch);
+        sync
+    }
+}
+
+/// `packb(obj) -> bytes`: MessagePack with Tarantool's extension types.
+#[pyfunction]
+pub fn msgpack_packb<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let mut buf = Vec::new();
+    pack(&mut buf, obj)?;
+    Ok(PyBytes::new(obj.py(), &buf))
+}
+
+/// `unpackb(data) -> object`: exactly one MessagePack value.
+#[pyfunction]
+pub fn msgpack_unpackb(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
+    let mut pos = 0;
+    let v = unpack(py, data, &mut pos)?;
+    if pos != data.len() {
+        return Err(PyValueError::new_err(format!(
+            "msgpack: {} extra bytes after the value",
+            data.len() - pos
+        )));
+    }
+    Ok(v)
+}

@@ -1,0 +1,135 @@
+//! `Tuple`: a row from a space; indexable by position and, when the space's
+//! format names its fields, by name.
+
+use pyo3::exceptions::{PyIndexError, PyKeyError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PySlice, PyString, PyTuple};
+
+#[pyclass(frozen, sequence, module = "surge._core", name = "Tuple")]
+pub struct Tuple {
+    pub items: Py<PyTuple>,
+    /// Field name -> position, shared by every row of the same space.
+    pub names: Option<Py<PyDict>>,
+}
+
+#[pymethods]
+impl Tuple {
+    #[new]
+    #[pyo3(signature = (items, names=None))]
+    fn py_new(items: &Bound<'_, PyAny>, names: Option<Bound<'_, PyDict>>) -> PyResult<Self> {
+        let t = PyTuple::new(items.py(), items.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        Ok(Tuple {
+            items: t.unbind(),
+            names: names.map(Bound::unbind),
+        })
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.items.bind(py).len()
+    }
+
+    fn __getitem__<'py>(&self, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = key.py();
+        let items = self.items.bind(py);
+        if let Ok(i) = key.extract::<isize>() {
+            let n = items.len() as isize;
+            let j = if i < 0 { i + n } else { i };
+            if j < 0 || j >= n {
+                return Err(PyIndexError::new_err("tuple index out of range"));
+            }
+            return items.get_item(j as usize);
+        }
+        if key.is_instance_of::<PySlice>() {
+            return items.as_any().get_item(key);
+        }
+        if let Ok(name) = key.downcast::<PyString>() {
+            if let Some(idx) = self.position(py, name)? {
+                return match items.get_item(idx) {
+                    Ok(v) => Ok(v),
+                    // A named field past the tuple's end (formats may be longer).
+                    Err(_) => Ok(py.None().into_bound(py)),
+                };
+            }
+            return Err(PyKeyError::new_err(name.clone().unbind()));
+        }
+        Err(PyKeyError::new_err(key.clone().unbind()))
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.items.bind(py).as_any().try_iter()?.into_any())
+    }
+
+    fn __contains__(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.items.bind(py).contains(v)
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let mine = self.items.bind(py);
+        if let Ok(t) = other.downcast::<Tuple>() {
+            return mine.eq(t.get().items.bind(py));
+        }
+        if other.is_instance_of::<PyTuple>() || other.is_instance_of::<PyList>() {
+            let theirs = PyTuple::new(py, other.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+            return mine.eq(theirs);
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("<Tuple {}>", self.items.bind(py).repr()?))
+    }
+
+    /// The value of field `name`, or `default` when the format lacks it.
+    #[pyo3(signature = (name, default=None))]
+    fn get<'py>(
+        &self,
+        name: &Bound<'py, PyString>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = name.py();
+        match self.position(py, name)? {
+            Some(i) if i < self.items.bind(py).len() => self.items.bind(py).get_item(i),
+            _ => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
+        }
+    }
+
+    /// Field names from the space format (empty when it has none).
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        match &self.names {
+            Some(n) => Ok(n.bind(py).keys()),
+            None => Ok(PyList::empty(py)),
+        }
+    }
+
+    /// {name: value} for the named fields that the tuple has.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let items = self.items.bind(py);
+        if let Some(n) = &self.names {
+            for (k, v) in n.bind(py).iter() {
+                let i: usize = v.extract()?;
+                if i < items.len() {
+                    d.set_item(k, items.get_item(i)?)?;
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    /// The values as a plain Python tuple.
+    fn as_tuple<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
+        self.items.bind(py).clone()
+    }
+}
+
+impl Tuple {
+    fn position(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<Option<usize>> {
+        match &self.names {
+            Some(n) => match n.bind(py).get_item(name)? {
+                Some(i) => Ok(Some(i.extract()?)),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+}

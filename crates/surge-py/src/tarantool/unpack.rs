@@ -1,0 +1,201 @@
+//! MessagePack -> Python objects, in one pass over a borrowed slice.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::IntoPyObjectExt;
+use surge_proto::msgpack::{self as mp, ext, Token};
+
+use super::pack::{DECIMAL, INTERVAL, TYPES_MODULE, UUID};
+use super::tuple::Tuple;
+
+static ERROR_INFO: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static EXT_VALUE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static DATETIME: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static TIMEZONE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static TIMEDELTA: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+
+pub fn mp_err(e: mp::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// Decode one value at `*pos`.
+pub fn unpack(py: Python<'_>, buf: &[u8], pos: &mut usize) -> PyResult<PyObject> {
+    unpack_depth(py, buf, pos, 0)
+}
+
+fn unpack_depth(py: Python<'_>, buf: &[u8], pos: &mut usize, depth: usize) -> PyResult<PyObject> {
+    if depth > ext::MAX_DEPTH {
+        return Err(mp_err(mp::Error::TooDeep));
+    }
+    let tok = mp::read_token(buf, pos).map_err(mp_err)?;
+    Ok(match tok {
+        Token::Nil => py.None(),
+        Token::Bool(b) => b.into_py_any(py)?,
+        Token::Int(i) => i.into_py_any(py)?,
+        Token::Uint(u) => u.into_py_any(py)?,
+        Token::F32(f) => (f as f64).into_py_any(py)?,
+        Token::F64(f) => f.into_py_any(py)?,
+        Token::Str(s) => match std::str::from_utf8(s) {
+            Ok(s) => PyString::new(py, s).into_any().unbind(),
+            // Not UTF-8: hand the bytes over rather than fail the whole reply.
+            Err(_) => PyBytes::new(py, s).into_any().unbind(),
+        },
+        Token::Bin(b) => PyBytes::new(py, b).into_any().unbind(),
+        Token::Array(n) => {
+            check_room(buf, *pos, n as usize)?;
+            let mut items = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                items.push(unpack_depth(py, buf, pos, depth + 1)?);
+            }
+            PyList::new(py, items)?.into_any().unbind()
+        }
+        Token::Map(n) => {
+            check_room(buf, *pos, 2 * n as usize)?;
+            let d = PyDict::new(py);
+            for _ in 0..n {
+                let k = unpack_depth(py, buf, pos, depth + 1)?;
+                let v = unpack_depth(py, buf, pos, depth + 1)?;
+                d.set_item(k, v)?;
+            }
+            d.into_any().unbind()
+        }
+        Token::Ext(ty, data) => unpack_ext(py, ty, data)?,
+    })
+}
+
+/// A container cannot hold more items than bytes left; refuse before allocating.
+fn check_room(buf: &[u8], pos: usize, items: usize) -> PyResult<()> {
+    if items > buf.len() - pos {
+        return Err(mp_err(mp::Error::Truncated));
+    }
+    Ok(())
+}
+
+/// Decode an array of tuples (a reply's IPROTO_DATA) into a list of `Tuple`s.
+pub fn unpack_rows(py: Python<'_>, buf: &[u8], names: &Option<Py<PyDict>>) -> PyResult<PyObject> {
+    let mut pos = 0;
+    let Token::Array(n) = mp::read_token(buf, &mut pos).map_err(mp_err)? else {
+        return Err(mp_err(mp::Error::Unexpected("array of tuples")));
+    };
+    check_room(buf, pos, n as usize)?;
+    let mut rows = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let start = pos;
+        match mp::read_token(buf, &mut pos).map_err(mp_err)? {
+            Token::Array(m) => {
+                check_room(buf, pos, m as usize)?;
+                let mut items = Vec::with_capacity(m as usize);
+                for _ in 0..m {
+                    items.push(unpack_depth(py, buf, &mut pos, 2)?);
+                }
+                let t = Tuple {
+                    items: PyTuple::new(py, items)?.unbind(),
+                    names: names.as_ref().map(|n| n.clone_ref(py)),
+                };
+                rows.push(Py::new(py, t)?.into_any());
+            }
+            _ => {
+                // Not a tuple (e.g. a Lua function's scalar): decode it as is.
+                pos = start;
+                rows.push(unpack_depth(py, buf, &mut pos, 1)?);
+            }
+        }
+    }
+    Ok(PyList::new(py, rows)?.into_any().unbind())
+}
+
+fn bstr(py: Python<'_>, b: &[u8]) -> PyObject {
+    PyString::new(py, &String::from_utf8_lossy(b))
+        .into_any()
+        .unbind()
+}
+
+/// An error stack as a list of dicts, for `ErrorInfo.from_stack`.
+pub fn error_stack_to_py(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
+    let stack = ext::decode_error_stack(data).map_err(mp_err)?;
+    let mut out = Vec::with_capacity(stack.len());
+    for e in &stack {
+        let d = PyDict::new(py);
+        d.set_item("type", bstr(py, e.ty))?;
+        d.set_item("file", bstr(py, e.file))?;
+        d.set_item("line", e.line)?;
+        d.set_item("message", bstr(py, e.message))?;
+        d.set_item("errno", e.errno)?;
+        d.set_item("code", e.code)?;
+        let fields = if e.fields.is_empty() {
+            PyDict::new(py).into_any().unbind()
+        } else {
+            unpack(py, e.fields, &mut 0)?
+        };
+        d.set_item("fields", fields)?;
+        out.push(d);
+    }
+    let list = PyList::new(py, out)?;
+    Ok(ERROR_INFO
+        .import(py, TYPES_MODULE, "ErrorInfo")?
+        .call_method1("from_stack", (list,))?
+        .unbind())
+}
+
+fn unpack_ext(py: Python<'_>, ty: i8, data: &[u8]) -> PyResult<PyObject> {
+    match ty {
+        ext::EXT_DECIMAL => {
+            let d = ext::decode_decimal(data).map_err(mp_err)?;
+            let digits = PyTuple::new(py, d.digits.iter().map(|&x| x as u32))?;
+            let t = (u8::from(d.negative), digits, -d.scale);
+            Ok(DECIMAL
+                .import(py, "decimal", "Decimal")?
+                .call1((t,))?
+                .unbind())
+        }
+        ext::EXT_UUID => {
+            if data.len() != 16 {
+                return Err(mp_err(mp::Error::BadExt(ty)));
+            }
+            let kw = PyDict::new(py);
+            kw.set_item("bytes", PyBytes::new(py, data))?;
+            Ok(UUID
+                .import(py, "uuid", "UUID")?
+                .call((), Some(&kw))?
+                .unbind())
+        }
+        ext::EXT_DATETIME => {
+            let d = ext::decode_datetime(data).map_err(mp_err)?;
+            let td = TIMEDELTA.import(py, "datetime", "timedelta")?;
+            let tz_cls = TIMEZONE.import(py, "datetime", "timezone")?;
+            let tz = tz_cls.call1((td.call1((0, d.tzoffset as i64 * 60))?,))?;
+            let epoch = DATETIME.import(py, "datetime", "datetime")?.call1((
+                1970,
+                1,
+                1,
+                0,
+                0,
+                0,
+                0,
+                tz_cls.getattr("utc")?,
+            ))?;
+            // epoch + timedelta avoids the platform limits of fromtimestamp().
+            let delta = td.call1((0, d.seconds, d.nsec / 1000))?;
+            let utc = epoch.call_method1("__add__", (delta,))?;
+            Ok(utc.call_method1("astimezone", (tz,))?.unbind())
+        }
+        ext::EXT_INTERVAL => {
+            let iv = ext::decode_interval(data).map_err(mp_err)?;
+            let kw = PyDict::new(py);
+            for (i, name) in ext::INTERVAL_FIELDS.iter().enumerate() {
+                kw.set_item(*name, iv.fields[i])?;
+            }
+            Ok(INTERVAL
+                .import(py, TYPES_MODULE, "Interval")?
+                .call((), Some(&kw))?
+                .unbind())
+        }
+        ext::EXT_ERROR => error_stack_to_py(py, data),
+        _ => Ok(EXT_VALUE
+            .import(py, TYPES_MODULE, "ExtValue")?
+            .call1((ty, PyBytes::new(py, data)))?
+            .unbind()),
+    }
+}

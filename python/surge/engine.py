@@ -1,0 +1,396 @@
+"""The shared pipelined client connection, for every driver.
+
+Theory of operation
+-------------------
+A driver supplies a *codec* (sans-IO, usually in Rust) and a few hooks. A call
+encodes its request straight into the codec's write buffer and gets a future
+keyed by a request id. The first call in an event-loop iteration schedules one
+flush with ``loop.call_soon``, so every request made in that iteration leaves in
+ONE ``transport.write`` (and a flush happens early when the buffer passes
+``FLUSH_SIZE``). Every read hands the bytes to ``codec.feed``, which parses all
+complete replies at once and returns ``(id, ok, value)`` triples; futures are
+resolved in that same pass. Codecs that match replies in order (PostgreSQL,
+Redis) simply number their requests and replies; Tarantool matches by sync id.
+Replies with id ``None`` are out of band (greetings, pushes, watcher events).
+
+Bounds: in-flight requests and unflushed bytes are limited (callers wait, they
+do not fail); ``pause_writing`` holds new requests back; each request may carry a
+timeout (one timer per connection over a heap of deadlines); connecting has a
+timeout. A cancelled or timed-out request stays in the server's queue, so its id
+stays known until its reply arrives and is dropped; the stream stays in sync.
+
+The object may be created outside a running loop: the first request connects.
+When the connection is lost, every pending request fails at once with
+`ConnectionLostError`; the next request reconnects (with backoff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from surge.errors import (
+    ClosedError,
+    ConnectError,
+    ConnectionLostError,
+    ProtocolError,
+    RequestTimeoutError,
+)
+
+#: Flush before the end of the loop iteration when this many bytes are buffered.
+FLUSH_SIZE = 1 << 20
+#: Default cap on requests awaiting a reply on one connection (more callers wait).
+DEFAULT_MAX_IN_FLIGHT = 65536
+#: Default cap on bytes written but not yet taken by the kernel (more callers wait).
+DEFAULT_MAX_IN_FLIGHT_BYTES = 64 << 20
+#: Connect (and handshake) timeout in seconds.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+#: First and largest delay between reconnect attempts, in seconds.
+RECONNECT_DELAY_MIN = 0.05
+RECONNECT_DELAY_MAX = 2.0
+
+_DEFAULT: Any = object()
+
+
+class Codec(Protocol):
+    """What a driver's codec offers the engine."""
+
+    def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
+    def take(self) -> bytes: ...
+    def pending(self) -> int: ...
+    def forget(self, rid: int) -> None: ...
+    def reset(self) -> None: ...
+
+
+class _StreamProtocol(asyncio.Protocol):
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: PipelinedConnection) -> None:
+        self._engine = engine
+
+    def data_received(self, data: bytes) -> None:
+        self._engine._on_data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._engine._on_lost(self, exc)
+
+    def pause_writing(self) -> None:
+        self._engine._paused = True
+
+    def resume_writing(self) -> None:
+        self._engine._paused = False
+        self._engine._wake_waiters()
+
+
+class PipelinedConnection:
+    """One pipelined connection shared by any number of coroutines."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        codec: Codec,
+        *,
+        on_connect: Callable[[PipelinedConnection], Awaitable[None]] | None = None,
+        on_out_of_band: Callable[[Any], None] | None = None,
+        make_error: Callable[[Any], BaseException] = lambda v: Exception(v),
+        on_batch: Callable[[], None] | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_in_flight_bytes: int = DEFAULT_MAX_IN_FLIGHT_BYTES,
+        reconnect: bool = True,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.codec = codec
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.max_in_flight = max_in_flight
+        self.max_in_flight_bytes = max_in_flight_bytes
+        self.reconnect = reconnect
+        self._on_connect_hook = on_connect
+        self._oob = on_out_of_band or (lambda v: None)
+        self._make_error = make_error
+        self._on_batch = on_batch
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport: asyncio.Transport | None = None
+        self._protocol: _StreamProtocol | None = None
+        self._ready = False
+        self._closed = False
+        self._paused = False
+        self._pending: dict[int, asyncio.Future] = {}
+        self._flush_scheduled = False
+        self._waiters: deque[asyncio.Future] = deque()
+        self._connecting: asyncio.Future | None = None
+        self._deadlines: list[tuple[float, int]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._lost_waiter: asyncio.Future | None = None
+        self._ever_connected = False
+        #: Counters for benchmarks and tests: writes made, requests sent, reconnects.
+        self.stats = {"writes": 0, "requests": 0, "connects": 0}
+
+    # -- public -------------------------------------------------------------------
+
+    @property
+    def is_connected(self) -> bool:
+        """True when requests go straight out (connected and handshaken)."""
+        return self._ready
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent (or buffered) whose replies have not arrived."""
+        return len(self._pending)
+
+    def request(self, encode: Callable[..., int], *args: Any, timeout: Any = _DEFAULT) -> Any:
+        """Encode a request now (bad input raises here, before anything is sent) or,
+        when not connected or over a limit, once possible; return an awaitable."""
+        if self._ready and not self._must_wait():
+            return self._submit(encode, args, timeout)
+        return self._request_slow(encode, args, timeout)
+
+    async def connect(self) -> None:
+        """Connect now instead of on the first request."""
+        await self._ensure_ready()
+
+    async def close(self) -> None:
+        """Close the connection; pending requests fail with `ClosedError`."""
+        self._closed = True
+        self._fail_all(ClosedError("connection closed"))
+        t = self._transport
+        if t is not None:
+            waiter = self._lost_waiter
+            t.close()
+            if waiter is not None and not waiter.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(waiter), 1.0)
+                except (TimeoutError, asyncio.CancelledError):
+                    t.abort()
+
+    def abort(self) -> None:
+        """Drop the connection at once (pending requests fail with ConnectionLostError)."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    # -- handshake helpers (for on_connect hooks) -----------------------------------
+
+    def submit_raw(self, encode: Callable[..., int], *args: Any) -> asyncio.Future:
+        """Send a request during the handshake (before the connection is ready)."""
+        fut = self._submit(encode, args, None)
+        self._flush()
+        return fut
+
+    # -- internals ----------------------------------------------------------------
+
+    def _must_wait(self) -> bool:
+        if self._paused or len(self._pending) >= self.max_in_flight:
+            return True
+        t = self._transport
+        buffered = self.codec.pending() + (t.get_write_buffer_size() if t else 0)
+        return buffered >= self.max_in_flight_bytes
+
+    def _submit(self, encode: Callable[..., int], args: tuple, timeout: Any) -> asyncio.Future:
+        rid = encode(*args)
+        loop = self._loop
+        assert loop is not None
+        fut = loop.create_future()
+        self._pending[rid] = fut
+        self.stats["requests"] += 1
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        elif self.codec.pending() >= FLUSH_SIZE:
+            self._flush()
+        if timeout is _DEFAULT:
+            timeout = self.request_timeout
+        if timeout is not None:
+            self._add_deadline(loop.time() + timeout, rid)
+        return fut
+
+    async def _request_slow(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
+        if timeout is _DEFAULT:
+            timeout = self.request_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        await self._ensure_ready()
+        while self._must_wait():
+            await self._wait_capacity(deadline)
+            if not self._ready:
+                await self._ensure_ready()
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return await self._submit(encode, args, left)
+
+    async def _wait_capacity(self, deadline: float | None) -> None:
+        assert self._loop is not None
+        fut = self._loop.create_future()
+        self._waiters.append(fut)
+        try:
+            if deadline is None:
+                await fut
+            else:
+                await asyncio.wait_for(fut, max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise RequestTimeoutError("timed out waiting for in-flight capacity") from None
+
+    def _wake_waiters(self) -> None:
+        if self._must_wait():
+            return
+        # Wake as many as there are free slots; each re-checks before encoding.
+        room = self.max_in_flight - len(self._pending)
+        while self._waiters and room > 0:
+            w = self._waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                room -= 1
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        t = self._transport
+        if t is None or self.codec.pending() == 0:
+            return
+        t.write(self.codec.take())
+        self.stats["writes"] += 1
+
+    def _add_deadline(self, at: float, rid: int) -> None:
+        heapq.heappush(self._deadlines, (at, rid))
+        if self._timer is None or at < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            assert self._loop is not None
+            self._timer_at = at
+            self._timer = self._loop.call_at(at, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        assert self._loop is not None
+        now = self._loop.time()
+        dl = self._deadlines
+        while dl and dl[0][0] <= now:
+            _, rid = heapq.heappop(dl)
+            fut = self._pending.get(rid)
+            if fut is not None and not fut.done():
+                # The reply may still come: keep the id so it is recognised and dropped.
+                fut.set_exception(RequestTimeoutError(f"no reply within the timeout (id {rid})"))
+        if dl:
+            self._timer_at = dl[0][0]
+            self._timer = self._loop.call_at(self._timer_at, self._expire)
+
+    async def _ensure_ready(self) -> None:
+        if self._closed:
+            raise ClosedError("connection closed")
+        if self._ready:
+            return
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop and self._transport is None:
+            self._loop = loop
+            self._connecting = None
+        if self._connecting is None:
+            self._connecting = loop.create_task(self._connect())
+        await asyncio.shield(self._connecting)
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connect_timeout
+        delay = RECONNECT_DELAY_MIN
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(self._open(), max(0.001, deadline - loop.time()))
+                    self._ever_connected = True
+                    return
+                except (OSError, TimeoutError, ConnectionLostError) as exc:
+                    self._drop_transport()
+                    left = deadline - loop.time()
+                    if left <= 0 or (self._ever_connected and not self.reconnect):
+                        raise ConnectError(
+                            f"cannot connect to {self.host}:{self.port}: {exc!r}"
+                        ) from exc
+                    await asyncio.sleep(min(delay, left))
+                    delay = min(delay * 2, RECONNECT_DELAY_MAX)
+                except BaseException:
+                    self._drop_transport()
+                    raise
+        finally:
+            self._connecting = None
+
+    async def _open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.codec.reset()
+        self._pending.clear()
+        self._lost_waiter = loop.create_future()
+        transport, protocol = await loop.create_connection(
+            lambda: _StreamProtocol(self), self.host, self.port
+        )
+        self._transport = transport  # type: ignore[assignment]
+        self._protocol = protocol
+        self._paused = False
+        self.stats["connects"] += 1
+        if self._on_connect_hook is not None:
+            await self._on_connect_hook(self)
+        if self._transport is None:
+            raise ConnectionLostError("connection lost during handshake")
+        self._ready = True
+        self._wake_waiters()
+
+    def _drop_transport(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+        self._transport = None
+        self._ready = False
+
+    def _on_data(self, data: bytes) -> None:
+        try:
+            replies = self.codec.feed(data)
+        except Exception as exc:
+            err = ProtocolError(f"{self.host}:{self.port}: {exc}")
+            self._fail_all(err)
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        pending = self._pending
+        for rid, ok, value in replies:
+            if rid is None:
+                self._oob(value)
+                continue
+            fut = pending.pop(rid, None)
+            if fut is None or fut.done():
+                continue
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(self._make_error(value))
+        if self._on_batch is not None:
+            self._on_batch()
+        if self._waiters:
+            self._wake_waiters()
+
+    def _on_lost(self, protocol: _StreamProtocol, exc: Exception | None) -> None:
+        if protocol is not self._protocol:
+            return
+        self._transport = None
+        self._protocol = None
+        self._ready = False
+        self._paused = False
+        msg = f"connection to {self.host}:{self.port} lost"
+        self._fail_all(ConnectionLostError(f"{msg}: {exc!r}" if exc else msg))
+        if self._lost_waiter is not None and not self._lost_waiter.done():
+            self._lost_waiter.set_result(None)
+
+    def _fail_all(self, err: BaseException) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._deadlines.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiters, self._waiters = self._waiters, deque()
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)  # they re-check readiness and reconnect or fail
+        self.codec.reset()

@@ -1,0 +1,434 @@
+"""Start and stop local Tarantool, PostgreSQL and Redis servers for development and tests.
+
+Each server runs from Debian's binaries in its own temporary directory, on a free
+loopback port, and is stopped (and its directory removed) by ``stop()``. Three ways in:
+
+* Python: ``with services.tarantool() as tnt: tnt.url`` (or ``start_*``/``stop``);
+* pytest: the ``tarantool_service``/``redis_service``/``postgres_service`` fixtures
+  (``pytest_plugins = ["surge.services"]`` in a conftest);
+* CLI: ``surge services up`` prints URLs and records the servers in ``.services/``
+  so that ``surge services down`` can stop them.
+
+PostgreSQL refuses to run as root, so when we are root it runs as the ``postgres``
+user with its data directory handed over to that user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+#: How long a server may take to accept connections before start fails.
+DEFAULT_START_TIMEOUT = 30.0
+#: How long a server may take to exit after SIGTERM before it gets SIGKILL.
+DEFAULT_STOP_TIMEOUT = 10.0
+#: Where `surge services up` keeps its state (relative to the current directory).
+STATE_DIR = ".services"
+
+TARANTOOL_USER = "surge"
+TARANTOOL_PASSWORD = "surge-secret"
+
+_TARANTOOL_INIT = """\
+box.cfg{{
+    listen = '127.0.0.1:{port}',
+    work_dir = {work_dir!r},
+    wal_mode = {wal_mode!r},
+    log = 'tarantool.log',
+    memtx_memory = {memtx_memory},
+    net_msg_max = 65536,
+    readahead = 1048576,
+    log_level = 4,
+}}
+box.once('surge-bootstrap', function()
+    box.schema.user.create({user!r}, {{password = {password!r}}})
+    box.schema.user.grant({user!r}, 'read,write,execute,create,drop,alter',
+                          'universe')
+    box.schema.user.grant('guest', 'read,write,execute,create,drop,alter',
+                          'universe')
+end)
+{extra_lua}
+-- Tells start_tarantool() that bootstrap (and extra_lua) finished.
+local ready = io.open({ready!r}, 'w'); ready:write('ok'); ready:close()
+"""
+
+
+class ServiceError(RuntimeError):
+    """A local server failed to start or stop."""
+
+
+@dataclasses.dataclass
+class Service:
+    """One running local server: what it is, where it listens, how to stop it."""
+
+    kind: str
+    host: str
+    port: int
+    pid: int
+    workdir: str
+    url: str
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        """``host:port``."""
+        return f"{self.host}:{self.port}"
+
+    def is_running(self) -> bool:
+        """True while the server process exists."""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove its directory."""
+        _terminate(self.pid, timeout)
+        if not self.extra.get("keep_workdir"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Kill the server at once (for failover tests); the directory stays until stop()."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        _wait_exit(self.pid, DEFAULT_STOP_TIMEOUT)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return True
+        except ChildProcessError:
+            # Not our child (e.g. started by `surge services up`): poll for existence.
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        _wait_exit(pid, 0.1)
+        return
+    if not _wait_exit(pid, timeout):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _wait_exit(pid, timeout)
+
+
+def _wait_port(
+    host: str,
+    port: int,
+    proc: subprocess.Popen,
+    timeout: float,
+    log: Path,
+    marker: Path | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if marker is not None and not marker.exists() and proc.poll() is None:
+            time.sleep(0.02)
+            continue
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise ServiceError(f"{proc.args[0]} exited with {proc.returncode}:\n{tail}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.02)
+    proc.kill()
+    raise ServiceError(f"{proc.args[0]} did not listen on {host}:{port} within {timeout}s")
+
+
+def _mkdtemp(kind: str, base: str | None) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"surge-{kind}-", dir=base))
+
+
+def start_tarantool(
+    *,
+    port: int | None = None,
+    wal_mode: str = "none",
+    memtx_memory: int = 1 << 30,
+    extra_lua: str = "",
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+) -> Service:
+    """Start Tarantool with a generated init.lua; user ``surge``/``surge-secret`` exists."""
+    binary = shutil.which("tarantool")
+    if binary is None:
+        raise ServiceError("tarantool is not installed (make system-deps)")
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    workdir = _mkdtemp("tarantool", base_dir)
+    init = workdir / "init.lua"
+    init.write_text(
+        _TARANTOOL_INIT.format(
+            port=port,
+            work_dir=str(workdir),
+            wal_mode=wal_mode,
+            memtx_memory=memtx_memory,
+            user=TARANTOOL_USER,
+            password=TARANTOOL_PASSWORD,
+            extra_lua=extra_lua,
+            ready=str(workdir / "ready"),
+        )
+    )
+    log = workdir / "tarantool.log"
+    proc = subprocess.Popen(
+        [binary, str(init)],
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "stderr.log", "wb"),  # noqa: SIM115 - child owns it
+        start_new_session=True,
+    )
+    try:
+        _wait_port(host, port, proc, timeout, log, workdir / "ready")
+    except BaseException:
+        _terminate(proc.pid, 1.0)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Service(
+        "tarantool",
+        host,
+        port,
+        proc.pid,
+        str(workdir),
+        f"tarantool://{TARANTOOL_USER}:{TARANTOOL_PASSWORD}@{host}:{port}",
+        {"user": TARANTOOL_USER, "password": TARANTOOL_PASSWORD},
+    )
+
+
+def start_redis(
+    *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
+) -> Service:
+    """Start redis-server with a config file in a temporary directory (no persistence)."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.path.exists(binary):
+        raise ServiceError("redis-server is not installed (make system-deps)")
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    workdir = _mkdtemp("redis", base_dir)
+    conf = workdir / "redis.conf"
+    conf.write_text(
+        f"bind {host}\nport {port}\ndir {workdir}\nlogfile {workdir}/redis.log\n"
+        'save ""\nappendonly no\ndaemonize no\nprotected-mode no\n'
+    )
+    proc = subprocess.Popen(
+        [binary, str(conf)],
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_port(host, port, proc, timeout, workdir / "redis.log")
+    except BaseException:
+        _terminate(proc.pid, 1.0)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Service("redis", host, port, proc.pid, str(workdir), f"redis://{host}:{port}/0")
+
+
+def _postgres_bindir() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
+    if not found:
+        raise ServiceError("postgresql is not installed (make system-deps)")
+    return Path(found[-1]).parent
+
+
+def start_postgres(
+    *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
+) -> Service:
+    """initdb with trust auth in a temporary directory and run postgres on loopback."""
+    bindir = _postgres_bindir()
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    workdir = _mkdtemp("postgres", base_dir)
+    data = workdir / "data"
+    sockdir = workdir / "sock"
+    sockdir.mkdir()
+    demote = None
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")
+        os.chmod(workdir, 0o755)
+        for p in (workdir, sockdir):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+
+        def demote() -> None:
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+
+    log = workdir / "postgres.log"
+    subprocess.run(
+        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=demote,
+        cwd=workdir,
+    )
+    proc = subprocess.Popen(
+        [
+            str(bindir / "postgres"),
+            "-D",
+            str(data),
+            "-p",
+            str(port),
+            "-h",
+            host,
+            "-k",
+            str(sockdir),
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+        ],
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),  # noqa: SIM115 - child owns it
+        preexec_fn=demote,
+        start_new_session=True,
+    )
+    try:
+        _wait_port(host, port, proc, timeout, log)
+    except BaseException:
+        _terminate(proc.pid, 1.0)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Service(
+        "postgres",
+        host,
+        port,
+        proc.pid,
+        str(workdir),
+        f"postgresql://postgres@{host}:{port}/postgres",
+        {"socket_dir": str(sockdir)},
+    )
+
+
+STARTERS = {"tarantool": start_tarantool, "redis": start_redis, "postgres": start_postgres}
+
+
+@contextlib.contextmanager
+def running(kind: str, **kwargs) -> Iterator[Service]:
+    """Context manager: start a server of ``kind``, yield it, stop it."""
+    svc = STARTERS[kind](**kwargs)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def tarantool(**kwargs) -> contextlib.AbstractContextManager[Service]:
+    """``with tarantool() as svc:`` a Tarantool for the block."""
+    return running("tarantool", **kwargs)
+
+
+def redis(**kwargs) -> contextlib.AbstractContextManager[Service]:
+    """``with redis() as svc:`` a Redis for the block."""
+    return running("redis", **kwargs)
+
+
+def postgres(**kwargs) -> contextlib.AbstractContextManager[Service]:
+    """``with postgres() as svc:`` a PostgreSQL for the block."""
+    return running("postgres", **kwargs)
+
+
+# -- `surge services up|down` state ----------------------------------------------------
+
+
+def up(kinds: list[str] | None = None, state_dir: str = STATE_DIR) -> list[Service]:
+    """Start servers (all three by default) and record them in ``state_dir``."""
+    state = Path(state_dir)
+    state.mkdir(exist_ok=True)
+    started = []
+    for kind in kinds or list(STARTERS):
+        path = state / f"{kind}.json"
+        if path.exists():
+            svc = Service(**json.loads(path.read_text()))
+            if svc.is_running():
+                started.append(svc)
+                continue
+        svc = STARTERS[kind]()
+        path.write_text(json.dumps(svc.to_json()))
+        started.append(svc)
+    return started
+
+
+def down(state_dir: str = STATE_DIR) -> list[Service]:
+    """Stop the servers recorded in ``state_dir`` and forget them."""
+    state = Path(state_dir)
+    stopped = []
+    if not state.exists():
+        return stopped
+    for path in sorted(state.glob("*.json")):
+        svc = Service(**json.loads(path.read_text()))
+        svc.stop()
+        path.unlink()
+        stopped.append(svc)
+    with contextlib.suppress(OSError):
+        state.rmdir()
+    return stopped
+
+
+# -- pytest fixtures (usable via `pytest_plugins = ["surge.services"]`) -----------------
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - pytest is a test dependency only
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def tarantool_service() -> Iterator[Service]:
+        """A Tarantool (wal_mode='none') for the whole test session."""
+        with tarantool() as svc:
+            yield svc
+
+    @pytest.fixture(scope="session")
+    def redis_service() -> Iterator[Service]:
+        """A Redis for the whole test session."""
+        with redis() as svc:
+            yield svc
+
+    @pytest.fixture(scope="session")
+    def postgres_service() -> Iterator[Service]:
+        """A PostgreSQL (trust auth) for the whole test session."""
+        with postgres() as svc:
+            yield svc

@@ -1,0 +1,35 @@
+"""Tarantool driver: many coroutines share one pipelined connection.
+
+tnt = surge.tarantool.connect("127.0.0.1:3301")   # lazy: connects on first use
+await tnt.insert("tester", (1, "x" * 1536))
+"""
+
+from surge._core import Tuple
+from surge.tarantool.connection import ITERATORS, Connection, SQLResult, connect
+from surge.tarantool.errors import (
+    AuthenticationError,
+    DatabaseError,
+    DuplicateKeyError,
+    SchemaError,
+    TarantoolError,
+)
+from surge.tarantool.pool import Pool
+from surge.tarantool.types import Adjust, ErrorInfo, ExtValue, Interval
+
+__all__ = [
+    "ITERATORS",
+    "Adjust",
+    "AuthenticationError",
+    "Connection",
+    "DatabaseError",
+    "DuplicateKeyError",
+    "ErrorInfo",
+    "ExtValue",
+    "Interval",
+    "Pool",
+    "SQLResult",
+    "SchemaError",
+    "TarantoolError",
+    "Tuple",
+    "connect",
+]

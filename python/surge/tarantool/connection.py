@@ -1,0 +1,375 @@
+"""`Connection`: Tarantool requests over one pipelined connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from surge._core import IprotoCodec
+from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
+from surge.errors import InterfaceError
+from surge.tarantool.errors import SchemaError, make_error
+from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
+
+#: Select iterators by name, as box.index has them.
+ITERATORS = {
+    "EQ": 0,
+    "REQ": 1,
+    "ALL": 2,
+    "LT": 3,
+    "LE": 4,
+    "GE": 5,
+    "GT": 6,
+    "BITS_ALL_SET": 7,
+    "BITS_ANY_SET": 8,
+    "BITS_ALL_NOT_SET": 9,
+    "OVERLAPS": 10,
+    "NEIGHBOR": 11,
+}
+
+#: "No limit" for select.
+MAX_LIMIT = 0xFFFFFFFF
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """`host:port`, `:port`, `port` or `tarantool://user:pass@host:port` -> (host, port)."""
+    if "://" in address:
+        address = address.split("://", 1)[1]
+    if "@" in address:
+        address = address.rsplit("@", 1)[1]
+    if ":" not in address:
+        return "127.0.0.1", int(address)
+    host, port = address.rsplit(":", 1)
+    return host or "127.0.0.1", int(port)
+
+
+def _key(key: Any) -> Any:
+    if key is None:
+        return ()
+    if isinstance(key, list | tuple):
+        return key
+    return (key,)
+
+
+class SQLResult:
+    """An `execute` result: rows (with column names) or the affected row count."""
+
+    __slots__ = ("autoincrement_ids", "metadata", "row_count", "rows", "stmt_id")
+
+    def __init__(self, reply: dict) -> None:
+        self.metadata = reply.get("metadata") or []
+        self.rows = reply.get("rows", [])
+        info = reply.get("sql_info") or {}
+        self.row_count = info.get(0, len(self.rows))
+        self.autoincrement_ids = info.get(1, [])
+        self.stmt_id = reply.get("stmt_id")
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names."""
+        return [m.get(0) for m in self.metadata]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.rows[i]
+
+    def __repr__(self) -> str:
+        return f"<SQLResult rows={len(self.rows)} row_count={self.row_count}>"
+
+
+class Connection:
+    """A Tarantool connection; made outside a loop, it connects on first use.
+
+    Request methods return awaitables. Bad input (an unknown space name, a value
+    MessagePack cannot hold) raises at the call, before anything is sent.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 3301,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float | None = None,
+        fetch_schema: bool = True,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        reconnect: bool = True,
+    ) -> None:
+        self.user = user
+        self.password = password or ""
+        self.fetch_schema = fetch_schema
+        self.schema = Schema()
+        self.greeting: dict | None = None
+        self._greeting_fut: asyncio.Future | None = None
+        self._reload: asyncio.Task | None = None
+        self._codec = IprotoCodec()
+        self._engine = PipelinedConnection(
+            host,
+            port,
+            self._codec,
+            on_connect=self._handshake,
+            on_out_of_band=self._out_of_band,
+            make_error=make_error,
+            on_batch=self._check_schema,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            max_in_flight=max_in_flight,
+            reconnect=reconnect,
+        )
+        c = self._codec
+        self._req = self._engine.request
+        self._select, self._insert, self._update = c.select, c.insert, c.update
+        self._delete, self._upsert = c.delete, c.upsert
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def engine(self) -> PipelinedConnection:
+        """The pipelined connection underneath (stats, limits)."""
+        return self._engine
+
+    @property
+    def is_connected(self) -> bool:
+        """True once connected, authenticated and the schema is loaded."""
+        return self._engine.is_connected
+
+    @property
+    def version(self) -> tuple[int, int, int] | None:
+        """The server version from its greeting, once connected."""
+        return self.greeting["version_tuple"] if self.greeting else None
+
+    async def connect(self) -> Connection:
+        """Connect (authenticate, load the schema) now rather than on first use."""
+        await self._engine.connect()
+        return self
+
+    def __await__(self) -> Generator[Any, None, Connection]:
+        return self.connect().__await__()
+
+    async def close(self) -> None:
+        """Close; pending requests fail with ClosedError."""
+        if self._reload is not None:
+            self._reload.cancel()
+        await self._engine.close()
+
+    async def __aenter__(self) -> Connection:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _handshake(self, engine: PipelinedConnection) -> None:
+        # The greeting is the first thing on the wire; the codec hands it over out of band.
+        # It may arrive before this runs (then _out_of_band made the future already).
+        if self._greeting_fut is None:
+            self._greeting_fut = asyncio.get_running_loop().create_future()
+        try:
+            self.greeting = await self._greeting_fut
+        finally:
+            self._greeting_fut = None
+        if self.user:
+            await engine.submit_raw(
+                self._codec.auth, self.user, self.password, self.greeting["salt"]
+            )
+        if self.fetch_schema:
+            await self._load_schema(engine.submit_raw)
+
+    def _out_of_band(self, value: Any) -> None:
+        if value[0] == "greeting":
+            fut = self._greeting_fut
+            if fut is None or fut.done():
+                fut = self._greeting_fut = asyncio.get_running_loop().create_future()
+            fut.set_result(value[1])
+
+    async def _load_schema(self, submit: Any) -> None:
+        all_ = ITERATORS["ALL"]
+        f1 = submit(self._codec.select, VSPACE_ID, 0, (), MAX_LIMIT, 0, all_)
+        f2 = submit(self._codec.select, VINDEX_ID, 0, (), MAX_LIMIT, 0, all_)
+        spaces, indexes = await f1, await f2
+        self.schema = Schema.from_rows(self._codec.schema_version, spaces, indexes)
+
+    def _check_schema(self) -> None:
+        # Every reply carries the server's schema version; a new one means DDL ran.
+        v = self._codec.schema_version
+        if (
+            self.fetch_schema
+            and v != self.schema.version
+            and self._engine.is_connected
+            and (self._reload is None or self._reload.done())
+        ):
+            self._reload = asyncio.get_running_loop().create_task(self.reload_schema())
+
+    async def reload_schema(self) -> None:
+        """Fetch space and index names again."""
+        await self._load_schema(self._req)
+
+    async def _space_slow(self, space: int | str) -> SpaceInfo:
+        await self._engine.connect()
+        try:
+            return self.schema.space(space)
+        except SchemaError:
+            if self._reload is not None and not self._reload.done():
+                await asyncio.shield(self._reload)
+            else:
+                await self.reload_schema()
+            return self.schema.space(space)
+
+    def _space(self, space: int | str) -> SpaceInfo | None:
+        """The space's info, or None when we must connect (or reload the schema) first."""
+        if not self._engine.is_connected:
+            return None
+        if isinstance(space, str):
+            return self.schema.by_name.get(space)
+        return self.schema.space(space)
+
+    def _dispatch(self, space: int | str, build: Any) -> Any:
+        info = self._space(space)
+        if info is not None:
+            return build(info)
+
+        async def later() -> Any:
+            return await build(await self._space_slow(space))
+
+        return later()
+
+    # -- requests -------------------------------------------------------------------
+
+    def ping(self) -> Any:
+        """Round trip to the server."""
+        return self._req(self._codec.ping)
+
+    def select(
+        self,
+        space: int | str,
+        key: Any = None,
+        *,
+        index: int | str = 0,
+        limit: int | None = None,
+        offset: int = 0,
+        iterator: int | str | None = None,
+    ) -> Any:
+        """Tuples of `space` matching `key` in `index` (all tuples when key is None)."""
+        key = _key(key)
+        if iterator is None:
+            it = 0 if key else 2
+        elif isinstance(iterator, str):
+            try:
+                it = ITERATORS[iterator.upper()]
+            except KeyError:
+                raise InterfaceError(f"unknown iterator {iterator!r}") from None
+        else:
+            it = int(iterator)
+        lim = MAX_LIMIT if limit is None else limit
+
+        def build(info: SpaceInfo) -> Any:
+            return self._req(
+                self._select, info.id, info.index_id(index), key, lim, offset, it, info.field_names
+            )
+
+        return self._dispatch(space, build)
+
+    def insert(self, space: int | str, t: Sequence[Any]) -> Any:
+        """Insert a tuple; returns [inserted tuple]."""
+        return self._dispatch(
+            space, lambda info: self._req(self._insert, info.id, t, info.field_names, False)
+        )
+
+    def replace(self, space: int | str, t: Sequence[Any]) -> Any:
+        """Insert or replace a tuple; returns [tuple]."""
+        return self._dispatch(
+            space, lambda info: self._req(self._insert, info.id, t, info.field_names, True)
+        )
+
+    def update(
+        self, space: int | str, key: Any, ops: Sequence[Any], *, index: int | str = 0
+    ) -> Any:
+        """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or []."""
+        key = _key(key)
+
+        def build(info: SpaceInfo) -> Any:
+            resolved = _ops(info, ops)
+            return self._req(
+                self._update, info.id, info.index_id(index), key, resolved, info.field_names
+            )
+
+        return self._dispatch(space, build)
+
+    def upsert(self, space: int | str, t: Sequence[Any], ops: Sequence[Any]) -> Any:
+        """Insert `t`, or apply `ops` to the existing tuple; returns []."""
+        return self._dispatch(
+            space, lambda info: self._req(self._upsert, info.id, t, _ops(info, ops))
+        )
+
+    def delete(self, space: int | str, key: Any, *, index: int | str = 0) -> Any:
+        """Delete by key; returns [deleted tuple] or []."""
+        key = _key(key)
+        return self._dispatch(
+            space,
+            lambda info: self._req(
+                self._delete, info.id, info.index_id(index), key, info.field_names
+            ),
+        )
+
+    def call(self, function: str, args: Sequence[Any] = ()) -> Any:
+        """Call a stored (Lua) function; returns the list of its return values."""
+        return self._req(self._codec.call, function, args)
+
+    def eval(self, expr: str, args: Sequence[Any] = ()) -> Any:
+        """Evaluate Lua (`...` holds args); returns the list of its return values."""
+        return self._req(self._codec.eval, expr, args)
+
+    async def execute(self, query: str | int, params: Any = ()) -> SQLResult:
+        """Run SQL (text or a prepared statement id) with positional or named params."""
+        return SQLResult(await self._req(self._codec.execute, query, _sql_params(params)))
+
+    async def prepare(self, sql: str) -> int:
+        """Prepare SQL on the server; returns the statement id for `execute`."""
+        reply = await self._req(self._codec.prepare, sql)
+        return reply["stmt_id"]
+
+
+def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:
+    """Update ops with field names resolved to positions."""
+    out = []
+    for op in ops:
+        if not isinstance(op, list | tuple) or len(op) < 2:
+            raise InterfaceError(f"bad update operation {op!r}: want (op, field, ...)")
+        field = op[1]
+        if isinstance(field, str):
+            names = info.field_names
+            if not names or field not in names:
+                raise SchemaError(f"space {info.name!r} has no field named {field!r}")
+            op = (op[0], names[field], *op[2:])
+        out.append(op)
+    return out
+
+
+def _sql_params(params: Any) -> Any:
+    if isinstance(params, dict):
+        return [{(k if k[:1] in ":@$" else ":" + k): v} for k, v in params.items()]
+    return params
+
+
+def connect(
+    address: str = "127.0.0.1:3301",
+    *,
+    user: str | None = None,
+    password: str | None = None,
+    **kwargs: Any,
+) -> Connection:
+    """A lazy `Connection` to `host:port` (await it, or just use it, to connect)."""
+    if "://" in address and "@" in address:
+        creds = address.split("://", 1)[1].rsplit("@", 1)[0]
+        u, _, p = creds.partition(":")
+        user = user or u
+        password = password or p
+    host, port = parse_address(address)
+    return Connection(host, port, user=user, password=password, **kwargs)

@@ -1,0 +1,62 @@
+"""Values Tarantool has and Python lacks: Interval, ErrorInfo, unknown extensions."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, NamedTuple
+
+
+class Adjust(enum.IntEnum):
+    """How adding months to the end of a month behaves (Tarantool's `adjust`)."""
+
+    EXCESS = 0
+    NONE = 1
+    LAST = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """Tarantool's datetime.interval (MessagePack extension type 6)."""
+
+    year: int = 0
+    month: int = 0
+    week: int = 0
+    day: int = 0
+    hour: int = 0
+    minute: int = 0
+    sec: int = 0
+    nsec: int = 0
+    adjust: Adjust = Adjust.NONE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "adjust", Adjust(self.adjust))
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorInfo:
+    """A server error object (box.error), from an error reply or a value of ext type 3."""
+
+    type: str
+    message: str
+    code: int = 0
+    file: str = ""
+    line: int = 0
+    errno: int = 0
+    fields: dict = dataclasses.field(default_factory=dict)
+    cause: ErrorInfo | None = None
+
+    @classmethod
+    def from_stack(cls, stack: list[dict[str, Any]]) -> ErrorInfo | None:
+        """Build from the wire's list of entries, the first being the outermost."""
+        cause = None
+        for entry in reversed(stack):
+            cause = cls(cause=cause, **entry)
+        return cause
+
+
+class ExtValue(NamedTuple):
+    """A MessagePack extension value of a type surge does not know."""
+
+    type: int
+    data: bytes

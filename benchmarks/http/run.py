@@ -12,7 +12,8 @@ The servers are all started first (each checked for correct responses on the
 three routes, its idle RSS/CPU measured, then warmed up), and the runs are
 interleaved: run 1 of every measurement on every server, then run 2, ... so a
 burst of background load (compiles on this shared machine) hits every server
-alike and the surge/peer ratios of one run stay comparable. Each figure is the
+alike and the surge/peer ratios of one run stay comparable. The servers not
+being measured are paused (SIGSTOP) so they take no CPU from the one that is. Each figure is the
 median over ``--runs``. A run with socket errors or HTTP errors is flagged.
 
 Then the memory phase restarts the memory server (surge) alone: idle RSS and CPU
@@ -34,6 +35,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -262,6 +264,23 @@ def _cpu_s(pid: int) -> float:
         return 0.0
 
 
+def _busy_s() -> float:
+    """Busy CPU time of the whole machine, all cores (from /proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+    return (sum(vals[:8]) - idle) / CLK_TCK  # user..steal, not guest (counted in user)
+
+
+def _children_cpu_s() -> float:
+    """CPU time of this process's reaped children (the wrk runs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _comm(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as f:
@@ -379,8 +398,19 @@ def _tail(path: Path | None, n: int = 400) -> str:
     return path.read_bytes()[-n:].decode(errors="replace").strip().replace("\n", " | ")
 
 
+def pause(srv: Server, paused: bool) -> None:
+    """SIGSTOP/SIGCONT the server's process group: the servers not being measured must
+    not take CPU on the shared server core (some poll when idle, e.g. socketify)."""
+    if srv.proc and srv.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(srv.proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+        if not paused:
+            time.sleep(0.2)
+
+
 def stop_server(srv: Server) -> None:
     if srv.proc and srv.proc.poll() is None:
+        pause(srv, False)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(srv.proc.pid, signal.SIGTERM)
         try:
@@ -436,7 +466,7 @@ class WrkConfig:
 
 def run_wrk(
     cfg: WrkConfig,
-    port: int,
+    srv: Server,
     path: str,
     depth: int,
     duration: int,
@@ -448,11 +478,20 @@ def run_wrk(
     env = {**os.environ, "WRK_PIPELINE": str(depth)}
     if count_responses:
         env["WRK_COUNT_RESPONSES"] = "1"
-    argv = cfg.argv(duration, script, f"http://127.0.0.1:{port}{path}")
+    argv = cfg.argv(duration, script, f"http://127.0.0.1:{srv.port}{path}")
+    srv_cpu0, wrk_cpu0, busy0 = srv.cpu_s(), _children_cpu_s(), _busy_s()
+    t0 = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=duration + 60)
     except subprocess.TimeoutExpired:
         return {"error": "wrk timed out"}
+    elapsed = time.monotonic() - t0
+    # CPU use during the run, in % of one core: a server well below 100% while wrk is
+    # near 100% means the client, not the server, was the bottleneck
+    srv_cpu = round(100 * (srv.cpu_s() - srv_cpu0) / elapsed, 1)
+    wrk_cpu = round(100 * (_children_cpu_s() - wrk_cpu0) / elapsed, 1)
+    # everything else on the machine (other users' compiles...), in % of one core
+    other_cpu = round(max(0.0, 100 * (_busy_s() - busy0) / elapsed - srv_cpu - wrk_cpu), 1)
     if raw_name:
         (RAW / f"{raw_name}.txt").write_text(" ".join(argv) + "\n" + proc.stdout + proc.stderr)
     for line in proc.stdout.splitlines():
@@ -463,33 +502,40 @@ def run_wrk(
             # Little's law; wrk's own percentiles are wrong when pipelining (pipeline.lua)
             res["rtt_ms"] = 1000 * cfg.connections * depth / res["rps"] if res["rps"] else None
             res["errors"] = sum(res[k] for k in ("connect", "read", "write", "status", "timeout"))
+            res["server_cpu_pct"], res["wrk_cpu_pct"] = srv_cpu, wrk_cpu
+            res["other_cpu_pct"] = other_cpu
             return res
     out = (proc.stderr or proc.stdout)[-300:]
     return {"error": f"no wrk summary (rc {proc.returncode}): {out}"}
 
 
-def drive(cfg: WrkConfig, srv: Server, target: int, plan: list[tuple[str, int]], rps: float) -> int:
-    """Send at least ``target`` requests, cycling through ``plan`` (path, depth); returns the count.
+def drive(
+    cfg: WrkConfig, srv: Server, target: int, plan: list[tuple[str, int]], rates: dict
+) -> tuple[int, list[dict]]:
+    """Send at least ``target`` requests, cycling through ``plan`` (path, depth).
 
-    ``rps`` is the first guess of the rate, used to size each wrk run (1..30 s); each plan
-    item's own rate is learned from its first run.
+    Returns the count and the wrk results.
+
+    ``rates`` maps (path, depth) -> expected req/s (None: the default key's rate), used to
+    size each wrk run (1..30 s, whole seconds: wrk's unit); it is updated from each run.
     """
-    done, i = 0, 0
-    rates: dict[tuple[str, int], float] = {}
+    done, i, runs = 0, 0, []
     while done < target:
         item = plan[i % len(plan)]
         i += 1
         remaining = target - done
-        duration = max(1, min(30, int(remaining / rates.get(item, rps) * 1.05) + 1))
-        res = run_wrk(cfg, srv.port, item[0], item[1], duration)
+        rate = rates.get(item) or rates.get(("/", item[1])) or rates.get(("/", 1)) or 50_000.0
+        duration = max(1, min(30, int(remaining / rate * 1.05) + 1))
+        res = run_wrk(cfg, srv, item[0], item[1], duration)
         if "error" in res:
             _log(f"memory phase: {res['error']}")
             break
         if res["requests"] == 0:
             break
         done += res["requests"]
+        runs.append(res)
         rates[item] = max(res["rps"], 1.0)
-    return done
+    return done, runs
 
 
 # --------------------------------------------------------------------------- environment
@@ -547,6 +593,7 @@ def setup_info(cfg: WrkConfig, args: argparse.Namespace) -> dict:
         "nproc": os.cpu_count(),
         "cpu_model": cpu_model(),
         "kernel": platform.release(),
+        "loadavg_at_start": _first_line(["cat", "/proc/loadavg"]),
         "server_core": SERVER_CORE,
         "client_core": CLIENT_CORE,
         "wrk_argv": cfg.argv(args.duration, Path("report.lua|pipeline.lua"), "URL"),
@@ -622,6 +669,9 @@ def summarize(raw: dict[str, dict[str, list[dict]]], servers: dict[str, Server])
                 "p99_ms": _median_ms(runs, "lat_p99_us"),
                 "rtt_ms": statistics.median(r["rtt_ms"] or 0 for r in runs),
                 "depth": runs[0]["pipeline"],
+                "server_cpu_pct": statistics.median(r["server_cpu_pct"] for r in runs),
+                "wrk_cpu_pct": statistics.median(r["wrk_cpu_pct"] for r in runs),
+                "other_cpu_pct": statistics.median(r["other_cpu_pct"] for r in runs),
                 "errors": errors,
                 "non2xx": sum(r["status"] for r in runs),
                 "socket_errors": errors - sum(r["status"] for r in runs),
@@ -686,6 +736,26 @@ def markdown(setup: dict, summary: dict, servers: dict[str, Server], memory: dic
         cells.append(f"{idle['rss_kb'] / 1024:.1f}" if idle else "—")
         cells.append(f"{idle['cpu_pct']:.1f}" if idle else "—")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "CPU use during the runs, % of one core, server / wrk / everything else on the "
+        "machine (median over runs). A server well under 100% with wrk near 100% was "
+        "limited by the client; a large third figure means other load disturbed the run.",
+        "",
+        "| server | " + " | ".join(titles) + " |",
+        "|---" + "|---:" * len(cols) + "|",
+    ]
+    for name in summary:
+        cells = []
+        for key in cols:
+            e = summary[name][key]
+            ok = e.get("status") == "ok"
+            cells.append(
+                f"{e['server_cpu_pct']:.0f} / {e['wrk_cpu_pct']:.0f} / {e['other_cpu_pct']:.0f}"
+                if ok
+                else "—"
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     problems = []
     for name, srv in servers.items():
         if srv.status != "ok":
@@ -718,17 +788,22 @@ def memory_markdown(mem: dict) -> list[str]:
         return f"{kb / 1024:.1f}"
 
     growth = mem.get("growth_pct")
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.0f}"
+
     return [
         f"Memory and CPU of the {name} worker (pid {mem['worker_pid']}, "
         f"`{mem['worker_comm']}`), fresh start:",
         "",
         "| idle RSS MB | idle CPU % | RSS MB after "
         f"{mem['short_done']:,} req | RSS MB after {mem['long_done']:,} req | growth "
-        "| CPU % under load | idle CPU % after load |",
+        "| CPU % under load (wrk's) | idle CPU % after load |",
         "|---:|---:|---:|---:|---:|---:|---:|",
         f"| {mb(mem['idle']['rss_kb'])} | {mem['idle']['cpu_pct']:.1f} "
         f"| {mb(mem['rss_short_kb'])} | {mb(mem['rss_long_kb'])} "
-        f"| {'n/a' if growth is None else f'{growth:+.1f}%'} | {mem['load_cpu_pct']:.0f} "
+        f"| {'n/a' if growth is None else f'{growth:+.1f}%'} "
+        f"| {pct(mem['load_cpu_pct'])} ({pct(mem['load_wrk_cpu_pct'])}) "
         f"| {mem['idle_after']['cpu_pct']:.1f} |",
     ]
 
@@ -749,25 +824,34 @@ def chart(results_path: Path, png: Path) -> str | None:
 # --------------------------------------------------------------------------- phases
 
 
-def memory_phase(name: str, cfg: WrkConfig, args, tmp: Path, plain_rps: float | None) -> dict:
-    """Fresh start of ``name``: idle RSS/CPU, RSS after ~100k and after --long-requests."""
+def memory_phase(name: str, cfg: WrkConfig, args, tmp: Path, measured: dict) -> dict:
+    """Fresh start of ``name``: idle RSS/CPU, RSS after ~100k and after --long-requests.
+
+    ``measured`` is the server's summary from the main phase (to size the wrk runs).
+    """
     _log(f"memory phase: {name}, {args.short_requests:,} then {args.long_requests:,} requests")
     srv = start_server(name, tmp, args.ready_timeout)
     if srv.status != "ok":
         return {"server": name, "error": srv.error}
+    depth = cfg.depth
+    rates = {
+        (MEASUREMENTS[k][1], MEASUREMENTS[k][2] or depth): measured.get(k, {}).get("rps")
+        for k in MEASUREMENTS
+    }
     try:
         idle = measure_idle(srv, args.idle_window)
-        depth = cfg.depth
-        short_done = drive(cfg, srv, args.short_requests, [("/", 1)], plain_rps or 50_000)
+        short_done, _ = drive(cfg, srv, args.short_requests, [("/", 1)], rates)
         time.sleep(0.5)
         worker = srv.worker_pid()
         rss_short = _rss_kb(worker)
-        cpu0, t0 = _cpu_s(worker), time.monotonic()
         plan = [("/", depth), ("/json", depth), ("/user/7", depth), ("/", 1)]
-        long_done = short_done + drive(
-            cfg, srv, max(0, args.long_requests - short_done), plan, (plain_rps or 50_000) * 4
-        )
-        load_cpu = 100 * (_cpu_s(worker) - cpu0) / (time.monotonic() - t0)
+        more, runs = drive(cfg, srv, max(0, args.long_requests - short_done), plan, rates)
+        long_done = short_done + more
+        secs = sum(r["duration_us"] for r in runs) / 1e6
+        load_cpu = load_wrk = None
+        if secs > 0:
+            load_cpu = sum(r["server_cpu_pct"] * r["duration_us"] / 1e6 for r in runs) / secs
+            load_wrk = sum(r["wrk_cpu_pct"] * r["duration_us"] / 1e6 for r in runs) / secs
         time.sleep(0.5)
         rss_long = _rss_kb(worker)
         idle_after = measure_idle(srv, args.idle_window)
@@ -782,6 +866,8 @@ def memory_phase(name: str, cfg: WrkConfig, args, tmp: Path, plain_rps: float | 
             "rss_long_kb": rss_long,
             "growth_pct": (100 * (rss_long - rss_short) / rss_short) if rss_short else None,
             "load_cpu_pct": load_cpu,
+            "load_wrk_cpu_pct": load_wrk,
+            "load_seconds": secs,
             "idle_after": idle_after,
             "long_plan": [{"path": p, "depth": d} for p, d in plan],
         }
@@ -847,15 +933,16 @@ def main(argv: list[str] | None = None) -> dict:
                 if srv.status != "ok":
                     continue
                 srv.idle = measure_idle(srv, args.idle_window)
-                run_wrk(cfg, srv.port, "/", 1, args.warmup)  # warm-up
+                run_wrk(cfg, srv, "/", 1, args.warmup)  # warm-up
                 # once per server: check that wrk's pipelined request count is the
                 # number of responses received (a response() callback counts them)
-                chk = run_wrk(cfg, srv.port, "/", cfg.depth, 1, count_responses=True)
+                chk = run_wrk(cfg, srv, "/", cfg.depth, 1, count_responses=True)
                 if "error" not in chk:
                     chk["honest"] = chk["counted"] == chk["requests"]
                     if not chk["honest"]:
                         _log(f"{name}: wrk counted {chk['requests']} but saw {chk['counted']}")
                 count_checks[name] = chk
+                pause(srv, True)
             live = [s for s in servers.values() if s.status == "ok"]
             for run in range(1, args.runs + 1):
                 for key, (_, path, depth) in MEASUREMENTS.items():
@@ -866,14 +953,16 @@ def main(argv: list[str] | None = None) -> dict:
                         if srv.proc.poll() is not None:
                             res = {"error": f"server died (code {srv.proc.returncode})"}
                         else:
+                            pause(srv, False)
                             res = run_wrk(
                                 cfg,
-                                srv.port,
+                                srv,
                                 path,
                                 depth,
                                 args.duration,
                                 raw_name=f"{srv.name}-{key}-run{run}",
                             )
+                            pause(srv, True)
                         raw.setdefault(srv.name, {}).setdefault(key, []).append(res)
                         shown = f"{res['rps']:,.0f} req/s" if "rps" in res else res["error"]
                         flag = " (errors!)" if res.get("errors") else ""
@@ -886,8 +975,8 @@ def main(argv: list[str] | None = None) -> dict:
             if args.memory_server not in SERVERS:
                 memory = {"server": args.memory_server, "error": "unknown server"}
             else:
-                plain = summary.get(args.memory_server, {}).get("plain", {}).get("rps")
-                memory = memory_phase(args.memory_server, cfg, args, tmp, plain)
+                measured = summary.get(args.memory_server, {})
+                memory = memory_phase(args.memory_server, cfg, args, tmp, measured)
 
     md = markdown(setup, summary, servers, memory)
     results = {

@@ -1,6 +1,10 @@
 """Run surge's benchmark suites and regenerate the README's benchmark table.
 
     python -m benchmarks.run [--quick] [--only http,tarantool,...] [-- SUITE-ARGS...]
+    make bench BENCH_ARGS="--quick --only http"     # the same through make
+
+Arguments also come from the BENCH_ARGS environment variable (before the command
+line's), which is how ``make bench`` passes them.
 
 A suite is a subpackage of ``benchmarks`` with a ``run`` module (``benchmarks.http.run``),
 or a module/package ``benchmarks.NAME`` itself, exposing ``main(argv) -> dict``. The
@@ -25,6 +29,7 @@ import importlib.util
 import json
 import os
 import pkgutil
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -126,6 +131,7 @@ def load_stored(names: list[str]) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    argv = shlex.split(os.environ.get("BENCH_ARGS", "")) + argv
     extra: list[str] = []
     if "--" in argv:
         k = argv.index("--")

@@ -12,6 +12,7 @@ DEFAULT_MAX_HEAD: int
 DEFAULT_MAX_BODY: int
 
 def http_date() -> str: ...
+def http_stats() -> dict[str, Any]: ...
 def encode_response_head(
     status: int,
     headers: Iterable[tuple[str, str]] | Mapping[str, str] | None,

@@ -8,6 +8,7 @@
 //! back to Python in order, and so is every request after it in that read,
 //! because responses must leave in request order.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -20,6 +21,7 @@ use surge_proto::http1::{Event, Limits, Parser, RequestHead, Version};
 use super::request::{Outcome, Request};
 use super::response::{encode_result, write_head, Reply, TEXT};
 use super::router::{Kind, Match, Router};
+use super::stats;
 
 /// A request the stream could not be framed past; Python answers and closes.
 #[pyclass(module = "surge._core", frozen)]
@@ -150,6 +152,7 @@ impl HttpConnection {
         head: RequestHead,
         deferred: &mut Option<Bound<'py, PyList>>,
     ) -> PyResult<()> {
+        stats::REQUESTS.fetch_add(1, Relaxed);
         let router = self.router.bind(py).borrow();
         let client = self.client.as_ref().map(|c| c.clone_ref(py));
         let (mut request, limit, stream) = match router.find(py, head.method(), head.path()) {
@@ -244,6 +247,12 @@ fn push<'py>(
     }
 }
 
+impl Drop for HttpConnection {
+    fn drop(&mut self) {
+        stats::CONNECTIONS_CLOSED.fetch_add(1, Relaxed);
+    }
+}
+
 #[pymethods]
 impl HttpConnection {
     /// `write` is the transport's write method; `client` the peer address.
@@ -269,6 +278,7 @@ impl HttpConnection {
             max_body: max_body.unwrap_or(d.max_body),
             max_chunk_line: d.max_chunk_line,
         };
+        stats::CONNECTIONS_OPENED.fetch_add(1, Relaxed);
         HttpConnection {
             parser: Parser::new(limits),
             router,
@@ -320,6 +330,7 @@ impl HttpConnection {
                     }
                 }
                 Err(e) => {
+                    stats::PARSE_ERRORS.fetch_add(1, Relaxed);
                     self.closing = true;
                     self.pending = None;
                     if let Some(s) = self.streaming.take() {

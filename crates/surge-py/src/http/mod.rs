@@ -7,6 +7,7 @@ mod headers;
 mod request;
 mod response;
 mod router;
+mod stats;
 
 use pyo3::prelude::*;
 
@@ -19,6 +20,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<connection::ParseError>()?;
     m.add_function(wrap_pyfunction!(response::encode_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(date::http_date, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::http_stats, m)?)?;
     let limits = surge_proto::http1::Limits::default();
     m.add("DEFAULT_MAX_REQUEST_LINE", limits.max_request_line)?;
     m.add("DEFAULT_MAX_HEADER_LINE", limits.max_header_line)?;

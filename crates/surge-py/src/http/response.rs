@@ -266,6 +266,7 @@ pub fn write_head(
     length: Option<usize>,
     reply: Reply,
 ) {
+    super::stats::count_response(status);
     write_status_line(out, status);
     out.extend_from_slice(b"Server: surge\r\nDate: ");
     with_date(|d| out.extend_from_slice(d));

@@ -114,3 +114,74 @@ fn first_bad_header_line_decides() {
     assert_eq!(error(d, &head(" X: a\r\n")), Some(Error::ObsFold));
     assert_eq!(error(d, &head("X: a\r\n\tb\r\n")), Some(Error::ObsFold));
 }
+
+/// Head size limits are decided by the shortest prefix that breaks one.
+/// Before, a complete head was measured one way (a header line as name and
+/// value, head size first, syntax before size) and an incomplete one another
+/// (raw line length, last line only, the request line only when no empty
+/// line preceded it), so the answer, even acceptance, depended on the cuts.
+#[test]
+fn head_limits_whatever_the_cut() {
+    let l = small_limits(); // request and header lines: 64, head: 256
+    let filler = "X: 0123456789012345678901234567890123456789\r\n".repeat(6);
+    let long = "a".repeat(100);
+    let cases = [
+        // Whitespace around a value counts towards its line.
+        (
+            format!(
+                "GET / HTTP/1.1\r\nHost: a\r\nX:{}v\r\n\r\n",
+                " ".repeat(100)
+            ),
+            Error::HeaderLineTooLong,
+        ),
+        // A long request line after an empty line is a long request line.
+        (
+            format!("\r\nGET /{long} HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Error::RequestLineTooLong,
+        ),
+        // The first limit broken wins over a later one...
+        (
+            format!("GET /{long} HTTP/1.1\r\nHost: a\r\n{filler}\r\n"),
+            Error::RequestLineTooLong,
+        ),
+        (
+            format!("GET / HTTP/1.1\r\nX: {long}\r\nHost: a\r\n{filler}\r\n"),
+            Error::HeaderLineTooLong,
+        ),
+        // ...and over a syntax error after it,
+        (
+            format!("GET /{long}\x01 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Error::RequestLineTooLong,
+        ),
+        // but not over one before it.
+        (
+            format!("GET /\x01{long} HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Error::BadRequestLine,
+        ),
+        (
+            format!("GET / HTTP/1.1\r\nX{long}\r\nHost: a\r\n\r\n"),
+            Error::HeaderLineTooLong,
+        ),
+        (
+            format!("GET / HTTP/1.1\r\nX {long}\r\nHost: a\r\n\r\n"),
+            Error::InvalidHeaderName,
+        ),
+        // Endless empty lines are a head too large.
+        ("\r\n".repeat(200), Error::HeadTooLarge),
+    ];
+    for (input, want) in cases {
+        assert_eq!(error(l, input.as_bytes()), Some(want), "{input:?}");
+    }
+    // A head of exactly max_head bytes passes, one more byte does not.
+    let head = |n: usize| {
+        let mut h = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\n{}",
+            "X: 01234567890123456789012345678\r\n".repeat(6)
+        );
+        h.push_str(&format!("Y: {}\r\n\r\n", "y".repeat(n - h.len() - 7)));
+        assert_eq!(h.len(), n);
+        h
+    };
+    assert_eq!(error(l, head(256).as_bytes()), None);
+    assert_eq!(error(l, head(257).as_bytes()), Some(Error::HeadTooLarge));
+}

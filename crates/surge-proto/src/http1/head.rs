@@ -161,23 +161,44 @@ fn parse_content_length(v: &[u8]) -> Result<u64, Error> {
     Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
-/// Checks that a head not yet complete has not broken a limit already, so a
-/// slow or endless header block is refused before it fills memory.
-fn check_partial(buf: &[u8], limits: &Limits) -> Result<(), Error> {
-    let first_nl = memchr::memchr(b'\n', buf);
-    match first_nl {
-        None if buf.len() > limits.max_request_line + 1 => return Err(Error::RequestLineTooLong),
-        None => return Ok(()),
-        Some(_) => {}
+/// Where the head at the start of `buf` first breaks a size limit: the
+/// length of the shortest prefix of `buf` that breaks one, and the error.
+///
+/// Lines are measured as sent (CR included, LF not, with one byte of slack
+/// for the CR); the head runs to its first empty line, the empty lines that
+/// httparse skips before the request line included. Deciding by the shortest
+/// breaking prefix gives the same answer however the bytes were cut into
+/// reads, and refuses a slow or endless head before it fills memory.
+fn over_limit(buf: &[u8], limits: &Limits) -> Option<(usize, Error)> {
+    let head_over = (limits.max_head.saturating_add(1), Error::HeadTooLarge);
+    let mut start = skip_empty_lines(buf);
+    let mut max_line = limits.max_request_line;
+    let mut line_error = Error::RequestLineTooLong;
+    loop {
+        if start > limits.max_head {
+            return Some(head_over);
+        }
+        let line = &buf[start..];
+        let end = memchr::memchr(b'\n', line);
+        if end.unwrap_or(line.len()) > max_line.saturating_add(1) {
+            let at = start.saturating_add(max_line).saturating_add(2);
+            return Some(if at <= head_over.0 {
+                (at, line_error)
+            } else {
+                head_over
+            });
+        }
+        match end {
+            None => return (buf.len() > limits.max_head).then_some(head_over),
+            // The empty line that ends the head.
+            Some(i) if i == 0 || (i == 1 && line[0] == b'\r') => {
+                return (start + i + 1 > limits.max_head).then_some(head_over);
+            }
+            Some(i) => start += i + 1,
+        }
+        max_line = limits.max_header_line;
+        line_error = Error::HeaderLineTooLong;
     }
-    if buf.len() > limits.max_head {
-        return Err(Error::HeadTooLarge);
-    }
-    let last_nl = memchr::memrchr(b'\n', buf).unwrap_or(0);
-    if buf.len() - last_nl - 1 > limits.max_header_line + 1 {
-        return Err(Error::HeaderLineTooLong);
-    }
-    Ok(())
 }
 
 /// Where the request line starts: httparse skips empty lines before it.
@@ -247,27 +268,46 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
     let max_headers = limits.max_headers.min(MAX_HEADERS_CAP);
     let mut req = httparse::Request::new(&mut []);
-    let status = httparse::ParserConfig::default()
-        .parse_request_with_uninit_headers(&mut req, buf, &mut storage[..max_headers])
-        .map_err(|e| map_httparse(e, buf, max_headers))?;
+    let status = httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req,
+        buf,
+        &mut storage[..max_headers],
+    );
     let len = match status {
-        httparse::Status::Partial => {
-            check_partial(buf, limits)?;
-            return Ok(None);
+        Ok(httparse::Status::Complete(len)) => {
+            // A head no longer than any limit cannot break one: skip the scan.
+            let short = limits
+                .max_head
+                .min(limits.max_request_line)
+                .min(limits.max_header_line);
+            if len > short {
+                if let Some((_, e)) = over_limit(&buf[..len], limits) {
+                    return Err(e);
+                }
+            }
+            len
         }
-        httparse::Status::Complete(len) => len,
+        Ok(httparse::Status::Partial) => {
+            return match over_limit(buf, limits) {
+                Some((_, e)) => Err(e),
+                None => Ok(None),
+            };
+        }
+        // A limit broken before the byte httparse refused comes first: look
+        // for a syntax error only in the bytes before the limit.
+        Err(e) => {
+            return Err(match over_limit(buf, limits) {
+                Some((at, limit)) => {
+                    let within = &buf[..at - 1];
+                    httparse_error(within, max_headers)
+                        .map_or(limit, |e| map_httparse(e, within, max_headers))
+                }
+                None => map_httparse(e, buf, max_headers),
+            });
+        }
     };
-    if len > limits.max_head {
-        return Err(Error::HeadTooLarge);
-    }
     let method = req.method.expect("complete request has a method");
     let target = req.path.expect("complete request has a target");
-    // Leading empty lines are skipped by httparse; the request line starts at the method.
-    let line_start = method.as_ptr() as usize - buf.as_ptr() as usize;
-    let line_len = memchr::memchr(b'\n', &buf[line_start..]).unwrap_or(0);
-    if line_len > limits.max_request_line + 1 {
-        return Err(Error::RequestLineTooLong);
-    }
     let version = if req.version == Some(0) {
         Version::Http10
     } else {
@@ -287,9 +327,6 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         let value = h.value;
-        if name.len() + value.len() + 2 > limits.max_header_line {
-            return Err(Error::HeaderLineTooLong);
-        }
         headers.push(HeaderIndex {
             name: offsets(buf, name),
             value: offsets(buf, value),

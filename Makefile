@@ -32,7 +32,7 @@ run: build system-deps ## serve examples/app.py on 127.0.0.1:8080 (starts the lo
 test: build system-deps test-rust test-py ## everything: system packages, build, cargo test, pytest
 
 test-rust:
-	cargo test --workspace --release -q
+	cargo test --workspace -q
 
 test-py:
 	$(PY) -m pytest -q -p no:cacheprovider tests
@@ -42,7 +42,7 @@ lint: $(VENV)/.deps ## ruff check + format check, cargo fmt --check, cargo clipp
 	$(VENV)/bin/ruff format --check python tests benchmarks examples
 	$(VENV)/bin/mypy --ignore-missing-imports python/surge/http python/surge/__init__.py
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --release -q -- -D warnings
+	cargo clippy --workspace --all-targets -q -- -D warnings
 
 fmt: $(VENV)/.deps ## format Python and Rust
 	$(VENV)/bin/ruff format python tests benchmarks examples

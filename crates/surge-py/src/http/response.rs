@@ -312,11 +312,11 @@ pub fn encode_result(
     reply: Reply,
     out: &mut Vec<u8>,
 ) -> PyResult<bool> {
-    if let Ok(s) = obj.downcast_exact::<PyString>() {
+    if let Ok(s) = obj.downcast::<PyString>() {
         write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply);
-    } else if let Ok(b) = obj.downcast_exact::<PyBytes>() {
+    } else if let Ok(b) = obj.downcast::<PyBytes>() {
         write_simple(out, 200, Some(BINARY), b.as_bytes(), reply);
-    } else if obj.downcast_exact::<PyDict>().is_ok() || obj.downcast_exact::<PyList>().is_ok() {
+    } else if obj.downcast::<PyDict>().is_ok() || obj.downcast::<PyList>().is_ok() {
         let body = dumps(py, obj)?;
         write_simple(out, 200, Some(JSON), &body, reply);
     } else if let Ok(r) = obj.downcast::<Response>() {

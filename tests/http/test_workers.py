@@ -48,11 +48,13 @@ def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
 class Surge:
     """A `surge serve` process; its output goes to a log file the assertions can read."""
 
-    def __init__(self, log_path: Path, args: tuple[str, ...], cwd: Path) -> None:
+    def __init__(
+        self, log_path: Path, args: tuple[str, ...], cwd: Path, env: dict[str, str]
+    ) -> None:
         self.port = free_port()
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
         self.proc = subprocess.Popen(
             [*SURGE, "serve", *args, "--port", str(self.port)],
             cwd=cwd,
@@ -111,8 +113,8 @@ class Surge:
 def surge(tmp_path: Path) -> Iterator[Callable[..., Surge]]:
     started: list[Surge] = []
 
-    def start(*args: str, cwd: Path = APPS) -> Surge:
-        server = Surge(tmp_path / f"surge-{len(started)}.log", args, cwd)
+    def start(*args: str, cwd: Path = APPS, env: dict[str, str] | None = None) -> Surge:
+        server = Surge(tmp_path / f"surge-{len(started)}.log", args, cwd, env or {})
         started.append(server)
         return server
 
@@ -168,10 +170,18 @@ def test_workers_exit_when_the_master_is_killed(surge: Callable[..., Surge]) -> 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_sigterm_lets_the_request_in_flight_finish(
-    surge: Callable[..., Surge], workers: str
+    surge: Callable[..., Surge], workers: str, tmp_path: Path
 ) -> None:
     grace = 5.0
-    server = surge("pid_app:app", "--workers", workers, "--grace", str(grace))
+    started = tmp_path / "slow-started"
+    server = surge(
+        "pid_app:app",
+        "--workers",
+        workers,
+        "--grace",
+        str(grace),
+        env={"SURGE_TEST_SLOW_STARTED": str(started)},
+    )
     server.wait_ready()
     result: list[object] = []
 
@@ -183,7 +193,10 @@ def test_sigterm_lets_the_request_in_flight_finish(
 
     client = threading.Thread(target=slow_request)
     client.start()
-    time.sleep(0.3)  # the handler is now sleeping its 1 s
+    deadline = time.monotonic() + 10
+    while not started.exists():  # then the handler sleeps its 1 s
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.01)
     signalled = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     client.join(timeout=10)
@@ -326,3 +339,9 @@ def test_file_watcher_sees_python_files_outside_caches_and_venvs(tmp_path: Path)
     assert watcher.changed() == [str(app.resolve())]
     app.unlink()
     assert watcher.changed() == [str(app.resolve())]
+
+    # Files modified after the code was loaded (since_ns) count as changed once.
+    loaded_before = FileWatcher([tmp_path], since_ns=time.time_ns() - 5_000_000_000)
+    assert loaded_before.changed() == [str(added.resolve())]
+    assert loaded_before.changed() == []
+    assert FileWatcher([tmp_path], since_ns=time.time_ns() + 5_000_000_000).changed() == []

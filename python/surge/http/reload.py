@@ -17,6 +17,10 @@ POLL_INTERVAL = 0.5
 #: Suffixes of the files whose changes restart the workers.
 WATCHED_SUFFIXES = (".py",)
 
+#: How far a file's mtime may lag behind ``time.time_ns()`` (the kernel stamps files
+#: with a clock that advances once per tick).
+MTIME_SLACK_NS = 20_000_000
+
 #: Directory names never descended into: caches, dependencies, build output.
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "target"})
 
@@ -50,9 +54,22 @@ class FileWatcher:
     ``.venv`` stays cheap.
     """
 
-    def __init__(self, roots: Iterable[str | os.PathLike[str]]) -> None:
+    def __init__(
+        self, roots: Iterable[str | os.PathLike[str]], *, since_ns: int | None = None
+    ) -> None:
+        """Takes the first snapshot; files modified after ``since_ns`` (a ``time.time_ns()``)
+        count as changed at the first ``changed()`` call.
+
+        A process that loaded the code at ``since_ns`` may have missed those edits:
+        the snapshot is taken after the code was loaded, not before.
+        """
         self.roots = _outermost(Path(root).resolve() for root in roots)
         self._stamps = self._scan()
+        self._pending: set[str] = set()
+        if since_ns is not None:
+            # mtimes come from a coarse clock, up to a tick behind time_ns().
+            since_ns -= MTIME_SLACK_NS
+            self._pending = {p for p, (mtime, _) in self._stamps.items() if mtime > since_ns}
 
     def __len__(self) -> int:
         return len(self._stamps)
@@ -62,9 +79,10 @@ class FileWatcher:
         stamps = self._scan()
         old = self._stamps
         self._stamps = stamps
-        if stamps == old:
+        paths, self._pending = self._pending, set()
+        if stamps == old and not paths:
             return []
-        paths = {p for p, stamp in stamps.items() if old.get(p) != stamp}
+        paths.update(p for p, stamp in stamps.items() if old.get(p) != stamp)
         paths.update(p for p in old if p not in stamps)
         return sorted(paths)
 

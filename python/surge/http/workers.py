@@ -302,7 +302,7 @@ async def _serve(
     *,
     role: str,
     reuse_port: bool,
-    on_ready: Callable[[], None] | None = None,
+    on_ready: Callable[[int], None] | None = None,
     unblock_signals: bool = False,
 ) -> None:
     """Loads the app, serves until SIGTERM/SIGINT, then shuts down gracefully."""
@@ -321,6 +321,7 @@ async def _serve(
     if unblock_signals:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORK_BLOCKED)
 
+    loading_since = time.time_ns()
     app = load_app(cfg.target)
     sock = _listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
     from surge.http.server import Server
@@ -334,7 +335,7 @@ async def _serve(
     where = cfg.addr.with_port(sock.getsockname()[1])
     log.info("%s %d serving on %s", role, os.getpid(), where)
     if on_ready is not None:
-        on_ready()
+        on_ready(loading_since)
     await stop.wait()
     try:
         await asyncio.wait_for(server.shutdown(cfg.grace), cfg.grace + SHUTDOWN_MARGIN)
@@ -372,9 +373,9 @@ class _Reporter:
             os.close(self.fd)
             self.fd = -1
 
-    def ready(self, cfg: _Config) -> None:
+    def ready(self, cfg: _Config, loading_since: int) -> None:
         module, file = _module_of(cfg.target)
-        self.send({"ok": True, "module": module, "file": file})
+        self.send({"ok": True, "module": module, "file": file, "loading_since": loading_since})
 
     def failed(self, kind: str, exc: StartupError) -> None:
         self.send({"ok": False, "kind": kind, "message": str(exc), "detail": exc.detail})
@@ -415,7 +416,7 @@ def _worker_main(cfg: _Config, reporter: _Reporter) -> int:
                     cfg,
                     role="worker",
                     reuse_port=True,
-                    on_ready=lambda: reporter.ready(cfg),
+                    on_ready=lambda since: reporter.ready(cfg, since),
                     unblock_signals=True,
                 )
             )
@@ -517,7 +518,8 @@ class _Master:
             raise error(report.get("message", "worker failed to start"), report.get("detail", ""))
         if self.cfg.reload:
             roots = watch_roots(report["module"], report["file"]) if report["file"] else []
-            self.watcher = FileWatcher(roots)
+            # Edits made while the first worker was importing the app count as changes.
+            self.watcher = FileWatcher(roots, since_ns=report["loading_since"])
             where = ", ".join(map(str, self.watcher.roots))
             log.info("reload: watching %d Python files under %s", len(self.watcher), where)
         for slot in self.slots[1:]:

@@ -2,10 +2,14 @@
 
 import asyncio
 import os
+from pathlib import Path
 
 from surge.http import App
 
 app = App()
+
+# The slow handler touches this file when it starts, so a test knows it is in flight.
+SLOW_STARTED = os.environ.get("SURGE_TEST_SLOW_STARTED")
 
 
 @app.get("/pid")
@@ -15,5 +19,7 @@ def pid(request):
 
 @app.get("/slow")
 async def slow(request):
+    if SLOW_STARTED:
+        Path(SLOW_STARTED).touch()
     await asyncio.sleep(1.0)
     return "slow done"

@@ -172,6 +172,10 @@ class HttpProtocol(asyncio.Protocol):
     def eof_received(self) -> bool:
         # Half-close: answer what is queued, then close (see `_flush`).
         self._eof = True
+        if self._body_stream is not None and not self._body_stream._request._eof:
+            # A body still being streamed can never complete now.
+            self._stream_failed = True
+            self._body_stream._wake()
         return bool(self._queue) or self._writer_busy
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -32,7 +32,10 @@ def main(src: str, dst: str) -> None:
             e = summary[name].get(key, {})
             ok = e.get("status") == "ok"
             vals.append(e["rps"] / 1000 if ok else 0)
-            labels.append(name if ok else f"{name} ({e.get('status', 'n/a')})")
+            label = name
+            if name == "surge" and setup.get("surge_build") == "debug":
+                label += " (DEBUG build)"
+            labels.append(label if ok else f"{label} ({e.get('status', 'n/a')})")
             colors.append("tab:red" if name == "surge" else "tab:gray")
             if ok and e.get("flagged"):
                 labels[-1] += " ⚠"

@@ -830,7 +830,73 @@ def markdown(setup: dict, summary: dict, servers: dict[str, Server], memory: dic
         lines += ["", "Problems:", "", *problems]
     if memory:
         lines += ["", *memory_markdown(memory)]
+    checks = targets(summary, memory)
+    if checks:
+        lines += ["", "surge's targets (issue 2), this run:", ""]
+        lines += ["| target | measured | met |", "|---|---:|:---:|"]
+        for t in checks:
+            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+            lines.append(f"| {t['target']} | {t['measured']} | {met} |")
     return "\n".join(lines) + "\n"
+
+
+def targets(summary: dict, memory: dict | None) -> list[dict]:
+    """surge's performance targets (issue 2), checked against this run's figures."""
+    if summary.get("surge", {}).get("plain", {}).get("status") != "ok":
+        return []
+    out = []
+
+    def rps(server: str, key: str) -> float | None:
+        e = summary.get(server, {}).get(key, {})
+        return e.get("rps") if e.get("status") == "ok" else None
+
+    def vs(key: str, peer: str, want: float) -> None:
+        s, p = rps("surge", key), rps(peer, key)
+        r = s / p if s and p else None
+        out.append(
+            {
+                "target": f"{key} >= {want}x {peer}",
+                "measured": "n/a" if r is None else f"{r:.2f}x",
+                "value": r,
+                "met": None if r is None else r >= want,
+            }
+        )
+
+    vs("pipelined", "fasthttp", 1.0)
+    vs("pipelined", "socketify", 4.0)
+    vs("plain", "nginx", 1.0)
+    vs("plain", "socketify", 1.3)
+    a, p = rps("surge", "async"), rps("surge", "plain")
+    r = a / p if a and p else None
+    out.append(
+        {
+            "target": "async route >= 0.5x the sync one (`/user/7` / `/`)",
+            "measured": "n/a" if r is None else f"{r:.2f}x",
+            "value": r,
+            "met": None if r is None else r >= 0.5,
+        }
+    )
+    if memory and not memory.get("error"):
+        idle = memory["idle"]
+        out.append(
+            {
+                "target": "idle worker: no CPU, <= 40 MB RSS",
+                "measured": f"{idle['cpu_pct']:.1f}% CPU, {idle['rss_kb'] / 1024:.1f} MB",
+                "value": idle["rss_kb"] / 1024,
+                "met": idle["cpu_pct"] < 1.0 and idle["rss_kb"] <= 40 * 1024,
+            }
+        )
+        g = memory.get("growth_pct")
+        out.append(
+            {
+                "target": f"RSS after {memory['long_done']:,} req within 10% of after "
+                f"{memory['short_done']:,}",
+                "measured": "n/a" if g is None else f"{g:+.1f}%",
+                "value": g,
+                "met": None if g is None else abs(g) <= 10,
+            }
+        )
+    return out
 
 
 def memory_markdown(mem: dict) -> list[str]:
@@ -1062,6 +1128,7 @@ def main(argv: list[str] | None = None) -> dict:
             for n, s in servers.items()
         },
         "pipeline_count_check": count_checks,
+        "targets": targets(summary, memory),
         "memory": memory,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

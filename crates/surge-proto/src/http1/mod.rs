@@ -2,6 +2,7 @@
 //! response head encoding.
 
 mod chunked;
+pub mod client;
 mod error;
 mod head;
 mod limits;

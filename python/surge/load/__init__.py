@@ -1,0 +1,130 @@
+"""Fixed-rate load generation with honest latencies: `surge load`, and this API.
+
+    import surge.load
+    r = surge.load.run("http://127.0.0.1:8080/", rate=1000, duration=10)
+    print(r.latency["p99"], r.achieved_rate, r.errors)
+
+Open model (``rate=``): requests are issued on a fixed schedule whether or not
+earlier ones were answered, each timed from its due time (no coordinated
+omission). Closed model (no rate): ``connections`` connections each keep
+``pipeline`` requests in flight. Latencies go into HDR histograms (merged across
+``procs`` worker processes), so memory stays fixed however long a run lasts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from surge.load.report import Result, render_progress, render_sweep, render_table
+from surge.load.runner import run_load, run_load_async
+from surge.load.target import DriverNotAvailable, LoadConfig, LoadError, parse_mix
+
+__all__ = [
+    "DriverNotAvailable",
+    "LoadConfig",
+    "LoadError",
+    "Result",
+    "config",
+    "render_sweep",
+    "render_table",
+    "run",
+    "run_async",
+    "sweep",
+]
+
+
+def config(
+    target: str,
+    *,
+    rate: float | None = None,
+    connections: int | None = None,
+    pipeline: int = 1,
+    duration: float = 10.0,
+    procs: int = 1,
+    method: str = "GET",
+    headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    body: bytes | str = b"",
+    mix: Mapping[str, float] | str | None = None,
+    timeout: float = 10.0,
+    connect_timeout: float = 5.0,
+    **workload: Any,
+) -> LoadConfig:
+    """A `LoadConfig` from keyword arguments (see `run`)."""
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    return LoadConfig(
+        target=target,
+        rate=rate,
+        connections=connections,
+        pipeline=pipeline,
+        duration=duration,
+        procs=procs,
+        method=method,
+        headers=pairs,
+        body=body.encode() if isinstance(body, str) else body,
+        mix=parse_mix(mix) if isinstance(mix, str) else (dict(mix) if mix else None),
+        timeout=timeout,
+        connect_timeout=connect_timeout,
+        **workload,
+    )
+
+
+def run(target: str, *, progress: bool | Callable[[dict], Any] = False, **kw: Any) -> Result:
+    """Runs a load and returns its `Result` (blocking; not inside a running loop).
+
+    ``target``: ``http://host:port/path`` or ``tarantool://host:port``; keywords as
+    `config`. ``progress=True`` writes a live line to stderr each second.
+    """
+    cfg = config(target, **kw)
+    return run_load(cfg, _progress(progress, cfg))
+
+
+async def run_async(target: str, **kw: Any) -> Result:
+    """`run` inside the running event loop (one process only)."""
+    progress = kw.pop("progress", False)
+    cfg = config(target, **kw)
+    return await run_load_async(cfg, _progress(progress, cfg))
+
+
+def sweep(
+    target: str,
+    rates: Sequence[float],
+    *,
+    stop_p99_ms: float | None = None,
+    on_result: Callable[[Result], Any] | None = None,
+    **kw: Any,
+) -> list[Result]:
+    """Runs `run` at each rate in turn; stops after the first whose p99 exceeds
+    ``stop_p99_ms`` (or whose achieved rate falls below 95 % of its target)."""
+    results = []
+    for rate in rates:
+        r = run(target, rate=rate, **kw)
+        results.append(r)
+        if on_result is not None:
+            on_result(r)
+        p99 = r.latency["p99"]
+        if stop_p99_ms is not None and (p99 is None or p99 > stop_p99_ms):
+            break
+        if stop_p99_ms is not None and r.achieved_rate < 0.95 * rate:
+            break
+    return results
+
+
+def _progress(progress: bool | Callable[[dict], Any], cfg: LoadConfig) -> Any:
+    if callable(progress):
+        return progress
+    if not progress:
+        return None
+    tty = sys.stderr.isatty()
+
+    def show(point: dict) -> None:
+        line = render_progress(point, cfg)
+        if tty:
+            sys.stderr.write("\r\x1b[2K" + line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    show.tty = tty  # type: ignore[attr-defined]
+    return show

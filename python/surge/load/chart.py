@@ -1,0 +1,96 @@
+"""PNG charts: latency percentiles against rate (a sweep), and per-operation rate
+over time (one run). matplotlib is imported only here, when a chart is asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from surge.load.report import Result
+
+
+def _plt():
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RuntimeError("charts need matplotlib: pip install 'surge[load]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def percentiles_vs_rate(
+    series: dict[str, Sequence[Result]],
+    path: str | Path,
+    *,
+    title: str = "latency against request rate",
+    limit_ms: float | None = None,
+) -> Path:
+    """One line per (name, percentile): p50/p95/p99 against the target rate."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    styles = {"p50": ":", "p95": "--", "p99": "-"}
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, results) in enumerate(series.items()):
+        rates = [r.target_rate or r.achieved_rate for r in results]
+        for p, style in styles.items():
+            vals = [r.latency[p] for r in results]
+            ax.plot(
+                rates,
+                vals,
+                style,
+                marker="o",
+                markersize=3,
+                color=colors[i % len(colors)],
+                label=f"{name} {p}",
+            )
+    if limit_ms is not None:
+        ax.axhline(limit_ms, color="grey", linewidth=0.8)
+        ax.annotate(f"{limit_ms:g} ms", (0.01, limit_ms), xycoords=("axes fraction", "data"))
+    ax.set_xlabel("target rate (req/s)")
+    ax.set_ylabel("latency (ms), timed from the due time")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=max(1, len(series)))
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def rate_over_time(result: Result, path: str | Path, *, title: str | None = None) -> Path:
+    """Replies per second of each operation over the run, and p50/p99 per second."""
+    plt = _plt()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    pts = result.series
+    t = [p["t"] + p.get("dt", 1) for p in pts]
+    for op in result.ops:
+        top.plot(t, [p["ops"].get(op, 0) / p.get("dt", 1) for p in pts], label=op)
+    if len(result.ops) > 1:
+        top.plot(t, [p["n"] / p.get("dt", 1) for p in pts], color="black", lw=1, label="all")
+    if result.target_rate:
+        top.axhline(result.target_rate, color="grey", ls="--", lw=0.8, label="target")
+    errs = [p["errors"] / p.get("dt", 1) for p in pts]
+    if any(errs):
+        top.plot(t, errs, color="red", lw=1, label="errors")
+    top.set_ylabel("per second")
+    top.legend(fontsize=8)
+    top.grid(True, alpha=0.3)
+    top.set_title(title or f"surge load {result.config['target']}")
+    bottom.plot(t, [p.get("p50_ms") for p in pts], label="p50")
+    bottom.plot(t, [p.get("p99_ms") for p in pts], label="p99")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("latency (ms)")
+    bottom.set_xlabel("time (s)")
+    bottom.legend(fontsize=8)
+    bottom.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

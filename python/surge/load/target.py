@@ -1,0 +1,221 @@
+"""What a load target is, the run's settings, and choosing a target from a URL.
+
+A target turns "issue one request due at time T" (open model) or "keep N
+requests going" (closed model) into traffic, and tells the `Recorder` how each
+request ended. Every request ends exactly once: a reply (with its latency from
+the due time), or an error of one kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from surge.load.recorder import Recorder
+
+#: Default request timeout (seconds, from the request's due time).
+DEFAULT_TIMEOUT = 10.0
+#: Default connect timeout (seconds).
+DEFAULT_CONNECT_TIMEOUT = 5.0
+#: Open model: the most connections one worker opens to an HTTP target (opened as needed).
+DEFAULT_OPEN_CONNECTIONS = 1000
+#: Closed model: connections per worker when none are given.
+DEFAULT_CLOSED_CONNECTIONS = 10
+
+
+class LoadError(Exception):
+    """The run cannot start: bad settings, or a target surge has no driver for yet."""
+
+
+class DriverNotAvailable(LoadError):
+    """The target's scheme needs a surge driver that does not exist yet."""
+
+
+@dataclass
+class LoadConfig:
+    """One run's settings; plain data so it can be sent to worker processes."""
+
+    target: str
+    rate: float | None = None
+    connections: int | None = None
+    pipeline: int = 1
+    duration: float = 10.0
+    procs: int = 1
+    method: str = "GET"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    mix: dict[str, float] | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    #: Tarantool workload: space name, tuple payload size, pre-filled keys per worker.
+    space: str = "tester"
+    tuple_size: int = 1536
+    prefill: int = 1000
+
+    @property
+    def open_model(self) -> bool:
+        """True for a fixed request rate, False for N connections kept busy."""
+        return self.rate is not None
+
+    def check(self) -> None:
+        """Raise `LoadError` for settings that cannot run."""
+        if self.rate is not None and not self.rate > 0:
+            raise LoadError(f"--rate must be > 0, got {self.rate}")
+        if not self.duration > 0:
+            raise LoadError(f"--duration must be > 0, got {self.duration}")
+        if self.procs < 1:
+            raise LoadError("--procs must be >= 1")
+        if self.pipeline < 1:
+            raise LoadError("--pipeline must be >= 1")
+        if self.connections is not None and self.connections < 1:
+            raise LoadError("--connections must be >= 1")
+        if self.mix is not None and (not self.mix or any(w < 0 for w in self.mix.values())):
+            raise LoadError("--mix needs op=weight pairs with weights >= 0")
+        if self.mix is not None and sum(self.mix.values()) <= 0:
+            raise LoadError("--mix weights add up to 0")
+        scheme_of(self.target)
+
+
+def scheme_of(target: str) -> str:
+    """The target's kind: http, tarantool, redis or postgresql."""
+    scheme = urlsplit(target).scheme.lower() if "://" in target else ""
+    if scheme in ("http",):
+        return "http"
+    if scheme == "https":
+        raise LoadError("https targets are not supported (surge's HTTP is plain HTTP/1.1)")
+    if scheme in ("tarantool", "tnt"):
+        return "tarantool"
+    if scheme in ("redis",):
+        return "redis"
+    if scheme in ("postgres", "postgresql"):
+        return "postgresql"
+    raise LoadError(
+        f"unknown target {target!r}: use http://host:port/path, tarantool://host:port, "
+        "redis://host:port or postgresql://user@host/db"
+    )
+
+
+class Target:
+    """Base of the targets; see the module docstring."""
+
+    #: Operation names, as reports show them.
+    ops: list[str] = ["request"]
+
+    def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
+        self.config = config
+        self.recorder = recorder
+        #: Set when the run's time is up: closed loops stop issuing.
+        self.stopping = False
+
+    async def prepare(self) -> None:
+        """Work before the clock starts (connect, create a space, pre-fill keys)."""
+
+    def issue(self, due_ns: int) -> None:
+        """Open model: issue one request due at `due_ns` (time.monotonic_ns)."""
+        raise NotImplementedError
+
+    def start_closed(self) -> None:
+        """Closed model: start the connections' request loops."""
+        raise NotImplementedError
+
+    def outstanding(self) -> int:
+        """Requests issued whose end has not been recorded."""
+        raise NotImplementedError
+
+    def expire(self, now_ns: int) -> None:
+        """Count requests older than the timeout as timeouts."""
+
+    def abandon(self) -> None:
+        """The drain time is over: count every outstanding request as a timeout."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+def connect_error_kind(exc: BaseException) -> str:
+    """The error kind of a failed connection attempt."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connect_refused"
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "connect_timeout"
+    if isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED:
+        return "connect_refused"
+    if isinstance(exc, OSError) and exc.errno in (errno.ETIMEDOUT, errno.EHOSTUNREACH):
+        return "connect_timeout"
+    if isinstance(exc, socket.gaierror | OSError):
+        return "connect_error"
+    return "other"
+
+
+def make_target(config: LoadConfig, recorder: Recorder) -> Target:
+    """The target for `config.target`."""
+    kind = scheme_of(config.target)
+    if kind == "http":
+        from surge.load.http import HttpTarget
+
+        return HttpTarget(config, recorder)
+    if kind == "tarantool":
+        from surge.load.tarantool import TarantoolTarget
+
+        return TarantoolTarget(config, recorder)
+    raise DriverNotAvailable(_missing_driver(kind))
+
+
+def ops_of(config: LoadConfig) -> list[str]:
+    """Operation names of a run (without building the target)."""
+    kind = scheme_of(config.target)
+    if kind == "tarantool":
+        from surge.load.tarantool import mix_ops
+
+        return mix_ops(config.mix)
+    if kind == "http":
+        return ["request"]
+    raise DriverNotAvailable(_missing_driver(kind))
+
+
+def _missing_driver(kind: str) -> str:
+    module = {"redis": "surge.redis", "postgresql": "surge.postgres"}[kind]
+    try:
+        __import__(module)
+    except ImportError:
+        return f"{kind} targets: driver not available yet ({module} does not exist in this build)"
+    return (
+        f"{kind} targets: driver {module} exists but the load generator has no workload for it yet"
+    )
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """``insert=25,select=25,...`` -> {"insert": 25.0, ...}."""
+    mix: dict[str, float] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, weight = part.partition("=")
+        try:
+            mix[name.strip()] = float(weight) if sep else 1.0
+        except ValueError:
+            raise LoadError(f"bad --mix entry {part!r}: want op=weight") from None
+    if not mix:
+        raise LoadError("--mix is empty")
+    return mix
+
+
+def describe(config: LoadConfig) -> dict[str, Any]:
+    """The settings as they go in reports."""
+    return {
+        "target": config.target,
+        "model": "open" if config.open_model else "closed",
+        "rate": config.rate,
+        "connections": config.connections,
+        "pipeline": config.pipeline,
+        "duration": config.duration,
+        "procs": config.procs,
+        "method": config.method,
+        "mix": config.mix,
+        "timeout": config.timeout,
+    }

@@ -1,0 +1,134 @@
+"""One worker: an event loop that drives a target on schedule and records what happens.
+
+Open model: request ``i`` of this worker is due at ``start + (i + index/procs) / r``
+(``r`` the worker's share of the rate, the offset interleaving the workers), and
+it is issued when due whether or not earlier requests have been answered. Its
+latency runs from that due time, so a stalled server shows up in full instead of
+being hidden by a client that waited (no coordinated omission). How late the
+scheduler itself issued requests is recorded apart: that is the generator's lag,
+not the server's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from surge.load.recorder import Recorder
+from surge.load.target import LoadConfig, make_target, ops_of
+
+#: How often requests are checked against the timeout (seconds).
+SWEEP_INTERVAL = 0.1
+#: How often a drained worker checks whether its requests have ended (seconds).
+DRAIN_POLL = 0.005
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+async def run_worker(
+    config: LoadConfig,
+    *,
+    index: int = 0,
+    sink: Sink | None = None,
+    ready: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Runs one worker's share of the load; returns what it recorded.
+
+    ``sink`` receives a tick (this second's counts and histograms) every second;
+    ``ready`` is awaited after setup and returns the wall-clock start time (so that
+    workers in several processes start together), or None to start at once.
+    """
+    recorder = Recorder(ops_of(config))
+    target = make_target(config, recorder)
+    await target.prepare()
+    if ready is not None:
+        start_wall = await ready()
+        if start_wall is not None:
+            await asyncio.sleep(max(0.0, start_wall - time.time()))
+    recorder = _restart(recorder, target)
+    seconds = max(1, math.ceil(config.duration))
+    start = time.monotonic_ns()
+    end = start + int(config.duration * 1e9)
+    cpu0 = time.process_time()
+    ticks: list[int] = [0]
+
+    def emit(second: int) -> None:
+        t = recorder.tick(second)
+        ticks[0] = second + 1
+        if sink is not None:
+            sink(t)
+
+    async def ticker() -> None:
+        for k in range(1, seconds):
+            await asyncio.sleep(max(0.0, (start + k * 1_000_000_000 - time.monotonic_ns()) / 1e9))
+            emit(k - 1)
+
+    async def sweeper() -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            target.expire(time.monotonic_ns())
+
+    background = [asyncio.ensure_future(ticker()), asyncio.ensure_future(sweeper())]
+    try:
+        if config.open_model:
+            assert config.rate is not None
+            await _schedule(target, recorder, config.rate / config.procs, start, end, index, config)
+        else:
+            target.start_closed()
+            await asyncio.sleep(max(0.0, (end - time.monotonic_ns()) / 1e9))
+        target.stopping = True
+        drain_end = time.monotonic_ns() + int(config.timeout * 1e9)
+        while target.outstanding() and time.monotonic_ns() < drain_end:
+            await asyncio.sleep(DRAIN_POLL)
+        target.abandon()
+        wall = (time.monotonic_ns() - start) / 1e9
+        cpu = time.process_time() - cpu0
+        background[0].cancel()
+        for k in range(ticks[0], seconds):
+            emit(k)  # the last second also holds what ended while draining
+    finally:
+        for t in background:
+            t.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await target.close()
+    out = recorder.final()
+    out.update(index=index, wall=wall, cpu=cpu, duration=config.duration)
+    return out
+
+
+def _restart(recorder: Recorder, target: Any) -> Recorder:
+    """A fresh recorder for the measured period (setup traffic is not measured)."""
+    fresh = Recorder(list(recorder.ops))
+    target.recorder = fresh
+    return fresh
+
+
+async def _schedule(
+    target: Any,
+    recorder: Recorder,
+    rate: float,
+    start: int,
+    end: int,
+    index: int,
+    config: LoadConfig,
+) -> None:
+    interval = 1e9 / rate
+    offset = interval * index / config.procs
+    issue = target.issue
+    scheduled = recorder.scheduled
+    monotonic_ns = time.monotonic_ns
+    i = 0
+    due = start + int(offset)
+    while due < end:
+        now = monotonic_ns()
+        while due <= now and due < end:
+            scheduled(now - due)
+            issue(due)
+            i += 1
+            due = start + int(offset + i * interval)
+        if due >= end:
+            break
+        await asyncio.sleep((due - monotonic_ns()) / 1e9)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 #: Modules that add subcommands besides ``serve`` (``surge services up|down``, ...).
-SUBCOMMAND_MODULES = ("surge.services_cli",)
+SUBCOMMAND_MODULES = ("surge.services_cli", "surge.load_cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

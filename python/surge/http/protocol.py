@@ -449,7 +449,9 @@ class HttpProtocol(asyncio.Protocol):
         if self._paused_writing and not self._closed:
             self._drain = self._loop.create_future()
             await self._drain
-        if self._closed:
+        # is_closing() turns true as soon as a write fails, before connection_lost
+        # runs: an iterator that never awaits would otherwise spin here forever.
+        if self._closed or self._transport.is_closing():
             raise ConnectionResetError("client went away")
 
     async def _send_stream(

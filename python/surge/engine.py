@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -54,6 +55,9 @@ RECONNECT_DELAY_MIN = 0.05
 RECONNECT_DELAY_MAX = 2.0
 
 _DEFAULT: Any = object()
+
+#: Every live connection, read by `surge.stats` (weak: a dropped connection leaves it).
+CONNECTIONS: weakref.WeakSet[PipelinedConnection] = weakref.WeakSet()
 
 
 class Codec(Protocol):
@@ -132,8 +136,14 @@ class PipelinedConnection:
         self._timer_at = 0.0
         self._lost_waiter: asyncio.Future | None = None
         self._ever_connected = False
-        #: Counters for benchmarks and tests: writes made, requests sent, reconnects.
-        self.stats = {"writes": 0, "requests": 0, "connects": 0}
+        #: Counters for benchmarks, tests and `surge.stats`: writes made, requests sent,
+        #: connects, request timeouts, error replies, connections lost.
+        self.stats = dict.fromkeys(
+            ("writes", "requests", "connects", "timeouts", "errors", "lost"), 0
+        )
+        #: Requests sent by operation (the encoder's name: insert, select, ...).
+        self.ops: dict[str, int] = {}
+        CONNECTIONS.add(self)
 
     # -- public -------------------------------------------------------------------
 
@@ -201,6 +211,8 @@ class PipelinedConnection:
         fut = loop.create_future()
         self._pending[rid] = fut
         self.stats["requests"] += 1
+        op = getattr(encode, "__name__", "request")
+        self.ops[op] = self.ops.get(op, 0) + 1
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
@@ -274,6 +286,7 @@ class PipelinedConnection:
             fut = self._pending.get(rid)
             if fut is not None and not fut.done():
                 # The reply may still come: keep the id so it is recognised and dropped.
+                self.stats["timeouts"] += 1
                 fut.set_exception(RequestTimeoutError(f"no reply within the timeout (id {rid})"))
         if dl:
             self._timer_at = dl[0][0]
@@ -362,6 +375,7 @@ class PipelinedConnection:
             if ok:
                 fut.set_result(value)
             else:
+                self.stats["errors"] += 1
                 fut.set_exception(self._make_error(value))
         if self._on_batch is not None:
             self._on_batch()
@@ -375,6 +389,7 @@ class PipelinedConnection:
         self._protocol = None
         self._ready = False
         self._paused = False
+        self.stats["lost"] += 1
         msg = f"connection to {self.host}:{self.port} lost"
         self._fail_all(ConnectionLostError(f"{msg}: {exc!r}" if exc else msg))
         if self._lost_waiter is not None and not self._lost_waiter.done():

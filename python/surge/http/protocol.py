@@ -166,6 +166,8 @@ class HttpProtocol(asyncio.Protocol):
             return
         if self._body_stream is not None:
             self._body_stream._wake()
+            if self._conn.stream_buffered > self._app.limits.stream_buffer:
+                self._update_reading()  # pause until the handler catches up
         if deferred is not None:
             self._dispatch(deferred)
 

@@ -3,12 +3,14 @@
 use pyo3::prelude::*;
 
 mod http;
+mod http_client;
 mod tarantool;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     http::register(m)?;
+    http_client::register(m)?;
     tarantool::register(m)?;
     Ok(())
 }

@@ -251,6 +251,24 @@ class RawConnection:
         self.eof = True
         return True
 
+    def drain_until_closed(self, timeout: float = 2.0) -> bytes | None:
+        """Reads whatever comes until EOF; the bytes, or None if still open after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                self._fill()
+            except TimeoutError:
+                return None
+            finally:
+                self.sock.settimeout(self.timeout)
+        data = bytes(self.buf)
+        self.buf.clear()
+        return data
+
     def close(self) -> None:
         self.sock.close()
 

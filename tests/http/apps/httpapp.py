@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 import threading
 import time
@@ -220,6 +221,11 @@ def add_common_routes(app: App) -> None:
 
         return StreamingResponse(gen())
 
+    @app.get("/stream/sync-endless")
+    def stream_sync_endless(request):
+        # Never awaits: only back-pressure and a lost connection can stop it.
+        return StreamingResponse(itertools.repeat(b"y" * 65536))
+
     @app.get("/stream/fails")
     def stream_fails(request):
         async def gen():
@@ -307,6 +313,15 @@ def add_common_routes(app: App) -> None:
         async for chunk in request.stream():
             total += len(chunk)
             await asyncio.sleep(0.001)
+        return {"len": total}
+
+    @app.post("/req/upload-stall", stream=True, max_body_size=64 * 1024 * 1024)
+    async def req_upload_stall(request):
+        # Busy elsewhere for a while before reading the body at all.
+        await asyncio.sleep(float(request.query_params.get("s", "2.5")))
+        total = 0
+        async for chunk in request.stream():
+            total += len(chunk)
         return {"len": total}
 
     @app.post("/req/async-body")

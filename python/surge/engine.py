@@ -16,12 +16,17 @@ Replies with id ``None`` are out of band (greetings, pushes, watcher events).
 Bounds: in-flight requests and unflushed bytes are limited (callers wait, they
 do not fail); ``pause_writing`` holds new requests back; each request may carry a
 timeout (one timer per connection over a heap of deadlines); connecting has a
-timeout. A cancelled or timed-out request stays in the server's queue, so its id
+timeout, within which refused attempts are retried with backoff unless
+``retry_connect`` is false (a pool that opens connections on demand wants the
+first refusal at once). A cancelled or timed-out request stays in the server's queue, so its id
 stays known until its reply arrives and is dropped; the stream stays in sync.
 
 The object may be created outside a running loop: the first request connects.
 When the connection is lost, every pending request fails at once with
-`ConnectionLostError`; the next request reconnects (with backoff).
+`ConnectionLostError` (and the ``on_lost`` hook hears of it, for state kept
+beyond single replies, such as a streamed body); the next request reconnects
+(with backoff). When the peer closes its side, a codec with ``feed_eof`` may
+finish a reply that the end of the stream completes.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ class _StreamProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._engine._on_data(data)
 
+    def eof_received(self) -> None:
+        self._engine._on_eof()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._engine._on_lost(self, exc)
 
@@ -103,11 +111,13 @@ class PipelinedConnection:
         on_out_of_band: Callable[[Any], None] | None = None,
         make_error: Callable[[Any], BaseException] = lambda v: Exception(v),
         on_batch: Callable[[], None] | None = None,
+        on_lost: Callable[[BaseException], None] | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_in_flight_bytes: int = DEFAULT_MAX_IN_FLIGHT_BYTES,
         reconnect: bool = True,
+        retry_connect: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -117,10 +127,12 @@ class PipelinedConnection:
         self.max_in_flight = max_in_flight
         self.max_in_flight_bytes = max_in_flight_bytes
         self.reconnect = reconnect
+        self.retry_connect = retry_connect
         self._on_connect_hook = on_connect
         self._oob = on_out_of_band or (lambda v: None)
         self._make_error = make_error
         self._on_batch = on_batch
+        self._on_lost_hook = on_lost
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.Transport | None = None
         self._protocol: _StreamProtocol | None = None
@@ -318,7 +330,11 @@ class PipelinedConnection:
                 except (OSError, TimeoutError, ConnectionLostError) as exc:
                     self._drop_transport()
                     left = deadline - loop.time()
-                    if left <= 0 or (self._ever_connected and not self.reconnect):
+                    if (
+                        left <= 0
+                        or not self.retry_connect
+                        or (self._ever_connected and not self.reconnect)
+                    ):
                         raise ConnectError(
                             f"cannot connect to {self.host}:{self.port}: {exc!r}"
                         ) from exc
@@ -359,11 +375,29 @@ class PipelinedConnection:
         try:
             replies = self.codec.feed(data)
         except Exception as exc:
-            err = ProtocolError(f"{self.host}:{self.port}: {exc}")
-            self._fail_all(err)
-            if self._transport is not None:
-                self._transport.abort()
+            self._on_bad_reply(exc)
             return
+        self._resolve(replies)
+
+    def _on_eof(self) -> None:
+        # A codec whose replies may end with the stream (an HTTP body delimited
+        # by the close) finishes them here; the others have no `feed_eof`.
+        feed_eof = getattr(self.codec, "feed_eof", None)
+        if feed_eof is None:
+            return
+        try:
+            replies = feed_eof()
+        except Exception as exc:
+            self._on_bad_reply(exc)
+            return
+        self._resolve(replies)
+
+    def _on_bad_reply(self, exc: Exception) -> None:
+        self._fail_all(ProtocolError(f"{self.host}:{self.port}: {exc}"))
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _resolve(self, replies: list[tuple[int | None, bool, Any]]) -> None:
         pending = self._pending
         for rid, ok, value in replies:
             if rid is None:
@@ -391,9 +425,12 @@ class PipelinedConnection:
         self._paused = False
         self.stats["lost"] += 1
         msg = f"connection to {self.host}:{self.port} lost"
-        self._fail_all(ConnectionLostError(f"{msg}: {exc!r}" if exc else msg))
+        err = ConnectionLostError(f"{msg}: {exc!r}" if exc else msg)
+        self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():
             self._lost_waiter.set_result(None)
+        if self._on_lost_hook is not None:
+            self._on_lost_hook(err)
 
     def _fail_all(self, err: BaseException) -> None:
         pending, self._pending = self._pending, {}

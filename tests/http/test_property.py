@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import re
 import socket
@@ -102,7 +103,7 @@ def test_pipelined_and_fragmented_equals_one_by_one(server, batch, cuts):
     data = b"".join(req["raw"] for req in batch)
     points = sorted({int(f * len(data)) for f in cuts} | {0, len(data)})
     with server.connect() as c:
-        for a, b in zip(points, points[1:], strict=False):
+        for a, b in itertools.pairwise(points):
             c.send(data[a:b])
             time.sleep(0.001)  # separate reads on the server, most of the time
         pipelined = [c.read_response(m) for m in methods]

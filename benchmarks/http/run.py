@@ -111,7 +111,7 @@ def _need(group: str) -> None:
 
 def launch_surge(port: int, tmp: Path) -> Launch:
     if not SURGE_BIN.exists():
-        raise SetupError(f"{SURGE_BIN.relative_to(ROOT)} missing: run `make build`")
+        raise SetupError(f"{SURGE_BIN} missing: run `make build`")
     argv = [str(SURGE_BIN), "serve", "benchmarks.http.apps.surge_app:app"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     # the console script's sys.path[0] is .venv/bin: make the repo importable
@@ -595,9 +595,11 @@ def surge_build() -> str:
     def digest(p: Path) -> str:
         return hashlib.sha256(p.read_bytes()).hexdigest()
 
-    installed = sorted((ROOT / "python" / "surge").glob("_core*.so"))
+    venv = SURGE_BIN.parent.parent
+    installed = sorted(venv.glob("lib/python*/site-packages/surge/_core*.so"))
+    wheel = bool(installed)  # a wheel install; `maturin develop` leaves it in python/surge
     if not installed:
-        installed = sorted((ROOT / ".venv" / "lib").glob("python*/site-packages/surge/_core*.so"))
+        installed = sorted((ROOT / "python" / "surge").glob("_core*.so"))
     if not installed:
         return "?"
     want = digest(installed[0])
@@ -607,13 +609,13 @@ def surge_build() -> str:
             with contextlib.suppress(OSError):
                 if lib.stat().st_size == installed[0].stat().st_size and digest(lib) == want:
                     return profile
-    return "?"
+    return "wheel" if wheel else "?"
 
 
 def setup_info(cfg: WrkConfig, args: argparse.Namespace) -> dict:
     surge_version = "?"
     if SURGE_BIN.exists():
-        py = ROOT / ".venv" / "bin" / "python"
+        py = SURGE_BIN.parent / "python"
         code = "import importlib.metadata as m; print(m.version('surge'))"
         surge_version = _first_line([str(py), "-c", code])
     git = _first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
@@ -640,10 +642,11 @@ def setup_info(cfg: WrkConfig, args: argparse.Namespace) -> dict:
         "mode": "quick" if args.quick else "full",
         "nice": args.nice,
         "surge_build": surge_build(),
+        "surge_bin": str(SURGE_BIN),
         "versions": {
             "surge": f"{surge_version} (git {git}, {surge_build()} build)",
             "python (peers)": _first_line([_bench_py(), "--version"]),
-            "python (surge)": _first_line([str(ROOT / ".venv" / "bin" / "python"), "--version"]),
+            "python (surge)": _first_line([str(SURGE_BIN.parent / "python"), "--version"]),
             **bvenv.versions(),
             "wrk": _first_line(["wrk", "-v"]).split(" Copyright")[0].removeprefix("wrk "),
             "nginx": _first_line(["nginx", "-v"]).removeprefix("nginx version: "),
@@ -1019,6 +1022,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--idle-window", type=float, default=2.0)
     ap.add_argument("--no-chart", action="store_true")
     ap.add_argument(
+        "--surge-bin",
+        default=str(SURGE_BIN),
+        help="the `surge` command to benchmark (default .venv/bin/surge), e.g. from a venv "
+        "holding a release wheel while .venv has a debug build",
+    )
+    ap.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -1038,9 +1047,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global SERVER_CORE, CLIENT_CORE, NICE
+    global SERVER_CORE, CLIENT_CORE, NICE, SURGE_BIN
     args = parse_args(argv)
     NICE = args.nice
+    SURGE_BIN = Path(args.surge_bin).absolute()
     if (os.cpu_count() or 1) < 2:
         _log("WARNING: fewer than 2 cores: server and wrk share core 0")
         SERVER_CORE = CLIENT_CORE = "0"

@@ -3,6 +3,7 @@
 from surge._core import Headers, Request
 
 from .app import App, Route
+from .client import Client, ClientLimits, ClientResponse, Timeout
 from .config import Limits
 from .datastructures import QueryParams
 from .errors import ClientDisconnected, HTTPException
@@ -18,7 +19,10 @@ from .server import Server, serve
 
 __all__ = [
     "App",
+    "Client",
     "ClientDisconnected",
+    "ClientLimits",
+    "ClientResponse",
     "FileResponse",
     "HTMLResponse",
     "HTTPException",
@@ -32,5 +36,6 @@ __all__ = [
     "Route",
     "Server",
     "StreamingResponse",
+    "Timeout",
     "serve",
 ]

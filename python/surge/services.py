@@ -162,12 +162,17 @@ def _wait_port(
             continue
         if proc.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise ServiceError(f"{proc.args[0]} exited with {proc.returncode}:\n{tail}")
+            raise ServiceError(f"{_name(proc)} exited with {proc.returncode}:\n{tail}")
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
             return
         time.sleep(0.02)
     proc.kill()
-    raise ServiceError(f"{proc.args[0]} did not listen on {host}:{port} within {timeout}s")
+    raise ServiceError(f"{_name(proc)} did not listen on {host}:{port} within {timeout}s")
+
+
+def _name(proc: subprocess.Popen) -> str:
+    args = proc.args
+    return str(args[0]) if isinstance(args, list | tuple) else str(args)
 
 
 def _mkdtemp(kind: str, base: str | None) -> Path:
@@ -393,7 +398,7 @@ def up(kinds: list[str] | None = None, state_dir: str = STATE_DIR) -> list[Servi
 def down(state_dir: str = STATE_DIR) -> list[Service]:
     """Stop the servers recorded in ``state_dir`` and forget them."""
     state = Path(state_dir)
-    stopped = []
+    stopped: list[Service] = []
     if not state.exists():
         return stopped
     for path in sorted(state.glob("*.json")):

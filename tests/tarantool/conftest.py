@@ -96,3 +96,9 @@ class Proxy:
         self.cut()
         if self.server is not None:
             self.server.close()
+
+
+@pytest.fixture
+def proxy_cls() -> type[Proxy]:
+    """The cutting proxy class (a fixture, so tests need not import this conftest)."""
+    return Proxy

@@ -304,11 +304,9 @@ def test_dead_server_fails_fast(arun):
     arun(main())
 
 
-def test_connection_lost_fails_all_pending_then_reconnects(tnt, arun):
-    from conftest import Proxy
-
+def test_connection_lost_fails_all_pending_then_reconnects(tnt, arun, proxy_cls):
     async def main():
-        proxy = await Proxy(tnt.host, tnt.port).start()
+        proxy = await proxy_cls(tnt.host, tnt.port).start()
         c = st.connect(f"127.0.0.1:{proxy.port}")
         await c.ping()
         pending = [asyncio.ensure_future(c.call("slow", (5, i))) for i in range(50)]

@@ -1,0 +1,1 @@
+"""The seed-000 Tarantool workload: surge vs asynctnt, tarantool-python and net.box."""

@@ -1,0 +1,105 @@
+"""One benchmark client process: insert/select/update/delete N tuples, print JSON.
+
+Runs under surge's venv (driver "surge") or the bench venv (asynctnt,
+tarantool-python), so it imports only the driver it is asked for.
+
+    python benchmarks/tarantool/client.py DRIVER LOOP CONCURRENCY N PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import string
+import sys
+import time
+
+DATA = [string.printable[i] * 1536 for i in range(len(string.printable))]
+PHASES = ("insert", "select", "update", "delete")
+
+
+def _op(conn, phase: str, i: int):
+    if phase == "insert":
+        return conn.insert("tester", (i, DATA[i % len(DATA)]))
+    if phase == "select":
+        return conn.select("tester", [i])
+    if phase == "update":
+        return conn.update("tester", [i], [("=", 1, "x" * 1536)])
+    return conn.delete("tester", [i])
+
+
+async def run_async(conn, conc: int, n: int) -> dict:
+    out = {}
+    for phase in PHASES:
+
+        async def worker(start: int, phase: str = phase) -> None:
+            for i in range(start, n, conc):
+                await _op(conn, phase, i)
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(worker(k) for k in range(conc)))
+        out[phase] = {"secs": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+    return out
+
+
+async def surge_main(conc: int, n: int, port: int) -> dict:
+    import surge.tarantool
+
+    conn = surge.tarantool.connect(f"127.0.0.1:{port}")
+    await conn.eval("box.space.tester:truncate()")
+    res = await run_async(conn, conc, n)
+    await conn.close()
+    return res
+
+
+async def asynctnt_main(conc: int, n: int, port: int) -> dict:
+    import asynctnt
+
+    conn = asynctnt.Connection(host="127.0.0.1", port=port)
+    await conn.connect()
+    await conn.eval("box.space.tester:truncate()")
+    res = await run_async(conn, conc, n)
+    await conn.disconnect()
+    return res
+
+
+def tarantool_python_main(n: int, port: int) -> dict:
+    import tarantool
+
+    conn = tarantool.connect("127.0.0.1", port)
+    conn.eval("box.space.tester:truncate()")
+    space = conn.space("tester")
+    out = {}
+    for phase in PHASES:
+        t0, c0 = time.perf_counter(), time.process_time()
+        for i in range(n):
+            if phase == "insert":
+                space.insert((i, DATA[i % len(DATA)]))
+            elif phase == "select":
+                space.select(i)
+            elif phase == "update":
+                space.update(i, [("=", 1, "x" * 1536)])
+            else:
+                space.delete(i)
+        out[phase] = {"secs": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+    conn.close()
+    return out
+
+
+def main() -> None:
+    driver, loop, conc, n, port = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+    if driver == "tarantool-python":
+        res = tarantool_python_main(n, port)
+    else:
+        coro = (surge_main if driver == "surge" else asynctnt_main)(conc, n, port)
+        if loop == "uvloop":
+            import uvloop
+
+            res = uvloop.run(coro)
+        else:
+            res = asyncio.run(coro)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Seed-000 workload, side by side: surge vs asynctnt, tarantool-python and net.box.
+
+One Tarantool (wal_mode='none', memtx, space `tester` with a HASH primary index),
+N tuples (id, 1536-byte string): insert, select, update, delete, on ONE connection
+per client, at 10 and 1000 coroutines (net.box: 200 fibers; tarantool-python:
+synchronous, one request at a time, on a smaller N since it is ~10x slower - its
+ops/s is a rate and comparable). Each configuration runs in its own process,
+REPEATS times; we report medians of ops/s and client CPU seconds per 100k ops,
+and from one extra run under `strace -c -f` the socket writes per 100k requests.
+
+    python -m benchmarks.tarantool [--quick] [--n 100000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from surge import services
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RESULTS = ROOT / "bench-results"
+SURGE_PY = ROOT / ".venv" / "bin" / "python"
+BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
+PHASES = ("insert", "select", "update", "delete")
+WRITE_CALLS = ("write", "writev", "sendto", "sendmsg")
+
+SPACE_LUA = """
+box.once('bench', function()
+    local s = box.schema.space.create('tester')
+    s:create_index('primary', {type = 'hash', parts = {1, 'unsigned'}})
+end)
+"""
+
+
+def _configs(quick: bool) -> list[dict]:
+    out = []
+    for conc in (10, 1000):
+        for loop in ("uvloop", "asyncio"):
+            out.append({"driver": "surge", "loop": loop, "conc": conc})
+            out.append({"driver": "asynctnt", "loop": loop, "conc": conc})
+    out.append({"driver": "tarantool-python", "loop": "-", "conc": 1})
+    out.append({"driver": "net.box", "loop": "-", "conc": 200})
+    if quick:
+        out = [c for c in out if c["loop"] != "asyncio"]
+    return out
+
+
+def _command(cfg: dict, n: int, port: int) -> list[str] | None:
+    if cfg["driver"] == "net.box":
+        return ["tarantool", str(HERE / "netbox.lua"), str(port), str(n), str(cfg["conc"])]
+    py = SURGE_PY if cfg["driver"] == "surge" else BENCH_PY
+    if not py.exists():
+        return None
+    client = str(HERE / "client.py")
+    return [str(py), client, cfg["driver"], cfg["loop"], str(cfg["conc"]), str(n), str(port)]
+
+
+def _run(cmd: list[str], strace_out: str | None = None) -> dict:
+    if strace_out:
+        calls = ",".join(WRITE_CALLS)
+        cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _count_writes(path: str) -> int:
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if parts and parts[-1] in WRITE_CALLS and len(parts) >= 5:
+            # columns: % time, seconds, usecs/call, calls, [errors], syscall
+            total += int(parts[3])
+    return total
+
+
+def _label(cfg: dict) -> str:
+    if cfg["driver"] in ("net.box", "tarantool-python"):
+        return cfg["driver"]
+    return f"{cfg['driver']}/{cfg['loop']}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the suite; write bench-results/tarantool.{json,md}; return the markdown."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.tarantool")
+    ap.add_argument("--quick", action="store_true", help="N=10000, 1 repeat, uvloop only")
+    ap.add_argument("--n", type=int, default=100_000, help="tuples per phase")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    n = 10_000 if args.quick else args.n
+    repeats = 1 if args.quick else args.repeats
+    have_strace = shutil.which("strace") is not None
+
+    results = []
+    with services.tarantool(extra_lua=SPACE_LUA, wal_mode="none") as svc:
+        for cfg in _configs(args.quick):
+            # tarantool-python is synchronous and ~10x slower: a fifth of N keeps the
+            # suite short; its ops/s is a rate, so it compares all the same.
+            cn = max(1000, n // 5) if cfg["driver"] == "tarantool-python" else n
+            cmd = _command(cfg, cn, svc.port)
+            if cmd is None:
+                print(f"skip {_label(cfg)}: {BENCH_PY} missing", file=sys.stderr)
+                continue
+            runs = [_run(cmd) for _ in range(repeats)]
+            row = {**cfg, "n": cn, "phases": {}}
+            for ph in PHASES:
+                ops = statistics.median(cn / r[ph]["secs"] for r in runs)
+                cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs)
+                row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
+            if have_strace and cfg["driver"] != "net.box":
+                with tempfile.NamedTemporaryFile(suffix=".strace") as f:
+                    _run(cmd, f.name)
+                    # +1 for the truncate eval; per 100k of the 4 phases' requests
+                    row["writes_per_100k"] = _count_writes(f.name) / (4 * cn + 1) * 100_000
+            results.append(row)
+            print(
+                _label(cfg),
+                cfg["conc"],
+                {p: round(v["ops"]) for p, v in row["phases"].items()},
+                file=sys.stderr,
+            )
+
+    md = _markdown(results, n, repeats)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "tarantool.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / "tarantool.md").write_text(md)
+    print(md)
+    setup = [
+        f"Tarantool {_tarantool_version()}: wal_mode='none', memtx, HASH primary index; "
+        f"{n} tuples (id, 1536-byte string); one connection per client; "
+        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg"
+    ]
+    return {"markdown": md, "setup_lines": setup, "results": results}
+
+
+def _tarantool_version() -> str:
+    out = subprocess.run(["tarantool", "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"Tarantool (\S+)", out)
+    return m.group(1) if m else "?"
+
+
+def _markdown(results: list[dict], n: int, repeats: int) -> str:
+    peers = {(r["driver"], r["loop"], r["conc"]): r for r in results}
+    netbox = next((r for r in results if r["driver"] == "net.box"), None)
+    lines = [
+        f"### Tarantool: {n} x 1.5 KB tuples, one connection (ops/s, median of {repeats})",
+        "",
+        "| client | coroutines | insert | select | update | delete | vs asynctnt "
+        "(ins/sel/upd/del) | vs net.box (ins/sel/upd/del) | CPU s / 100k ops | "
+        "writes / 100k req |",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|---:|",
+    ]
+    for r in results:
+        ph = r["phases"]
+        ops = " | ".join(f"{ph[p]['ops']:,.0f}" for p in PHASES)
+        peer = peers.get(("asynctnt", r["loop"], r["conc"]))
+        vs = (
+            "/".join(f"{ph[p]['ops'] / peer['phases'][p]['ops']:.2f}" for p in PHASES)
+            if peer and r["driver"] == "surge"
+            else ""
+        )
+        vsn = (
+            "/".join(f"{ph[p]['ops'] / netbox['phases'][p]['ops']:.2f}" for p in PHASES)
+            if netbox and r["driver"] != "net.box"
+            else ""
+        )
+        cpu = statistics.mean(ph[p]["cpu_per_100k"] for p in PHASES)
+        w = r.get("writes_per_100k")
+        ws = f"{w:,.0f}" if w is not None else "-"
+        lines.append(f"| {_label(r)} | {r['conc']} | {ops} | {vs} | {vsn} | {cpu:.2f} | {ws} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""surge.services: real servers start on free loopback ports and stop cleanly."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from surge import services
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _talk(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(data)
+        return s.recv(200)
+
+
+@pytest.mark.parametrize("kind", ["tarantool", "redis", "postgres"])
+def test_start_and_stop(kind):
+    with services.running(kind) as svc:
+        assert svc.is_running() and os.path.isdir(svc.workdir)
+        if kind == "tarantool":
+            assert _talk(svc.port, b"").startswith(b"Tarantool 2.")
+        elif kind == "redis":
+            assert _talk(svc.port, b"PING\r\n") == b"+PONG\r\n"
+        else:
+            # An SSLRequest is answered with a single byte (N: no TLS).
+            assert _talk(svc.port, bytes.fromhex("0000000804d2162f")) == b"N"
+    assert not svc.is_running() and not os.path.exists(svc.workdir)
+
+
+def test_cli_up_and_down(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    state = str(tmp_path / ".services")
+    cmd = [sys.executable, "-m", "surge", "services"]
+    up = subprocess.run(
+        [*cmd, "up", "redis", "tarantool", "--state-dir", state],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert up.returncode == 0, up.stderr
+    assert "redis://127.0.0.1:" in up.stdout and "tarantool://" in up.stdout
+    down = subprocess.run(
+        [*cmd, "down", "--state-dir", state], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.count("stopped") == 2

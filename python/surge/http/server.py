@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("surge.http")
 
+#: listen() backlog of the serving socket.
+DEFAULT_BACKLOG = 2048
+
 
 class Server:
     """One worker's server: accepts connections and keeps their timeouts."""
@@ -28,12 +31,16 @@ class Server:
         self._server: asyncio.AbstractServer | None = None
         self._ticker: asyncio.TimerHandle | None = None
 
-    async def serve(self, sock: socket.socket) -> None:
-        """Starts serving on a bound, listening socket; returns once serving."""
+    async def serve(self, sock: socket.socket, *, backlog: int = DEFAULT_BACKLOG) -> None:
+        """Starts serving on a bound socket; returns once serving.
+
+        The loop calls listen() again with `backlog` (asyncio's own default is 100),
+        so pass the backlog the socket was meant to have.
+        """
         loop = asyncio.get_running_loop()
         sock.setblocking(False)
         self._server = await loop.create_server(
-            lambda: HttpProtocol(self), sock=sock, start_serving=True
+            lambda: HttpProtocol(self), sock=sock, backlog=backlog, start_serving=True
         )
 
     def connection_opened(self, conn: HttpProtocol) -> None:
@@ -81,7 +88,7 @@ async def serve(app: App, host: str = "127.0.0.1", port: int = 8080) -> Server:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(2048)
+    sock.listen(DEFAULT_BACKLOG)
     server = Server(app)
-    await server.serve(sock)
+    await server.serve(sock, backlog=DEFAULT_BACKLOG)
     return server

@@ -136,6 +136,16 @@ class App:
         """Registers a DELETE route."""
         return self.route(path, ["DELETE"], **kw)
 
+    def add_metrics(self, path: str = "/metrics") -> Route:
+        """Serves `surge.stats` (server, driver and app metrics) as Prometheus text at `path`."""
+        from surge import stats
+        from surge._core import Response
+
+        def metrics(request: Any) -> Response:
+            return Response(stats.prometheus(), content_type=stats.PROMETHEUS_CONTENT_TYPE)
+
+        return self.add_route(path, metrics)
+
     # Hooks and errors ----------------------------------------------------------------
 
     def before_request(self, fn: F) -> F:

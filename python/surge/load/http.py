@@ -114,6 +114,7 @@ class HttpTarget(Target):
         #: Connections opened, and attempts that failed (for reports and tests).
         self.opened = 0
         self.failed_connects = 0
+        self._closed = False
 
     async def prepare(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -173,7 +174,7 @@ class HttpTarget(Target):
             self._kill(conn, "timeout")
 
     async def close(self) -> None:
-        self.stopping = True
+        self.stopping = self._closed = True
         for conn in list(self.conns):
             if conn.transport is not None:
                 conn.transport.abort()
@@ -208,7 +209,8 @@ class HttpTarget(Target):
             return
         self.connecting -= 1
         self.opened += 1
-        if self.stopping:
+        # Closed model: no new work after the stop. Open model: queued requests still go.
+        if self._closed or (self.stopping and not self.config.open_model):
             conn.transport.abort()
             return
         self.conns.add(conn)
@@ -230,7 +232,7 @@ class HttpTarget(Target):
         # Closed model: this connection's requests fail; try again after a pause.
         for _ in range(self.depth):
             rec.error(_OP, kind)
-        if not self.stopping:
+        if not self.stopping and not self._closed:
             self._reopen_later()
 
     def _reopen_later(self) -> None:
@@ -311,10 +313,10 @@ class HttpTarget(Target):
             self._kill(conn, "disconnect")
 
     def _replace(self) -> None:
-        if self.stopping:
+        if self._closed:
             return
         if self.config.open_model:
             if self.queue and len(self.conns) + self.connecting < self.max_connections:
                 self._open()
-        else:
-            self._reopen_later()
+        elif not self.stopping:
+            self._open()

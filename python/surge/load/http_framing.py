@@ -14,7 +14,7 @@ MAX_HEAD = 64 * 1024
 #: Longest chunk-size line accepted.
 MAX_CHUNK_LINE = 1024
 
-_HEAD, _BODY, _CHUNK_SIZE, _CHUNK_DATA, _TRAILERS, _UNTIL_CLOSE = range(6)
+_HEAD, _BODY, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_CLOSE = range(7)
 
 
 class MalformedReply(Exception):
@@ -94,7 +94,7 @@ class ResponseFramer:
                 if size == 0:
                     self._state = _TRAILERS
                 else:
-                    self._left = size + 2  # the data and its CRLF
+                    self._left = size
                     self._state = _CHUNK_DATA
             elif state == _CHUNK_DATA:
                 take = min(self._left, n - pos)
@@ -102,8 +102,13 @@ class ResponseFramer:
                 self._left -= take
                 if self._left:
                     break
-                if buf[pos - 2 : pos] != b"\r\n":
+                self._state = _CHUNK_END
+            elif state == _CHUNK_END:
+                if n - pos < 2:
+                    break
+                if buf[pos : pos + 2] != b"\r\n":
                     raise MalformedReply("chunk data not followed by CRLF")
+                pos += 2
                 self._state = _CHUNK_SIZE
             elif state == _TRAILERS:
                 if n - pos < 2:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import string
 import time
@@ -55,6 +56,26 @@ def mix_ops(mix: dict[str, float] | None) -> list[str]:
     return [op for op in OPS if mix.get(op, 0) > 0]
 
 
+def mix_cycle(ops: list[str], weights: list[float]) -> list[str]:
+    """The shortest sequence of ops in the mix's exact proportions, interleaved
+    (smooth weighted round robin): 25/25/25/25 is insert, select, update, delete."""
+    total = sum(weights)
+    ints = [round(1000 * w / total) for w in weights]
+    g = 0
+    for w in ints:
+        g = math.gcd(g, w)
+    ints = [w // g for w in ints]
+    current = [0] * len(ops)
+    cycle = []
+    for _ in range(sum(ints)):
+        for i, w in enumerate(ints):
+            current[i] += w
+        best = max(range(len(ops)), key=lambda i: current[i])
+        current[best] -= sum(ints)
+        cycle.append(ops[best])
+    return cycle
+
+
 def error_kind(exc: BaseException) -> str:
     """The report's error kind for a driver exception."""
     if isinstance(exc, RequestTimeoutError):
@@ -82,14 +103,8 @@ class TarantoolTarget(Target):
         self.ops = mix_ops(config.mix)
         mix = config.mix or DEFAULT_MIX
         weights = [mix[op] for op in self.ops]
-        # A shuffled cycle of 1000 ops in the mix's proportions: a cheap, exact mix.
+        self._cycle = mix_cycle(self.ops, weights)
         rng = random.Random()
-        total = sum(weights)
-        cycle: list[str] = []
-        for op, w in zip(self.ops, weights, strict=True):
-            cycle += [op] * round(1000 * w / total)
-        rng.shuffle(cycle)
-        self._cycle = cycle or list(self.ops)
         self._i = 0
         self.space = config.space
         self.conns = [

@@ -1,0 +1,126 @@
+"""Fixtures for the load generator tests: surge's own server, raw misbehaving servers.
+
+`surge_server` is `loadapp.py` served by ``surge serve`` in a subprocess on a free
+loopback port, kept for the whole session. The raw servers run in threads of the
+test process and answer with what a test wants: garbage, silence, a hang-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SurgeServer:
+    def __init__(self, port: int, proc: subprocess.Popen, log: Path) -> None:
+        self.port = port
+        self.proc = proc
+        self.log = log
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.url(path), timeout=5) as r:
+            return r.read()
+
+
+@pytest.fixture(scope="session")
+def surge_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SurgeServer]:
+    """loadapp:app under `surge serve --workers 1`."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("load-server") / "server.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    args = [sys.executable, "-m", "surge", "serve", "loadapp:app", "--port", str(port)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=HERE)
+    deadline = time.monotonic() + 15
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"load test server exited:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"load test server not accepting:\n{log.read_text()}")
+            time.sleep(0.02)
+    yield SurgeServer(port, proc, log)
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+class RawServer:
+    """A threaded TCP server on loopback whose handler is `handle(sock)`."""
+
+    def __init__(self, handle: Callable[[socket.socket], None]) -> None:
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                with contextlib.suppress(OSError):
+                    handle(self.request)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[[Callable[[socket.socket], None]], RawServer]]:
+    """Start raw servers with a given handler; all stopped after the test."""
+    started: list[RawServer] = []
+
+    def start(handle: Callable[[socket.socket], None]) -> RawServer:
+        s = RawServer(handle)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.close()
+
+
+def read_request(sock: socket.socket) -> bytes:
+    """Read up to the end of one request head (the load tests send GETs)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    return data

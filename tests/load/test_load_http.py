@@ -1,0 +1,143 @@
+"""`surge load` against real servers on loopback: rates, stalls, errors by kind."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import surge.load
+from conftest import read_request
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_open_model_holds_the_rate(surge_server) -> None:
+    r = surge.load.run(surge_server.url("/"), rate=200, duration=2.0)
+    assert r.target_rate == 200
+    assert abs(r.achieved_rate - 200) <= 20, r.to_dict()
+    assert r.sent == 400
+    assert r.errors == {}
+    assert r.status == {"2xx": r.replies}
+    assert len(r.series) == 2
+    assert all(abs(p["n"] - 200) <= 20 for p in r.series), r.series
+    lat = r.latency
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["p99.9"] <= lat["max"]
+
+
+def test_stalled_server_shows_in_the_latencies(surge_server) -> None:
+    """Coordinated omission: a 300 ms stall of the whole worker at 200 req/s delays
+    every request due during the stall, and each is timed from its due time."""
+    stall_ms, rate = 300, 200
+    surge_server.get(f"/stall/arm?after=100&ms={stall_ms}")
+    r = surge.load.run(surge_server.url("/stall"), rate=rate, duration=1.5, connections=8)
+    assert r.errors == {}
+    assert r.latency["max"] >= stall_ms
+    # The stalled request waited the full 300 ms, those due during the stall waited
+    # from their due time to its end: the ~rate * stall / 2 = 30 due in its first half
+    # (of 300 requests) each waited at least half the stall. A client that timed
+    # from when it could send would see one slow request in 300 (p99 ~ 1 ms).
+    assert r.histogram.get_value_at_percentile(92) / 1000 >= stall_ms / 2, r.latency
+    assert r.latency["p99"] >= 0.75 * stall_ms, r.latency
+
+
+def test_closed_model_hides_the_same_stall(surge_server) -> None:
+    """The contrast: one closed-loop connection waits out the stall and records it once."""
+    surge_server.get("/stall/arm?after=100&ms=300")
+    r = surge.load.run(surge_server.url("/stall"), connections=1, duration=1.0)
+    assert r.latency["max"] >= 300
+    assert r.replies > 200
+    assert r.latency["p99"] < 150, r.latency
+
+
+def test_closed_model_with_pipelining(surge_server) -> None:
+    r = surge.load.run(surge_server.url("/"), connections=4, pipeline=8, duration=1.0)
+    assert r.target_rate is None
+    assert r.replies > 500
+    assert r.errors == {}
+    assert r.sent == r.replies
+
+
+def test_post_with_body_and_headers(surge_server) -> None:
+    r = surge.load.run(
+        surge_server.url("/echo"),
+        method="POST",
+        body=b"x" * 3000,
+        headers={"X-Test": "1", "Content-Type": "application/octet-stream"},
+        connections=2,
+        duration=0.5,
+    )
+    assert r.replies > 0 and r.errors == {}
+
+
+def test_status_classes_are_counted(surge_server) -> None:
+    r = surge.load.run(surge_server.url("/status/503"), rate=100, duration=0.5)
+    assert r.status == {"5xx": 50}
+    assert r.errors == {"http_5xx": 50}
+    r = surge.load.run(surge_server.url("/nope"), rate=100, duration=0.5)
+    assert r.errors == {"http_4xx": 50}
+
+
+def test_several_processes_merge_their_histograms(surge_server) -> None:
+    r = surge.load.run(surge_server.url("/"), rate=300, duration=1.0, procs=2)
+    assert r.generator["procs"] == 2
+    assert len(r.generator["cpu_percent"]) == 2
+    assert r.sent == 300
+    assert r.replies == 300
+    assert r.histogram.get_total_count() == 300
+    assert sum(p["n"] for p in r.series) == 300
+
+
+def test_refused_connection_is_counted(free_port) -> None:
+    r = surge.load.run(f"http://127.0.0.1:{free_port}/", rate=100, duration=0.5)
+    assert r.replies == 0
+    assert r.errors == {"connect_refused": 50}
+    assert any("below 95%" in w for w in r.warnings)
+    r = surge.load.run(f"http://127.0.0.1:{free_port}/", connections=2, duration=0.3)
+    assert set(r.errors) == {"connect_refused"}
+
+
+def test_malformed_reply_is_counted(raw_server) -> None:
+    def garbage(sock: socket.socket) -> None:
+        read_request(sock)
+        sock.sendall(b"SPDY/9 what\r\n\r\n")
+
+    srv = raw_server(garbage)
+    r = surge.load.run(srv.url(), rate=50, duration=0.5)
+    assert r.errors == {"malformed": 25}
+
+
+def test_hang_up_is_counted(raw_server) -> None:
+    def hang_up(sock: socket.socket) -> None:
+        read_request(sock)
+        sock.close()
+
+    srv = raw_server(hang_up)
+    r = surge.load.run(srv.url(), rate=50, duration=0.5)
+    assert r.errors == {"disconnect": 25}
+
+
+def test_silent_server_times_out(raw_server) -> None:
+    def silent(sock: socket.socket) -> None:
+        read_request(sock)
+        time.sleep(2)
+
+    srv = raw_server(silent)
+    t0 = time.monotonic()
+    r = surge.load.run(srv.url(), rate=20, duration=0.5, timeout=0.4)
+    assert r.errors == {"timeout": 10}
+    assert time.monotonic() - t0 < 3
+
+
+def test_drivers_that_do_not_exist_yet() -> None:
+    with pytest.raises(surge.load.DriverNotAvailable, match="not available yet"):
+        surge.load.run("redis://127.0.0.1:6379", rate=10, duration=0.1)
+    with pytest.raises(surge.load.LoadError, match="unknown target"):
+        surge.load.run("gopher://x", rate=10, duration=0.1)
+
+
+@pytest.fixture
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -14,7 +14,7 @@ help: ## list the targets
 $(VENV)/.deps: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.5,<2" "orjson>=3.9" "uvloop>=0.19" "pytest>=8" "pytest-timeout>=2" "hypothesis>=6" "ruff>=0.5" "mypy>=1.10" "hdrhistogram>=0.10" "matplotlib>=3.7"
+	$(PIP) install -q "maturin>=1.5,<2" "orjson>=3.9" "uvloop>=0.19" "pytest>=8" "pytest-timeout>=2" "hypothesis>=6" "ruff>=0.5" "mypy>=1.10" "hdrhistogram>=0.10" "matplotlib>=3.7" "prometheus-client>=0.17"
 	touch $@
 
 build: $(VENV)/.deps ## release build of surge into .venv (the `surge` command lands on .venv/bin)
@@ -26,7 +26,10 @@ dev: $(VENV)/.deps ## debug build (faster to compile)
 system-deps: ## install Tarantool, PostgreSQL, Redis, curl, wrk from Debian when missing
 	./scripts/install-system-deps.sh
 
-run: build system-deps ## serve examples/app.py on 127.0.0.1:8080 (starts the local servers it needs)
+run: build system-deps ## serve examples/app.py on 127.0.0.1:8080 (starts the local Tarantool it needs)
+	$(VENV)/bin/surge services up tarantool
+	trap '$(VENV)/bin/surge services down' EXIT; \
+	SURGE_TARANTOOL_USER=surge SURGE_TARANTOOL_PASSWORD=surge-secret \
 	$(VENV)/bin/surge serve examples.app:app --host 127.0.0.1 --port 8080
 
 test: build system-deps test-rust test-py ## everything: system packages, build, cargo test, pytest

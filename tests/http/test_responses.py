@@ -297,3 +297,65 @@ def test_date_and_server_headers(server, path):
     assert date is not None and date.endswith(" GMT")
     assert abs(parsedate_to_datetime(date).timestamp() - time.time()) < 5
     assert r.header("Server") == "surge"
+
+
+# Header safety ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/ret/header-injection", "/ret/cookie-injection"])
+def test_crlf_in_a_header_value_is_refused(server, path):
+    with server.connect() as c:
+        r = c.request("GET", path)
+        assert (r.status, r.body) == (500, b"Internal Server Error")
+        assert r.header("Set-Cookie") is None
+        assert c.request("GET", "/").body == b"hello"
+
+
+def test_crlf_in_a_streaming_header_is_refused(server):
+    with server.connect() as c:
+        c.send(build_request("GET", "/stream/header-injection"))
+        data = c.drain_until_closed(timeout=3)
+    assert data is not None
+    assert b"pwned" not in data
+    assert fetch(server.port, "/").body == b"hello"
+
+
+def test_redirect_location_is_percent_encoded(server):
+    r = fetch(server.port, "/ret/redirect-to?to=/x%0D%0ASet-Cookie:%20a=1%20%C3%BC")
+    assert r.status == 307
+    assert r.header("Location") == "/x%0D%0ASet-Cookie:%20a=1%20%C3%BC"
+    assert r.header("Set-Cookie") is None
+
+
+def test_handler_cannot_override_framing_headers(server):
+    with server.connect() as c:
+        r = c.request("GET", "/ret/framing-headers")
+        assert r.getall("Content-Length") == ["3"]
+        assert r.header("Transfer-Encoding") is None
+        assert (r.body, r.header("X-Ok")) == (b"abc", "1")
+        assert c.request("GET", "/").body == b"hello"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: encode_response_head keeps a handler's Content-Length on a StreamingResponse "
+    "and adds Transfer-Encoding: chunked, so the response carries both (RFC 9112 6.1)",
+)
+def test_streaming_response_never_has_both_framing_headers(server):
+    with server.connect() as c:
+        r = c.request("GET", "/stream/framing-headers")
+        assert r.header("X-Ok") == "1"
+        assert not (r.header("Content-Length") and r.header("Transfer-Encoding"))
+        assert r.body == b"abc"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: encode_response_head keeps a handler's Content-Length on a FileResponse "
+    "next to the one it computes: two different Content-Length values",
+)
+def test_file_response_has_one_content_length(server):
+    with server.connect() as c:
+        r = c.request("GET", "/file/framing-headers")
+        assert r.header("X-Ok") == "1"
+        assert r.getall("Content-Length") == [str(len(b"hello from a file\n"))]

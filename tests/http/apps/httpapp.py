@@ -173,6 +173,38 @@ def add_common_routes(app: App) -> None:
     def ret_304(request):
         return Response(b"never sent", status=304)
 
+    @app.get("/ret/header-injection")
+    def ret_header_injection(request):
+        return Response("x", headers={"X-Evil": "a\r\nSet-Cookie: pwned=1"})
+
+    @app.get("/ret/cookie-injection")
+    def ret_cookie_injection(request):
+        r = Response("x")
+        r.set_cookie("a", "b\r\nSet-Cookie: pwned=1")
+        return r
+
+    @app.get("/ret/redirect-to")
+    def ret_redirect_to(request):
+        return RedirectResponse(request.query_params["to"])
+
+    @app.get("/ret/framing-headers")
+    def ret_framing_headers(request):
+        return Response(
+            "abc", headers={"Content-Length": "999", "Transfer-Encoding": "chunked", "X-Ok": "1"}
+        )
+
+    @app.get("/stream/framing-headers")
+    def stream_framing_headers(request):
+        return StreamingResponse(iter([b"abc"]), headers={"Content-Length": "3", "X-Ok": "1"})
+
+    @app.get("/stream/header-injection")
+    def stream_header_injection(request):
+        return StreamingResponse(iter([b"abc"]), headers={"X-Evil": "a\r\nSet-Cookie: pwned=1"})
+
+    @app.get("/file/framing-headers")
+    def file_framing_headers(request):
+        return FileResponse(DATA_DIR / "hello.txt", headers={"Content-Length": "5", "X-Ok": "1"})
+
     @app.get("/ret/async-str")
     async def ret_async_str(request):
         await asyncio.sleep(0)

@@ -384,3 +384,72 @@ def test_curl_sees_404_and_405(uv_server, run_curl):
 def test_raw_chunk_encoder_matches_curl_framing():
     # The helper the other tests rely on frames like RFC 9112 says.
     assert encode_chunked(b"hello world", 5) == b"5\r\nhello\r\n5\r\n worl\r\n1\r\nd\r\n0\r\n\r\n"
+
+
+# Valid but unusual input (RFC 9112 allows or requires accepting it) ------------------------
+
+UNUSUAL_VALID = [
+    (
+        "te-uppercase",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: CHUNKED\r\n\r\n"
+        b"3\r\nabc\r\n0\r\n\r\n",
+        3,
+    ),
+    (
+        "content-length-leading-zero",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 003\r\n\r\nabc",
+        3,
+    ),
+    (
+        "content-length-padded",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length:   3  \r\n\r\nabc",
+        3,
+    ),
+    (
+        "chunk-ext-quoted",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'3;a="x y";b\r\nabc\r\n0\r\n\r\n',
+        3,
+    ),
+    (
+        "chunk-size-uppercase-hex",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+        b"\r\nA\r\n0123456789\r\n0\r\n\r\n",
+        10,
+    ),
+    ("empty-line-before-request", b"\r\nGET /echo HTTP/1.1\r\nHost: t\r\n\r\n", 0),
+    ("bare-lf-line-ends", b"GET /echo HTTP/1.1\nHost: t\n\n", 0),
+    (
+        "connection-close-among-tokens-keeps-body",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\n"
+        b"Connection: keep-alive, Upgrade\r\nContent-Length: 2\r\n\r\nhi",
+        2,
+    ),
+    ("empty-host-value", b"GET /echo HTTP/1.1\r\nHost:\r\n\r\n", 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "body_len"), [u[1:] for u in UNUSUAL_VALID], ids=[u[0] for u in UNUSUAL_VALID]
+)
+def test_unusual_but_valid_requests(server, data, body_len):
+    with server.connect() as c:
+        c.send(data)
+        r = c.read_response()
+        assert r.status == 200, r
+        assert json.loads(r.body)["body_len"] == body_len
+        assert c.request("GET", "/").body == b"hello"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: absolute-form targets (RFC 9112 3.2.2: a server MUST accept them) are routed "
+    "as the literal path 'http://test/echo' and get 404",
+)
+def test_absolute_form_target(server):
+    with server.connect() as c:
+        c.send(b"GET http://test/echo?a=1 HTTP/1.1\r\nHost: test\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200
+        data = json.loads(r.body)
+        assert (data["path"], data["query"]) == ("/echo", "a=1")

@@ -161,3 +161,24 @@ def test_threaded_handlers_pipelined_keep_order(uv_server):
     assert slept == [1.0, 0.5, 0.1]
     assert responses[2].body == b"fast 1"
     assert elapsed < 1.5  # one after another would take 1.6 s
+
+
+def test_big_pipelined_responses_with_a_late_reader(server, data_dir):
+    """Responses far larger than the socket buffers, to a client that starts
+    reading late: write back-pressure pauses the server, nothing is lost or mixed."""
+    file_data = (data_dir / "random.bin").read_bytes()
+    paths = []
+    for i in range(8):
+        paths += ["/stream/big?n=8", "/file/data/random.bin", f"/fast/{i}", f"/afast/{i}"]
+    with server.connect(timeout=30) as c:
+        c.send(get_batch(paths))
+        time.sleep(0.5)
+        responses = [c.read_response() for _ in paths]
+    for path, r in zip(paths, responses, strict=True):
+        assert r.status == 200
+        if path.startswith("/stream/big"):
+            assert r.body == b"".join(bytes([i]) * 65536 for i in range(8))
+        elif path.startswith("/file/"):
+            assert r.body == file_data
+        else:
+            assert r.body == path.replace("/", " ").strip().encode()

@@ -28,7 +28,7 @@ system-deps: ## install Tarantool, PostgreSQL, Redis, curl, wrk from Debian when
 
 run: build system-deps ## serve examples/app.py on 127.0.0.1:8080 (starts the local Tarantool it needs)
 	$(VENV)/bin/surge services up tarantool
-	trap '$(VENV)/bin/surge services down' EXIT; \
+	trap '$(VENV)/bin/surge services down' EXIT INT TERM; \
 	SURGE_TARANTOOL_USER=surge SURGE_TARANTOOL_PASSWORD=surge-secret \
 	$(VENV)/bin/surge serve examples.app:app --host 127.0.0.1 --port 8080
 

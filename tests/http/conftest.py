@@ -31,7 +31,6 @@ BUG_MARKERS = (
     "exception was never retrieved",
     "Fatal error on transport",
     "Fatal write error",
-    "error handler failed",
     "panicked",
     "Segmentation fault",
 )

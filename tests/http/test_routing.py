@@ -196,6 +196,14 @@ def test_error_handler_by_exception_type(server, path, body):
     assert r.header("X-Handler") == "AppError"
 
 
+def test_failing_error_handler_falls_back_to_500(server):
+    with server.connect() as c:
+        r = c.request("GET", "/error/handler-fails")
+        assert (r.status, r.body) == (500, b"Internal Server Error")
+        assert c.request("GET", "/").body == b"hello"
+    assert "error handler failed for GET /error/handler-fails" in server.log()
+
+
 # Hooks (an app of their own: hooks put every route on the slow path) ------------------
 
 

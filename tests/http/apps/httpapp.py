@@ -426,6 +426,14 @@ def add_common_routes(app: App) -> None:
     async def sub_app_error(request):
         raise SubAppError("handled by base type")
 
+    @app.get("/error/handler-fails")
+    def handler_fails(request):
+        raise LookupError("the handler for this raises too")
+
+    @app.errorhandler(LookupError)
+    def on_lookup_error(request, exc):
+        raise RuntimeError("error handler broke")
+
     @app.errorhandler(409)
     def on_conflict(request, exc):
         return Response(f"custom conflict: {exc.detail}", status=409, headers={"X-Handler": "409"})

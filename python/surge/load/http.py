@@ -34,6 +34,47 @@ from surge.load.target import (
 RECONNECT_DELAY = 0.05
 _OP = "request"
 
+try:
+    from surge._core import HttpResponseParser as _NativeParser
+except ImportError:  # an older build: the pure-Python framer does the same job, slower
+    _NativeParser = None
+
+#: True when responses are framed by the native parser (surge._core.HttpResponseParser).
+NATIVE = _NativeParser is not None
+
+
+class _NativeFramer:
+    """`ResponseFramer`'s interface over the native parser."""
+
+    __slots__ = ("_p", "_statuses", "close_after")
+
+    def __init__(self, *, head_only: bool = False) -> None:
+        self._p = _NativeParser()
+        self._statuses = self._p.feed_statuses
+        # The server's Connection: close shows as the connection ending.
+        self.close_after = False
+        if head_only:
+            raise ValueError("HEAD runs use the Python framer")
+
+    def feed(self, data: bytes) -> list[int]:
+        try:
+            return self._statuses(data)
+        except Exception as exc:
+            raise MalformedReply(str(exc)) from None
+
+    def eof(self) -> int | None:
+        try:
+            done = self._p.feed_eof(True)
+        except Exception:
+            return None
+        return done[0] if done else None
+
+
+def _framer(head_only: bool) -> ResponseFramer | _NativeFramer:
+    if NATIVE and not head_only:
+        return _NativeFramer()
+    return ResponseFramer(head_only=head_only)
+
 
 def build_request(config: LoadConfig) -> tuple[str, int, bytes]:
     """(host, port, request bytes) for the run's URL, method, headers and body."""
@@ -62,7 +103,7 @@ class _Conn(asyncio.Protocol):
     def __init__(self, pool: HttpTarget) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
-        self.framer = ResponseFramer(head_only=pool.head_only)
+        self.framer = _framer(pool.head_only)
         self.inflight: deque[int] = deque()
         self.unsent = 0
         self.in_free = False

@@ -20,11 +20,15 @@ import time
 from urllib.parse import quote, unquote_to_bytes, urlencode
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from rawhttp import IncompleteResponse, RawResponse, build_request, fetch
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
+
+#: Examples per property: enough to find framing bugs, few enough to stay quick;
+#: the `thorough` profile (tests/conftest.py) runs many more.
+EXAMPLES = settings(max_examples=max(60, settings.default.max_examples // 2))
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 TOKEN = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"
@@ -86,6 +90,7 @@ def check_reflects(req: dict, r: RawResponse) -> None:
     assert data["body_sha"] == hashlib.sha256(body).hexdigest()[:16]
 
 
+@EXAMPLES
 @given(
     batch=st.lists(requests(), min_size=1, max_size=8),
     cuts=st.lists(st.floats(0, 1), max_size=8),
@@ -145,6 +150,7 @@ def mutated(draw) -> bytes:
 KNOWN_STATUSES = {200, 400, 404, 405, 408, 413, 414, 431, 500, 501, 505}
 
 
+@EXAMPLES
 @given(data=mutated(), piece=st.integers(1, 2000))
 def test_mutated_requests_never_hang_or_break_the_server(uv_server, data, piece):
     with uv_server.connect() as c:

@@ -44,7 +44,11 @@ fn pieces(input: &[u8], seed: u8) -> Vec<&[u8]> {
 
 fn check_status(out: &Outcome) {
     if let Some(e) = out.error {
-        assert!(STATUSES.contains(&e.status()), "{e:?} answers {}", e.status());
+        assert!(
+            STATUSES.contains(&e.status()),
+            "{e:?} answers {}",
+            e.status()
+        );
     }
 }
 
@@ -52,7 +56,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&control, stream)) = data.split_first() else {
         return;
     };
-    let limits = if control & 1 == 1 { small_limits() } else { Limits::default() };
+    let limits = if control & 1 == 1 {
+        small_limits()
+    } else {
+        Limits::default()
+    };
 
     let whole = run_whole(limits, stream);
     check_status(&whole);

@@ -36,7 +36,7 @@ DEFAULT_MIX = {"insert": 25.0, "select": 25.0, "update": 25.0, "delete": 25.0}
 #: How long setup (connect, create the space, pre-fill) may take.
 PREPARE_TIMEOUT = 30.0
 
-_CREATE_SPACE = """
+CREATE_SPACE = """
 local name = ...
 if box.space[name] == nil then
     local s = box.schema.space.create(name, {if_not_exists = true,
@@ -140,7 +140,7 @@ class TarantoolTarget(Target):
     async def _setup(self) -> None:
         first = self.conns[0]
         await first.connect()
-        await first.eval(_CREATE_SPACE, (self.space,))
+        await first.eval(CREATE_SPACE, (self.space,))
         for c in self.conns:
             await c.connect()
             await c.reload_schema()

@@ -1,0 +1,190 @@
+"""Seed 000 reproduced: mixed insert/select/update/delete on Tarantool from several
+processes, watched second by second.
+
+The seed ran 22 Python processes against one Tarantool core and charted each
+operation's rate per second (sent from Tarantool to graphite). Here: Tarantool
+(``wal_mode`` none, as ``surge.services`` starts it) pinned to core 1; ``surge load``
+with ``--procs`` worker processes, each with ONE pipelined connection shared by
+``--pipeline`` requests in flight (the seed's coroutines), 1.5 KB tuples:
+
+* ``mixed``   insert=25,select=25,update=25,delete=25, closed model
+* ``select``  select only, closed model (the seed's second chart)
+* ``rated``   the mix at a fixed rate (open model), for honest latency percentiles
+
+Tarantool's own counters (``box.stat()``) are read before and after each run, so
+the generator's counts are checked against what the server says it did.
+
+    python -m benchmarks.seed000.run [--quick] [--procs 2] [--pipeline 200] [--rate 20000]
+
+Results: ``bench-results/seed000.json``, ``bench-results/seed000-<run>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+RESULTS = ROOT / "bench-results"
+TARANTOOL_CORE = 1
+OPS = ("insert", "select", "update", "delete")
+
+
+def _log(msg: str) -> None:
+    print(f"[seed000] {msg}", file=sys.stderr, flush=True)
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def box_stat(url: str) -> dict[str, int]:
+    """Tarantool's own request totals by operation."""
+    from surge.tarantool import connect
+
+    async def get() -> dict[str, int]:
+        conn = connect(url, fetch_schema=False)
+        try:
+            (stat,) = await conn.eval("return box.stat()")
+        finally:
+            await conn.close()
+        return {op: int(stat[op.upper()]["total"]) for op in OPS}
+
+    return asyncio.run(get())
+
+
+def run_one(name: str, url: str, pid: int, **kw: Any) -> dict[str, Any]:
+    import surge.load
+    from surge.load import chart
+
+    before = box_stat(url)
+    cpu0, t0 = _cpu_s(pid), time.monotonic()
+    r = surge.load.run(url, progress=True, **kw)
+    cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+    after = box_stat(url)
+    server = {op: after[op] - before[op] for op in OPS}
+    print(surge.load.render_table(r), file=sys.stderr)
+    png = RESULTS / f"seed000-{name}.png"
+    chart.rate_over_time(r, png, title=f"seed 000 {name}: operations per second ({kw})")
+    ours = {op: r.ops[op]["replies"] for op in r.ops}
+    return {
+        "name": name,
+        "settings": kw,
+        "result": r.to_dict(),
+        "tarantool_cpu_percent": round(cpu * 100, 1),
+        "server_counts": server,
+        "generator_counts": ours,
+        "counts_match": counts_match(server, ours, kw["procs"]),
+        "chart": png.name,
+        "table": r,
+    }
+
+
+def counts_match(server: dict[str, int], ours: dict[str, int], procs: int) -> bool:
+    """Does Tarantool count what the generator counted? Besides the measured requests it
+    saw each process's setup: 1000 prefill inserts, and 4 selects of _vspace/_vindex
+    (the schema, fetched on connect and once more after the space is ensured)."""
+    extra = {"insert": 1000 * procs, "select": 4 * procs, "update": 0, "delete": 0}
+    return all(server[op] - ours.get(op, 0) == extra[op] for op in OPS)
+
+
+def _md(runs: list[dict[str, Any]]) -> str:
+    lines = [
+        "| run | model | ops/s (all) | insert | select | update | delete | p50 ms | p99 ms "
+        "| p99.9 ms | errors | Tarantool CPU | generator CPU / proc |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for run in runs:
+        r = run["table"]
+        s = run["settings"]
+        model = f"{s['rate']:g}/s" if s.get("rate") else f"{s['procs']}x1 conn x{s['pipeline']}"
+        per = [f"{r.ops[op]['rate']:.0f}" if op in r.ops else "-" for op in OPS]
+        gen = ", ".join(f"{c:.0f}%" for c in r.generator["cpu_percent"])
+        lines.append(
+            f"| {run['name']} | {model} | {r.achieved_rate:.0f} | {' | '.join(per)} | "
+            f"{r.latency['p50']} | {r.latency['p99']} | {r.latency['p99.9']} | "
+            f"{r.error_count} | {run['tarantool_cpu_percent']:.0f}% | {gen} |"
+        )
+    lines.append("")
+    ok = all(run["counts_match"] for run in runs)
+    lines.append(
+        "Tarantool's own `box.stat()` totals "
+        + (
+            "match the generator's counts exactly in every run (besides each process's setup)."
+            if ok
+            else "DIFFER from the generator's counts: see seed000.json."
+        )
+    )
+    warn = [f"{run['name']}: {w}" for run in runs for w in run["table"].warnings]
+    if warn:
+        lines.append("")
+        lines += [f"- generator warning, {w}" for w in warn]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.seed000.run", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="5 s runs")
+    ap.add_argument("--duration", type=float, help="seconds per run (default 20, quick 5)")
+    ap.add_argument("--procs", type=int, default=2, help="generator processes (default 2)")
+    ap.add_argument("--pipeline", type=int, default=200, help="requests in flight per process")
+    ap.add_argument("--rate", type=float, default=20000, help="the rated run's ops/s")
+    args = ap.parse_args(argv)
+    duration = args.duration or (5.0 if args.quick else 20.0)
+    from surge import services
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    runs = []
+    with services.tarantool() as tnt:
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setaffinity(tnt.pid, {TARANTOOL_CORE})
+        from surge.load.tarantool import CREATE_SPACE
+        from surge.tarantool import connect
+
+        async def create_space() -> None:
+            conn = connect(tnt.url, fetch_schema=False)
+            await conn.eval(CREATE_SPACE, ("tester",))
+            await conn.close()
+
+        asyncio.run(create_space())  # DDL before the first measured run, not inside it
+        common = {"duration": duration, "procs": args.procs, "connections": 1, "timeout": 10}
+        mix = "insert=25,select=25,update=25,delete=25"
+        runs.append(run_one("mixed", tnt.url, tnt.pid, mix=mix, pipeline=args.pipeline, **common))
+        runs.append(
+            run_one("select", tnt.url, tnt.pid, mix="select=1", pipeline=args.pipeline, **common)
+        )
+        runs.append(run_one("rated", tnt.url, tnt.pid, mix=mix, rate=args.rate, **common))
+    md = _md(runs)
+    data = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "runs": [{k: v for k, v in run.items() if k != "table"} for run in runs],
+    }
+    (RESULTS / "seed000.json").write_text(json.dumps(data, indent=1))
+    (RESULTS / "seed000.md").write_text(md)
+    print(md)
+    setup = [
+        f"seed 000: Tarantool (wal_mode none) pinned to core {TARANTOOL_CORE}; surge load with "
+        f"{args.procs} processes x 1 connection, {args.pipeline} requests in flight each "
+        f"(closed runs) or {args.rate:g} ops/s in all (rated run); 1.5 KB tuples; {duration:g} s "
+        "per run; charts bench-results/seed000-*.png",
+    ]
+    return {"markdown": md, "setup_lines": setup}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,7 @@
 """Run surge's benchmark suites and regenerate the README's benchmark table.
 
-    python -m benchmarks.run [--quick] [--only http,tarantool,...] [-- SUITE-ARGS...]
+    python -m benchmarks.run [--quick] [--only http,tarantool,...] [--args NAME=ARGS]...
+                             [-- ARGS-FOR-EVERY-SUITE...]
     make bench BENCH_ARGS="--quick --only http"     # the same through make
 
 Arguments also come from the BENCH_ARGS environment variable (before the command
@@ -11,7 +12,7 @@ or a module/package ``benchmarks.NAME`` itself, exposing ``main(argv) -> dict``.
 dict should hold ``"markdown"`` (the suite's tables) and may hold ``"setup_lines"``
 (one-line descriptions of the setup: connections, pipelining, payloads, server
 settings). ``--quick`` and anything after ``--`` are passed to every suite's
-``main``.
+``main``; ``--args http="--runs 5 --servers surge,nginx"`` to that suite only.
 
 Each suite's last markdown is kept in ``bench-results/suites/NAME.json``, so a run
 with ``--only`` refreshes its own tables and keeps the others. The README's text
@@ -144,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="short runs (a smoke test of the suites)")
     ap.add_argument("--only", help="comma-separated suites to run (default: all found)")
     ap.add_argument("--list", action="store_true", help="list the suites found and exit")
+    ap.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help='extra arguments for one suite, e.g. --args http="--runs 5" (repeatable)',
+    )
     args = ap.parse_args(argv)
 
     suites = discover()
@@ -158,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown suites {unknown}; found: {', '.join(suites) or 'none'}")
 
+    per_suite: dict[str, list[str]] = {}
+    for item in args.args:
+        name, sep, rest = item.partition("=")
+        if not sep or name not in suites:
+            ap.error(f"--args {item!r}: expected NAME=ARGS with NAME one of {', '.join(suites)}")
+        per_suite.setdefault(name, []).extend(shlex.split(rest))
+
     bvenv.ensure()
     SUITE_STORE.mkdir(parents=True, exist_ok=True)
     suite_argv = (["--quick"] if args.quick else []) + extra
@@ -169,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             if not callable(getattr(mod, "main", None)):
                 print(f"{suites[name]} has no main(argv): not a suite, skipped", file=sys.stderr)
                 continue
-            res = mod.main(list(suite_argv)) or {}
+            res = mod.main([*suite_argv, *per_suite.get(name, [])]) or {}
         except SystemExit as e:  # argparse in a suite
             print(f"suite {name} exited ({e.code})", file=sys.stderr)
             failed.append(name)

@@ -116,11 +116,13 @@ class Response:
 class ParseError:
     status: int
     message: str
+    streaming: bool
 
 class HttpConnection:
     fast: bool
     closing: bool
     stream_buffered: int
+    continue_owed: bool
     idle: bool
     def __init__(
         self,
@@ -146,6 +148,7 @@ class HttpConnection:
     def idle_for(self) -> float: ...
     def head_for(self) -> float: ...
     def stream_drained(self) -> None: ...
+    def touch(self) -> None: ...
 
 # -- HTTP client (surge.http.Client, the load generator) ------------------------
 

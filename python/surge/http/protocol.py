@@ -111,6 +111,7 @@ class HttpProtocol(asyncio.Protocol):
         "_reading_paused",
         "_routes",
         "_server",
+        "_stream_error",
         "_stream_failed",
         "_tasks",
         "_transport",
@@ -126,6 +127,7 @@ class HttpProtocol(asyncio.Protocol):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._body_stream: BodyStream | None = None
         self._stream_failed = False
+        self._stream_error: ParseError | None = None
         self._closed = False
         self._writer_busy = False
         self._paused_writing = False
@@ -209,6 +211,11 @@ class HttpProtocol(asyncio.Protocol):
                 if self._body_stream is not None:
                     self._stream_failed = True
                     self._body_stream._wake()
+                if item.streaming:
+                    # The streaming handler sees ClientDisconnected; its request
+                    # is answered with this error (see `_answer_exception`).
+                    self._stream_error = item
+                    break
                 slot = _Slot(None)
                 slot.data = self._conn.render_error(item.status, item.message, close=True)
                 slot.done = slot.close = True
@@ -348,6 +355,12 @@ class HttpProtocol(asyncio.Protocol):
 
     async def _answer_exception(self, slot: _Slot, req: Request, exc: BaseException) -> None:
         app = self._app
+        error = self._stream_error
+        if error is not None and isinstance(exc, ClientDisconnected):
+            slot.data = self._conn.render_error(error.status, error.message, close=True)
+            slot.done = slot.close = True
+            self._flush()
+            return
         handler = None
         if isinstance(exc, HTTPException):
             handler = app.error_handlers.get(exc.status)
@@ -412,8 +425,13 @@ class HttpProtocol(asyncio.Protocol):
             self._paused_queue = False
             self._update_reading()
         idle = not queue and not self._writer_busy
-        self._conn.fast = idle
-        if close or (idle and (self._conn.closing or self._eof or self._server.closing)):
+        conn = self._conn
+        conn.fast = idle
+        if idle and conn.continue_owed and not self._closed:
+            # A request behind the ones just answered waits for this to send its body.
+            conn.continue_owed = False
+            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if close or (idle and (conn.closing or self._eof or self._server.closing)):
             self._close()
 
     def _close(self) -> None:
@@ -545,6 +563,8 @@ class HttpProtocol(asyncio.Protocol):
             if want_paused:
                 self._transport.pause_reading()
             else:
+                # Time spent paused was ours, not the client's.
+                self._conn.touch()
                 self._transport.resume_reading()
 
     # Housekeeping (called by the server once a second) -----------------------------
@@ -556,6 +576,8 @@ class HttpProtocol(asyncio.Protocol):
         a connection that sent nothing for `keepalive_timeout` is closed, also
         in the middle of a request body, unless a response is still owed.
         """
+        if self._reading_paused:
+            return  # the server is not reading: the client is not late
         conn = self._conn
         if conn.head_for() > header_timeout:
             if not self._queue and not self._writer_busy:

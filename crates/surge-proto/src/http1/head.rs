@@ -63,9 +63,27 @@ impl RequestHead {
         slice(&self.bytes, self.target)
     }
 
+    /// The target in origin form: an absolute-form target
+    /// (`http://host/path?q`, RFC 9112 3.2.2) loses its scheme and authority.
+    pub fn origin_target(&self) -> &[u8] {
+        let t = self.target();
+        let rest = if t.len() > 7 && t[..7].eq_ignore_ascii_case(b"http://") {
+            &t[7..]
+        } else if t.len() > 8 && t[..8].eq_ignore_ascii_case(b"https://") {
+            &t[8..]
+        } else {
+            return t;
+        };
+        match memchr::memchr2(b'/', b'?', rest) {
+            Some(i) if rest[i] == b'/' => &rest[i..],
+            // `http://host?q` or `http://host`: the path is "/".
+            _ => b"/",
+        }
+    }
+
     /// The target up to `?`.
     pub fn path(&self) -> &[u8] {
-        let t = self.target();
+        let t = self.origin_target();
         match memchr::memchr(b'?', t) {
             Some(i) => &t[..i],
             None => t,

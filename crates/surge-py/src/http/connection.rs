@@ -30,6 +30,10 @@ pub struct ParseError {
     pub status: u16,
     #[pyo3(get)]
     pub message: &'static str,
+    /// The error is in the body of a request whose handler is already
+    /// streaming it: the answer belongs to that request.
+    #[pyo3(get)]
+    pub streaming: bool,
 }
 
 #[pymethods]
@@ -67,6 +71,9 @@ pub struct HttpConnection {
     /// Bytes of streamed body not yet taken by the handler.
     #[pyo3(get)]
     stream_buffered: usize,
+    /// A request waits for `100 Continue` that could not be sent yet.
+    #[pyo3(get, set)]
+    continue_owed: bool,
 }
 
 fn reply_for(head: &RequestHead) -> Reply {
@@ -185,6 +192,9 @@ impl HttpConnection {
             // send when no earlier response is still owed.
             if self.fast && deferred.is_none() {
                 self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            } else {
+                // Python sends it once the responses owed before it are out.
+                self.continue_owed = true;
             }
         }
         if stream {
@@ -203,6 +213,8 @@ impl HttpConnection {
     }
 
     fn on_data(&mut self, py: Python<'_>, data: Bytes) {
+        // The client did not wait for 100 Continue: none is owed any more.
+        self.continue_owed = false;
         if let Some(s) = &self.streaming {
             let mut r = s.borrow_mut(py);
             r.chunk_bytes += data.len();
@@ -292,6 +304,7 @@ impl HttpConnection {
             fast: true,
             closing: false,
             stream_buffered: 0,
+            continue_owed: false,
         }
     }
 
@@ -333,13 +346,16 @@ impl HttpConnection {
                     stats::PARSE_ERRORS.fetch_add(1, Relaxed);
                     self.closing = true;
                     self.pending = None;
-                    if let Some(s) = self.streaming.take() {
+                    self.continue_owed = false;
+                    let streaming = self.streaming.take();
+                    if let Some(s) = &streaming {
                         // The handler reading this body sees it end early.
                         s.borrow_mut(py).eof = true;
                     }
                     let err = ParseError {
                         status: e.status(),
                         message: e.message(),
+                        streaming: streaming.is_some(),
                     };
                     push(py, &mut deferred, Py::new(py, err)?.into_any())?;
                     break;
@@ -426,6 +442,15 @@ impl HttpConnection {
     #[getter]
     fn idle(&self) -> bool {
         self.parser.is_idle() && self.pending.is_none() && self.streaming.is_none()
+    }
+
+    /// Restarts the idle and header clocks (after the server itself paused
+    /// reading, so that time does not count against the client).
+    fn touch(&mut self) {
+        self.last_active = Instant::now();
+        if self.head_started.is_some() {
+            self.head_started = Some(self.last_active);
+        }
     }
 
     /// Called by a streaming body's reader after taking chunks.

@@ -352,6 +352,10 @@ pub fn encode_response_head<'py>(
     } else {
         header_pairs(headers)?
     };
+    // The framing is ours to decide: a handler's own length or coding would contradict it.
+    pairs.retain(|(n, _)| {
+        !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
+    });
     // HTTP/1.0 has no chunked coding: such a body is framed by closing.
     if length.is_none() && has_body(status) && !http10 {
         pairs.push(("Transfer-Encoding".into(), "chunked".into()));

@@ -335,6 +335,16 @@ def _md(servers: list[Proc], handlers: list[str], checks: list[dict]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _surge_build() -> str:
+    """release / debug / ? for the surge being measured (see benchmarks.http.run)."""
+    try:
+        from benchmarks.http import run as http_run
+    except ImportError:
+        return "?"
+    http_run.SURGE_BIN = SURGE_BIN
+    return http_run.surge_build()
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.seed001.run", description=__doc__)
@@ -344,12 +354,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--duration", type=float, help="seconds per rate (default 10, quick 3)")
     ap.add_argument("--rates", help="comma-separated rates (default 500,1000,...)")
     ap.add_argument("--no-oha", action="store_true", help="skip the oha cross-check")
+    ap.add_argument(
+        "--surge-bin",
+        default=str(SURGE_BIN),
+        help="the `surge` command to serve with (e.g. from a venv holding a release wheel)",
+    )
     args = ap.parse_args(argv)
     duration = args.duration or (3.0 if args.quick else 10.0)
     rates = [int(x) for x in args.rates.split(",")] if args.rates else RATES
     if args.quick and not args.rates:
         rates = [500, 1000, 2000, 3000, 4000, 6000]
     names = [s.strip() for s in args.servers.split(",") if s.strip()]
+    global SURGE_BIN
+    SURGE_BIN = Path(args.surge_bin)
     handlers = [h.strip() for h in args.handlers.split(",") if h.strip()]
 
     with contextlib.suppress(AttributeError, OSError):
@@ -422,8 +439,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     md = _md(servers, handlers, checks)
     (RESULTS / "seed001.md").write_text(md)
     print(md)
+    build = _surge_build()
     setup = [
-        f"seed 001: one worker per server on core {SERVER_CORE}; generator (surge load, open "
+        f"seed 001 (surge's native module: {build} build): one worker per server on core "
+        f"{SERVER_CORE}; generator (surge load, open "
         f"model, 1 process) and the downstream surge service on core {CLIENT_CORE}; "
         f"{duration:g} s per rate, rates {rates[0]}.. until p99 > {STOP_FACTOR}x the handler",
         *(f"{n}: {DESCRIPTIONS[n]}" for n in names if n in DESCRIPTIONS),

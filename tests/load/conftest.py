@@ -7,19 +7,17 @@ test process and answer with what a test wants: garbage, silence, a hang-up.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
-import socketserver
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from rawservers import RawServer
 
 HERE = Path(__file__).parent
 
@@ -74,32 +72,6 @@ def surge_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SurgeServ
         proc.wait()
 
 
-class RawServer:
-    """A threaded TCP server on loopback whose handler is `handle(sock)`."""
-
-    def __init__(self, handle: Callable[[socket.socket], None]) -> None:
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                with contextlib.suppress(OSError):
-                    handle(self.request)
-
-        class Server(socketserver.ThreadingTCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def raw_server() -> Iterator[Callable[[Callable[[socket.socket], None]], RawServer]]:
     """Start raw servers with a given handler; all stopped after the test."""
@@ -113,14 +85,3 @@ def raw_server() -> Iterator[Callable[[Callable[[socket.socket], None]], RawServ
     yield start
     for s in started:
         s.close()
-
-
-def read_request(sock: socket.socket) -> bytes:
-    """Read up to the end of one request head (the load tests send GETs)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    return data

@@ -7,7 +7,7 @@ import time
 
 import pytest
 import surge.load
-from conftest import read_request
+from rawservers import read_request
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -21,6 +21,11 @@ use super::chunked::{Chunked, Step};
 use super::head::{parse_head, BodyKind, RequestHead};
 use super::{Error, Limits};
 
+/// RFC 9110 tchar: the bytes a header name is made of.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 #[derive(Debug)]
 pub enum Event {
     Head(RequestHead),
@@ -42,6 +47,12 @@ pub struct Parser {
     state: State,
     body_limit: u64,
     body_seen: u64,
+    /// Buffer length at the last parse of an incomplete head (0: none).
+    head_scanned: usize,
+    /// Where the last incomplete line of that head starts.
+    head_line_start: usize,
+    /// That head's request line has ended.
+    head_in_fields: bool,
 }
 
 impl Parser {
@@ -52,6 +63,9 @@ impl Parser {
             state: State::Head,
             body_limit: limits.max_body,
             body_seen: 0,
+            head_scanned: 0,
+            head_line_start: 0,
+            head_in_fields: false,
         }
     }
 
@@ -61,6 +75,9 @@ impl Parser {
 
     /// Appends received bytes.
     pub fn feed(&mut self, data: &[u8]) {
+        if matches!(self.state, State::Failed(_)) {
+            return; // nothing after an error can be framed: don't hold it
+        }
         self.buf.extend_from_slice(data);
     }
 
@@ -84,7 +101,53 @@ impl Parser {
         self.body_limit = limit;
     }
 
+    /// True when bytes added since the last partial parse of the head cannot
+    /// change its outcome: they continue a header field's name or value with
+    /// bytes valid there, no line ended and no limit can have been reached.
+    /// Re-parsing the whole head on every read would make a head trickled in
+    /// small pieces cost the square of its size; the request line is always
+    /// re-parsed (it is short and its grammar has more states).
+    fn head_still_partial(&mut self) -> bool {
+        let len = self.buf.len();
+        if !self.head_in_fields || self.head_scanned == 0 || self.head_scanned > len {
+            return false;
+        }
+        let line_limit = self
+            .limits
+            .max_request_line
+            .min(self.limits.max_header_line);
+        if len > self.limits.max_head || len - self.head_line_start > line_limit {
+            return false;
+        }
+        let line = &self.buf[self.head_line_start..self.head_scanned];
+        let new = &self.buf[self.head_scanned..];
+        let continues = if memchr::memchr(b':', line).is_some() {
+            new.iter()
+                .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80)
+        } else {
+            !line.first().is_some_and(|&b| b == b' ' || b == b'\t')
+                && new.iter().all(|&b| is_tchar(b))
+        };
+        if continues {
+            self.head_scanned = len;
+        }
+        continues
+    }
+
+    fn note_partial_head(&mut self) {
+        self.head_scanned = self.buf.len();
+        self.head_line_start = memchr::memrchr(b'\n', &self.buf).map_or(0, |i| i + 1);
+        // In the header fields once a non-empty line (the request line) has ended.
+        let start = self
+            .buf
+            .iter()
+            .position(|&b| b != b'\r' && b != b'\n')
+            .unwrap_or(self.buf.len());
+        self.head_in_fields = memchr::memchr(b'\n', &self.buf[start..]).is_some();
+    }
+
     fn fail(&mut self, e: Error) -> Error {
+        self.head_scanned = 0;
         self.state = State::Failed(e);
         self.buf.clear();
         e
@@ -98,11 +161,18 @@ impl Parser {
                 if self.buf.is_empty() {
                     return Ok(None);
                 }
+                if self.head_still_partial() {
+                    return Ok(None);
+                }
                 let raw = match parse_head(&self.buf, &self.limits) {
                     Ok(Some(raw)) => raw,
-                    Ok(None) => return Ok(None),
+                    Ok(None) => {
+                        self.note_partial_head();
+                        return Ok(None);
+                    }
                     Err(e) => return Err(self.fail(e)),
                 };
+                self.head_scanned = 0;
                 let bytes = self.buf.split_to(raw.len).freeze();
                 let head = raw.into_head(bytes);
                 self.body_limit = self.limits.max_body;

@@ -238,12 +238,6 @@ def test_expect_100_continue(server, path):
         assert json.loads(final.body)["len"] == len(body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a 100-continue request pipelined behind a response still owed never gets "
-    "its 100 Continue (on_head only sends it when nothing is queued, and nothing sends it "
-    "later), so the client waits for its own timeout before sending the body",
-)
 def test_expect_100_continue_behind_a_slow_response(server):
     with server.connect(timeout=1.5) as c:
         c.send(
@@ -500,11 +494,6 @@ def test_unusual_but_valid_requests(server, data, body_len):
         assert c.request("GET", "/").body == b"hello"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: absolute-form targets (RFC 9112 3.2.2: a server MUST accept them) are routed "
-    "as the literal path 'http://test/echo' and get 404",
-)
 def test_absolute_form_target(server):
     with server.connect() as c:
         c.send(b"GET http://test/echo?a=1 HTTP/1.1\r\nHost: test\r\n\r\n")

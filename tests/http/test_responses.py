@@ -336,11 +336,6 @@ def test_handler_cannot_override_framing_headers(server):
         assert c.request("GET", "/").body == b"hello"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: encode_response_head keeps a handler's Content-Length on a StreamingResponse "
-    "and adds Transfer-Encoding: chunked, so the response carries both (RFC 9112 6.1)",
-)
 def test_streaming_response_never_has_both_framing_headers(server):
     with server.connect() as c:
         r = c.request("GET", "/stream/framing-headers")
@@ -349,11 +344,6 @@ def test_streaming_response_never_has_both_framing_headers(server):
         assert r.body == b"abc"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: encode_response_head keeps a handler's Content-Length on a FileResponse "
-    "next to the one it computes: two different Content-Length values",
-)
 def test_file_response_has_one_content_length(server):
     with server.connect() as c:
         r = c.request("GET", "/file/framing-headers")

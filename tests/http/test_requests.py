@@ -121,9 +121,10 @@ def test_body_json(server):
     assert r.json() == {"got": payload}
 
 
-def test_invalid_json_body_is_a_500(server):
+def test_invalid_json_body_is_a_400(server):
     r = fetch(server.port, "/req/json", method="POST", body=b"{not json")
-    assert r.status == 500
+    assert r.status == 400
+    assert b"invalid JSON body" in r.body
 
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 65536, 300_000, 1024 * 1024])

@@ -355,9 +355,11 @@ class HttpProtocol(asyncio.Protocol):
 
     async def _answer_exception(self, slot: _Slot, req: Request, exc: BaseException) -> None:
         app = self._app
-        error = self._stream_error
-        if error is not None and isinstance(exc, ClientDisconnected):
-            slot.data = self._conn.render_error(error.status, error.message, close=True)
+        if isinstance(exc, ClientDisconnected):
+            # Not a server error: answer the framing error if there was one, and close.
+            error = self._stream_error
+            status, message = (400, str(exc)) if error is None else (error.status, error.message)
+            slot.data = self._conn.render_error(status, message, close=True)
             slot.done = slot.close = True
             self._flush()
             return

@@ -50,7 +50,45 @@ class RedirectResponse(Response):
         return super().__new__(cls, None, status, pairs)
 
 
-class StreamingResponse:
+_TCHARS = frozenset(
+    b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def _check_header(name: str, value: str) -> None:
+    if not name or not set(name.encode("latin-1", "replace")) <= _TCHARS:
+        raise ValueError(f"invalid header name {name!r}")
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError(f"header {name!r}: value may not contain CR, LF or NUL")
+
+
+def _header_list(headers: HeadersArg) -> list[tuple[str, str]]:
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers or [])
+    for name, value in pairs:
+        _check_header(name, value)
+    return pairs
+
+
+class _HeadersMixin:
+    """`add_header`/`set_header` as on `Response`, for the Python-written responses."""
+
+    __slots__ = ()
+    headers: list[tuple[str, str]]
+
+    def add_header(self, name: str, value: str) -> None:
+        """Adds a header (kept alongside any of the same name)."""
+        _check_header(name, value)
+        self.headers.append((name, value))
+
+    def set_header(self, name: str, value: str) -> None:
+        """Sets a header, replacing those of the same name."""
+        _check_header(name, value)
+        lower = name.lower()
+        self.headers = [(n, v) for n, v in self.headers if n.lower() != lower]
+        self.headers.append((name, value))
+
+
+class StreamingResponse(_HeadersMixin):
     """A body produced by an (async) iterator of str or bytes, sent chunked."""
 
     __slots__ = ("content_type", "headers", "iterator", "status")
@@ -64,11 +102,11 @@ class StreamingResponse:
     ) -> None:
         self.iterator = iterator
         self.status = status
-        self.headers = list(headers.items()) if isinstance(headers, Mapping) else headers or []
+        self.headers = _header_list(headers)
         self.content_type = content_type
 
 
-class FileResponse:
+class FileResponse(_HeadersMixin):
     """A file sent with sendfile where the loop supports it."""
 
     __slots__ = ("content_type", "filename", "headers", "path", "status")
@@ -83,7 +121,7 @@ class FileResponse:
     ) -> None:
         self.path = os.fspath(path)
         self.status = status
-        self.headers = list(headers.items()) if isinstance(headers, Mapping) else headers or []
+        self.headers = _header_list(headers)
         if content_type is None:
             guessed, _ = mimetypes.guess_type(self.path)
             content_type = guessed or "application/octet-stream"

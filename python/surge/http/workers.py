@@ -328,7 +328,7 @@ async def _serve(
 
     server = Server(app, debug=cfg.debug)
     try:
-        await server.serve(sock)
+        await server.serve(sock, backlog=cfg.backlog)
     except BaseException:
         sock.close()
         raise

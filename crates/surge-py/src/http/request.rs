@@ -14,6 +14,7 @@ use super::router::percent_decode;
 static ORJSON_LOADS: GILOnceCell<PyObject> = GILOnceCell::new();
 static PARSE_QUERY: GILOnceCell<PyObject> = GILOnceCell::new();
 static PARSE_COOKIES: GILOnceCell<PyObject> = GILOnceCell::new();
+static HTTP_EXCEPTION: GILOnceCell<PyObject> = GILOnceCell::new();
 
 fn import_attr(
     py: Python<'_>,
@@ -276,11 +277,28 @@ impl Request {
         Ok(String::from_utf8_lossy(bytes).into_owned())
     }
 
-    /// The body parsed as JSON (orjson).
+    /// The body parsed as JSON (orjson); a body that is not JSON raises
+    /// `HTTPException(400)`, so the client, not the server, gets the blame.
     fn json(&mut self, py: Python<'_>) -> PyResult<PyObject> {
         let b = self.body(py)?;
         let loads = import_attr(py, &ORJSON_LOADS, "orjson", "loads")?;
-        loads.call1(py, (b,))
+        loads.call1(py, (b,)).map_err(|e| {
+            if !e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
+                return e;
+            }
+            let bad = import_attr(py, &HTTP_EXCEPTION, "surge.http.errors", "HTTPException")
+                .and_then(|cls| {
+                    cls.call1(py, (400, format!("invalid JSON body: {}", e.value(py))))
+                });
+            match bad {
+                Ok(exc) => {
+                    let err = PyErr::from_value(exc.into_bound(py));
+                    err.set_cause(py, Some(e));
+                    err
+                }
+                Err(other) => other,
+            }
+        })
     }
 
     /// An async iterator over the body's chunks (routes declared `stream=True`).

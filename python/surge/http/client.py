@@ -30,6 +30,7 @@ bodies are sent whole (an async iterable is gathered first).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from surge.errors import (
 from .client_errors import (
     ConnectTimeout,
     HTTPStatusError,
+    InvalidHeader,
     InvalidURL,
     PoolTimeout,
     ReadTimeout,
@@ -67,6 +69,7 @@ __all__ = [
     "ClientResponse",
     "ConnectTimeout",
     "HTTPStatusError",
+    "InvalidHeader",
     "InvalidURL",
     "PoolTimeout",
     "ReadTimeout",
@@ -181,11 +184,25 @@ def _split_url(url: str, params: Any) -> _URL:
 _Headers = list[tuple[str, str | bytes]]
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def _header_list(headers: Any) -> _Headers:
+    """The caller's headers as pairs, checked here so that a bad one fails before
+    a connection is even opened (the encoder checks again)."""
     if headers is None:
         return []
     items = headers.items() if hasattr(headers, "items") else headers
-    return [(str(k), v if isinstance(v, bytes) else str(v)) for k, v in items]
+    out: _Headers = []
+    for k, v in items:
+        name = str(k)
+        value = v if isinstance(v, bytes) else str(v)
+        raw = value if isinstance(value, bytes) else value.encode()
+        if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(raw):
+            raise InvalidHeader(f"invalid header {name!r}: {value!r}")
+        out.append((name, value))
+    return out
 
 
 def _merge_headers(base: _Headers, extra: _Headers) -> _Headers:

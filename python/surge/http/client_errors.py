@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConnectTimeout",
     "HTTPStatusError",
+    "InvalidHeader",
     "InvalidURL",
     "PoolTimeout",
     "ReadTimeout",
@@ -57,6 +58,10 @@ class TooManyRedirects(SurgeError):
 
 class InvalidURL(InterfaceError, ValueError):
     """The URL cannot be requested (no host, bad port, relative without base_url)."""
+
+
+class InvalidHeader(InterfaceError, ValueError):
+    """A header name that is not a token, or a value with a control character."""
 
 
 class UnsupportedProtocol(InterfaceError, ValueError):

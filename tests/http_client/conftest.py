@@ -1,21 +1,18 @@
-"""Fixtures for the HTTP client tests.
+"""Fixtures for the HTTP client tests (servers live in `client_servers.py`: a
+bare `conftest` import would clash with other test directories).
 
 Every test runs once on plain asyncio and once on uvloop (`run` builds a fresh
-loop of the kind). Servers run inside that loop: surge's own server
-(`surge_server`) for well-behaved replies, and `RawServer`, an asyncio server
-whose handler a test scripts, for malformed, truncated, slow or missing ones.
+loop of the kind); the servers of `client_servers.py` run inside that loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 import uvloop
-from surge.http import App, Server, serve
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -29,82 +26,3 @@ def run(request) -> Callable[[Coroutine], Any]:
 
     runner.kind = request.param  # type: ignore[attr-defined]
     return runner
-
-
-class SurgeServer:
-    """surge's server for `app` on a free loopback port, inside the running loop."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.server: Server | None = None
-        self.port = 0
-
-    async def __aenter__(self) -> SurgeServer:
-        self.server = await serve(self.app, "127.0.0.1", 0)
-        assert self.server._server is not None
-        self.port = self.server._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        await self.server.shutdown(grace=0.5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-class RawServer:
-    """An asyncio server whose connections `handler` scripts; counts connections."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.connections = 0
-        self.port = 0
-        self._server: asyncio.AbstractServer | None = None
-        self._tasks: set[asyncio.Task] = set()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self._tasks.add(asyncio.current_task())  # type: ignore[arg-type]
-        try:
-            await self.handler(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> RawServer:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.sleep(0)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes:
-    """One request head (bodies in these tests are declared by Content-Length)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            await reader.readexactly(int(line.split(b":")[1]))
-    return head
-
-
-def refused_port() -> int:
-    """A loopback port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

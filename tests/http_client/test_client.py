@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import SurgeServer
+from client_servers import SurgeServer
 from surge.http import App, Client, ClientLimits, RedirectResponse, Response, Timeout
 from surge.http.client_errors import (
     HTTPStatusError,

@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from conftest import RawServer, read_request, refused_port
+from client_servers import RawServer, read_request, refused_port
 from surge._core import HttpResponseParser
 from surge.errors import ConnectError, ConnectionLostError
 from surge.http import Client, ClientLimits, Timeout

@@ -347,6 +347,7 @@ def _surge_build() -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
+    global SURGE_BIN
     ap = argparse.ArgumentParser(prog="python -m benchmarks.seed001.run", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="3 s per rate, fewer rates")
     ap.add_argument("--servers", default=",".join(SERVERS))
@@ -365,7 +366,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick and not args.rates:
         rates = [500, 1000, 2000, 3000, 4000, 6000]
     names = [s.strip() for s in args.servers.split(",") if s.strip()]
-    global SURGE_BIN
     SURGE_BIN = Path(args.surge_bin)
     handlers = [h.strip() for h in args.handlers.split(",") if h.strip()]
 

@@ -272,7 +272,8 @@ def render_table(r: Result) -> str:
     per = ", ".join(f"{p:.0f}%" for p in g["cpu_percent"])
     gen = f"  generator: {g['procs']} proc(s), CPU per proc {per} of a core"
     if g["schedule_lag_ms"]:
-        gen += f", schedule lag p99 {_fmt(g['schedule_lag_ms']['p99'])} ms"
+        lag = g["schedule_lag_ms"]
+        gen += f", schedule lag p50 {_fmt(lag['p50'])} / p99 {_fmt(lag['p99'])} ms"
     lines.append(gen)
     for w in r.warnings:
         lines.append(f"  WARNING: {w}")

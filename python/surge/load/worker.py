@@ -24,6 +24,11 @@ from surge.load.target import LoadConfig, make_target, ops_of
 SWEEP_INTERVAL = 0.1
 #: How often a drained worker checks whether its requests have ended (seconds).
 DRAIN_POLL = 0.005
+#: The scheduler's shortest sleep (seconds). uvloop's timers count whole
+#: milliseconds: a shorter sleep fires at once and the scheduler would spin a
+#: core. Requests due meanwhile go out together on waking; the delay is recorded
+#: as the generator's schedule lag and counts in their latency.
+MIN_SLEEP = 0.001
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -131,4 +136,4 @@ async def _schedule(
             due = start + int(offset + i * interval)
         if due >= end:
             break
-        await asyncio.sleep((due - monotonic_ns()) / 1e9)
+        await asyncio.sleep(max(MIN_SLEEP, (due - monotonic_ns()) / 1e9))

@@ -84,7 +84,7 @@ class _HeadersMixin:
         """Sets a header, replacing those of the same name."""
         _check_header(name, value)
         lower = name.lower()
-        self.headers = [(n, v) for n, v in self.headers if n.lower() != lower]
+        self.headers[:] = [(n, v) for n, v in self.headers if n.lower() != lower]
         self.headers.append((name, value))
 
 

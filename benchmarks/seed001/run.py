@@ -60,6 +60,8 @@ STOP_FACTOR = 1.5
 #: A rate fails when more than this share of its requests end in an error.
 MAX_ERROR_SHARE = 0.01
 SERVERS = ["surge", "aiohttp", "uvicorn", "tornado"]
+#: The rates of this run (set by main).
+RATES_USED: list[int] = list(RATES)
 DESCRIPTIONS = {
     "surge": "surge serve --workers 1 (uvloop); surge.http.Client for downstream calls",
     "aiohttp": "aiohttp.web on uvloop; aiohttp.ClientSession(limit=1000)",
@@ -295,6 +297,10 @@ def _md(servers: list[Proc], handlers: list[str], checks: list[dict]) -> str:
                 lines.append(f"| {p.name} | - | - | {p.error or 'not run'} |")
                 continue
             rate, p99 = held(res, limit)
+            # Held at the highest rate tried: it may hold more.
+            at_top = (
+                rate is not None and rate == int(res[-1].target_rate) and rate == max(RATES_USED)
+            )
             if p.name == "surge":
                 base = rate
             steps = ", ".join(
@@ -305,9 +311,8 @@ def _md(servers: list[Proc], handlers: list[str], checks: list[dict]) -> str:
             )
             errs = sum(r.error_count for r in res)
             steps += f" ({errs} errors)" if errs else ""
-            lines.append(
-                f"| {p.name} | {rate or '< ' + str(res[0].target_rate)} | {p99 or '-'} | {steps} |"
-            )
+            shown = f">= {rate}" if at_top else (rate or f"< {int(res[0].target_rate)}")
+            lines.append(f"| {p.name} | {shown} | {p99 or '-'} | {steps} |")
         ratios = []
         for p in servers:
             res = p.results.get(h)
@@ -318,6 +323,9 @@ def _md(servers: list[Proc], handlers: list[str], checks: list[dict]) -> str:
         if ratios:
             lines.append("")
             lines.append(f"surge/peer held-rate ratio: {', '.join(ratios)}")
+        lines.append("")
+    if ">= " in "\n".join(lines):
+        lines.append("`>= N`: held at the highest rate tried; ratios involving it are bounds.")
         lines.append("")
     if any(r.warnings for p in servers for rs in p.results.values() for r in rs):
         lines.append("`!`: the generator flagged itself (busy or behind schedule) at that rate.")
@@ -366,6 +374,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick and not args.rates:
         rates = [500, 1000, 2000, 3000, 4000, 6000]
     names = [s.strip() for s in args.servers.split(",") if s.strip()]
+    RATES_USED[:] = rates
     SURGE_BIN = Path(args.surge_bin)
     handlers = [h.strip() for h in args.handlers.split(",") if h.strip()]
 

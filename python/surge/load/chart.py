@@ -22,6 +22,18 @@ def _plt():
     return plt
 
 
+def _log_ms(ax) -> None:
+    """A log scale labelled in plain milliseconds (50, 60, 100), not 6x10^1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 4, 5, 6, 7, 8, 9)))
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
 def percentiles_vs_rate(
     series: dict[str, Sequence[Result]],
     path: str | Path,
@@ -52,7 +64,7 @@ def percentiles_vs_rate(
         ax.annotate(f"{limit_ms:g} ms", (0.01, limit_ms), xycoords=("axes fraction", "data"))
     ax.set_xlabel("target rate (req/s)")
     ax.set_ylabel("latency (ms), timed from the due time")
-    ax.set_yscale("log")
+    _log_ms(ax)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=max(1, len(series)))
@@ -84,7 +96,7 @@ def rate_over_time(result: Result, path: str | Path, *, title: str | None = None
     top.set_title(title or f"surge load {result.config['target']}")
     bottom.plot(t, [p.get("p50_ms") for p in pts], label="p50")
     bottom.plot(t, [p.get("p99_ms") for p in pts], label="p99")
-    bottom.set_yscale("log")
+    _log_ms(bottom)
     bottom.set_ylabel("latency (ms)")
     bottom.set_xlabel("time (s)")
     bottom.legend(fontsize=8)

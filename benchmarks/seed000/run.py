@@ -52,6 +52,16 @@ def _cpu_s(pid: int) -> float:
         return 0.0
 
 
+def _machine() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores, from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(v[:8]) - v[3] - v[4], sum(v[:8])
+
+
 def box_stat(url: str) -> dict[str, int]:
     """Tarantool's own request totals by operation."""
     from surge.tarantool import connect
@@ -72,20 +82,27 @@ def run_one(name: str, url: str, pid: int, **kw: Any) -> dict[str, Any]:
     from surge.load import chart
 
     before = box_stat(url)
-    cpu0, t0 = _cpu_s(pid), time.monotonic()
+    cpu0, t0, m0 = _cpu_s(pid), time.monotonic(), _machine()
     r = surge.load.run(url, progress=True, **kw)
     cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+    m1 = _machine()
+    machine = (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
     after = box_stat(url)
     server = {op: after[op] - before[op] for op in OPS}
     print(surge.load.render_table(r), file=sys.stderr)
     png = RESULTS / f"seed000-{name}.png"
-    chart.rate_over_time(r, png, title=f"seed 000 {name}: operations per second ({kw})")
+    how = f"{kw['rate']:g} ops/s" if kw.get("rate") else f"{kw['pipeline']} in flight each"
+    title = f"seed 000 {name}: {kw['mix']}, {kw['procs']} procs x 1 connection, {how}"
+    chart.rate_over_time(r, png, title=title)
     ours = {op: r.ops[op]["replies"] for op in r.ops}
     return {
         "name": name,
         "settings": kw,
         "result": r.to_dict(),
         "tarantool_cpu_percent": round(cpu * 100, 1),
+        # All cores, everything on the machine: near 100 % means the figures are
+        # bounded by the machine (and whatever else runs on it), not by either side.
+        "machine_busy_percent": round(machine * 100, 1),
         "server_counts": server,
         "generator_counts": ours,
         "counts_match": counts_match(server, ours, kw["procs"]),
@@ -105,8 +122,8 @@ def counts_match(server: dict[str, int], ours: dict[str, int], procs: int) -> bo
 def _md(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| run | model | ops/s (all) | insert | select | update | delete | p50 ms | p99 ms "
-        "| p99.9 ms | errors | Tarantool CPU | generator CPU / proc |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| p99.9 ms | errors | Tarantool CPU | generator CPU / proc | machine busy |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for run in runs:
         r = run["table"]
@@ -117,7 +134,8 @@ def _md(runs: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {run['name']} | {model} | {r.achieved_rate:.0f} | {' | '.join(per)} | "
             f"{r.latency['p50']} | {r.latency['p99']} | {r.latency['p99.9']} | "
-            f"{r.error_count} | {run['tarantool_cpu_percent']:.0f}% | {gen} |"
+            f"{r.error_count} | {run['tarantool_cpu_percent']:.0f}% | {gen} | "
+            f"{run['machine_busy_percent']:.0f}% |"
         )
     lines.append("")
     ok = all(run["counts_match"] for run in runs)

@@ -225,9 +225,8 @@ def _registry() -> stats.Registry:
 
 def test_push_graphite_from_a_thread() -> None:
     srv = LineServer()
-    pusher = stats.push_graphite(
-        "127.0.0.1", srv.port, interval=0.05, prefix="t", registry=_registry()
-    )
+    reg = _registry()
+    pusher = stats.push_graphite("127.0.0.1", srv.port, interval=0.05, prefix="t", registry=reg)
     try:
         line = srv.wait_for("t.hits_total.select ")[0]
         _name, value, ts = line.split(" ")
@@ -236,6 +235,15 @@ def test_push_graphite_from_a_thread() -> None:
         p99 = srv.wait_for("t.lat_seconds.p99 ")[0]
         assert float(p99.split(" ")[1]) == pytest.approx(0.002, rel=0.01)
         srv.wait_for("t.lat_seconds.count 1 ")
+        # Counters also go out as per-second rates, as seed 000's graphs showed them.
+        reg.counter("hits_total", labels=("op",)).inc(1000, op="select")
+        deadline = time.monotonic() + 5
+        while not any(
+            line.startswith("t.hits_total.select.rate ") and float(line.split(" ")[1]) > 0
+            for line in srv.lines
+        ):
+            assert time.monotonic() < deadline, srv.lines[-10:]
+            time.sleep(0.02)
     finally:
         pusher.stop()
     assert pusher.pushes >= 1

@@ -506,10 +506,18 @@ class Pusher:
             self.push_now()
 
     async def _run_task(self) -> None:
-        # Runs in the loop's thread; a push is a few small sends, short enough inline.
+        asend = getattr(self._send, "asend", None)
         while not self._stop.is_set():
             await asyncio.sleep(self.interval)
-            self.push_now()
+            if asend is None:
+                self.push_now()  # a non-blocking UDP send: fine inline
+                continue
+            try:
+                await asend()
+                self.pushes += 1
+            except Exception as exc:
+                self.failures += 1
+                self.last_error = exc
 
     def stop(self) -> None:
         """Stop pushing."""
@@ -521,17 +529,40 @@ class Pusher:
 
 
 class _GraphiteSender:
-    def __init__(self, registry: Registry, host: str, port: int, prefix: str, timeout: float):
-        self.registry, self.addr, self.prefix, self.timeout = (
-            registry,
-            (host, port),
-            prefix,
-            timeout,
-        )
+    """Plaintext lines over one kept TCP connection; with ``rates``, every counter also
+    gets a ``.rate`` line (per second since the last push), as seed 000's Tarantool
+    pushed ``box.stat`` rates."""
+
+    def __init__(
+        self, registry: Registry, host: str, port: int, prefix: str, timeout: float, rates: bool
+    ) -> None:
+        self.registry = registry
+        self.addr = (host, port)
+        self.prefix = prefix
+        self.timeout = timeout
+        self.rates = rates
         self.sock: socket.socket | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self._last: dict[str, tuple[float, float]] = {}
+
+    def payload(self) -> bytes:
+        now = time.time()
+        pairs: list[tuple[str, float]] = []
+        for fam in self.registry.collect():
+            flat = flatten([fam])
+            pairs += flat
+            if not self.rates or fam.kind != "counter":
+                continue
+            for name, value in flat:
+                prev = self._last.get(name)
+                if prev is not None and now > prev[1]:
+                    pairs.append((name + ".rate", (value - prev[0]) / (now - prev[1])))
+                self._last[name] = (value, now)
+        return graphite_lines(pairs, self.prefix, int(now))
 
     def __call__(self) -> None:
-        data = graphite_lines(self.registry.flat(), self.prefix, int(time.time()))
+        """Thread mode: blocking socket with a timeout."""
+        data = self.payload()
         if self.sock is None:
             self.sock = socket.create_connection(self.addr, timeout=self.timeout)
         try:
@@ -539,6 +570,23 @@ class _GraphiteSender:
         except OSError:
             self.sock.close()
             self.sock = None
+            raise
+
+    async def asend(self) -> None:
+        """Loop mode: never blocks the loop, even when Graphite does not answer."""
+        data = self.payload()
+        try:
+            if self.writer is None or self.writer.is_closing():
+                self.writer = None
+                _, self.writer = await asyncio.wait_for(
+                    asyncio.open_connection(*self.addr), self.timeout
+                )
+            self.writer.write(data)
+            await asyncio.wait_for(self.writer.drain(), self.timeout)
+        except (OSError, TimeoutError):
+            if self.writer is not None:
+                self.writer.close()
+                self.writer = None
             raise
 
 
@@ -583,13 +631,16 @@ def push_graphite(
     *,
     registry: Registry | None = None,
     timeout: float = 2.0,
+    rates: bool = True,
 ) -> Pusher:
     """Push every metric to Graphite (plaintext protocol over TCP) every ``interval`` s.
 
-    In a running event loop the pusher is a task; outside one, a daemon thread.
-    A Graphite that is down costs a failed connect per interval, nothing more.
+    Lines are ``prefix.name[.label values] value timestamp``; with ``rates`` each
+    counter also gets ``....rate`` (per second). In a running event loop the pusher
+    is a task (non-blocking connect and send); outside one, a daemon thread. A
+    Graphite that is down costs a failed connect per interval, nothing more.
     """
-    sender = _GraphiteSender(registry or REGISTRY, host, port, prefix, timeout)
+    sender = _GraphiteSender(registry or REGISTRY, host, port, prefix, timeout, rates)
     return Pusher(sender, interval)._start()
 
 

@@ -141,3 +141,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_run_async_in_a_plain_asyncio_loop(surge_server) -> None:
+    import asyncio
+
+    async def main() -> surge.load.Result:
+        return await surge.load.run_async(surge_server.url("/"), rate=100, duration=1.0)
+
+    r = asyncio.run(main())  # the default loop, not uvloop
+    assert r.replies == 100 and r.errors == {}
+    with pytest.raises(surge.load.LoadError, match="procs must be 1"):
+        asyncio.run(surge.load.run_async(surge_server.url("/"), rate=10, duration=0.1, procs=2))
+
+
+def test_run_refuses_a_running_loop(surge_server) -> None:
+    import asyncio
+
+    async def main() -> None:
+        surge.load.run(surge_server.url("/"), rate=10, duration=0.1)
+
+    with pytest.raises(surge.load.LoadError, match="run_async"):
+        asyncio.run(main())

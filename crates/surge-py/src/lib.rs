@@ -2,6 +2,7 @@
 
 use pyo3::prelude::*;
 
+mod headers;
 mod http;
 mod http_client;
 mod tarantool;

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from surge._core import HttpResponse, ResponseHeaders
+from surge._core import Headers, HttpResponse
 from surge.errors import InterfaceError
 
 from .client_errors import HTTPStatusError
@@ -91,7 +91,7 @@ class ClientResponse:
         return "HTTP/" + self._raw.version
 
     @property
-    def headers(self) -> ResponseHeaders:
+    def headers(self) -> Headers:
         """Case-insensitive, read-only; `getall(name)` for repeated fields."""
         return self._raw.headers
 

@@ -3,7 +3,6 @@
 
 mod connection;
 mod date;
-mod headers;
 mod request;
 mod response;
 mod router;
@@ -14,7 +13,7 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<router::Router>()?;
     m.add_class::<request::Request>()?;
-    m.add_class::<headers::Headers>()?;
+    m.add_class::<crate::headers::Headers>()?;
     m.add_class::<response::Response>()?;
     m.add_class::<connection::HttpConnection>()?;
     m.add_class::<connection::ParseError>()?;

@@ -8,8 +8,8 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use surge_proto::http1::{RequestHead, Version};
 
-use super::headers::Headers;
 use super::router::percent_decode;
+use crate::headers::Headers;
 
 static ORJSON_LOADS: GILOnceCell<PyObject> = GILOnceCell::new();
 static PARSE_QUERY: GILOnceCell<PyObject> = GILOnceCell::new();

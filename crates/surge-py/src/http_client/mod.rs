@@ -23,7 +23,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<codec::HttpClientCodec>()?;
     m.add_class::<parser::HttpResponseParser>()?;
     m.add_class::<response::HttpResponse>()?;
-    m.add_class::<response::ResponseHeaders>()?;
     m.add("HttpResponseError", m.py().get_type::<HttpResponseError>())?;
     m.add_function(wrap_pyfunction!(encode::encode_request, m)?)?;
     m.add("HTTP_CLIENT_MAX_HEAD", proto::DEFAULT_MAX_HEAD)?;

@@ -1,33 +1,33 @@
-//! Request headers as a read-only, case-insensitive multi-mapping over the
-//! received head bytes; values are decoded (latin-1, as RFC 9110 allows) only
+//! Header fields as a read-only, case-insensitive multi-mapping over received
+//! head bytes, shared by the server's requests and the client's responses.
+//! Names and values become Python strings (latin-1, as RFC 9110 allows) only
 //! when looked up.
 
 use bytes::Bytes;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use surge_proto::http1::HeaderIndex;
 
+pub(crate) fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
+    match std::str::from_utf8(b) {
+        Ok(s) if s.is_ascii() => PyString::new(py, s),
+        _ => {
+            let s: String = b.iter().map(|&c| c as char).collect();
+            PyString::new(py, &s)
+        }
+    }
+}
+
+/// Header fields in the order received.
 #[pyclass(module = "surge._core", frozen, sequence)]
 pub struct Headers {
     bytes: Bytes,
     index: Vec<HeaderIndex>,
 }
 
-fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
-    if let Ok(s) =
-        std::str::from_utf8(b)
-            .map_err(|_| ())
-            .and_then(|s| if s.is_ascii() { Ok(s) } else { Err(()) })
-    {
-        PyString::new(py, s)
-    } else {
-        let s: String = b.iter().map(|&c| c as char).collect();
-        PyString::new(py, &s)
-    }
-}
-
 impl Headers {
+    /// Headers over `bytes` (the whole head), located by `index`.
     pub fn new(bytes: Bytes, index: Vec<HeaderIndex>) -> Self {
         Headers { bytes, index }
     }
@@ -44,6 +44,10 @@ impl Headers {
         self.index
             .iter()
             .find(|h| self.name(h).eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    fn lower_name(&self, h: &HeaderIndex) -> String {
+        String::from_utf8_lossy(self.name(h)).to_ascii_lowercase()
     }
 }
 
@@ -82,8 +86,13 @@ impl Headers {
             .index
             .iter()
             .map(|h| {
-                let name = String::from_utf8_lossy(self.name(h)).to_ascii_lowercase();
-                PyTuple::new(py, [PyString::new(py, &name), latin1(py, self.value(h))])
+                PyTuple::new(
+                    py,
+                    [
+                        PyString::new(py, &self.lower_name(h)),
+                        latin1(py, self.value(h)),
+                    ],
+                )
             })
             .collect::<PyResult<_>>()?;
         PyList::new(py, items)
@@ -91,11 +100,7 @@ impl Headers {
 
     /// Header names, lower-cased, in order (repeated names repeat).
     fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let names: Vec<String> = self
-            .index
-            .iter()
-            .map(|h| String::from_utf8_lossy(self.name(h)).to_ascii_lowercase())
-            .collect();
+        let names: Vec<String> = self.index.iter().map(|h| self.lower_name(h)).collect();
         PyList::new(py, names)
     }
 
@@ -108,8 +113,16 @@ impl Headers {
         PyList::new(py, values)
     }
 
-    fn __contains__(&self, name: &str) -> bool {
-        self.find(name).is_some()
+    /// The head as received, start line to the empty line.
+    fn raw<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.bytes)
+    }
+
+    fn __contains__(&self, name: &Bound<'_, PyAny>) -> bool {
+        match name.downcast::<PyString>() {
+            Ok(s) => s.to_str().is_ok_and(|s| self.find(s).is_some()),
+            Err(_) => false,
+        }
     }
 
     fn __len__(&self) -> usize {
@@ -127,7 +140,7 @@ impl Headers {
             .map(|h| {
                 format!(
                     "{:?}: {:?}",
-                    String::from_utf8_lossy(self.name(h)).to_ascii_lowercase(),
+                    self.lower_name(h),
                     String::from_utf8_lossy(self.value(h))
                 )
             })

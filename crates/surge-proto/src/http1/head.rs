@@ -6,6 +6,7 @@ use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 
+use super::fields::{list_items, offsets, parse_length, slice, trim};
 use super::{Error, Limits};
 
 /// The largest header array the parser keeps on its stack; `max_headers`
@@ -46,11 +47,6 @@ pub struct RequestHead {
     /// The client sent `Expect: 100-continue` (HTTP/1.1 only).
     pub expect_continue: bool,
     pub body: BodyKind,
-}
-
-#[inline]
-fn slice(bytes: &[u8], r: (u32, u32)) -> &[u8] {
-    &bytes[r.0 as usize..r.1 as usize]
 }
 
 impl RequestHead {
@@ -151,32 +147,8 @@ impl RawHead {
     }
 }
 
-fn offsets(base: &[u8], part: &[u8]) -> (u32, u32) {
-    let start = part.as_ptr() as usize - base.as_ptr() as usize;
-    (start as u32, (start + part.len()) as u32)
-}
-
-fn trim(mut v: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = v {
-        v = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = v {
-        v = rest;
-    }
-    v
-}
-
-/// Comma-separated list elements, trimmed, empty ones skipped (RFC 9110 5.6.1).
-fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
-    v.split(|&b| b == b',').map(trim).filter(|s| !s.is_empty())
-}
-
 fn parse_content_length(v: &[u8]) -> Result<u64, Error> {
-    let v = trim(v);
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return Err(Error::InvalidContentLength);
-    }
-    Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+    parse_length(v).ok_or(Error::InvalidContentLength)
 }
 
 /// Where the head at the start of `buf` first breaks a size limit: the

@@ -4,6 +4,7 @@
 mod chunked;
 pub mod client;
 mod error;
+mod fields;
 mod head;
 mod limits;
 mod parser;

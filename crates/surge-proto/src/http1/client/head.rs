@@ -7,6 +7,7 @@ use std::mem::MaybeUninit;
 use bytes::Bytes;
 
 use super::{ResponseError, ResponseLimits};
+use crate::http1::fields::{list_items, offsets, parse_length, slice};
 use crate::http1::{HeaderIndex, Version};
 
 /// The largest header array the parser keeps on its stack; `max_headers`
@@ -38,11 +39,6 @@ pub struct ResponseHead {
     /// Whether the connection may carry another request after this response.
     pub keep_alive: bool,
     pub body: ResponseBody,
-}
-
-#[inline]
-fn slice(bytes: &[u8], r: (u32, u32)) -> &[u8] {
-    &bytes[r.0 as usize..r.1 as usize]
 }
 
 impl ResponseHead {
@@ -109,25 +105,8 @@ impl RawHead {
     }
 }
 
-fn offsets(base: &[u8], part: &[u8]) -> (u32, u32) {
-    let start = part.as_ptr() as usize - base.as_ptr() as usize;
-    (start as u32, (start + part.len()) as u32)
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    v.trim_ascii()
-}
-
-/// Comma-separated list elements, trimmed, empty ones skipped (RFC 9110 5.6.1).
-fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
-    v.split(|&b| b == b',').map(trim).filter(|s| !s.is_empty())
-}
-
 fn parse_decimal(v: &[u8]) -> Result<u64, ResponseError> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return Err(ResponseError::InvalidContentLength);
-    }
-    Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+    parse_length(v).ok_or(ResponseError::InvalidContentLength)
 }
 
 fn map_httparse(e: httparse::Error, buf: &[u8]) -> ResponseError {

@@ -21,6 +21,13 @@ timeout, within which refused attempts are retried with backoff unless
 first refusal at once). A cancelled or timed-out request stays in the server's queue, so its id
 stays known until its reply arrives and is dropped; the stream stays in sync.
 
+Graceful close (a server's shutdown notice): `drain` stops new requests from
+going out on the current connection (they wait, as while connecting), lets the
+ones in flight finish (bounded by ``DRAIN_TIMEOUT``), closes it and reconnects.
+Requests that must stay on one connection (a Tarantool stream's transaction)
+use `request_pinned` with the connection's `generation`: they still go out while
+draining and fail at once if that connection is gone.
+
 The object may be created outside a running loop: the first request connects.
 When the connection is lost, every pending request fails at once with
 `ConnectionLostError` (and the ``on_lost`` hook hears of it, for state kept
@@ -32,6 +39,7 @@ finish a reply that the end of the stream completes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import time
 import weakref
@@ -58,6 +66,9 @@ DEFAULT_CONNECT_TIMEOUT = 5.0
 #: First and largest delay between reconnect attempts, in seconds.
 RECONNECT_DELAY_MIN = 0.05
 RECONNECT_DELAY_MAX = 2.0
+#: Longest wait for in-flight work to finish when draining before a graceful close
+#: (Tarantool's own default ``on_shutdown`` timeout is 3 s too).
+DRAIN_TIMEOUT = 3.0
 
 _DEFAULT: Any = object()
 
@@ -148,6 +159,11 @@ class PipelinedConnection:
         self._timer_at = 0.0
         self._lost_waiter: asyncio.Future | None = None
         self._ever_connected = False
+        self._draining = False
+        self._drain_waiter: asyncio.Future | None = None
+        self._busy: Callable[[], bool] | None = None
+        #: Counts connections made; a request pinned to one names it (see `request_pinned`).
+        self.generation = 0
         #: Counters for benchmarks, tests and `surge.stats`: writes made, requests sent,
         #: connects, request timeouts, error replies, connections lost.
         self.stats = dict.fromkeys(
@@ -175,6 +191,101 @@ class PipelinedConnection:
         if self._ready and not self._must_wait():
             return self._submit(encode, args, timeout)
         return self._request_slow(encode, args, timeout)
+
+    def request_pinned(
+        self, generation: int, encode: Callable[..., int], *args: Any, timeout: Any = _DEFAULT
+    ) -> Any:
+        """Like `request`, but only on connection `generation`: raises
+        `ConnectionLostError` if that one is gone, and goes out while draining."""
+        if self._transport is None or generation != self.generation:
+            raise ConnectionLostError(
+                f"connection to {self.host}:{self.port} was lost since this began"
+            )
+        if not self._must_wait():
+            return self._submit(encode, args, timeout)
+        return self._pinned_slow(generation, encode, args, timeout)
+
+    async def _pinned_slow(
+        self, generation: int, encode: Callable[..., int], args: tuple, timeout: Any
+    ) -> Any:
+        if timeout is _DEFAULT:
+            timeout = self.request_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._must_wait():
+            await self._wait_capacity(deadline)
+            if self._transport is None or generation != self.generation:
+                raise ConnectionLostError(
+                    f"connection to {self.host}:{self.port} was lost since this began"
+                )
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return await self._submit(encode, args, left)
+
+    def send_no_reply(self, encode: Callable[..., int], *args: Any) -> bool:
+        """Send a message the server does not answer (a watch); False when not connected
+        (a driver re-sends such state in its handshake)."""
+        if self._transport is None:
+            return False
+        encode(*args)
+        assert self._loop is not None
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        return True
+
+    def drain(self, busy: Callable[[], bool] | None = None, timeout: float = DRAIN_TIMEOUT) -> None:
+        """Close gracefully and reconnect: new requests wait, those in flight (and while
+        ``busy()`` is true, pinned ones) finish first, within ``timeout`` seconds."""
+        if self._closed or self._draining or self._transport is None or self._loop is None:
+            return
+        self._ready = False
+        self._draining = True
+        self._busy = busy
+        task = self._loop.create_task(self._drain_then_reconnect(timeout))
+        # Requests made meanwhile wait on this, exactly as on a connect.
+        self._connecting = task
+        task.add_done_callback(_retrieve)
+
+    def check_drained(self) -> None:
+        """Tell a drain in progress that ``busy()`` may have become false."""
+        w = self._drain_waiter
+        if w is not None and not w.done() and self._idle():
+            w.set_result(None)
+
+    def _idle(self) -> bool:
+        if self._transport is None:
+            return True
+        if self._busy is not None and self._busy():
+            return False
+        return all(f.done() for f in self._pending.values())
+
+    async def _drain_then_reconnect(self, timeout: float) -> None:
+        assert self._loop is not None
+        try:
+            if not self._idle():
+                self._drain_waiter = self._loop.create_future()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._drain_waiter, timeout)
+            t = self._transport
+            if t is not None:
+                waiter = self._lost_waiter
+                t.close()
+                if waiter is not None and not waiter.done():
+                    try:
+                        await asyncio.wait_for(asyncio.shield(waiter), 1.0)
+                    except TimeoutError:
+                        t.abort()
+            # Anything still pending (over the timeout) failed in _on_lost.
+        finally:
+            self._draining = False
+            self._drain_waiter = None
+            self._busy = None
+            self._drop_transport()
+        if self._closed or not self.reconnect:
+            self._connecting = None
+            if self._closed:
+                raise ClosedError("connection closed")
+            raise ConnectionLostError(f"{self.host}:{self.port} closed gracefully")
+        await self._connect()
 
     async def connect(self) -> None:
         """Connect now instead of on the first request."""
@@ -303,6 +414,8 @@ class PipelinedConnection:
         if dl:
             self._timer_at = dl[0][0]
             self._timer = self._loop.call_at(self._timer_at, self._expire)
+        if self._drain_waiter is not None:
+            self.check_drained()
 
     async def _ensure_ready(self) -> None:
         if self._closed:
@@ -357,6 +470,7 @@ class PipelinedConnection:
         self._transport = transport  # type: ignore[assignment]
         self._protocol = protocol
         self._paused = False
+        self.generation += 1
         self.stats["connects"] += 1
         if self._on_connect_hook is not None:
             await self._on_connect_hook(self)
@@ -413,6 +527,8 @@ class PipelinedConnection:
                 fut.set_exception(self._make_error(value))
         if self._on_batch is not None:
             self._on_batch()
+        if self._drain_waiter is not None:
+            self.check_drained()
         if self._waiters:
             self._wake_waiters()
 
@@ -429,6 +545,7 @@ class PipelinedConnection:
         self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():
             self._lost_waiter.set_result(None)
+        self.check_drained()
         if self._on_lost_hook is not None:
             self._on_lost_hook(err)
 
@@ -446,3 +563,10 @@ class PipelinedConnection:
             if not w.done():
                 w.set_result(None)  # they re-check readiness and reconnect or fail
         self.codec.reset()
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    # A background drain-and-reconnect may fail with nobody waiting; the next
+    # request reconnects (or fails) on its own.
+    if not task.cancelled():
+        task.exception()

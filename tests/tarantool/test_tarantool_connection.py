@@ -324,3 +324,18 @@ def test_connection_lost_fails_all_pending_then_reconnects(tnt, arun, proxy_cls)
         await proxy.stop()
 
     arun(main())
+
+
+def test_features_missing_on_2_6(tnt, arun):
+    # Debian's 2.6 does not know IPROTO_ID: no features, and the 2.10+ APIs say so.
+    async def main():
+        async with st.connect(tnt.url) as c:
+            assert c.protocol_version is None and c.features == frozenset()
+            with pytest.raises(st.FeatureNotSupportedError, match="IPROTO_ID"):
+                async with c.transaction():
+                    pass
+            with pytest.raises(st.FeatureNotSupportedError, match="watchers"):
+                await c.watch("k", lambda k, v: None)
+            assert await c.call("add2", (1, 2)) == [3]  # still usable
+
+    arun(main())

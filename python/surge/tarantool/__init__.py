@@ -10,13 +10,17 @@ from surge.tarantool.errors import (
     AuthenticationError,
     DatabaseError,
     DuplicateKeyError,
+    FeatureNotSupportedError,
     SchemaError,
     TarantoolError,
 )
 from surge.tarantool.pool import Pool
+from surge.tarantool.transaction import ISOLATION_LEVELS, Transaction
 from surge.tarantool.types import Adjust, ErrorInfo, ExtValue, Interval
+from surge.tarantool.watch import Watcher
 
 __all__ = [
+    "ISOLATION_LEVELS",
     "ITERATORS",
     "Adjust",
     "AuthenticationError",
@@ -25,11 +29,14 @@ __all__ = [
     "DuplicateKeyError",
     "ErrorInfo",
     "ExtValue",
+    "FeatureNotSupportedError",
     "Interval",
     "Pool",
     "SQLResult",
     "SchemaError",
     "TarantoolError",
+    "Transaction",
     "Tuple",
+    "Watcher",
     "connect",
 ]

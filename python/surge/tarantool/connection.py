@@ -1,4 +1,15 @@
-"""`Connection`: Tarantool requests over one pipelined connection."""
+"""`Connection`: Tarantool requests over one pipelined connection.
+
+On connect the client sends IPROTO_ID with the features it speaks (streams,
+transactions, error extension, watchers); a server >= 2.10 answers with its own,
+kept in `Connection.features`. An older server (Debian's 2.6) answers "unknown
+request type": `features` is then empty, and `transaction()` / `watch()` raise
+`FeatureNotSupportedError` instead of sending what the server cannot take.
+With watchers the client also watches ``box.shutdown``: when the server says it
+is shutting down, the connection stops sending new requests, lets those in
+flight (and open transactions) finish, closes and reconnects (graceful shutdown).
+Features of 2.10+ were tested against a scripted IPROTO server, not a live one.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +18,24 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from surge._core import IprotoCodec
-from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
-from surge.errors import InterfaceError
-from surge.tarantool.errors import SchemaError, make_error
+from surge.engine import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_IN_FLIGHT,
+    RECONNECT_DELAY_MAX,
+    RECONNECT_DELAY_MIN,
+    PipelinedConnection,
+)
+from surge.errors import ConnectError, InterfaceError
+from surge.tarantool import transaction as _tx
+from surge.tarantool.errors import (
+    DatabaseError,
+    FeatureNotSupportedError,
+    SchemaError,
+    make_error,
+)
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
+from surge.tarantool.transaction import Transaction
+from surge.tarantool.watch import WatchCallback, Watcher, Watches
 
 #: Select iterators by name, as box.index has them.
 ITERATORS = {
@@ -30,6 +55,16 @@ ITERATORS = {
 
 #: "No limit" for select.
 MAX_LIMIT = 0xFFFFFFFF
+
+#: IPROTO_FEATURES bits, as Tarantool numbers them.
+FEATURE_STREAMS = 0
+FEATURE_TRANSACTIONS = 1
+FEATURE_ERROR_EXTENSION = 2
+FEATURE_WATCHERS = 3
+#: What this client tells the server it speaks, in IPROTO_ID.
+CLIENT_FEATURES = [FEATURE_STREAMS, FEATURE_TRANSACTIONS, FEATURE_ERROR_EXTENSION, FEATURE_WATCHERS]
+#: The key a server >= 2.10 sets to true when it begins a graceful shutdown.
+SHUTDOWN_KEY = "box.shutdown"
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -108,6 +143,14 @@ class Connection:
         self.fetch_schema = fetch_schema
         self.schema = Schema()
         self.greeting: dict | None = None
+        #: IPROTO_FEATURES bits of the server (empty before 2.10 or before connecting).
+        self.features: frozenset[int] = frozenset()
+        #: The server's IPROTO protocol version (None when it does not know IPROTO_ID).
+        self.protocol_version: int | None = None
+        self._watches = Watches(self._send_watch)
+        self._rewatch: asyncio.Task | None = None
+        self._tx_open: set[Transaction] = set()
+        self._stream_ids = 0
         self._greeting_fut: asyncio.Future | None = None
         self._reload: asyncio.Task | None = None
         self._codec = IprotoCodec()
@@ -119,6 +162,7 @@ class Connection:
             on_out_of_band=self._out_of_band,
             make_error=make_error,
             on_batch=self._check_schema,
+            on_lost=self._on_lost,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             max_in_flight=max_in_flight,
@@ -158,6 +202,8 @@ class Connection:
         """Close; pending requests fail with ClosedError."""
         if self._reload is not None:
             self._reload.cancel()
+        if self._rewatch is not None:
+            self._rewatch.cancel()
         await self._engine.close()
 
     async def __aenter__(self) -> Connection:
@@ -175,19 +221,123 @@ class Connection:
             self.greeting = await self._greeting_fut
         finally:
             self._greeting_fut = None
+        # IPROTO_ID may precede authentication; both go out before either answer.
+        id_reply = engine.submit_raw(self._codec.id, CLIENT_FEATURES)
+        auth = None
         if self.user:
-            await engine.submit_raw(
+            auth = engine.submit_raw(
                 self._codec.auth, self.user, self.password, self.greeting["salt"]
             )
+        try:
+            reply = await id_reply
+            self.protocol_version = reply["version"]
+            self.features = frozenset(reply["features"])
+        except DatabaseError:
+            # ER_UNKNOWN_REQUEST_TYPE from a server older than 2.10: no features.
+            self.protocol_version = None
+            self.features = frozenset()
+        if auth is not None:
+            await auth
         if self.fetch_schema:
             await self._load_schema(engine.submit_raw)
+        if FEATURE_WATCHERS in self.features:
+            self._watches.resubscribe()
+            if SHUTDOWN_KEY not in self._watches.by_key:
+                self._watches.add(SHUTDOWN_KEY, self._on_shutdown)
 
     def _out_of_band(self, value: Any) -> None:
-        if value[0] == "greeting":
+        kind = value[0]
+        if kind == "event":
+            self._watches.on_event(value[1], value[2])
+        elif kind == "greeting":
             fut = self._greeting_fut
             if fut is None or fut.done():
                 fut = self._greeting_fut = asyncio.get_running_loop().create_future()
             fut.set_result(value[1])
+
+    # -- 2.10+ features -----------------------------------------------------------------
+
+    def require_feature(self, bit: int, what: str) -> None:
+        """Raise `FeatureNotSupportedError` unless the server announced feature `bit`."""
+        if bit in self.features:
+            return
+        e = self._engine
+        version = self.greeting["version"] if self.greeting else "?"
+        why = (
+            "it does not know IPROTO_ID (Tarantool < 2.10)"
+            if self.protocol_version is None
+            else f"its IPROTO_ID reply lists features {sorted(self.features)}, not {bit}"
+        )
+        raise FeatureNotSupportedError(
+            f"Tarantool {version} at {e.host}:{e.port} does not support {what}: {why}"
+        )
+
+    def transaction(
+        self, *, isolation: str | int = "default", timeout: float | None = None
+    ) -> Transaction:
+        """An interactive transaction on a new stream: ``async with conn.transaction() as tx``.
+
+        Needs Tarantool >= 2.10 (else `FeatureNotSupportedError` at begin). `isolation`
+        is one of `ISOLATION_LEVELS`; `timeout` (seconds) makes the server roll back a
+        transaction open longer. Tested against a scripted server, not a live 2.10+.
+        """
+        self._stream_ids += 1
+        return Transaction(self, self._stream_ids, isolation=isolation, timeout=timeout)
+
+    async def watch(self, key: str, callback: WatchCallback) -> Watcher:
+        """Call ``callback(key, value)`` with the key's value now and on each
+        `box.broadcast` of it; returns a `Watcher` (``.unregister()`` stops it).
+
+        Watches survive reconnects (registered again, so the callback hears the
+        current value again). Needs Tarantool >= 2.10 (else `FeatureNotSupportedError`).
+        Tested against a scripted server, not a live 2.10+.
+        """
+        if not isinstance(key, str):
+            raise InterfaceError(f"watch key must be a str, not {type(key).__name__}")
+        await self.connect()
+        self.require_feature(FEATURE_WATCHERS, "watchers")
+        return self._watches.add(key, callback)
+
+    def _send_watch(self, key: str, watch: bool) -> bool:
+        return self._engine.send_no_reply(self._codec.watch, key, watch)
+
+    def _on_shutdown(self, key: str, value: Any) -> None:
+        if value is True:
+            self._engine.drain(busy=lambda: bool(self._tx_open))
+
+    def _on_lost(self, err: BaseException) -> None:
+        # Nothing else would reconnect a connection nobody sends requests on, yet
+        # user watchers expect their events: reconnect in the background.
+        user_keys = [k for k in self._watches.by_key if k != SHUTDOWN_KEY]
+        if user_keys and self._engine.reconnect and (self._rewatch is None or self._rewatch.done()):
+            self._rewatch = asyncio.get_running_loop().create_task(self._reconnect_for_watches())
+
+    async def _reconnect_for_watches(self) -> None:
+        delay = RECONNECT_DELAY_MIN
+        while any(k != SHUTDOWN_KEY for k in self._watches.by_key):
+            try:
+                await self._engine.connect()
+                return
+            except ConnectError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_DELAY_MAX)
+            except Exception:
+                return  # closed: nothing to do
+
+    def _tx_begun(self, tx: Transaction) -> None:
+        self._tx_open.add(tx)
+
+    def _tx_ended(self, tx: Transaction) -> None:
+        self._tx_open.discard(tx)
+        if not self._tx_open:
+            self._engine.check_drained()
+
+    def _sender(self) -> Any:
+        """How this call sends: on the current task's transaction stream, or plainly."""
+        tx = _tx.CURRENT.get()
+        if tx is None or tx.conn is not self:
+            return self._req
+        return tx.send
 
     async def _load_schema(self, submit: Any) -> None:
         all_ = ITERATORS["ALL"]
@@ -268,9 +418,10 @@ class Connection:
         else:
             it = int(iterator)
         lim = MAX_LIMIT if limit is None else limit
+        send = self._sender() if self._tx_open else self._req
 
         def build(info: SpaceInfo) -> Any:
-            return self._req(
+            return send(
                 self._select, info.id, info.index_id(index), key, lim, offset, it, info.field_names
             )
 
@@ -278,14 +429,16 @@ class Connection:
 
     def insert(self, space: int | str, t: Sequence[Any]) -> Any:
         """Insert a tuple; returns [inserted tuple]."""
+        send = self._sender() if self._tx_open else self._req
         return self._dispatch(
-            space, lambda info: self._req(self._insert, info.id, t, info.field_names, False)
+            space, lambda info: send(self._insert, info.id, t, info.field_names, False)
         )
 
     def replace(self, space: int | str, t: Sequence[Any]) -> Any:
         """Insert or replace a tuple; returns [tuple]."""
+        send = self._sender() if self._tx_open else self._req
         return self._dispatch(
-            space, lambda info: self._req(self._insert, info.id, t, info.field_names, True)
+            space, lambda info: send(self._insert, info.id, t, info.field_names, True)
         )
 
     def update(
@@ -293,10 +446,11 @@ class Connection:
     ) -> Any:
         """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or []."""
         key = _key(key)
+        send = self._sender() if self._tx_open else self._req
 
         def build(info: SpaceInfo) -> Any:
             resolved = _ops(info, ops)
-            return self._req(
+            return send(
                 self._update, info.id, info.index_id(index), key, resolved, info.field_names
             )
 
@@ -304,36 +458,46 @@ class Connection:
 
     def upsert(self, space: int | str, t: Sequence[Any], ops: Sequence[Any]) -> Any:
         """Insert `t`, or apply `ops` to the existing tuple; returns []."""
-        return self._dispatch(
-            space, lambda info: self._req(self._upsert, info.id, t, _ops(info, ops))
-        )
+        send = self._sender() if self._tx_open else self._req
+        return self._dispatch(space, lambda info: send(self._upsert, info.id, t, _ops(info, ops)))
 
     def delete(self, space: int | str, key: Any, *, index: int | str = 0) -> Any:
         """Delete by key; returns [deleted tuple] or []."""
         key = _key(key)
+        send = self._sender() if self._tx_open else self._req
         return self._dispatch(
             space,
-            lambda info: self._req(
-                self._delete, info.id, info.index_id(index), key, info.field_names
-            ),
+            lambda info: send(self._delete, info.id, info.index_id(index), key, info.field_names),
         )
 
     def call(self, function: str, args: Sequence[Any] = ()) -> Any:
         """Call a stored (Lua) function; returns the list of its return values."""
-        return self._req(self._codec.call, function, args)
+        send = self._sender() if self._tx_open else self._req
+        return send(self._codec.call, function, args)
 
     def eval(self, expr: str, args: Sequence[Any] = ()) -> Any:
         """Evaluate Lua (`...` holds args); returns the list of its return values."""
-        return self._req(self._codec.eval, expr, args)
+        send = self._sender() if self._tx_open else self._req
+        return send(self._codec.eval, expr, args)
 
-    async def execute(self, query: str | int, params: Any = ()) -> SQLResult:
-        """Run SQL (text or a prepared statement id) with positional or named params."""
-        return SQLResult(await self._req(self._codec.execute, query, _sql_params(params)))
+    def execute(self, query: str | int, params: Any = ()) -> Any:
+        """Run SQL (text or a prepared statement id) with positional or named params;
+        awaits to an `SQLResult`."""
+        send = self._sender() if self._tx_open else self._req
+        return _sql_result(send(self._codec.execute, query, _sql_params(params)))
 
-    async def prepare(self, sql: str) -> int:
-        """Prepare SQL on the server; returns the statement id for `execute`."""
-        reply = await self._req(self._codec.prepare, sql)
-        return reply["stmt_id"]
+    def prepare(self, sql: str) -> Any:
+        """Prepare SQL on the server; awaits to the statement id for `execute`."""
+        send = self._sender() if self._tx_open else self._req
+        return _stmt_id(send(self._codec.prepare, sql))
+
+
+async def _sql_result(reply: Any) -> SQLResult:
+    return SQLResult(await reply)
+
+
+async def _stmt_id(reply: Any) -> int:
+    return (await reply)["stmt_id"]
 
 
 def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:

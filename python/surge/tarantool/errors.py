@@ -14,6 +14,11 @@ class SchemaError(TarantoolError, InterfaceError, LookupError):
     """A space, index or field name the server's schema does not have (nothing was sent)."""
 
 
+class FeatureNotSupportedError(TarantoolError, InterfaceError):
+    """The server lacks a protocol feature (IPROTO_ID said so, or the server does not
+    know IPROTO_ID at all: Tarantool < 2.10); nothing was sent."""
+
+
 class DatabaseError(TarantoolError):
     """The server answered with an error; `code`, `message` and `info` say which."""
 

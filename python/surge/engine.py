@@ -181,6 +181,11 @@ class PipelinedConnection:
         return self._ready
 
     @property
+    def is_draining(self) -> bool:
+        """True while closing gracefully: only pinned requests go out (see `drain`)."""
+        return self._draining and self._transport is not None
+
+    @property
     def in_flight(self) -> int:
         """Requests sent (or buffered) whose replies have not arrived."""
         return len(self._pending)

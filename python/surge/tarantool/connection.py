@@ -374,7 +374,8 @@ class Connection:
 
     def _space(self, space: int | str) -> SpaceInfo | None:
         """The space's info, or None when we must connect (or reload the schema) first."""
-        if not self._engine.is_connected:
+        e = self._engine
+        if not e.is_connected and not e.is_draining:
             return None
         if isinstance(space, str):
             return self.schema.by_name.get(space)

@@ -156,6 +156,8 @@ class Transaction:
 
     def _via(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         # The connection picks its sender when called, so route this one call here.
+        if self._generation is None:
+            raise InterfaceError("transaction is not active (begin it, or it has ended)")
         token = CURRENT.set(self)
         try:
             return method(*args, **kwargs)

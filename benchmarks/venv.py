@@ -39,8 +39,8 @@ PACKAGES: dict[str, list[str]] = {
     "aiohttp": ["aiohttp", "uvloop"],
     "tornado": ["tornado"],
     # database peers (used by benchmarks.tarantool / .postgres / .redis)
-    # "asynctnt": ["asynctnt"],
-    # "tarantool": ["tarantool"],
+    "asynctnt": ["asynctnt", "uvloop"],
+    "tarantool": ["tarantool"],
     # "asyncpg": ["asyncpg"],
     # "psycopg": ["psycopg[binary]"],
     # "redis": ["redis[hiredis]"],

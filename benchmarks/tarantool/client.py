@@ -3,7 +3,11 @@
 Runs under surge's venv (driver "surge") or the bench venv (asynctnt,
 tarantool-python), so it imports only the driver it is asked for.
 
-    python benchmarks/tarantool/client.py DRIVER LOOP CONCURRENCY N PORT
+    python benchmarks/tarantool/client.py DRIVER LOOP CONCURRENCY N PORT [REPEATS]
+
+With REPEATS > 1 (async drivers) the whole workload runs REPEATS times in this
+one process and the output adds "rss_kib": the resident set size after each
+repetition, to show whether client memory stays flat.
 """
 
 from __future__ import annotations
@@ -16,6 +20,15 @@ import time
 
 DATA = [string.printable[i] * 1536 for i in range(len(string.printable))]
 PHASES = ("insert", "select", "update", "delete")
+
+
+def rss_kib() -> int:
+    """This process's resident set size (VmRSS), in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def _op(conn, phase: str, i: int):
@@ -42,23 +55,35 @@ async def run_async(conn, conc: int, n: int) -> dict:
     return out
 
 
-async def surge_main(conc: int, n: int, port: int) -> dict:
+async def repeat_async(conn, conc: int, n: int, repeats: int) -> dict:
+    """The workload `repeats` times; the first result, plus RSS after each run."""
+    res, rss = {}, []
+    for _ in range(repeats):
+        out = await run_async(conn, conc, n)
+        res = res or out
+        rss.append(rss_kib())
+    if repeats > 1:
+        res["rss_kib"] = rss
+    return res
+
+
+async def surge_main(conc: int, n: int, port: int, repeats: int = 1) -> dict:
     import surge.tarantool
 
     conn = surge.tarantool.connect(f"127.0.0.1:{port}")
     await conn.eval("box.space.tester:truncate()")
-    res = await run_async(conn, conc, n)
+    res = await repeat_async(conn, conc, n, repeats)
     await conn.close()
     return res
 
 
-async def asynctnt_main(conc: int, n: int, port: int) -> dict:
+async def asynctnt_main(conc: int, n: int, port: int, repeats: int = 1) -> dict:
     import asynctnt
 
     conn = asynctnt.Connection(host="127.0.0.1", port=port)
     await conn.connect()
     await conn.eval("box.space.tester:truncate()")
-    res = await run_async(conn, conc, n)
+    res = await repeat_async(conn, conc, n, repeats)
     await conn.disconnect()
     return res
 
@@ -88,10 +113,11 @@ def tarantool_python_main(n: int, port: int) -> dict:
 
 def main() -> None:
     driver, loop, conc, n, port = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+    repeats = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     if driver == "tarantool-python":
         res = tarantool_python_main(n, port)
     else:
-        coro = (surge_main if driver == "surge" else asynctnt_main)(conc, n, port)
+        coro = (surge_main if driver == "surge" else asynctnt_main)(conc, n, port, repeats)
         if loop == "uvloop":
             import uvloop
 

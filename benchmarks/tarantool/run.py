@@ -6,9 +6,15 @@ per client, at 10 and 1000 coroutines (net.box: 200 fibers; tarantool-python:
 synchronous, one request at a time, on a smaller N since it is ~10x slower - its
 ops/s is a rate and comparable). Each configuration runs in its own process,
 REPEATS times; we report medians of ops/s and client CPU seconds per 100k ops,
-and from one extra run under `strace -c -f` the socket writes per 100k requests.
+and from one extra run under `strace -c -f` the socket writes per 100k requests
+(net.box too: the strace follows the tarantool client process and its threads).
 
-    python -m benchmarks.tarantool [--quick] [--n 100000] [--repeats 3]
+Memory: for the async clients at 1000 coroutines, one process runs the whole
+workload RSS_REPEATS times on one connection and reports its RSS after each
+repetition and the spread (max - min) / min, over all and after the first
+(warm-up) repetition.
+
+    python -m benchmarks.tarantool [--quick] [--n 100000] [--repeats 3] [--rss-repeats 10]
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import tempfile
 from pathlib import Path
 
 from surge import services
+
+from benchmarks import venv as bvenv
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -98,7 +106,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="N=10000, 1 repeat, uvloop only")
     ap.add_argument("--n", type=int, default=100_000, help="tuples per phase")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--rss-repeats", type=int, default=10, help="workload repetitions for RSS (0: skip)"
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    bvenv.ensure(groups=["asynctnt", "tarantool"])
     n = 10_000 if args.quick else args.n
     repeats = 1 if args.quick else args.repeats
     have_strace = shutil.which("strace") is not None
@@ -119,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
                 ops = statistics.median(cn / r[ph]["secs"] for r in runs)
                 cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs)
                 row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
-            if have_strace and cfg["driver"] != "net.box":
+            if have_strace:
                 with tempfile.NamedTemporaryFile(suffix=".strace") as f:
                     _run(cmd, f.name)
                     # +1 for the truncate eval; per 100k of the 4 phases' requests
@@ -132,9 +144,11 @@ def main(argv: list[str] | None = None) -> dict:
                 file=sys.stderr,
             )
 
-    md = _markdown(results, n, repeats)
+        rss = _measure_rss(svc.port, n, args.rss_repeats) if args.rss_repeats > 1 else []
+
+    md = _markdown(results, n, repeats) + _rss_markdown(rss, n)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "tarantool.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / "tarantool.json").write_text(json.dumps({"runs": results, "rss": rss}, indent=2))
     (RESULTS / "tarantool.md").write_text(md)
     print(md)
     setup = [
@@ -143,6 +157,50 @@ def main(argv: list[str] | None = None) -> dict:
         f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg"
     ]
     return {"markdown": md, "setup_lines": setup, "results": results}
+
+
+def _measure_rss(port: int, n: int, reps: int) -> list[dict]:
+    """RSS after each of `reps` repetitions of the workload in one client process."""
+    out = []
+    for driver, loop in (("surge", "uvloop"), ("surge", "asyncio"), ("asynctnt", "uvloop")):
+        cmd = _command({"driver": driver, "loop": loop, "conc": 1000}, n, port)
+        if cmd is None:
+            continue
+        rss = _run([*cmd, str(reps)])["rss_kib"]
+        warm = rss[1:]
+        row = {
+            "driver": driver,
+            "loop": loop,
+            "conc": 1000,
+            "rss_kib": rss,
+            "spread": (max(rss) - min(rss)) / min(rss),
+            "spread_after_first": (max(warm) - min(warm)) / min(warm),
+        }
+        out.append(row)
+        print(f"rss {driver}/{loop}: {rss}", file=sys.stderr)
+    return out
+
+
+def _rss_markdown(rows: list[dict], n: int) -> str:
+    if not rows:
+        return ""
+    reps = len(rows[0]["rss_kib"])
+    lines = [
+        "",
+        f"### Client RSS over {reps} repetitions of the whole workload "
+        f"({n} tuples x 4 phases, 1000 coroutines, one process, one connection)",
+        "",
+        "| client | RSS MiB after each repetition | spread (max-min)/min | "
+        "spread after the first |",
+        "|---|---|---:|---:|",
+    ]
+    for r in rows:
+        mib = " ".join(f"{k / 1024:.1f}" for k in r["rss_kib"])
+        lines.append(
+            f"| {r['driver']}/{r['loop']} | {mib} | {r['spread']:.1%} | "
+            f"{r['spread_after_first']:.1%} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _tarantool_version() -> str:

@@ -149,6 +149,7 @@ class Connection:
         self.protocol_version: int | None = None
         self._watches = Watches(self._send_watch)
         self._rewatch: asyncio.Task | None = None
+        self._closing = False
         self._tx_open: set[Transaction] = set()
         self._stream_ids = 0
         self._greeting_fut: asyncio.Future | None = None
@@ -200,6 +201,7 @@ class Connection:
 
     async def close(self) -> None:
         """Close; pending requests fail with ClosedError."""
+        self._closing = True
         if self._reload is not None:
             self._reload.cancel()
         if self._rewatch is not None:
@@ -309,7 +311,8 @@ class Connection:
         # Nothing else would reconnect a connection nobody sends requests on, yet
         # user watchers expect their events: reconnect in the background.
         user_keys = [k for k in self._watches.by_key if k != SHUTDOWN_KEY]
-        if user_keys and self._engine.reconnect and (self._rewatch is None or self._rewatch.done()):
+        idle = self._rewatch is None or self._rewatch.done()
+        if user_keys and idle and self._engine.reconnect and not self._closing:
             self._rewatch = asyncio.get_running_loop().create_task(self._reconnect_for_watches())
 
     async def _reconnect_for_watches(self) -> None:

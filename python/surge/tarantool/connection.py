@@ -34,7 +34,7 @@ from surge.tarantool.errors import (
     make_error,
 )
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
-from surge.tarantool.transaction import Transaction
+from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
 
 #: Select iterators by name, as box.index has them.
@@ -56,9 +56,8 @@ ITERATORS = {
 #: "No limit" for select.
 MAX_LIMIT = 0xFFFFFFFF
 
-#: IPROTO_FEATURES bits, as Tarantool numbers them.
-FEATURE_STREAMS = 0
-FEATURE_TRANSACTIONS = 1
+#: IPROTO_FEATURES bits, as Tarantool numbers them (streams and transactions: see
+#: `surge.tarantool.transaction`).
 FEATURE_ERROR_EXTENSION = 2
 FEATURE_WATCHERS = 3
 #: What this client tells the server it speaks, in IPROTO_ID.

@@ -73,7 +73,18 @@ def _command(cfg: dict, n: int, port: int) -> list[str] | None:
     return [str(py), client, cfg["driver"], cfg["loop"], str(cfg["conc"]), str(n), str(port)]
 
 
+#: Cores for the server and the clients: on 2 cores the two must not share one.
+SERVER_CORE, CLIENT_CORE = "1", "0"
+
+
+def _pin(pid: int, core: str) -> None:
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        subprocess.run(["taskset", "-a", "-p", "-c", core, str(pid)], capture_output=True)
+
+
 def _run(cmd: list[str], strace_out: str | None = None) -> dict:
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        cmd = ["taskset", "-c", CLIENT_CORE, *cmd]
     if strace_out:
         calls = ",".join(WRITE_CALLS)
         cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
@@ -117,6 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = []
     with services.tarantool(extra_lua=SPACE_LUA, wal_mode="none") as svc:
+        _pin(svc.pid, SERVER_CORE)
         for cfg in _configs(args.quick):
             # tarantool-python is synchronous and ~10x slower: a fifth of N keeps the
             # suite short; its ops/s is a rate, so it compares all the same.
@@ -154,7 +166,8 @@ def main(argv: list[str] | None = None) -> dict:
     setup = [
         f"Tarantool {_tarantool_version()}: wal_mode='none', memtx, HASH primary index; "
         f"{n} tuples (id, 1536-byte string); one connection per client; "
-        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg"
+        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg; "
+        f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
     ]
     return {"markdown": md, "setup_lines": setup, "results": results}
 

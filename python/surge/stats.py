@@ -576,13 +576,15 @@ class _GraphiteSender:
         """Loop mode: never blocks the loop, even when Graphite does not answer."""
         data = self.payload()
         try:
-            if self.writer is None or self.writer.is_closing():
+            writer = self.writer
+            if writer is None or writer.is_closing():
                 self.writer = None
-                _, self.writer = await asyncio.wait_for(
+                _, writer = await asyncio.wait_for(
                     asyncio.open_connection(*self.addr), self.timeout
                 )
-            self.writer.write(data)
-            await asyncio.wait_for(self.writer.drain(), self.timeout)
+                self.writer = writer
+            writer.write(data)
+            await asyncio.wait_for(writer.drain(), self.timeout)
         except (OSError, TimeoutError):
             if self.writer is not None:
                 self.writer.close()

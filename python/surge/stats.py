@@ -583,6 +583,7 @@ class _GraphiteSender:
                     asyncio.open_connection(*self.addr), self.timeout
                 )
                 self.writer = writer
+            assert writer is not None
             writer.write(data)
             await asyncio.wait_for(writer.drain(), self.timeout)
         except (OSError, TimeoutError):

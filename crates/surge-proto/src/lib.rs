@@ -7,3 +7,4 @@
 pub mod http1;
 pub mod iproto;
 pub mod msgpack;
+pub mod resp;

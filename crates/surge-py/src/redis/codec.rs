@@ -1,0 +1,321 @@
+//! `RespCodec`: one Redis connection's buffers for the shared engine
+//! (`surge.engine.PipelinedConnection`).
+//!
+//! Commands are encoded straight into the write buffer and numbered; Redis
+//! answers in order, so each reply goes to the oldest command still waiting.
+//! `feed` returns the engine's `(id, ok, value)` triples:
+//!
+//! - a command: `(id, True, value)`, or `(id, False, exception)` for an error reply;
+//! - a pipeline (`pipeline()`): one entry for all its commands, `(id, True, [values])`
+//!   once the last reply is in (error replies stay in the list as exceptions);
+//! - a push (RESP3 `>`, or on a `pubsub=True` codec a RESP2 pub/sub array):
+//!   out of band, `(None, True, [kind, ...])`. A pub/sub command sent with
+//!   `pubsub_command(n, ...)` is answered by its n confirmations, which are also
+//!   passed on out of band: `(id, True, None)` follows the n-th.
+//!
+//! Bytes that are not RESP raise `RespProtocolError` (and set `failed`): the
+//! engine drops the connection, as replies behind them can no longer be matched.
+
+use std::collections::VecDeque;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
+use surge_proto::resp::{self, Scanner, Status};
+
+use super::args::write_command;
+use super::reply::Builder;
+
+create_exception!(
+    _core,
+    RespProtocolError,
+    PyException,
+    "The byte stream from the server is not valid RESP."
+);
+
+/// Compact the read buffer when this much of its front has been consumed.
+const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
+
+/// Pub/sub message kinds that a subscribed RESP2 connection sends unasked.
+const PUBSUB_KINDS: &[&[u8]] = &[
+    b"message",
+    b"pmessage",
+    b"smessage",
+    b"subscribe",
+    b"psubscribe",
+    b"ssubscribe",
+    b"unsubscribe",
+    b"punsubscribe",
+    b"sunsubscribe",
+];
+
+/// What a command waits for.
+struct Waiting {
+    id: u64,
+    /// Replies still owed (a pipeline owes one per command).
+    owed: usize,
+    /// A pipeline's replies so far.
+    collected: Option<Vec<PyObject>>,
+    /// Pub/sub confirmations still owed (0: an ordinary reply answers it).
+    confirms: usize,
+}
+
+#[pyclass(module = "surge._core")]
+pub struct RespCodec {
+    wbuf: Vec<u8>,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    scanner: Scanner,
+    next_id: u64,
+    waiting: VecDeque<Waiting>,
+    decode: bool,
+    pubsub: bool,
+    error_factory: PyObject,
+    data_error: Py<PyType>,
+    /// A reply did not parse: the connection must be dropped.
+    #[pyo3(get)]
+    failed: bool,
+}
+
+impl RespCodec {
+    fn push_waiting(&mut self, owed: usize, collect: bool, confirms: usize) -> u64 {
+        self.next_id += 1;
+        self.waiting.push_back(Waiting {
+            id: self.next_id,
+            owed,
+            collected: collect.then(Vec::new),
+            confirms,
+        });
+        self.next_id
+    }
+
+    /// A pub/sub push's kind when `v` is one (`[kind, ...]` with a known kind).
+    fn push_kind(v: &Bound<'_, PyAny>) -> Option<Vec<u8>> {
+        let l = v.downcast::<PyList>().ok()?;
+        let first = l.get_item(0).ok()?;
+        let kind: Vec<u8> = if let Ok(b) = first.downcast::<PyBytes>() {
+            b.as_bytes().to_ascii_lowercase()
+        } else if let Ok(s) = first.downcast::<PyString>() {
+            s.to_str().ok()?.as_bytes().to_ascii_lowercase()
+        } else {
+            return None;
+        };
+        Some(kind)
+    }
+
+    /// Route one whole reply to its command, or out of band.
+    fn route<'py>(
+        &mut self,
+        py: Python<'py>,
+        out: &Bound<'py, PyList>,
+        value: PyResult<(Bound<'py, PyAny>, bool)>,
+        push: bool,
+    ) -> PyResult<()> {
+        let (value, is_error) = match value {
+            Ok(v) => v,
+            // A reply that parsed but cannot be a Python value (bytes that are
+            // not UTF-8 under decode_responses) fails its own command only.
+            Err(e) => (e.into_value(py).into_bound(py).into_any(), true),
+        };
+        let kind = if push || (self.pubsub && !is_error) {
+            Self::push_kind(&value)
+        } else {
+            None
+        };
+        let is_pubsub_kind = kind.as_deref().is_some_and(|k| PUBSUB_KINDS.contains(&k));
+        if push || is_pubsub_kind {
+            out.append((py.None(), true, &value))?;
+            let confirm = kind.as_deref().is_some_and(|k| k.ends_with(b"subscribe"));
+            if confirm {
+                if let Some(front) = self.waiting.front_mut() {
+                    if front.confirms > 0 {
+                        front.confirms -= 1;
+                        if front.confirms == 0 {
+                            let w = self.waiting.pop_front().expect("front exists");
+                            out.append((w.id, true, py.None()))?;
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let Some(front) = self.waiting.front_mut() else {
+            // Nobody asked: pass it on rather than guess.
+            out.append((py.None(), true, &value))?;
+            return Ok(());
+        };
+        match &mut front.collected {
+            None => {
+                let w = self.waiting.pop_front().expect("front exists");
+                out.append((w.id, !is_error, &value))?;
+            }
+            Some(items) => {
+                items.push(value.unbind());
+                front.owed -= 1;
+                if front.owed == 0 {
+                    let w = self.waiting.pop_front().expect("front exists");
+                    let items = PyList::new(py, w.collected.unwrap_or_default())?;
+                    out.append((w.id, true, items))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl RespCodec {
+    /// `decode_responses`: bulk strings as str; `pubsub`: this connection is
+    /// subscribed (RESP2 pub/sub arrays are pushes); `error_factory(text)` makes
+    /// the exception for an error reply; `data_error` is raised for bad arguments.
+    #[new]
+    #[pyo3(signature = (decode_responses=false, pubsub=false, error_factory=None, data_error=None))]
+    fn new(
+        py: Python<'_>,
+        decode_responses: bool,
+        pubsub: bool,
+        error_factory: Option<PyObject>,
+        data_error: Option<Py<PyType>>,
+    ) -> Self {
+        let default_error = py.get_type::<PyException>().into_any().unbind();
+        RespCodec {
+            wbuf: Vec::with_capacity(64 * 1024),
+            rbuf: Vec::new(),
+            rpos: 0,
+            scanner: Scanner::new(),
+            next_id: 0,
+            waiting: VecDeque::new(),
+            decode: decode_responses,
+            pubsub,
+            error_factory: error_factory.unwrap_or(default_error),
+            data_error: data_error.unwrap_or_else(|| py.get_type::<PyTypeError>().unbind()),
+            failed: false,
+        }
+    }
+
+    /// Forget everything about the previous connection.
+    fn reset(&mut self) {
+        self.wbuf.clear();
+        self.rbuf.clear();
+        self.rpos = 0;
+        self.scanner.reset();
+        self.waiting.clear();
+        self.failed = false;
+    }
+
+    /// Bytes waiting in the write buffer.
+    fn pending(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Commands sent (or buffered) whose replies have not all arrived.
+    fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The write buffer's contents as bytes, leaving it empty.
+    fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let b = PyBytes::new(py, &self.wbuf);
+        self.wbuf.clear();
+        b
+    }
+
+    /// A caller went away: its reply still comes, in order, and is dropped by
+    /// the engine; nothing to forget here.
+    fn forget(&mut self, _id: u64) {}
+
+    /// Encode one command (`"SET", "k", b"v"`); returns its id. A bad argument
+    /// raises `data_error` and leaves nothing in the buffer.
+    #[pyo3(signature = (*args))]
+    fn command(&mut self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<u64> {
+        write_command(&mut self.wbuf, args, self.data_error.bind(py))?;
+        Ok(self.push_waiting(1, false, 0))
+    }
+
+    /// Encode a batch of commands answered together as one list, wrapped in
+    /// MULTI/EXEC when `transaction` (the list then holds MULTI's and each
+    /// command's QUEUED reply and, last, EXEC's). Returns its id.
+    #[pyo3(signature = (commands, transaction=false))]
+    fn pipeline(
+        &mut self,
+        py: Python<'_>,
+        commands: &Bound<'_, PyList>,
+        transaction: bool,
+    ) -> PyResult<u64> {
+        let err = self.data_error.bind(py);
+        let mark = self.wbuf.len();
+        if transaction {
+            resp::encode_command(&mut self.wbuf, &[b"MULTI"]);
+        }
+        for cmd in commands.iter() {
+            let r = cmd
+                .downcast::<PyTuple>()
+                .map_err(|_| PyErr::from_type(err.clone(), "each pipeline command is a tuple"))
+                .and_then(|t| write_command(&mut self.wbuf, t, err));
+            if let Err(e) = r {
+                self.wbuf.truncate(mark);
+                return Err(e);
+            }
+        }
+        if transaction {
+            resp::encode_command(&mut self.wbuf, &[b"EXEC"]);
+        }
+        let owed = commands.len() + if transaction { 2 } else { 0 };
+        if owed == 0 {
+            return Err(PyErr::from_type(err.clone(), "an empty pipeline"));
+        }
+        Ok(self.push_waiting(owed, true, 0))
+    }
+
+    /// Encode a (P|S)(UN)SUBSCRIBE answered by `confirms` confirmations.
+    #[pyo3(signature = (confirms, *args))]
+    fn pubsub_command(
+        &mut self,
+        py: Python<'_>,
+        confirms: usize,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<u64> {
+        write_command(&mut self.wbuf, args, self.data_error.bind(py))?;
+        Ok(self.push_waiting(1, false, confirms.max(1)))
+    }
+
+    /// Parse every complete reply in `data` (plus what was buffered).
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        if self.failed {
+            return Ok(out);
+        }
+        self.rbuf.extend_from_slice(data);
+        let factory = self.error_factory.bind(py).clone();
+        loop {
+            let n = match self.scanner.scan(&self.rbuf[self.rpos..]) {
+                Ok(Status::Complete(n)) => n,
+                Ok(Status::Partial) => break,
+                Err(e) => {
+                    self.failed = true;
+                    return Err(RespProtocolError::new_err(e.to_string()));
+                }
+            };
+            let start = self.rpos;
+            self.rpos += n;
+            let builder = Builder {
+                py,
+                decode: self.decode,
+                error_factory: &factory,
+            };
+            let push = Builder::is_push(&self.rbuf, start);
+            let mut pos = start;
+            let value = builder.build(&self.rbuf[..start + n], &mut pos);
+            self.route(py, &out, value, push)?;
+        }
+        if self.rpos == self.rbuf.len() {
+            self.rbuf.clear();
+            self.rpos = 0;
+        } else if self.rpos >= READ_COMPACT_THRESHOLD {
+            self.rbuf.drain(..self.rpos);
+            self.rpos = 0;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,39 @@
+"""Redis client: the commands of many coroutines pipelined over one connection.
+
+r = surge.redis.connect("redis://127.0.0.1:6379/0")   # lazy: connects on first use
+await r.set("k", "v"); await r.get("k")               # redis-py's names and replies
+"""
+
+from surge.redis.client import Redis, connect, from_url
+from surge.redis.errors import (
+    AuthenticationError,
+    BusyLoadingError,
+    DataError,
+    ExecAbortError,
+    NoPermissionError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+    WatchError,
+)
+from surge.redis.pipeline import Pipeline
+from surge.redis.pubsub import PubSub
+
+__all__ = [
+    "AuthenticationError",
+    "BusyLoadingError",
+    "DataError",
+    "ExecAbortError",
+    "NoPermissionError",
+    "NoScriptError",
+    "Pipeline",
+    "PubSub",
+    "ReadOnlyError",
+    "Redis",
+    "RedisError",
+    "ResponseError",
+    "WatchError",
+    "connect",
+    "from_url",
+]

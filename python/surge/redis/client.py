@@ -1,0 +1,201 @@
+"""`Redis`: commands of any number of coroutines pipelined over one connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from surge._core import RespCodec
+from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
+from surge.redis.commands import Commands, Reply
+from surge.redis.errors import DataError, make_error
+
+if TYPE_CHECKING:
+    from surge.redis.pipeline import Pipeline
+    from surge.redis.pubsub import PubSub
+
+DEFAULT_PORT = 6379
+
+
+def _same(e: Any) -> Any:
+    # The codec already made the exception object (with its class from the prefix).
+    return e
+
+
+async def _then(aw: Any, reply: Any) -> Any:
+    return reply(await aw)
+
+
+class Redis(Commands):
+    """A Redis client on one pipelined connection; made outside a loop, it connects on
+    first use. Command methods return awaitables; a bad argument raises `DataError`
+    at the call, before anything is sent."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        db: int = 0,
+        password: str | None = None,
+        *,
+        username: str | None = None,
+        decode_responses: bool = False,
+        protocol: int = 2,
+        client_name: str | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        reconnect: bool = True,
+    ) -> None:
+        if protocol not in (2, 3):
+            raise DataError(f"protocol must be 2 or 3, not {protocol!r}")
+        self.host, self.port, self.db = host, port, db
+        self.username, self.password = username, password
+        self.decode_responses = decode_responses
+        self.protocol = protocol
+        self.client_name = client_name
+        self._engine_options: dict[str, Any] = {
+            "connect_timeout": connect_timeout,
+            "request_timeout": request_timeout,
+            "reconnect": reconnect,
+        }
+        self._codec = RespCodec(decode_responses, False, make_error, DataError)
+        self._engine = self.new_engine(self._codec, max_in_flight=max_in_flight)
+        self._req = self._engine.request
+        self._command = self._codec.command
+
+    def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
+        """A connection to the same server with the same handshake (pub/sub uses one)."""
+        return PipelinedConnection(
+            self.host,
+            self.port,
+            codec,
+            on_connect=kwargs.pop("on_connect", self._handshake),
+            make_error=_same,
+            **self._engine_options,
+            **kwargs,
+        )
+
+    async def _handshake(self, engine: PipelinedConnection) -> None:
+        # Every step is sent at once and awaited together: one round trip.
+        cmd = engine.codec.command  # type: ignore[attr-defined]
+        steps = []
+        if self.protocol == 3:
+            hello: list[Any] = ["HELLO", 3]
+            if self.password is not None:
+                hello += ("AUTH", self.username or "default", self.password)
+            if self.client_name:
+                hello += ("SETNAME", self.client_name)
+            steps.append(engine.submit_raw(cmd, *hello))
+        else:
+            if self.password is not None:
+                user = (self.username,) if self.username else ()
+                steps.append(engine.submit_raw(cmd, "AUTH", *user, self.password))
+            if self.client_name:
+                steps.append(engine.submit_raw(cmd, "CLIENT", "SETNAME", self.client_name))
+        if self.db:
+            steps.append(engine.submit_raw(cmd, "SELECT", self.db))
+        if steps:
+            results = await asyncio.gather(*steps, return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def engine(self) -> PipelinedConnection:
+        """The pipelined connection underneath (stats, limits)."""
+        return self._engine
+
+    @property
+    def is_connected(self) -> bool:
+        """True once connected and the handshake (AUTH, SELECT, HELLO) is done."""
+        return self._engine.is_connected
+
+    async def connect(self) -> Redis:
+        """Connect now rather than on first use."""
+        await self._engine.connect()
+        return self
+
+    def __await__(self) -> Generator[Any, None, Redis]:
+        return self.connect().__await__()
+
+    async def close(self) -> None:
+        """Close; pending commands fail with ClosedError."""
+        await self._engine.close()
+
+    aclose = close
+
+    async def __aenter__(self) -> Redis:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<surge.redis.Redis {self.host}:{self.port}/{self.db}>"
+
+    # -- commands -------------------------------------------------------------------
+
+    def _exec(self, reply: Reply, *args: Any) -> Any:
+        aw = self._req(self._command, *args)
+        return aw if reply is None else _then(aw, reply)
+
+    def get(self, name: Any) -> Any:
+        """GET: the value or None."""
+        return self._req(self._command, "GET", name)
+
+    def pipeline(self, transaction: bool = True) -> Pipeline:
+        """Commands queued and sent together by `execute()` (in MULTI/EXEC when transaction)."""
+        from surge.redis.pipeline import Pipeline
+
+        return Pipeline(self, transaction)
+
+    def pubsub(self, ignore_subscribe_messages: bool = False) -> PubSub:
+        """A subscriber on a connection of its own."""
+        from surge.redis.pubsub import PubSub
+
+        return PubSub(self, ignore_subscribe_messages=ignore_subscribe_messages)
+
+    async def scan_iter(
+        self, match: Any = None, count: int | None = None, _type: str | None = None
+    ) -> AsyncIterator[Any]:
+        """Every key, SCAN by SCAN (a key may come twice, as SCAN promises no more)."""
+        cursor = -1
+        while cursor != 0:
+            cursor, keys = await self.scan(max(cursor, 0), match=match, count=count, _type=_type)
+            for k in keys:
+                yield k
+
+
+def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> Redis:
+    """A lazy `Redis` for ``redis://[[user]:password@]host[:port][/db][?db=N]``
+    (`host:port` alone works too); keyword arguments win over the URL."""
+    if "://" not in url:
+        url = "redis://" + url
+    u = urlsplit(url)
+    if u.scheme not in ("redis", ""):
+        raise DataError(f"unsupported scheme {u.scheme!r} (only redis://)")
+    opts: dict[str, Any] = {"host": u.hostname or "127.0.0.1", "port": u.port or DEFAULT_PORT}
+    if u.password is not None:
+        opts["password"] = unquote(u.password)
+    if u.username:
+        opts["username"] = unquote(u.username)
+    path = u.path.strip("/")
+    if path:
+        opts["db"] = int(path)
+    query = parse_qs(u.query)
+    if "db" in query:
+        opts["db"] = int(query["db"][0])
+    if "protocol" in query:
+        opts["protocol"] = int(query["protocol"][0])
+    if "decode_responses" in query:
+        opts["decode_responses"] = query["decode_responses"][0].lower() in ("1", "true", "yes")
+    opts.update(kwargs)
+    return Redis(**opts)
+
+
+from_url = connect

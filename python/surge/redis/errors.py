@@ -1,0 +1,78 @@
+"""Redis errors: server error prefixes mapped to classes under `RedisError`.
+
+An error reply keeps its whole text (``str(e)`` is ``"WRONGTYPE Operation
+against a key ..."``) and its first word as ``e.prefix``. Connection trouble is
+reported with the engine's errors (`surge.errors.ConnectionLostError`, ...),
+shared by every driver; they are not `RedisError`s.
+"""
+
+from __future__ import annotations
+
+from surge.errors import InterfaceError, SurgeError
+
+
+class RedisError(SurgeError):
+    """Base of the errors that come from Redis or from commands given to it."""
+
+
+class DataError(RedisError, InterfaceError, TypeError):
+    """A command argument Redis cannot take (bool, None, a list ...); nothing was sent."""
+
+
+class ResponseError(RedisError):
+    """An error reply; ``prefix`` is its first word (ERR, WRONGTYPE ...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.prefix = message.split(" ", 1)[0] if message else ""
+        self.message = message
+
+
+class AuthenticationError(ResponseError):
+    """NOAUTH / WRONGPASS / a bad password: the connection cannot be used."""
+
+
+class NoPermissionError(ResponseError):
+    """NOPERM: the ACL user may not run this command."""
+
+
+class ExecAbortError(ResponseError):
+    """EXECABORT: a command of the transaction was refused, none ran."""
+
+
+class WatchError(RedisError):
+    """A WATCHed key changed: the transaction did not run (EXEC answered nil)."""
+
+
+class BusyLoadingError(ResponseError):
+    """LOADING: the server is loading its dataset."""
+
+
+class NoScriptError(ResponseError):
+    """NOSCRIPT: no script with that SHA1."""
+
+
+class ReadOnlyError(ResponseError):
+    """READONLY: a write sent to a read-only replica."""
+
+
+#: Error reply prefix -> class (redis-py's table, plus the auth messages that start with ERR).
+ERROR_CLASSES: dict[str, type[ResponseError]] = {
+    "NOAUTH": AuthenticationError,
+    "WRONGPASS": AuthenticationError,
+    "NOPERM": NoPermissionError,
+    "EXECABORT": ExecAbortError,
+    "LOADING": BusyLoadingError,
+    "NOSCRIPT": NoScriptError,
+    "READONLY": ReadOnlyError,
+}
+
+_AUTH_MESSAGES = ("ERR invalid password", "ERR AUTH <password> called without", "ERR invalid user")
+
+
+def make_error(message: str) -> ResponseError:
+    """The exception for an error reply's text (called by the codec)."""
+    cls = ERROR_CLASSES.get(message.split(" ", 1)[0], ResponseError)
+    if cls is ResponseError and message.startswith(_AUTH_MESSAGES):
+        cls = AuthenticationError
+    return cls(message)

@@ -43,7 +43,7 @@ PACKAGES: dict[str, list[str]] = {
     "tarantool": ["tarantool"],
     # "asyncpg": ["asyncpg"],
     # "psycopg": ["psycopg[binary]"],
-    # "redis": ["redis[hiredis]"],
+    "redis": ["redis[hiredis]", "uvloop"],
 }
 
 # distribution names whose versions are reported in the results

@@ -12,7 +12,13 @@ import time
 import pytest
 import surge.redis
 from surge import services
-from surge.errors import ClosedError, ConnectError, ConnectionLostError, RequestTimeoutError
+from surge.errors import (
+    ClosedError,
+    ConnectError,
+    ConnectionLostError,
+    ProtocolError,
+    RequestTimeoutError,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -111,5 +117,26 @@ def test_unknown_host_port_fails_within_the_connect_timeout(arun):
         with pytest.raises(ConnectError):
             await r.get("k")
         assert time.monotonic() - t0 < 2
+
+    arun(main())
+
+
+def test_a_reply_that_is_not_resp_fails_the_connection_not_the_process(arun):
+    async def main():
+        async def garbage(reader, writer):
+            await reader.read(100)
+            writer.write(b"+OK\r\n?this is not RESP\r\n")
+            await writer.drain()
+
+        server = await asyncio.start_server(garbage, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        r = surge.redis.connect(f"127.0.0.1:{port}", reconnect=False)
+        res = await asyncio.gather(r.set("a", 1), r.get("a"), return_exceptions=True)
+        # Everything in flight fails (the read that held the bad bytes is dropped whole).
+        assert all(isinstance(x, ProtocolError) for x in res)
+        assert "type byte" in str(res[1])
+        await r.close()
+        server.close()
+        await server.wait_closed()
 
     arun(main())

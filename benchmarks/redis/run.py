@@ -1,0 +1,219 @@
+"""Redis GET/SET, side by side: surge vs redis-py asyncio, redis-benchmark as the
+native reference.
+
+One redis-server (no persistence). Each client SETs then GETs N keys with
+VALUE_SIZE-byte values from C coroutines. surge puts every coroutine on ONE
+connection (pipelined: one write per loop iteration); redis-py uses its own
+connection pool (a connection per concurrent command, up to C). Each
+configuration runs in its own process, REPEATS times; we report medians of ops/s
+and client CPU seconds per 100k commands, and from one extra run under
+`strace -c -f` the socket writes per 100k commands. redis-benchmark runs with
+`-c 50 -P 16` (50 connections, 16 commands pipelined on each), the C client's
+view of what the server can take.
+
+    python -m benchmarks.redis [--quick] [--n 100000] [--repeats 3] [--conc 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from surge import services
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RESULTS = ROOT / "bench-results"
+SURGE_PY = ROOT / ".venv" / "bin" / "python"
+BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
+PHASES = ("set", "get")
+WRITE_CALLS = ("write", "writev", "sendto", "sendmsg")
+
+
+def _configs(quick: bool, conc: int) -> list[dict]:
+    out = []
+    for loop in ("uvloop", "asyncio"):
+        out.append({"driver": "surge", "loop": loop, "conc": conc})
+        out.append({"driver": "redis-py", "loop": loop, "conc": conc})
+    if quick:
+        out = [c for c in out if c["loop"] == "uvloop"]
+    return out
+
+
+def _command(cfg: dict, n: int, port: int, size: int) -> list[str] | None:
+    py = SURGE_PY if cfg["driver"] == "surge" else BENCH_PY
+    if not py.exists():
+        return None
+    client = str(HERE / "client.py")
+    conc = str(cfg["conc"])
+    return [str(py), client, cfg["driver"], cfg["loop"], conc, str(n), str(port), str(size)]
+
+
+def _run(cmd: list[str], strace_out: str | None = None) -> dict:
+    if strace_out:
+        calls = ",".join(WRITE_CALLS)
+        cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _count_writes(path: str) -> int:
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if parts and parts[-1] in WRITE_CALLS and len(parts) >= 5:
+            total += int(parts[3])  # columns: % time, seconds, usecs/call, calls, [errors], name
+    return total
+
+
+def _redis_benchmark(port: int, n: int, size: int, repeats: int) -> dict | None:
+    exe = shutil.which("redis-benchmark")
+    if exe is None:
+        return None
+    cmd = [exe, "-p", str(port), "-t", "set,get", "-n", str(n), "-c", "50", "-P", "16"]
+    cmd += ["-d", str(size), "-r", str(n), "--csv"]
+    runs: dict[str, list[float]] = {"set": [], "get": []}
+    for _ in range(repeats):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+        for row in csv.reader(io.StringIO(out)):
+            if row and row[0].lower() in runs:
+                runs[row[0].lower()].append(float(row[1]))
+    if not all(runs.values()):
+        return None
+    return {
+        "driver": "redis-benchmark",
+        "loop": "-",
+        "conc": 50,
+        "n": n,
+        "command": " ".join(["redis-benchmark", *cmd[1:]]),
+        "phases": {p: {"ops": statistics.median(v), "cpu_per_100k": None} for p, v in runs.items()},
+    }
+
+
+def _label(r: dict) -> str:
+    return r["driver"] if r["loop"] == "-" else f"{r['driver']}/{r['loop']}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the suite; write bench-results/redis.{json,md}; return the markdown."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.redis")
+    ap.add_argument("--quick", action="store_true", help="N=20000, 1 repeat, uvloop only")
+    ap.add_argument("--n", type=int, default=100_000, help="keys per phase")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--conc", type=int, default=1000, help="coroutines per client")
+    ap.add_argument("--size", type=int, default=64, help="value size in bytes")
+    ap.add_argument("--no-strace", action="store_true")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    n = 20_000 if args.quick else args.n
+    repeats = 1 if args.quick else args.repeats
+    have_strace = shutil.which("strace") is not None and not args.no_strace
+    if not BENCH_PY.exists() or not _bench_has_redis():
+        from benchmarks import venv as bvenv
+
+        bvenv.ensure(groups=["redis"])
+
+    results = []
+    with services.redis() as svc:
+        for cfg in _configs(args.quick, args.conc):
+            cmd = _command(cfg, n, svc.port, args.size)
+            if cmd is None:
+                print(f"skip {_label(cfg)}: interpreter missing", file=sys.stderr)
+                continue
+            try:
+                runs = [_run(cmd) for _ in range(repeats)]
+            except RuntimeError as e:
+                print(f"skip {_label(cfg)}: {e}", file=sys.stderr)
+                continue
+            row = {**cfg, "n": n, "connections": runs[0].get("connections"), "phases": {}}
+            for ph in PHASES:
+                ops = statistics.median(n / r[ph]["secs"] for r in runs)
+                cpu = statistics.median(r[ph]["cpu"] / n * 100_000 for r in runs)
+                row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
+            if have_strace:
+                with tempfile.NamedTemporaryFile(suffix=".strace") as f:
+                    _run(cmd, f.name)
+                    # +1 for the FLUSHDB; per 100k of the two phases' commands
+                    row["writes_per_100k"] = _count_writes(f.name) / (2 * n + 1) * 100_000
+            results.append(row)
+            print(
+                _label(cfg),
+                {p: round(v["ops"]) for p, v in row["phases"].items()},
+                file=sys.stderr,
+            )
+        rb = _redis_benchmark(svc.port, max(n, 100_000), args.size, repeats)
+        if rb is not None:
+            results.append(rb)
+
+    md = _markdown(results, n, repeats, args.size)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "redis.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / "redis.md").write_text(md)
+    print(md)
+    version = subprocess.run(
+        ["redis-server", "--version"], capture_output=True, text=True
+    ).stdout.split()
+    setup = [
+        f"Redis {version[2] if len(version) > 2 else '?'} (no persistence); SET then GET of "
+        f"{n} keys with {args.size}-byte values from {args.conc} coroutines; surge on one "
+        "connection, redis-py asyncio with its pool (a connection per concurrent command); "
+        "redis-benchmark -c 50 -P 16; "
+        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg"
+    ]
+    return {"markdown": md, "setup_lines": setup, "results": results}
+
+
+def _bench_has_redis() -> bool:
+    p = subprocess.run([str(BENCH_PY), "-c", "import redis"], capture_output=True)
+    return p.returncode == 0
+
+
+def _markdown(results: list[dict], n: int, repeats: int, size: int) -> str:
+    peers = {(r["driver"], r["loop"]): r for r in results}
+    native = next((r for r in results if r["driver"] == "redis-benchmark"), None)
+    lines = [
+        f"### Redis: SET/GET of {n} keys x {size} B (ops/s, median of {repeats})",
+        "",
+        "| client | coroutines | connections | SET | GET | vs redis-py (SET/GET) | "
+        "vs redis-benchmark (SET/GET) | CPU s / 100k cmds | writes / 100k cmds |",
+        "|---|---:|---:|---:|---:|---|---|---:|---:|",
+    ]
+    for r in results:
+        ph = r["phases"]
+        ops = " | ".join(f"{ph[p]['ops']:,.0f}" for p in PHASES)
+        peer = peers.get(("redis-py", r["loop"]))
+        vs = (
+            "/".join(f"{ph[p]['ops'] / peer['phases'][p]['ops']:.2f}" for p in PHASES)
+            if peer and r["driver"] == "surge"
+            else ""
+        )
+        vsn = (
+            "/".join(f"{ph[p]['ops'] / native['phases'][p]['ops']:.2f}" for p in PHASES)
+            if native and r is not native
+            else ""
+        )
+        cpus = [ph[p]["cpu_per_100k"] for p in PHASES if ph[p]["cpu_per_100k"] is not None]
+        cpu = f"{statistics.mean(cpus):.2f}" if cpus else "-"
+        w = r.get("writes_per_100k")
+        ws = f"{w:,.0f}" if w is not None else "-"
+        conns = r.get("connections") or "-"
+        cells = [_label(r), r["conc"], conns, ops, vs, vsn, cpu, ws]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    if native:
+        lines += ["", f"Native reference: `{native['command']}`."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from surge._core import RespCodec
 from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
+from surge.redis import replies
 from surge.redis.commands import Commands, Reply
 from surge.redis.errors import DataError, make_error
 
@@ -65,6 +66,7 @@ class Redis(Commands):
         self._engine = self.new_engine(self._codec, max_in_flight=max_in_flight)
         self._req = self._engine.request
         self._command = self._codec.command
+        self._command_ok = self._codec.command_ok
 
     def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
         """A connection to the same server with the same handshake (pub/sub uses one)."""
@@ -141,8 +143,12 @@ class Redis(Commands):
     # -- commands -------------------------------------------------------------------
 
     def _exec(self, reply: Reply, *args: Any) -> Any:
-        aw = self._req(self._command, *args)
-        return aw if reply is None else _then(aw, reply)
+        if reply is None:
+            return self._req(self._command, *args)
+        if reply is replies.ok or reply is replies.pong:
+            # The codec answers +OK with True itself: no wrapper per SET.
+            return self._req(self._command_ok, *args)
+        return _then(self._req(self._command, *args), reply)
 
     def get(self, name: Any) -> Any:
         """GET: the value or None."""

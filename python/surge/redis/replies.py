@@ -7,7 +7,7 @@ from typing import Any
 
 def ok(r: Any) -> Any:
     """+OK -> True; nil (SET NX that did not set) stays None."""
-    return None if r is None else r == "OK"
+    return None if r is None else r is True or r == "OK"
 
 
 def true(r: Any) -> bool:

@@ -5,7 +5,8 @@
 //! answers in order, so each reply goes to the oldest command still waiting.
 //! `feed` returns the engine's `(id, ok, value)` triples:
 //!
-//! - a command: `(id, True, value)`, or `(id, False, exception)` for an error reply;
+//! - a command: `(id, True, value)`, or `(id, False, exception)` for an error reply
+//!   (`command_ok`: a status reply such as `+OK` comes as `True`);
 //! - a pipeline (`pipeline()`): one entry for all its commands, `(id, True, [values])`
 //!   once the last reply is in (error replies stay in the list as exceptions);
 //! - a push (RESP3 `>`, or on a `pubsub=True` codec a RESP2 pub/sub array):
@@ -59,6 +60,9 @@ struct Waiting {
     collected: Option<Vec<PyObject>>,
     /// Pub/sub confirmations still owed (0: an ordinary reply answers it).
     confirms: usize,
+    /// A status reply (`+OK`, `+PONG`) answers True (redis-py's convention),
+    /// saving the driver a Python conversion per SET.
+    status_true: bool,
 }
 
 #[pyclass(module = "surge._core")]
@@ -86,6 +90,7 @@ impl RespCodec {
             owed,
             collected: collect.then(Vec::new),
             confirms,
+            status_true: false,
         });
         self.next_id
     }
@@ -111,6 +116,7 @@ impl RespCodec {
         out: &Bound<'py, PyList>,
         value: PyResult<(Bound<'py, PyAny>, bool)>,
         push: bool,
+        status: bool,
     ) -> PyResult<()> {
         let (value, is_error) = match value {
             Ok(v) => v,
@@ -148,7 +154,11 @@ impl RespCodec {
         match &mut front.collected {
             None => {
                 let w = self.waiting.pop_front().expect("front exists");
-                out.append((w.id, !is_error, &value))?;
+                if w.status_true && status {
+                    out.append((w.id, true, true))?;
+                } else {
+                    out.append((w.id, !is_error, &value))?;
+                }
             }
             Some(items) => {
                 items.push(value.unbind());
@@ -233,6 +243,16 @@ impl RespCodec {
         Ok(self.push_waiting(1, false, 0))
     }
 
+    /// Like `command`, but a status reply (`+OK`) answers True; nil stays None.
+    #[pyo3(signature = (*args))]
+    fn command_ok(&mut self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<u64> {
+        let id = self.command(py, args)?;
+        if let Some(w) = self.waiting.back_mut() {
+            w.status_true = true;
+        }
+        Ok(id)
+    }
+
     /// Encode a batch of commands answered together as one list, wrapped in
     /// MULTI/EXEC when `transaction` (the list then holds MULTI's and each
     /// command's QUEUED reply and, last, EXEC's). Returns its id.
@@ -305,9 +325,10 @@ impl RespCodec {
                 error_factory: &factory,
             };
             let push = Builder::is_push(&self.rbuf, start);
+            let status = self.rbuf[start] == b'+';
             let mut pos = start;
             let value = builder.build(&self.rbuf[..start + n], &mut pos);
-            self.route(py, &out, value, push)?;
+            self.route(py, &out, value, push, status)?;
         }
         if self.rpos == self.rbuf.len() {
             self.rbuf.clear();

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -76,6 +77,18 @@ def test_cancelled_and_timed_out_requests_keep_the_stream_in_sync(url, arun):
     arun(main())
 
 
+def _wait_refused(port: int) -> None:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.1).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.01)
+
+
 def test_server_killed_mid_flight_then_restarted(arun, tmp_path):
     port = services.free_port()
     svc = services.start_redis(port=port, base_dir=str(tmp_path))
@@ -93,7 +106,9 @@ def test_server_killed_mid_flight_then_restarted(arun, tmp_path):
         res = await asyncio.gather(*blocked, return_exceptions=True)
         assert time.monotonic() - t0 < 2  # at once, not after BLPOP's 10 s
         assert all(isinstance(x, ConnectionLostError) for x in res), res[:3]
-        # Down: a new command keeps retrying within the connect timeout, then fails.
+        # Down (once the dying process has closed its listening socket): a new
+        # command keeps retrying within the connect timeout, then fails.
+        _wait_refused(port)
         down = surge.redis.connect(f"redis://127.0.0.1:{port}", connect_timeout=0.3)
         with pytest.raises(ConnectError):
             await down.ping()
@@ -131,10 +146,12 @@ def test_a_reply_that_is_not_resp_fails_the_connection_not_the_process(arun):
         server = await asyncio.start_server(garbage, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         r = surge.redis.connect(f"127.0.0.1:{port}", reconnect=False)
-        res = await asyncio.gather(r.set("a", 1), r.get("a"), return_exceptions=True)
-        # Everything in flight fails (the read that held the bad bytes is dropped whole).
-        assert all(isinstance(x, ProtocolError) for x in res)
-        assert "type byte" in str(res[1])
+        res = await asyncio.gather(r.set("a", 1), r.get("a"), r.get("b"), return_exceptions=True)
+        # The reply before the bad bytes stands; the one they stand for is a
+        # ProtocolError; the ones behind cannot be matched and fail with the connection.
+        assert res[0] is True
+        assert isinstance(res[1], ProtocolError) and "type byte" in str(res[1])
+        assert isinstance(res[2], ConnectionLostError)
         await r.close()
         server.close()
         await server.wait_closed()

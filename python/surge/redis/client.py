@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from surge._core import RespCodec
 from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
+from surge.errors import ProtocolError
 from surge.redis import replies
 from surge.redis.commands import Commands, Reply
 from surge.redis.errors import DataError, make_error
@@ -23,6 +24,21 @@ DEFAULT_PORT = 6379
 def _same(e: Any) -> Any:
     # The codec already made the exception object (with its class from the prefix).
     return e
+
+
+class _StreamGuard:
+    """After each read: replies behind bytes that are not RESP cannot be matched,
+    so the connection is dropped (commands still waiting fail with ConnectionLostError)."""
+
+    __slots__ = ("codec", "engine")
+
+    def __init__(self, codec: RespCodec) -> None:
+        self.codec = codec
+        self.engine: PipelinedConnection | None = None
+
+    def __call__(self) -> None:
+        if self.codec.failed and self.engine is not None:
+            self.engine.abort()
 
 
 async def _then(aw: Any, reply: Any) -> Any:
@@ -62,7 +78,7 @@ class Redis(Commands):
             "request_timeout": request_timeout,
             "reconnect": reconnect,
         }
-        self._codec = RespCodec(decode_responses, False, make_error, DataError)
+        self._codec = RespCodec(decode_responses, False, make_error, DataError, ProtocolError)
         self._engine = self.new_engine(self._codec, max_in_flight=max_in_flight)
         self._req = self._engine.request
         self._command = self._codec.command
@@ -70,15 +86,18 @@ class Redis(Commands):
 
     def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
         """A connection to the same server with the same handshake (pub/sub uses one)."""
-        return PipelinedConnection(
+        guard = _StreamGuard(codec)
+        guard.engine = PipelinedConnection(
             self.host,
             self.port,
             codec,
             on_connect=kwargs.pop("on_connect", self._handshake),
+            on_batch=guard,
             make_error=_same,
             **self._engine_options,
             **kwargs,
         )
+        return guard.engine
 
     async def _handshake(self, engine: PipelinedConnection) -> None:
         # Every step is sent at once and awaited together: one round trip.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from surge._core import RespCodec
 from surge.engine import PipelinedConnection
+from surge.errors import ProtocolError
 from surge.redis.commands import flatten_names
 from surge.redis.errors import DataError, make_error
 
@@ -40,7 +41,7 @@ class PubSub:
     def __init__(self, client: Redis, ignore_subscribe_messages: bool = False) -> None:
         self.ignore_subscribe_messages = ignore_subscribe_messages
         self._client = client
-        self._codec = RespCodec(client.decode_responses, True, make_error, DataError)
+        self._codec = RespCodec(client.decode_responses, True, make_error, DataError, ProtocolError)
         self._engine: PipelinedConnection = client.new_engine(
             self._codec,
             on_connect=self._handshake,

@@ -14,8 +14,10 @@
 //!   `pubsub_command(n, ...)` is answered by its n confirmations, which are also
 //!   passed on out of band: `(id, True, None)` follows the n-th.
 //!
-//! Bytes that are not RESP raise `RespProtocolError` (and set `failed`): the
-//! engine drops the connection, as replies behind them can no longer be matched.
+//! Bytes that are not RESP set `failed`: the replies before them are returned
+//! as usual, the oldest command still waiting gets `(id, False, error)` (an
+//! instance of `protocol_error`), and the driver must drop the connection, as
+//! replies behind them can no longer be matched.
 
 use std::collections::VecDeque;
 
@@ -77,6 +79,7 @@ pub struct RespCodec {
     pubsub: bool,
     error_factory: PyObject,
     data_error: Py<PyType>,
+    protocol_error: Py<PyType>,
     /// A reply did not parse: the connection must be dropped.
     #[pyo3(get)]
     failed: bool,
@@ -180,13 +183,17 @@ impl RespCodec {
     /// subscribed (RESP2 pub/sub arrays are pushes); `error_factory(text)` makes
     /// the exception for an error reply; `data_error` is raised for bad arguments.
     #[new]
-    #[pyo3(signature = (decode_responses=false, pubsub=false, error_factory=None, data_error=None))]
+    #[pyo3(signature = (
+        decode_responses=false, pubsub=false, error_factory=None, data_error=None,
+        protocol_error=None
+    ))]
     fn new(
         py: Python<'_>,
         decode_responses: bool,
         pubsub: bool,
         error_factory: Option<PyObject>,
         data_error: Option<Py<PyType>>,
+        protocol_error: Option<Py<PyType>>,
     ) -> Self {
         let default_error = py.get_type::<PyException>().into_any().unbind();
         RespCodec {
@@ -200,6 +207,8 @@ impl RespCodec {
             pubsub,
             error_factory: error_factory.unwrap_or(default_error),
             data_error: data_error.unwrap_or_else(|| py.get_type::<PyTypeError>().unbind()),
+            protocol_error: protocol_error
+                .unwrap_or_else(|| py.get_type::<RespProtocolError>().unbind()),
             failed: false,
         }
     }
@@ -314,7 +323,10 @@ impl RespCodec {
                 Ok(Status::Partial) => break,
                 Err(e) => {
                     self.failed = true;
-                    return Err(RespProtocolError::new_err(e.to_string()));
+                    let err = PyErr::from_type(self.protocol_error.bind(py).clone(), e.to_string());
+                    let id = self.waiting.pop_front().map(|w| w.id);
+                    out.append((id, false, err.into_value(py)))?;
+                    break;
                 }
             };
             let start = self.rpos;

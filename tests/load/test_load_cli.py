@@ -44,7 +44,7 @@ def test_headers_and_progress_line(surge_server, capsys) -> None:
 
 
 def test_clear_errors(capsys) -> None:
-    assert cli.main(["load", "redis://127.0.0.1:1", "--rate", "10", "-d", "1"]) == 2
+    assert cli.main(["load", "postgresql://u@127.0.0.1:1/db", "--rate", "10", "-d", "1"]) == 2
     assert "driver not available yet" in capsys.readouterr().err
     assert cli.main(["load", "http://127.0.0.1:1/", "-H", "nocolon", "-d", "1"]) == 2
     assert "bad --header" in capsys.readouterr().err

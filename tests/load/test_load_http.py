@@ -131,7 +131,7 @@ def test_silent_server_times_out(raw_server) -> None:
 
 def test_drivers_that_do_not_exist_yet() -> None:
     with pytest.raises(surge.load.DriverNotAvailable, match="not available yet"):
-        surge.load.run("redis://127.0.0.1:6379", rate=10, duration=0.1)
+        surge.load.run("postgresql://u@127.0.0.1:5432/db", rate=10, duration=0.1)
     with pytest.raises(surge.load.LoadError, match="unknown target"):
         surge.load.run("gopher://x", rate=10, duration=0.1)
 

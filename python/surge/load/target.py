@@ -162,6 +162,10 @@ def make_target(config: LoadConfig, recorder: Recorder) -> Target:
         from surge.load.tarantool import TarantoolTarget
 
         return TarantoolTarget(config, recorder)
+    if kind == "redis":
+        from surge.load.redis import RedisTarget
+
+        return RedisTarget(config, recorder)
     raise DriverNotAvailable(_missing_driver(kind))
 
 
@@ -172,6 +176,10 @@ def ops_of(config: LoadConfig) -> list[str]:
         from surge.load.tarantool import mix_ops
 
         return mix_ops(config.mix)
+    if kind == "redis":
+        from surge.load.redis import mix_ops as redis_mix_ops
+
+        return redis_mix_ops(config.mix)
     if kind == "http":
         return ["request"]
     raise DriverNotAvailable(_missing_driver(kind))

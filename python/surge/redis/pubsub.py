@@ -46,8 +46,8 @@ class PubSub:
             self._codec,
             on_connect=self._handshake,
             on_lost=self._on_lost,
+            on_out_of_band=self._on_push,
         )
-        self._engine._oob = self._on_push
         self.channels: dict[Any, Handler] = {}
         self.patterns: dict[Any, Handler] = {}
         self._queue: deque[Any] = deque()

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from surge import services
 
+from benchmarks import venv as bvenv
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 RESULTS = ROOT / "bench-results"
@@ -60,7 +62,25 @@ def _command(cfg: dict, n: int, port: int, size: int) -> list[str] | None:
     return [str(py), client, cfg["driver"], cfg["loop"], conc, str(n), str(port), str(size)]
 
 
+#: Cores for the server and the clients: on 2 cores the two must not share one.
+SERVER_CORE, CLIENT_CORE = "1", "0"
+
+
+def _can_pin() -> bool:
+    return shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
+
+
+def _pin(pid: int, core: str) -> None:
+    if _can_pin():
+        subprocess.run(["taskset", "-a", "-p", "-c", core, str(pid)], capture_output=True)
+
+
+def _on_client_core(cmd: list[str]) -> list[str]:
+    return ["taskset", "-c", CLIENT_CORE, *cmd] if _can_pin() else cmd
+
+
 def _run(cmd: list[str], strace_out: str | None = None) -> dict:
+    cmd = _on_client_core(cmd)
     if strace_out:
         calls = ",".join(WRITE_CALLS)
         cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
@@ -88,7 +108,9 @@ def _redis_benchmark(port: int, n: int, size: int, repeats: int) -> dict | None:
     cmd += ["-d", str(size), "-r", str(n), "--csv"]
     runs: dict[str, list[float]] = {"set": [], "get": []}
     for _ in range(repeats):
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+        out = subprocess.run(
+            _on_client_core(cmd), capture_output=True, text=True, timeout=300
+        ).stdout
         for row in csv.reader(io.StringIO(out)):
             if row and row[0].lower() in runs:
                 runs[row[0].lower()].append(float(row[1]))
@@ -121,13 +143,11 @@ def main(argv: list[str] | None = None) -> dict:
     n = 20_000 if args.quick else args.n
     repeats = 1 if args.quick else args.repeats
     have_strace = shutil.which("strace") is not None and not args.no_strace
-    if not BENCH_PY.exists() or not _bench_has_redis():
-        from benchmarks import venv as bvenv
-
-        bvenv.ensure(groups=["redis"])
+    bvenv.ensure(groups=["redis"])
 
     results = []
     with services.redis() as svc:
+        _pin(svc.pid, SERVER_CORE)
         for cfg in _configs(args.quick, args.conc):
             cmd = _command(cfg, n, svc.port, args.size)
             if cmd is None:
@@ -174,14 +194,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"{n} keys with {args.size}-byte values from {args.conc} coroutines; surge on one "
         "connection, redis-py asyncio with its pool (a connection per concurrent command); "
         "redis-benchmark -c 50 -P 16; "
-        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg"
+        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg; "
+        f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
     ]
     return {"markdown": md, "setup_lines": setup, "results": results}
-
-
-def _bench_has_redis() -> bool:
-    p = subprocess.run([str(BENCH_PY), "-c", "import redis"], capture_output=True)
-    return p.returncode == 0
 
 
 def _markdown(results: list[dict], n: int, repeats: int, size: int) -> str:

@@ -4,6 +4,9 @@ Runs under surge's venv (driver "surge") or the bench venv (redis-py), so it
 imports only the driver it is asked for.
 
     python benchmarks/redis/client.py DRIVER LOOP CONCURRENCY N PORT VALUE_SIZE
+
+DRIVER: surge, redis-py (its pool: a connection per concurrent command) or
+redis-py-1conn (a pool of one connection).
 """
 
 from __future__ import annotations
@@ -48,11 +51,16 @@ async def surge_main(conc: int, n: int, port: int, value: bytes) -> dict:
     return res
 
 
-async def redispy_main(conc: int, n: int, port: int, value: bytes) -> dict:
+async def redispy_main(conc: int, n: int, port: int, value: bytes, one: bool = False) -> dict:
     import redis.asyncio
 
-    # redis-py's own way: a pool that opens a connection per concurrent command.
-    r = redis.asyncio.Redis(host="127.0.0.1", port=port, max_connections=conc)
+    if one:
+        # One connection, as surge: coroutines take turns (redis-py cannot interleave them).
+        pool = redis.asyncio.BlockingConnectionPool(host="127.0.0.1", port=port, max_connections=1)
+        r = redis.asyncio.Redis(connection_pool=pool)
+    else:
+        # redis-py's own way: a pool that opens a connection per concurrent command.
+        r = redis.asyncio.Redis(host="127.0.0.1", port=port, max_connections=conc)
     await r.flushdb()
     res = await run_async(r, conc, n, value)
     res["connections"] = len(r.connection_pool._available_connections) + len(
@@ -65,7 +73,10 @@ async def redispy_main(conc: int, n: int, port: int, value: bytes) -> dict:
 def main() -> None:
     driver, loop, conc, n, port, size = sys.argv[1:7]
     args = (int(conc), int(n), int(port), b"x" * int(size))
-    coro = surge_main(*args) if driver == "surge" else redispy_main(*args)
+    if driver == "surge":
+        coro = surge_main(*args)
+    else:
+        coro = redispy_main(*args, one=driver == "redis-py-1conn")
     if loop == "uvloop":
         import uvloop
 

@@ -48,6 +48,7 @@ def _configs(quick: bool, conc: int) -> list[dict]:
     for loop in ("uvloop", "asyncio"):
         out.append({"driver": "surge", "loop": loop, "conc": conc})
         out.append({"driver": "redis-py", "loop": loop, "conc": conc})
+    out.append({"driver": "redis-py-1conn", "loop": "uvloop", "conc": conc})
     if quick:
         out = [c for c in out if c["loop"] == "uvloop"]
     return out
@@ -149,7 +150,10 @@ def main(argv: list[str] | None = None) -> dict:
     with services.redis() as svc:
         _pin(svc.pid, SERVER_CORE)
         for cfg in _configs(args.quick, args.conc):
-            cmd = _command(cfg, n, svc.port, args.size)
+            # One redis-py connection is one round trip per command: a fifth of N keeps
+            # the suite short, and ops/s is a rate all the same.
+            cn = max(1000, n // 5) if cfg["driver"] == "redis-py-1conn" else n
+            cmd = _command(cfg, cn, svc.port, args.size)
             if cmd is None:
                 print(f"skip {_label(cfg)}: interpreter missing", file=sys.stderr)
                 continue
@@ -158,15 +162,15 @@ def main(argv: list[str] | None = None) -> dict:
             except RuntimeError as e:
                 print(f"skip {_label(cfg)}: {e}", file=sys.stderr)
                 continue
-            row = {**cfg, "n": n, "connections": runs[0].get("connections"), "phases": {}}
+            row = {**cfg, "n": cn, "connections": runs[0].get("connections"), "phases": {}}
             for ph in PHASES:
-                ops = statistics.median(n / r[ph]["secs"] for r in runs)
-                cpu = statistics.median(r[ph]["cpu"] / n * 100_000 for r in runs)
+                ops = statistics.median(cn / r[ph]["secs"] for r in runs)
+                cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs)
                 row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
             if have_strace:
                 # strace slows every syscall: a smaller N keeps a chatty peer's run short,
                 # and writes per 100k commands is a ratio all the same.
-                sn = min(n, STRACE_N)
+                sn = min(cn, STRACE_N)
                 with tempfile.NamedTemporaryFile(suffix=".strace") as f:
                     _run(_command(cfg, sn, svc.port, args.size) or cmd, f.name)
                     # +1 for the FLUSHDB; per 100k of the two phases' commands
@@ -192,7 +196,8 @@ def main(argv: list[str] | None = None) -> dict:
     setup = [
         f"Redis {version[2] if len(version) > 2 else '?'} (no persistence); SET then GET of "
         f"{n} keys with {args.size}-byte values from {args.conc} coroutines; surge on one "
-        "connection, redis-py asyncio with its pool (a connection per concurrent command); "
+        "connection, redis-py asyncio with its pool (a connection per concurrent command) "
+        "and with a pool of one connection (N/5 keys); "
         "redis-benchmark -c 50 -P 16; "
         f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg; "
         f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
@@ -206,18 +211,20 @@ def _markdown(results: list[dict], n: int, repeats: int, size: int) -> str:
     lines = [
         f"### Redis: SET/GET of {n} keys x {size} B (ops/s, median of {repeats})",
         "",
-        "| client | coroutines | connections | SET | GET | vs redis-py (SET/GET) | "
+        "| client | coroutines | connections | SET | GET | vs redis-py, pool / 1 conn (SET/GET) | "
         "vs redis-benchmark (SET/GET) | CPU s / 100k cmds | writes / 100k cmds |",
         "|---|---:|---:|---:|---:|---|---|---:|---:|",
     ]
     for r in results:
         ph = r["phases"]
         ops = " | ".join(f"{ph[p]['ops']:,.0f}" for p in PHASES)
-        peer = peers.get(("redis-py", r["loop"]))
-        vs = (
-            "/".join(f"{ph[p]['ops'] / peer['phases'][p]['ops']:.2f}" for p in PHASES)
+        vs = " ; ".join(
+            f"{name}: " + "/".join(f"{ph[p]['ops'] / peer['phases'][p]['ops']:.2f}" for p in PHASES)
+            for name, peer in (
+                ("pool", peers.get(("redis-py", r["loop"]))),
+                ("1 conn", peers.get(("redis-py-1conn", r["loop"]))),
+            )
             if peer and r["driver"] == "surge"
-            else ""
         )
         vsn = (
             "/".join(f"{ph[p]['ops'] / native['phases'][p]['ops']:.2f}" for p in PHASES)

@@ -48,7 +48,13 @@ async def _then(aw: Any, reply: Any) -> Any:
 class Redis(Commands):
     """A Redis client on one pipelined connection; made outside a loop, it connects on
     first use. Command methods return awaitables; a bad argument raises `DataError`
-    at the call, before anything is sent."""
+    at the call, before anything is sent.
+
+    Where it differs from redis-py: status replies (``+OK``, TYPE's ``+string``)
+    are always ``str`` (they are ASCII words, not data); connection errors are
+    surge's (`surge.errors.ConnectionLostError`, ...), not `RedisError`s; a pipeline
+    has no WATCH (it shares the connection with every other coroutine).
+    """
 
     def __init__(
         self,

@@ -56,7 +56,9 @@ async def redispy_main(conc: int, n: int, port: int, value: bytes, one: bool = F
 
     if one:
         # One connection, as surge: coroutines take turns (redis-py cannot interleave them).
-        pool = redis.asyncio.BlockingConnectionPool(host="127.0.0.1", port=port, max_connections=1)
+        pool = redis.asyncio.BlockingConnectionPool(
+            host="127.0.0.1", port=port, max_connections=1, timeout=None
+        )
         r = redis.asyncio.Redis(connection_pool=pool)
     else:
         # redis-py's own way: a pool that opens a connection per concurrent command.

@@ -172,9 +172,14 @@ def main(argv: list[str] | None = None) -> dict:
                 # and writes per 100k commands is a ratio all the same.
                 sn = min(cn, STRACE_N)
                 with tempfile.NamedTemporaryFile(suffix=".strace") as f:
-                    _run(_command(cfg, sn, svc.port, args.size) or cmd, f.name)
-                    # +1 for the FLUSHDB; per 100k of the two phases' commands
-                    row["writes_per_100k"] = _count_writes(f.name) / (2 * sn + 1) * 100_000
+                    try:
+                        _run(_command(cfg, sn, svc.port, args.size) or cmd, f.name)
+                    except RuntimeError as e:
+                        print(f"{_label(cfg)}: no write count: {e}", file=sys.stderr)
+                    else:
+                        # +1 for the FLUSHDB; per 100k of the two phases' commands
+                        writes = _count_writes(f.name) / (2 * sn + 1) * 100_000
+                        row["writes_per_100k"] = writes
             results.append(row)
             print(
                 _label(cfg),

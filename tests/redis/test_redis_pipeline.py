@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 import surge.redis
-from surge.redis import DataError, ExecAbortError, ResponseError
+from surge.redis import DataError, ExecAbortError, ResponseError, WatchError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -86,5 +86,38 @@ def test_errors_in_pipelines(url, arun):
         assert await r.get("d") is None
         assert await r.ping() is True
         await r.close()
+
+    arun(main())
+
+
+def test_watch_on_a_connection_of_its_own(url, arun):
+    r = surge.redis.connect(url)
+    other = surge.redis.connect(url)
+
+    async def main():
+        await r.flushdb()
+        await r.set("balance", 10)
+
+        async def spend(amount: int, meddle: bool) -> list:
+            async with r.pipeline() as p:
+                await p.watch("balance")
+                assert p.watching
+                current = int(await p.get("balance"))  # runs at once while watching
+                if meddle:
+                    await other.incr("balance")
+                p.multi()
+                p.set("balance", current - amount).get("balance")
+                return await p.execute()
+
+        assert await spend(3, meddle=False) == [True, b"7"]
+        with pytest.raises(WatchError):
+            await spend(3, meddle=True)
+        assert await r.get("balance") == b"8"  # only the other client's INCR ran
+        p = r.pipeline()
+        await p.watch("balance")
+        await p.unwatch()
+        assert not p.watching
+        await r.close()
+        await other.close()
 
     arun(main())

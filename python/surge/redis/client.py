@@ -53,7 +53,7 @@ class Redis(Commands):
     Where it differs from redis-py: status replies (``+OK``, TYPE's ``+string``)
     are always ``str`` (they are ASCII words, not data); connection errors are
     surge's (`surge.errors.ConnectionLostError`, ...), not `RedisError`s; a pipeline
-    has no WATCH (it shares the connection with every other coroutine).
+    that WATCHes opens a connection of its own for that transaction.
     """
 
     def __init__(
@@ -100,8 +100,7 @@ class Redis(Commands):
             on_connect=kwargs.pop("on_connect", self._handshake),
             on_batch=guard,
             make_error=_same,
-            **self._engine_options,
-            **kwargs,
+            **{**self._engine_options, **kwargs},
         )
         return guard.engine
 

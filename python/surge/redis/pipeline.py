@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from surge._core import RespCodec
+from surge.errors import ProtocolError
 from surge.redis.commands import Commands, Reply
-from surge.redis.errors import WatchError
+from surge.redis.errors import DataError, RedisError, WatchError, make_error
 
 if TYPE_CHECKING:
+    from surge.engine import PipelinedConnection
     from surge.redis.client import Redis
+
+
+async def _then(aw: Any, reply: Any) -> Any:
+    return reply(await aw)
 
 
 class Pipeline(Commands):
@@ -17,7 +24,12 @@ class Pipeline(Commands):
     With ``transaction=True`` (the default, as in redis-py) the batch is wrapped
     in MULTI/EXEC. The batch shares the client's connection with other
     coroutines: it is encoded into the same buffer, in one piece, so nothing
-    interleaves with it. WATCH is not supported (it needs a connection of its own).
+    interleaves with it.
+
+    ``await pipe.watch(keys)`` needs a connection of its own (WATCH belongs to a
+    connection): the pipeline opens one, runs commands at once there until
+    ``pipe.multi()``, sends the transaction on it and closes it. `execute` raises
+    `WatchError` when a watched key changed.
     """
 
     def __init__(self, client: Redis, transaction: bool = True) -> None:
@@ -25,8 +37,16 @@ class Pipeline(Commands):
         self.transaction = transaction
         self._commands: list[tuple[Any, ...]] = []
         self._replies: list[Reply] = []
+        self._own: PipelinedConnection | None = None
+        self._own_codec: RespCodec | None = None
+        self._multi = False
 
-    def _exec(self, reply: Reply, *args: Any) -> Pipeline:
+    def _exec(self, reply: Reply, *args: Any) -> Any:
+        if self._own is not None and not self._multi:
+            # Watching, before multi(): the command runs now, on the watching connection.
+            assert self._own_codec is not None
+            aw = self._own.request(self._own_codec.command, *args)
+            return aw if reply is None else _then(aw, reply)
         self._commands.append(args)
         self._replies.append(reply)
         return self
@@ -34,25 +54,73 @@ class Pipeline(Commands):
     def __len__(self) -> int:
         return len(self._commands)
 
-    def reset(self) -> None:
-        """Drop the queued commands."""
+    @property
+    def watching(self) -> bool:
+        """True between `watch()` and `execute()` / `reset()`."""
+        return self._own is not None
+
+    async def watch(self, *names: Any) -> None:
+        """WATCH keys (on the pipeline's own connection); then read, `multi()`, queue, execute."""
+        if self._multi:
+            raise RedisError("WATCH inside MULTI is not allowed")
+        if self._own is None:
+            c = self._client
+            self._own_codec = RespCodec(
+                c.decode_responses, False, make_error, DataError, ProtocolError
+            )
+            self._own = c.new_engine(self._own_codec, reconnect=False)
+        assert self._own_codec is not None
+        await self._own.request(self._own_codec.command_ok, "WATCH", *names)
+
+    def multi(self) -> None:
+        """Start queueing the transaction after `watch()` and the reads it allows."""
+        if self._multi:
+            raise RedisError("cannot nest MULTI")
+        if self._commands:
+            raise RedisError("commands were queued before MULTI without a WATCH")
+        self._multi = True
+
+    async def unwatch(self) -> None:
+        """Forget the watched keys (and the pipeline's own connection)."""
+        await self._release()
+
+    async def _release(self) -> None:
+        own, self._own, self._own_codec = self._own, None, None
+        self._multi = False
+        if own is not None:
+            await own.close()
+
+    def _clear(self) -> None:
         self._commands, self._replies = [], []
+
+    async def reset(self) -> None:
+        """Drop the queued commands and any WATCH."""
+        self._clear()
+        await self._release()
 
     async def __aenter__(self) -> Pipeline:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.reset()
+        await self.reset()
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Send the queued commands; their replies in order. The first error reply
         is raised when `raise_on_error` (else left in the list as an exception)."""
         commands, conversions = self._commands, self._replies
-        self.reset()
-        if not commands:
-            return []
-        c = self._client
-        got = await c._req(c._codec.pipeline, commands, self.transaction)
+        self._clear()
+        own, codec = self._own, self._own_codec
+        try:
+            if not commands:
+                return []
+            if own is not None and codec is not None:
+                got = await own.request(codec.pipeline, commands, self.transaction)
+            else:
+                c = self._client
+                got = await c._req(c._codec.pipeline, commands, self.transaction)
+        finally:
+            if own is not None:
+                await self._release()
         if self.transaction:
             result = got[-1]
             if isinstance(result, BaseException):

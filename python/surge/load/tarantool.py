@@ -11,13 +11,10 @@ pipelined connections (one by default, as in the seed).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import string
-import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from surge.errors import (
@@ -27,8 +24,9 @@ from surge.errors import (
     ProtocolError,
     RequestTimeoutError,
 )
+from surge.load.driver import DriverTarget
 from surge.load.recorder import Recorder
-from surge.load.target import LoadConfig, LoadError, Target, connect_error_kind
+from surge.load.target import LoadConfig, LoadError, connect_error_kind
 
 #: Operations of the Tarantool workload, and the seed's mix.
 OPS = ("insert", "select", "update", "delete")
@@ -93,7 +91,7 @@ def error_kind(exc: BaseException) -> str:
     return "other"
 
 
-class TarantoolTarget(Target):
+class TarantoolTarget(DriverTarget):
     """Mixed CRUD load on one space through surge's Tarantool driver."""
 
     def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
@@ -104,8 +102,8 @@ class TarantoolTarget(Target):
         mix = config.mix or DEFAULT_MIX
         weights = [mix[op] for op in self.ops]
         self._cycle = mix_cycle(self.ops, weights)
+        self._outstanding = dict.fromkeys(self.ops, 0)
         rng = random.Random()
-        self._i = 0
         self.space = config.space
         self.conns = [
             connect(
@@ -121,8 +119,6 @@ class TarantoolTarget(Target):
         # 56-bit random base: workers and runs never share keys.
         self.lo = self.hi = rng.getrandbits(40) << 16
         self._rand = rng.random
-        self._outstanding = dict.fromkeys(self.ops, 0)
-        self._abandoned = False
         self._issue: dict[str, Callable[[Any], Any]] = {
             "insert": self._insert,
             "select": self._select,
@@ -180,60 +176,5 @@ class TarantoolTarget(Target):
             self.lo += 1
         return conn.delete(self.space, key)
 
-    def _start(self, due_ns: int, closed: bool) -> None:
-        cycle = self._cycle
-        op = cycle[self._i]
-        self._i = (self._i + 1) % len(cycle)
-        self._outstanding[op] += 1
-        try:
-            aw = self._issue[op](self._conn())
-        except Exception as exc:  # bad input raised before sending
-            self._end(op, due_ns, closed, exc)
-            return
-        if not asyncio.isfuture(aw):
-            aw = asyncio.ensure_future(aw)
-        aw.add_done_callback(partial(self._done, op, due_ns, closed))
-
-    def _done(self, op: str, due_ns: int, closed: bool, fut: asyncio.Future) -> None:
-        exc = None if not fut.cancelled() else asyncio.CancelledError()
-        if exc is None:
-            exc = fut.exception()
-        self._end(op, due_ns, closed, exc)
-
-    def _end(self, op: str, due_ns: int, closed: bool, exc: BaseException | None) -> None:
-        if self._abandoned:
-            return
-        self._outstanding[op] -= 1
-        if exc is None:
-            self.recorder.ok(op, time.monotonic_ns() - due_ns)
-        else:
-            self.recorder.error(op, error_kind(exc))
-        if closed and not self.stopping:
-            self._start(time.monotonic_ns(), True)
-
-    # -- Target -------------------------------------------------------------------------
-
-    def issue(self, due_ns: int) -> None:
-        self._start(due_ns, False)
-
-    def start_closed(self) -> None:
-        now = time.monotonic_ns()
-        for _ in range(len(self.conns) * self.config.pipeline):
-            self._start(now, True)
-
-    def outstanding(self) -> int:
-        return sum(self._outstanding.values())
-
-    def abandon(self) -> None:
-        # Late replies are ignored from now on; what is left counts as timed out.
-        self._abandoned = True
-        for op, n in self._outstanding.items():
-            for _ in range(n):
-                self.recorder.error(op, "timeout")
-            self._outstanding[op] = 0
-
-    async def close(self) -> None:
-        self.stopping = True
-        for c in self.conns:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(c.close(), 2.0)
+    def classify(self, exc: BaseException) -> str:
+        return error_kind(exc)

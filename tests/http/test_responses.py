@@ -349,3 +349,10 @@ def test_file_response_has_one_content_length(server):
         r = c.request("GET", "/file/framing-headers")
         assert r.header("X-Ok") == "1"
         assert r.getall("Content-Length") == [str(len(b"hello from a file\n"))]
+
+
+def test_async_handler_runs_in_a_task(server):
+    # asyncio.timeout() and current_task() need a task from the first line on.
+    r = fetch(server.port, "/ret/async-in-task")
+    assert r.status == 200
+    assert r.json() == {"task": True}

@@ -184,7 +184,10 @@ class App:
                 if r.threaded or r.stream or hooks:
                     kind = _DEFERRED
                 elif r.is_async:
-                    kind = _ASYNC
+                    # Not _ASYNC: a coroutine's first step run inline has no current
+                    # task, and asyncio.timeout()/current_task() need one (Python
+                    # 3.11 has no eager tasks). Correctness first; see the note.
+                    kind = _DEFERRED
                 else:
                     kind = _SYNC
                 router.add(r.path, list(r.methods), r.handler, kind, r.max_body, r.stream)

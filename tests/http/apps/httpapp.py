@@ -205,6 +205,12 @@ def add_common_routes(app: App) -> None:
     def file_framing_headers(request):
         return FileResponse(DATA_DIR / "hello.txt", headers={"Content-Length": "5", "X-Ok": "1"})
 
+    @app.get("/ret/async-in-task")
+    async def ret_async_in_task(request):
+        # No await before this: the handler's first step must already run in a task.
+        async with asyncio.timeout(1):
+            return {"task": asyncio.current_task() is not None}
+
     @app.get("/ret/async-str")
     async def ret_async_str(request):
         await asyncio.sleep(0)

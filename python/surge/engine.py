@@ -166,11 +166,13 @@ class PipelinedConnection:
         self.generation = 0
         #: Counters for benchmarks, tests and `surge.stats`: writes made, requests sent,
         #: connects, request timeouts, error replies, connections lost.
-        self.stats = dict.fromkeys(
-            ("writes", "requests", "connects", "timeouts", "errors", "lost"), 0
-        )
-        #: Requests sent by operation (the encoder's name: insert, select, ...).
-        self.ops: dict[str, int] = {}
+        self._counts = dict.fromkeys(("writes", "connects", "timeouts", "errors", "lost"), 0)
+        # Requests sent, by encoder: a plain dict bump per request; names and the
+        # total are worked out only when someone reads `stats` or `ops`.
+        self._sent: dict[Callable[..., int], int] = {}
+        # The transport's write buffer as of the last flush or reply batch: checking
+        # it there rather than per request keeps the byte limit off the hot path.
+        self._tbuf = 0
         CONNECTIONS.add(self)
 
     # -- public -------------------------------------------------------------------
@@ -190,12 +192,47 @@ class PipelinedConnection:
         """Requests sent (or buffered) whose replies have not arrived."""
         return len(self._pending)
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters for benchmarks, tests and `surge.stats`: writes made, requests
+        sent, connects, request timeouts, error replies, connections lost."""
+        return {**self._counts, "requests": sum(self._sent.values())}
+
+    @property
+    def ops(self) -> dict[str, int]:
+        """Requests sent by operation (the encoder's name: insert, select, ...)."""
+        out: dict[str, int] = {}
+        for encode, n in self._sent.items():
+            op = getattr(encode, "__name__", "request")
+            out[op] = out.get(op, 0) + n
+        return out
+
     def request(self, encode: Callable[..., int], *args: Any, timeout: Any = _DEFAULT) -> Any:
         """Encode a request now (bad input raises here, before anything is sent) or,
         when not connected or over a limit, once possible; return an awaitable."""
-        if self._ready and not self._must_wait():
-            return self._submit(encode, args, timeout)
-        return self._request_slow(encode, args, timeout)
+        # The hot path of every driver: `_must_wait` and `_submit` written out inline.
+        if (
+            not self._ready
+            or self._paused
+            or len(self._pending) >= self.max_in_flight
+            or self.codec.pending() + self._tbuf >= self.max_in_flight_bytes
+        ):
+            return self._request_slow(encode, args, timeout)
+        rid = encode(*args)
+        fut = self._loop.create_future()  # type: ignore[union-attr]
+        self._pending[rid] = fut
+        sent = self._sent
+        sent[encode] = sent.get(encode, 0) + 1
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
+        elif self.codec.pending() >= FLUSH_SIZE:
+            self._flush()
+        if timeout is _DEFAULT:
+            timeout = self.request_timeout
+        if timeout is not None:
+            self._add_deadline(self._loop.time() + timeout, rid)  # type: ignore[union-attr]
+        return fut
 
     def request_pinned(
         self, generation: int, encode: Callable[..., int], *args: Any, timeout: Any = _DEFAULT
@@ -329,8 +366,8 @@ class PipelinedConnection:
         if self._paused or len(self._pending) >= self.max_in_flight:
             return True
         t = self._transport
-        buffered = self.codec.pending() + (t.get_write_buffer_size() if t else 0)
-        return buffered >= self.max_in_flight_bytes
+        self._tbuf = t.get_write_buffer_size() if t else 0
+        return self.codec.pending() + self._tbuf >= self.max_in_flight_bytes
 
     def _submit(self, encode: Callable[..., int], args: tuple, timeout: Any) -> asyncio.Future:
         rid = encode(*args)
@@ -338,9 +375,8 @@ class PipelinedConnection:
         assert loop is not None
         fut = loop.create_future()
         self._pending[rid] = fut
-        self.stats["requests"] += 1
-        op = getattr(encode, "__name__", "request")
-        self.ops[op] = self.ops.get(op, 0) + 1
+        sent = self._sent
+        sent[encode] = sent.get(encode, 0) + 1
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
@@ -393,7 +429,8 @@ class PipelinedConnection:
         if t is None or self.codec.pending() == 0:
             return
         t.write(self.codec.take())
-        self.stats["writes"] += 1
+        self._tbuf = t.get_write_buffer_size()
+        self._counts["writes"] += 1
 
     def _add_deadline(self, at: float, rid: int) -> None:
         heapq.heappush(self._deadlines, (at, rid))
@@ -414,7 +451,7 @@ class PipelinedConnection:
             fut = self._pending.get(rid)
             if fut is not None and not fut.done():
                 # The reply may still come: keep the id so it is recognised and dropped.
-                self.stats["timeouts"] += 1
+                self._counts["timeouts"] += 1
                 fut.set_exception(RequestTimeoutError(f"no reply within the timeout (id {rid})"))
         if dl:
             self._timer_at = dl[0][0]
@@ -476,7 +513,7 @@ class PipelinedConnection:
         self._protocol = protocol
         self._paused = False
         self.generation += 1
-        self.stats["connects"] += 1
+        self._counts["connects"] += 1
         if self._on_connect_hook is not None:
             await self._on_connect_hook(self)
         if self._transport is None:
@@ -528,8 +565,10 @@ class PipelinedConnection:
             if ok:
                 fut.set_result(value)
             else:
-                self.stats["errors"] += 1
+                self._counts["errors"] += 1
                 fut.set_exception(self._make_error(value))
+        if self._tbuf and self._transport is not None:
+            self._tbuf = self._transport.get_write_buffer_size()
         if self._on_batch is not None:
             self._on_batch()
         if self._drain_waiter is not None:
@@ -544,7 +583,8 @@ class PipelinedConnection:
         self._protocol = None
         self._ready = False
         self._paused = False
-        self.stats["lost"] += 1
+        self._tbuf = 0
+        self._counts["lost"] += 1
         msg = f"connection to {self.host}:{self.port} lost"
         err = ConnectionLostError(f"{msg}: {exc!r}" if exc else msg)
         self._fail_all(err)

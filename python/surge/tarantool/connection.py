@@ -377,21 +377,15 @@ class Connection:
     def _space(self, space: int | str) -> SpaceInfo | None:
         """The space's info, or None when we must connect (or reload the schema) first."""
         e = self._engine
-        if not e.is_connected and not e.is_draining:
+        if not e._ready and not e.is_draining:
             return None
-        if isinstance(space, str):
-            return self.schema.by_name.get(space)
+        if space.__class__ is str:
+            return self.schema.by_name.get(space)  # type: ignore[arg-type]
         return self.schema.space(space)
 
-    def _dispatch(self, space: int | str, build: Any) -> Any:
-        info = self._space(space)
-        if info is not None:
-            return build(info)
-
-        async def later() -> Any:
-            return await build(await self._space_slow(space))
-
-        return later()
+    async def _later(self, space: int | str, build: Any) -> Any:
+        """A request that must wait for the connection (or a schema reload) first."""
+        return await build(await self._space_slow(space))
 
     # -- requests -------------------------------------------------------------------
 
@@ -422,27 +416,33 @@ class Connection:
             it = int(iterator)
         lim = MAX_LIMIT if limit is None else limit
         send = self._sender() if self._tx_open else self._req
-
-        def build(info: SpaceInfo) -> Any:
-            return send(
-                self._select, info.id, info.index_id(index), key, lim, offset, it, info.field_names
+        # The fast path builds nothing per call: no closure unless we must wait.
+        info = self._space(space)
+        if info is None:
+            return self._later(
+                space,
+                lambda i: send(
+                    self._select, i.id, i.index_id(index), key, lim, offset, it, i.field_names
+                ),
             )
-
-        return self._dispatch(space, build)
+        idx = index if index.__class__ is int else info.index_id(index)
+        return send(self._select, info.id, idx, key, lim, offset, it, info.field_names)
 
     def insert(self, space: int | str, t: Sequence[Any]) -> Any:
         """Insert a tuple; returns [inserted tuple]."""
         send = self._sender() if self._tx_open else self._req
-        return self._dispatch(
-            space, lambda info: send(self._insert, info.id, t, info.field_names, False)
-        )
+        info = self._space(space)
+        if info is None:
+            return self._later(space, lambda i: send(self._insert, i.id, t, i.field_names, False))
+        return send(self._insert, info.id, t, info.field_names, False)
 
     def replace(self, space: int | str, t: Sequence[Any]) -> Any:
         """Insert or replace a tuple; returns [tuple]."""
         send = self._sender() if self._tx_open else self._req
-        return self._dispatch(
-            space, lambda info: send(self._insert, info.id, t, info.field_names, True)
-        )
+        info = self._space(space)
+        if info is None:
+            return self._later(space, lambda i: send(self._insert, i.id, t, i.field_names, True))
+        return send(self._insert, info.id, t, info.field_names, True)
 
     def update(
         self, space: int | str, key: Any, ops: Sequence[Any], *, index: int | str = 0
@@ -451,27 +451,36 @@ class Connection:
         key = _key(key)
         send = self._sender() if self._tx_open else self._req
 
-        def build(info: SpaceInfo) -> Any:
-            resolved = _ops(info, ops)
-            return send(
-                self._update, info.id, info.index_id(index), key, resolved, info.field_names
+        info = self._space(space)
+        if info is None:
+            return self._later(
+                space,
+                lambda i: send(
+                    self._update, i.id, i.index_id(index), key, _ops(i, ops), i.field_names
+                ),
             )
-
-        return self._dispatch(space, build)
+        idx = index if index.__class__ is int else info.index_id(index)
+        return send(self._update, info.id, idx, key, _ops(info, ops), info.field_names)
 
     def upsert(self, space: int | str, t: Sequence[Any], ops: Sequence[Any]) -> Any:
         """Insert `t`, or apply `ops` to the existing tuple; returns []."""
         send = self._sender() if self._tx_open else self._req
-        return self._dispatch(space, lambda info: send(self._upsert, info.id, t, _ops(info, ops)))
+        info = self._space(space)
+        if info is None:
+            return self._later(space, lambda i: send(self._upsert, i.id, t, _ops(i, ops)))
+        return send(self._upsert, info.id, t, _ops(info, ops))
 
     def delete(self, space: int | str, key: Any, *, index: int | str = 0) -> Any:
         """Delete by key; returns [deleted tuple] or []."""
         key = _key(key)
         send = self._sender() if self._tx_open else self._req
-        return self._dispatch(
-            space,
-            lambda info: send(self._delete, info.id, info.index_id(index), key, info.field_names),
-        )
+        info = self._space(space)
+        if info is None:
+            return self._later(
+                space, lambda i: send(self._delete, i.id, i.index_id(index), key, i.field_names)
+            )
+        idx = index if index.__class__ is int else info.index_id(index)
+        return send(self._delete, info.id, idx, key, info.field_names)
 
     def call(self, function: str, args: Sequence[Any] = ()) -> Any:
         """Call a stored (Lua) function; returns the list of its return values."""

@@ -14,7 +14,7 @@ import struct
 import uuid
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as hs
 from surge._core import IprotoCodec, IprotoProtocolError, msgpack_packb, msgpack_unpackb
 from surge.tarantool.types import Adjust, ErrorInfo, ExtValue, Interval
@@ -162,3 +162,33 @@ def test_feed_error_reply_and_garbage():
     assert c.feed(err) == [(5, False, (3, "dup", None))]
     with pytest.raises(IprotoProtocolError):
         c.feed(b"\xa3abc")
+
+
+def _reply_stream() -> tuple[bytes, list]:
+    """Frames of mixed sizes (a long string spans reads) and what they decode to."""
+    frames, want = [], []
+    for sync in range(1, 40):
+        if sync % 3 == 0:
+            body = b"\x81\x31\xa3dup"
+            frames.append(_frame(bytes([0x82, 0x00, 0xCD, 0x80, 0x03, 0x01, sync]), body))
+            want.append((sync, False, (3, "dup", None)))
+        else:
+            text = "x" * (sync * 97)
+            body = b"\x81\x30\x91\x92" + bytes([sync]) + b"\xda" + struct.pack(">H", len(text))
+            frames.append(_frame(bytes([0x82, 0x00, 0x00, 0x01, sync]), body + text.encode()))
+            want.append((sync, True, [[sync, text]]))
+    return b"".join(frames), want
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.integers(min_value=1, max_value=50_000), max_size=12))
+def test_feed_any_split_gives_the_same_replies(cuts):
+    stream, want = _reply_stream()
+    c = IprotoCodec()
+    c.feed(_greeting())
+    out, pos = [], 0
+    for cut in sorted(cuts) + [len(stream)]:
+        out += c.feed(stream[pos:cut])
+        pos = max(pos, cut)
+    assert [(s, ok, list(map(list, v)) if ok else v) for s, ok, v in out] == want
+    assert c.feed(b"") == []

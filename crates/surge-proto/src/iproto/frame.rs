@@ -54,6 +54,19 @@ fn as_u64(t: Token<'_>) -> Result<u64, Error> {
     }
 }
 
+/// The whole length (size prefix included) of the frame at the front of `buf`,
+/// once its size prefix is there; `None` while the prefix itself is incomplete.
+pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, Error> {
+    let mut pos = 0;
+    match read_token(buf, &mut pos) {
+        Ok(Token::Uint(n)) if n <= MAX_FRAME_SIZE as u64 => Ok(Some(pos + n as usize)),
+        Ok(Token::Uint(n)) => Err(Error::FrameTooLarge(n)),
+        Ok(_) => Err(Error::BadSize),
+        Err(crate::msgpack::Error::Truncated) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Decode the frame at the front of `buf`, if it is all there.
 pub fn decode_frame(buf: &[u8]) -> Result<Status<Frame<'_>>, Error> {
     let mut pos = 0;

@@ -20,6 +20,8 @@ mod requests;
 
 pub use constants::*;
 pub use error::Error;
-pub use frame::{decode_body, decode_frame, finish_frame, start_frame, Body, Frame, Status};
+pub use frame::{
+    decode_body, decode_frame, finish_frame, frame_len, start_frame, Body, Frame, Status,
+};
 pub use greeting::{parse_greeting, scramble, Greeting, GREETING_SIZE};
 pub use requests::*;

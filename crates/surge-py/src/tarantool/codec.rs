@@ -175,6 +175,37 @@ impl IprotoCodec {
         };
         ("push", f.sync, data).into_py_any(py)
     }
+
+    /// Decodes every complete frame at the start of `buf` into `out`; returns the
+    /// bytes used (up to the first incomplete or bad frame) and how it ended.
+    fn decode_frames<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        out: &Bound<'py, PyList>,
+    ) -> (usize, PyResult<()>) {
+        let mut pos = 0;
+        let result = (|| -> PyResult<()> {
+            loop {
+                let f = match iproto::decode_frame(&buf[pos..]).map_err(proto_err)? {
+                    Status::Complete(f) => f,
+                    Status::Incomplete => return Ok(()),
+                };
+                pos += f.len;
+                if f.schema_version != 0 {
+                    self.schema_version = f.schema_version;
+                }
+                if f.code == request::EVENT || f.code == request::CHUNK {
+                    out.append((py.None(), true, self.out_of_band(py, &f)?))?;
+                    continue;
+                }
+                let ok = f.code & request::TYPE_ERROR == 0;
+                let value = self.reply(py, &f)?;
+                out.append((f.sync, ok, value))?;
+            }
+        })();
+        (pos, result)
+    }
 }
 
 fn proto_err(e: impl std::fmt::Display) -> PyErr {
@@ -230,9 +261,10 @@ impl IprotoCodec {
     /// Parse every complete message in `data` (plus what was buffered): a list of
     /// `(sync, ok, value)`; errors are `(sync, False, (code, message, ErrorInfo|None))`.
     fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        self.rbuf.extend_from_slice(data);
         let out = PyList::empty(py);
+        let mut data = data;
         if !self.greeted {
+            self.rbuf.extend_from_slice(data);
             if self.rbuf.len() - self.rpos < iproto::GREETING_SIZE {
                 return Ok(out);
             }
@@ -247,37 +279,40 @@ impl IprotoCodec {
             info.set_item("protocol", &g.protocol)?;
             info.set_item("salt", PyBytes::new(py, &g.salt))?;
             out.append((py.None(), true, ("greeting", info)))?;
+            data = &[];
         }
-        let rbuf = std::mem::take(&mut self.rbuf);
-        let mut pos = self.rpos;
-        let result = (|| -> PyResult<()> {
-            loop {
-                let f = match iproto::decode_frame(&rbuf[pos..]).map_err(proto_err)? {
-                    Status::Complete(f) => f,
-                    Status::Incomplete => return Ok(()),
-                };
-                pos += f.len;
-                if f.schema_version != 0 {
-                    self.schema_version = f.schema_version;
-                }
-                if f.code == request::EVENT || f.code == request::CHUNK {
-                    out.append((py.None(), true, self.out_of_band(py, &f)?))?;
-                    continue;
-                }
-                let ok = f.code & request::TYPE_ERROR == 0;
-                let value = self.reply(py, &f)?;
-                out.append((f.sync, ok, value))?;
+        if self.rpos < self.rbuf.len() || data.is_empty() {
+            // A frame begun in an earlier read: complete it with just the bytes it
+            // still needs (all of them while its size is unknown), decode from the
+            // buffer, then go on with the rest of `data` without copying it.
+            let have = self.rbuf.len() - self.rpos;
+            let take = match iproto::frame_len(&self.rbuf[self.rpos..]).map_err(proto_err)? {
+                Some(total) => total.saturating_sub(have).min(data.len()),
+                None => data.len(),
+            };
+            self.rbuf.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            let rbuf = std::mem::take(&mut self.rbuf);
+            let (used, result) = self.decode_frames(py, &rbuf[self.rpos..], &out);
+            self.rbuf = rbuf;
+            self.rpos += used;
+            if self.rpos == self.rbuf.len() {
+                self.rbuf.clear();
+                self.rpos = 0;
+            } else if self.rpos >= READ_COMPACT_THRESHOLD {
+                self.rbuf.drain(..self.rpos);
+                self.rpos = 0;
             }
-        })();
-        self.rbuf = rbuf;
-        self.rpos = pos;
-        if self.rpos == self.rbuf.len() {
-            self.rbuf.clear();
-            self.rpos = 0;
-        } else if self.rpos >= READ_COMPACT_THRESHOLD {
-            self.rbuf.drain(..self.rpos);
-            self.rpos = 0;
+            result?;
+            if self.rpos < self.rbuf.len() {
+                self.rbuf.extend_from_slice(data);
+                return Ok(out);
+            }
         }
+        // Nothing buffered (the usual case): decode straight from `data` and keep
+        // only an incomplete tail, saving a copy of every reply.
+        let (used, result) = self.decode_frames(py, data, &out);
+        self.rbuf.extend_from_slice(&data[used..]);
         result?;
         Ok(out)
     }

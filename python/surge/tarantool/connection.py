@@ -404,7 +404,8 @@ class Connection:
         iterator: int | str | None = None,
     ) -> Any:
         """Tuples of `space` matching `key` in `index` (all tuples when key is None)."""
-        key = _key(key)
+        if key.__class__ is not list and key.__class__ is not tuple:
+            key = _key(key)
         if iterator is None:
             it = 0 if key else 2
         elif isinstance(iterator, str):
@@ -417,7 +418,9 @@ class Connection:
         lim = MAX_LIMIT if limit is None else limit
         send = self._sender() if self._tx_open else self._req
         # The fast path builds nothing per call: no closure unless we must wait.
-        info = self._space(space)
+        info = self.schema.by_name.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
         if info is None:
             return self._later(
                 space,
@@ -431,7 +434,9 @@ class Connection:
     def insert(self, space: int | str, t: Sequence[Any]) -> Any:
         """Insert a tuple; returns [inserted tuple]."""
         send = self._sender() if self._tx_open else self._req
-        info = self._space(space)
+        info = self.schema.by_name.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
         if info is None:
             return self._later(space, lambda i: send(self._insert, i.id, t, i.field_names, False))
         return send(self._insert, info.id, t, info.field_names, False)
@@ -439,7 +444,9 @@ class Connection:
     def replace(self, space: int | str, t: Sequence[Any]) -> Any:
         """Insert or replace a tuple; returns [tuple]."""
         send = self._sender() if self._tx_open else self._req
-        info = self._space(space)
+        info = self.schema.by_name.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
         if info is None:
             return self._later(space, lambda i: send(self._insert, i.id, t, i.field_names, True))
         return send(self._insert, info.id, t, info.field_names, True)
@@ -448,10 +455,13 @@ class Connection:
         self, space: int | str, key: Any, ops: Sequence[Any], *, index: int | str = 0
     ) -> Any:
         """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or []."""
-        key = _key(key)
+        if key.__class__ is not list and key.__class__ is not tuple:
+            key = _key(key)
         send = self._sender() if self._tx_open else self._req
 
-        info = self._space(space)
+        info = self.schema.by_name.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
         if info is None:
             return self._later(
                 space,
@@ -465,16 +475,21 @@ class Connection:
     def upsert(self, space: int | str, t: Sequence[Any], ops: Sequence[Any]) -> Any:
         """Insert `t`, or apply `ops` to the existing tuple; returns []."""
         send = self._sender() if self._tx_open else self._req
-        info = self._space(space)
+        info = self.schema.by_name.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
         if info is None:
             return self._later(space, lambda i: send(self._upsert, i.id, t, _ops(i, ops)))
         return send(self._upsert, info.id, t, _ops(info, ops))
 
     def delete(self, space: int | str, key: Any, *, index: int | str = 0) -> Any:
         """Delete by key; returns [deleted tuple] or []."""
-        key = _key(key)
+        if key.__class__ is not list and key.__class__ is not tuple:
+            key = _key(key)
         send = self._sender() if self._tx_open else self._req
-        info = self._space(space)
+        info = self.schema.by_name.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
         if info is None:
             return self._later(
                 space, lambda i: send(self._delete, i.id, i.index_id(index), key, i.field_names)

@@ -560,11 +560,14 @@ class PipelinedConnection:
                 self._oob(value)
                 continue
             fut = pending.pop(rid, None)
-            if fut is None or fut.done():
+            if fut is None:
                 continue
             if ok:
-                fut.set_result(value)
-            else:
+                try:
+                    fut.set_result(value)
+                except asyncio.InvalidStateError:
+                    pass  # cancelled or timed out: the reply is dropped
+            elif not fut.done():
                 self._counts["errors"] += 1
                 fut.set_exception(self._make_error(value))
         if self._tbuf and self._transport is not None:

@@ -215,7 +215,7 @@ class PipelinedConnection:
             not self._ready
             or self._paused
             or len(self._pending) >= self.max_in_flight
-            or self.codec.pending() + self._tbuf >= self.max_in_flight_bytes
+            or (buffered := self.codec.pending()) + self._tbuf >= self.max_in_flight_bytes
         ):
             return self._request_slow(encode, args, timeout)
         rid = encode(*args)
@@ -226,7 +226,7 @@ class PipelinedConnection:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-        elif self.codec.pending() >= FLUSH_SIZE:
+        elif buffered >= FLUSH_SIZE:  # as of before this request: one call less
             self._flush()
         if timeout is _DEFAULT:
             timeout = self.request_timeout
@@ -563,7 +563,7 @@ class PipelinedConnection:
             if fut is None:
                 continue
             if ok:
-                try:
+                try:  # noqa: SIM105 (suppress() costs an object per reply)
                     fut.set_result(value)
                 except asyncio.InvalidStateError:
                     pass  # cancelled or timed out: the reply is dropped

@@ -5,7 +5,7 @@ N tuples (id, 1536-byte string): insert, select, update, delete, on ONE connecti
 per client, at 10 and 1000 coroutines (net.box: 200 fibers; tarantool-python:
 synchronous, one request at a time, on a smaller N since it is ~10x slower - its
 ops/s is a rate and comparable). Each configuration runs in its own process,
-REPEATS times; we report medians of ops/s and client CPU seconds per 100k ops,
+REPEATS times, interleaved (run 1 of every client, then run 2, ...); we report medians of ops/s and client CPU seconds per 100k ops,
 and from one extra run under `strace -c -f` the socket writes per 100k requests
 (net.box too: the strace follows the tarantool client process and its threads).
 
@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> dict:
     results = []
     with services.tarantool(extra_lua=SPACE_LUA, wal_mode="none") as svc:
         _pin(svc.pid, SERVER_CORE)
+        # Runs are interleaved (run 1 of every client, then run 2, ...) so a burst
+        # of background load hits every client alike and the ratios of one run hold.
+        plan = []
         for cfg in _configs(args.quick):
             # tarantool-python is synchronous and ~10x slower: a fifth of N keeps the
             # suite short; its ops/s is a rate, so it compares all the same.
@@ -137,7 +140,11 @@ def main(argv: list[str] | None = None) -> dict:
             if cmd is None:
                 print(f"skip {_label(cfg)}: {BENCH_PY} missing", file=sys.stderr)
                 continue
-            runs = [_run(cmd) for _ in range(repeats)]
+            plan.append((cfg, cn, cmd, []))
+        for _ in range(repeats):
+            for _cfg, _cn, cmd, runs in plan:
+                runs.append(_run(cmd))
+        for cfg, cn, cmd, runs in plan:
             row = {**cfg, "n": cn, "phases": {}}
             for ph in PHASES:
                 ops = statistics.median(cn / r[ph]["secs"] for r in runs)

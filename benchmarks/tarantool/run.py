@@ -7,7 +7,8 @@ synchronous, one request at a time, on a smaller N since it is ~10x slower - its
 ops/s is a rate and comparable). Each configuration runs in its own process,
 REPEATS times, interleaved (run 1 of every client, then run 2, ...); we report
 medians of ops/s and client CPU seconds per 100k ops, and from one extra run
-under `strace -c -f` the socket writes per 100k requests (net.box too: the strace follows the tarantool client process and its threads).
+under `strace -c -f` the socket writes per 100k requests (net.box too: the
+strace follows the tarantool client process and its threads).
 
 Memory: for the async clients at 1000 coroutines, one process runs the whole
 workload RSS_REPEATS times on one connection and reports its RSS after each

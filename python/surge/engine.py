@@ -570,6 +570,12 @@ class PipelinedConnection:
             elif not fut.done():
                 self._counts["errors"] += 1
                 fut.set_exception(self._make_error(value))
+        if replies and not self._flush_scheduled and self._loop is not None:
+            # Queue the flush behind the wakeups the replies just scheduled: the
+            # requests their coroutines make next then leave in that same loop
+            # iteration, not one later (a round trip saves a loop iteration).
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         if self._tbuf and self._transport is not None:
             self._tbuf = self._transport.get_write_buffer_size()
         if self._on_batch is not None:

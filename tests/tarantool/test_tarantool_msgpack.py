@@ -187,7 +187,7 @@ def test_feed_any_split_gives_the_same_replies(cuts):
     c = IprotoCodec()
     c.feed(_greeting())
     out, pos = [], 0
-    for cut in sorted(cuts) + [len(stream)]:
+    for cut in [*sorted(cuts), len(stream)]:
         out += c.feed(stream[pos:cut])
         pos = max(pos, cut)
     assert [(s, ok, list(map(list, v)) if ok else v) for s, ok, v in out] == want

@@ -8,6 +8,8 @@ behaviour needs and far below what the broken behaviour would take.
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 
 import pytest
@@ -182,3 +184,26 @@ def test_big_pipelined_responses_with_a_late_reader(server, data_dir):
             assert r.body == file_data
         else:
             assert r.body == path.replace("/", " ").strip().encode()
+
+
+@pytest.mark.parametrize("behind", [False, True])
+def test_async_handler_is_cancelled_when_the_client_goes_away(server, behind):
+    """A client that resets the connection stops the handlers working for it (alone,
+    or queued behind another unfinished response); the server keeps serving. (A
+    plain close is a half-close to the server: it still answers what is queued.)"""
+    key = f"{server.variant}-{behind}-{time.monotonic_ns()}"
+    with server.connect() as c:
+        head = ["/slow?s=0.3"] if behind else []
+        c.send(get_batch([*head, f"/hang/{key}"]))
+        time.sleep(0.1)  # both handlers started
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline = time.monotonic() + 5
+    state = "running"
+    while time.monotonic() < deadline:
+        with server.connect() as c:
+            c.send(build_request("GET", f"/hung/{key}"))
+            state = c.read_response().body.decode()
+        if state == "cancelled":
+            break
+        time.sleep(0.05)
+    assert state == "cancelled"

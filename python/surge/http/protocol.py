@@ -41,7 +41,7 @@ _FILE_CHUNK = 256 * 1024
 class _Slot:
     """One response owed to the client, in request order."""
 
-    __slots__ = ("body", "close", "data", "done", "request")
+    __slots__ = ("body", "close", "data", "done", "request", "task")
 
     def __init__(self, request: Request | None) -> None:
         self.request = request
@@ -49,6 +49,8 @@ class _Slot:
         self.body: StreamingResponse | FileResponse | None = None
         self.done = False
         self.close = False
+        #: The task running an async handler for this slot (see `_handle`).
+        self.task: asyncio.Task[Any] | None = None
 
 
 class BodyStream:
@@ -187,6 +189,9 @@ class HttpProtocol(asyncio.Protocol):
         self._server.connections.discard(self)
         for task in self._tasks:
             task.cancel()
+        for slot in self._queue:
+            if slot.task is not None:
+                slot.task.cancel()
         if self._body_stream is not None:
             self._body_stream._wake()
         if self._drain is not None and not self._drain.done():
@@ -243,6 +248,12 @@ class HttpProtocol(asyncio.Protocol):
         elif outcome == 3:
             coro, awaited = req._result
             self._start(self._await_result(slot, req, _Resumed(coro, awaited)))
+        elif route.is_async and not (route.threaded or route.stream or self._app.has_hooks):
+            # The common async route, on a lean path: the handler's coroutine runs
+            # straight in its task (no wrapper checking hooks), and the slot, which
+            # stays queued until the task has answered, holds the task, so no done
+            # callback (one more loop callback per request) keeps a task set.
+            slot.task = self._loop.create_task(self._run_async(slot, req, route.handler))
         elif route.is_async or route.threaded or route.stream or self._app.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)
@@ -290,6 +301,16 @@ class HttpProtocol(asyncio.Protocol):
             return
         self._finish(slot, req, result)
 
+    async def _run_async(self, slot: _Slot, req: Request, handler: Any) -> None:
+        try:
+            result = await handler(req, **req.path_params)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._answer_exception(slot, req, exc)
+            return
+        self._finish(slot, req, result)
+
     async def _after(self, req: Request, result: Any) -> Any:
         if not isinstance(result, Response | StreamingResponse | FileResponse):
             result = _to_response(result)
@@ -302,16 +323,16 @@ class HttpProtocol(asyncio.Protocol):
         return result
 
     def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
-        if inspect.isawaitable(result):
-            self._start(self._await_result(slot, req, result))
-            return
         try:
             data = self._conn.render(req, result)
         except Exception as exc:
             self._start(self._answer_exception(slot, req, exc))
             return
         if data is None:
-            if isinstance(result, StreamingResponse | FileResponse):
+            # Rendering first: the rare awaitable result is asked about only here.
+            if inspect.isawaitable(result):
+                self._start(self._await_result(slot, req, result))
+            elif isinstance(result, StreamingResponse | FileResponse):
                 slot.body = result
             else:
                 wrong = TypeError(
@@ -419,7 +440,7 @@ class HttpProtocol(asyncio.Protocol):
             parts.append(slot.data)  # type: ignore[arg-type]
             if slot.close:
                 close = True
-                queue.clear()
+                self._drop_queue()
                 break
         if parts and not self._closed:
             self._transport.write(b"".join(parts) if len(parts) > 1 else parts[0])
@@ -435,6 +456,13 @@ class HttpProtocol(asyncio.Protocol):
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         if close or (idle and (conn.closing or self._eof or self._server.closing)):
             self._close()
+
+    def _drop_queue(self) -> None:
+        # Nothing behind a closing response will be sent: stop the handlers at work on it.
+        for slot in self._queue:
+            if slot.task is not None:
+                slot.task.cancel()
+        self._queue.clear()
 
     def _close(self) -> None:
         if not self._closed:
@@ -462,7 +490,7 @@ class HttpProtocol(asyncio.Protocol):
         finally:
             self._writer_busy = False
         if not keep_alive:
-            self._queue.clear()
+            self._drop_queue()
             self._close()
             return
         self._flush()

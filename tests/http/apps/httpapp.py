@@ -28,6 +28,8 @@ from surge.http import (
 HERE = Path(__file__).resolve()
 #: Directory with data files for FileResponse routes (set by the test fixture).
 DATA_DIR = Path(os.environ.get("SURGE_TEST_DATA", HERE.parent))
+#: Keys of /hang/{key} handlers that were cancelled.
+CANCELLED: set[str] = set()
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -374,6 +376,20 @@ def add_common_routes(app: App) -> None:
         started = time.monotonic()
         await asyncio.sleep(delay)
         return Response(f"slow {delay}", headers={"X-Started": repr(started)})
+
+    @app.get("/hang/{key}")
+    async def hang(request, key):
+        # Waits until cancelled (the client went away); /hung/{key} tells whether it was.
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            CANCELLED.add(key)
+            raise
+        return "not cancelled"
+
+    @app.get("/hung/{key}")
+    def hung(request, key):
+        return "cancelled" if key in CANCELLED else "running"
 
     @app.get("/fast/{n:int}")
     def fast(request, n):

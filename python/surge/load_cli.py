@@ -51,6 +51,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--duration", "-d", type=_positive, default=10.0, metavar="S", help="seconds per run"
     )
     model.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds of the same load before each run, not recorded (default 0)",
+    )
+    model.add_argument(
         "--procs", "-p", type=int, default=1, metavar="P", help="worker processes (default 1)"
     )
     model.add_argument(
@@ -146,6 +153,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "connections": args.connections,
         "pipeline": args.pipeline,
         "duration": args.duration,
+        "warmup": args.warmup,
         "procs": args.procs,
         "method": args.method,
         "headers": headers,

@@ -163,3 +163,27 @@ def test_run_refuses_a_running_loop(surge_server) -> None:
 
     with pytest.raises(surge.load.LoadError, match="run_async"):
         asyncio.run(main())
+
+
+def test_warmup_is_not_recorded(surge_server) -> None:
+    """The warm-up runs the same load first; only the measured period is counted,
+    including none of the warm-up's requests still in flight at the boundary."""
+    r = surge.load.run(surge_server.url("/slow/100"), rate=200, duration=1.0, warmup=1.0)
+    assert r.sent == 200
+    assert r.replies == 200, r.to_dict()
+    assert r.errors == {}
+    assert r.latency["p50"] >= 100
+
+
+def test_warmup_keeps_one_set_of_closed_loops(surge_server) -> None:
+    """Closed model: the loops the warm-up starts carry on; none are started twice."""
+    r = surge.load.run(surge_server.url("/slow/50"), connections=4, duration=1.0, warmup=0.5)
+    # 4 connections x 1 request per 50 ms = 80 req/s; twice the loops would be 160.
+    assert 50 <= r.achieved_rate <= 90, r.to_dict()
+    assert r.errors == {}
+    assert r.sent == r.replies
+
+
+def test_negative_warmup_is_refused() -> None:
+    with pytest.raises(surge.load.LoadError, match="warmup"):
+        surge.load.run("http://127.0.0.1:1/", rate=10, duration=1.0, warmup=-1)

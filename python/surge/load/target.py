@@ -44,6 +44,9 @@ class LoadConfig:
     connections: int | None = None
     pipeline: int = 1
     duration: float = 10.0
+    #: Seconds of the same load before the measured `duration`, not recorded: the
+    #: connections a rate needs are opened and the server is warm when timing starts.
+    warmup: float = 0.0
     procs: int = 1
     method: str = "GET"
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -67,6 +70,8 @@ class LoadConfig:
             raise LoadError(f"--rate must be > 0, got {self.rate}")
         if not self.duration > 0:
             raise LoadError(f"--duration must be > 0, got {self.duration}")
+        if not self.warmup >= 0:
+            raise LoadError(f"--warmup must be >= 0, got {self.warmup}")
         if self.procs < 1:
             raise LoadError("--procs must be >= 1")
         if self.pipeline < 1:

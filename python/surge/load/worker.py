@@ -7,6 +7,11 @@ latency runs from that due time, so a stalled server shows up in full instead of
 being hidden by a client that waited (no coordinated omission). How late the
 scheduler itself issued requests is recorded apart: that is the generator's lag,
 not the server's.
+
+Warm-up (``config.warmup`` seconds): the same load runs first with nothing
+recorded, so the connections a rate needs are open and the server is warm when
+the clock starts; the measured period follows without a gap (requests still in
+flight at the boundary are counted in it, as their latency is real).
 """
 
 from __future__ import annotations
@@ -53,9 +58,14 @@ async def run_worker(
         start_wall = await ready()
         if start_wall is not None:
             await asyncio.sleep(max(0.0, start_wall - time.time()))
+    if config.warmup > 0:
+        await _warm_up(target, recorder, config, index)
+    warm = recorder
     recorder = _restart(recorder, target)
     seconds = max(1, math.ceil(config.duration))
     start = time.monotonic_ns()
+    if config.warmup > 0 and target.outstanding():
+        target.recorder = _Boundary(warm, recorder, target, start, target.outstanding())
     end = start + int(config.duration * 1e9)
     cpu0 = time.process_time()
     ticks: list[int] = [0]
@@ -82,7 +92,8 @@ async def run_worker(
             assert config.rate is not None
             await _schedule(target, recorder, config.rate / config.procs, start, end, index, config)
         else:
-            target.start_closed()
+            if not config.warmup > 0:  # else the closed loops run since the warm-up
+                target.start_closed()
             await asyncio.sleep(max(0.0, (end - time.monotonic_ns()) / 1e9))
         target.stopping = True
         drain_end = time.monotonic_ns() + int(config.timeout * 1e9)
@@ -102,6 +113,62 @@ async def run_worker(
     out = recorder.final()
     out.update(index=index, wall=wall, cpu=cpu, duration=config.duration)
     return out
+
+
+async def _warm_up(target: Any, recorder: Recorder, config: LoadConfig, index: int) -> None:
+    """The run's load for ``config.warmup`` seconds, recorded by a throwaway recorder."""
+    start = time.monotonic_ns()
+    end = start + int(config.warmup * 1e9)
+    sweeper = asyncio.ensure_future(_sweep_until(target, end))
+    try:
+        if config.open_model:
+            assert config.rate is not None
+            await _schedule(target, recorder, config.rate / config.procs, start, end, index, config)
+        else:
+            target.start_closed()
+            await asyncio.sleep(config.warmup)
+    finally:
+        sweeper.cancel()
+        await asyncio.gather(sweeper, return_exceptions=True)
+
+
+async def _sweep_until(target: Any, end: int) -> None:
+    while time.monotonic_ns() < end:
+        await asyncio.sleep(SWEEP_INTERVAL)
+        target.expire(time.monotonic_ns())
+
+
+class _Boundary:
+    """Stands for the measured recorder while requests issued during the warm-up may
+    still end: those (due before ``start``) go to the warm-up's recorder. It steps
+    aside once as many of them have ended as were outstanding at the boundary."""
+
+    def __init__(
+        self, warm: Recorder, measured: Recorder, target: Any, start: int, left: int
+    ) -> None:
+        self._warm = warm
+        self._measured = measured
+        self._target = target
+        self._start = start
+        self._left = left
+        self.ops = measured.ops
+        self.scheduled = measured.scheduled
+        # A warm-up request that fails has no due time to tell it by: it counts here.
+        self.error = measured.error
+
+    def _early(self, latency_ns: int) -> bool:
+        if time.monotonic_ns() - latency_ns >= self._start:
+            return False
+        self._left -= 1
+        if self._left <= 0:
+            self._target.recorder = self._measured
+        return True
+
+    def ok(self, op: str, latency_ns: int) -> None:
+        (self._warm if self._early(latency_ns) else self._measured).ok(op, latency_ns)
+
+    def http(self, op: str, status: int, latency_ns: int) -> None:
+        (self._warm if self._early(latency_ns) else self._measured).http(op, status, latency_ns)
 
 
 def _restart(recorder: Recorder, target: Any) -> Recorder:

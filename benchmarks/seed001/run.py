@@ -54,7 +54,10 @@ CLIENT_CORE = 0
 
 #: handler -> (path, the handler's own time in ms, p99 limit in ms for "holds the rate")
 HANDLERS = {"sleep50": ("/sleep50", 50.0, 60.0), "fanout": ("/fanout", 75.0, 100.0)}
-RATES = [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000]
+RATES = [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 15000, 20000]
+#: Seconds of each rate's load run before it is measured (connections opened, server
+#: warm): without it the first second's connection burst sets every server's p99.
+WARMUP = 2.0
 #: The sweep stops once p99 exceeds this many times the handler's own time.
 STOP_FACTOR = 1.5
 #: A rate fails when more than this share of its requests end in an error.
@@ -193,9 +196,12 @@ def sweep(p: Proc, handler: str, rates: list[int], duration: float) -> list[Any]
 
     path, own, _ = HANDLERS[handler]
     out = []
-    surge.load.run(p.url(path), rate=200, duration=1.0, timeout=5)  # warm-up
     for rate in rates:
-        r = surge.load.run(p.url(path), rate=rate, duration=duration, timeout=5)
+        # Room for every request the rate keeps in flight at twice the handler's time.
+        conns = max(1000, int(rate * own / 1000 * 2))
+        r = surge.load.run(
+            p.url(path), rate=rate, duration=duration, warmup=WARMUP, timeout=5, connections=conns
+        )
         lat = r.latency
         _log(
             f"{p.name} {handler} {rate}/s: achieved {r.achieved_rate:.0f}, "
@@ -453,7 +459,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"seed 001 (surge's native module: {build} build): one worker per server on core "
         f"{SERVER_CORE}; generator (surge load, open "
         f"model, 1 process) and the downstream surge service on core {CLIENT_CORE}; "
-        f"{duration:g} s per rate, rates {rates[0]}.. until p99 > {STOP_FACTOR}x the handler",
+        f"{duration:g} s per rate after a {WARMUP:g} s warm-up at that rate, rates {rates[0]}.. "
+        f"until p99 > {STOP_FACTOR}x the handler",
         *(f"{n}: {DESCRIPTIONS[n]}" for n in names if n in DESCRIPTIONS),
     ]
     return {"markdown": md, "setup_lines": setup, "charts": charts}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sys
 import time
 
@@ -44,6 +45,8 @@ WORKLOADS: dict[str, tuple[str, tuple, int | None]] = {
 }
 #: Warm-up before the clock starts, per workload.
 WARMUP_SECS = 0.3
+#: The postmaster's pid (from run.py): the client reads the server's CPU time from /proc.
+SERVER_PID = int(os.environ.get("PG_BENCH_SERVER_PID", "0"))
 
 
 def check_first(name: str, rows: list) -> None:
@@ -56,6 +59,41 @@ def check_first(name: str, rows: list) -> None:
         assert all(list(r[0]) == list(range(1, 101)) for r in rows), "int[] values"
     elif name == "pg_type":
         assert any(r[0] == "int4" for r in rows), "pg_type values"
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int, children_too: bool = False) -> float:
+    """CPU seconds of one process (and of its reaped children), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # after the command: state is fields[0]; utime, stime, cutime, cstime are 11..14
+    ticks = int(fields[11]) + int(fields[12])
+    if children_too:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLK_TCK
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds of the postmaster, its live backends and the ones that have exited."""
+    total = _proc_cpu(pid, children_too=True)
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return total
+    return total + sum(_proc_cpu(int(k)) for k in kids)
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine has spent busy since boot."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / CLK_TCK  # minus idle and iowait
 
 
 def rss_kib() -> int:
@@ -90,25 +128,28 @@ async def drive(fetch, conc: int, secs: float, name: str) -> dict:
             n += 1
         counts[k] = n
 
-    async def run(duration: float) -> tuple[int, float, float]:
+    async def run(duration: float) -> dict:
         nonlocal stop
         stop = False
+        srv0, busy0 = server_cpu(SERVER_PID) if SERVER_PID else 0.0, machine_busy()
         t0, c0 = time.perf_counter(), time.process_time()
         tasks = [asyncio.ensure_future(worker(k)) for k in range(conc)]
         await asyncio.sleep(duration)
         stop = True
         await asyncio.gather(*tasks)
-        return sum(counts), time.perf_counter() - t0, time.process_time() - c0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        srv = server_cpu(SERVER_PID) - srv0 if SERVER_PID else None
+        busy = machine_busy() - busy0
+        return {"queries": sum(counts), "secs": wall, "cpu": cpu, "server_cpu": srv, "busy": busy}
 
-    warm, _, _ = await run(WARMUP_SECS)
-    q, wall, cpu = await run(secs)
-    return {
-        "queries": q,
-        "warmup_queries": warm,
-        "rows_per_query": expected,
-        "secs": wall,
-        "cpu": cpu,
-    }
+    warm = await run(WARMUP_SECS)
+    out = await run(secs)
+    # the rest of the machine, in cores: what neither this client nor the server used
+    other = out["busy"] - out["cpu"] - (out["server_cpu"] or 0.0)
+    out.update(
+        warmup_queries=warm["queries"], rows_per_query=expected, other_cores=other / out["secs"]
+    )
+    return out
 
 
 async def surge_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:

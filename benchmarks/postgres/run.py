@@ -154,13 +154,13 @@ def _pin_tree(pid: int, core: str) -> None:
         subprocess.run(["taskset", "-a", "-p", "-c", core, str(q)], capture_output=True)
 
 
-def _run(cmd: list[str], strace_out: str | None = None) -> dict:
+def _run(cmd: list[str], server_pid: int, strace_out: str | None = None) -> dict:
     if _can_pin():
         cmd = ["taskset", "-c", CLIENT_CORE, *cmd]
     if strace_out:
         calls = ",".join(WRITE_CALLS)
         cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PG_BENCH_SERVER_PID": str(server_pid)}
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:6])} failed: {p.stderr[-2000:]}")
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> dict:
         for i in range(repeats):
             for cfg, runs in list(plan):
                 try:
-                    runs.append(_run(_command(cfg, secs, svc.port, workloads)))
+                    runs.append(_run(_command(cfg, secs, svc.port, workloads), svc.pid))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     print(
                         f"{_label(cfg)} ({cfg['shape']}) run {i + 1} failed: {e}", file=sys.stderr
@@ -255,11 +255,18 @@ def main(argv: list[str] | None = None) -> dict:
             for w in workloads:
                 qps = [r[w]["queries"] / r[w]["secs"] for r in runs]
                 cpu = [r[w]["cpu"] / r[w]["queries"] * 10_000 for r in runs]
+                srv = [
+                    r[w]["server_cpu"] / r[w]["queries"] * 10_000
+                    for r in runs
+                    if r[w].get("server_cpu") is not None
+                ]
                 row["workloads"][w] = {
                     "qps": statistics.median(qps),
                     "rows_per_s": statistics.median(qps) * runs[0][w]["rows_per_query"],
                     "rows_per_query": runs[0][w]["rows_per_query"],
                     "cpu_per_10k": statistics.median(cpu),
+                    "server_cpu_per_10k": statistics.median(srv) if srv else None,
+                    "other_cores": max(r[w]["other_cores"] for r in runs),
                     "qps_runs": qps,
                 }
             row["rss_kib"] = max(r.get("_rss_kib", 0) for r in runs)
@@ -267,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
                 for w in workloads:
                     with tempfile.NamedTemporaryFile(suffix=".strace") as f:
                         try:
-                            out = _run(_command(cfg, strace_secs, svc.port, [w]), f.name)
+                            out = _run(_command(cfg, strace_secs, svc.port, [w]), svc.pid, f.name)
                         except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                             print(f"{_label(cfg)}: no write count: {e}", file=sys.stderr)
                             continue
@@ -344,14 +351,15 @@ def _markdown(
             f"### PostgreSQL: {title} (median of {repeats} x {secs:g} s)",
             "",
             "| workload | client | conns | queries/s | rows/s | vs asyncpg | vs psycopg | "
-            "vs asyncpg 1 conn | CPU s / 10k q | writes / 1k q |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "vs asyncpg 1 conn | client CPU s / 10k q | server CPU s / 10k q | "
+            "writes / 1k q |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for w in workloads:
             for r in rows:
                 v = r["workloads"][w]
 
-                wr = v.get("writes_per_1k")
+                wr, sc = v.get("writes_per_1k"), v.get("server_cpu_per_10k")
                 cells = [
                     w,
                     _label(r),
@@ -362,9 +370,18 @@ def _markdown(
                     _ratio(rows, r, w, "psycopg"),
                     _ratio(rows, r, w, "asyncpg-1conn") if shape != "10 conns" else "",
                     f"{v['cpu_per_10k']:.2f}",
+                    f"{sc:.2f}" if sc is not None else "-",
                     f"{wr:,.0f}" if wr is not None else "-",
                 ]
                 lines.append("| " + " | ".join(map(str, cells)) + " |")
+        lines.append("")
+    others = [v["other_cores"] for r in results for v in r["workloads"].values()]
+    if others:
+        lines.append(
+            f"Other load on the machine while measuring (CPU neither the client nor the "
+            f"server used, in cores): median {statistics.median(others):.2f}, worst "
+            f"{max(others):.2f}{' - a noisy run' if max(others) > 0.25 else ''}."
+        )
         lines.append("")
     for driver, why in missing.items():
         lines.append(f"- **{driver}: not measured** — {why}")

@@ -143,9 +143,10 @@ class PostgresTarget(DriverTarget):
     async def _setup(self) -> None:
         kw = _connect_kwargs(self._connect, self.config)
         for i in range(len(self.conns)):
-            self.conns[i] = await asyncio.wait_for(
-                self._connect(self.config.target, **kw), self.config.connect_timeout
-            )
+            conn = self._connect(self.config.target, **kw)
+            if inspect.isawaitable(conn):  # `await connect(dsn)`, as asyncpg
+                conn = await asyncio.wait_for(conn, self.config.connect_timeout)
+            self.conns[i] = conn
         if self.ops == ["query"]:
             return
         first = self.conns[0]

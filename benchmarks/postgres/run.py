@@ -112,7 +112,9 @@ def _missing(cfg: dict) -> str | None:
         if not SURGE_PY.exists():
             return f"{SURGE_PY} missing (make build)"
         p = subprocess.run(
-            [str(SURGE_PY), "-c", "import surge.postgres"], capture_output=True, text=True
+            [str(SURGE_PY), "-c", "from surge.postgres import connect, create_pool"],
+            capture_output=True,
+            text=True,
         )
         if p.returncode != 0:
             last = (p.stderr.strip().splitlines() or ["?"])[-1]

@@ -8,19 +8,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-pytest.importorskip("surge.postgres", reason="surge.postgres is not in this build yet")
-
 import surge.load
-import surge.postgres
 from surge import cli, services
+
+pg = pytest.importorskip("surge.postgres", reason="surge.postgres is not in this build yet")
+if not hasattr(pg, "connect"):
+    pytest.skip("surge.postgres has no connect() yet", allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def _scalar(url: str, sql: str):
     async def go():
-        conn = await surge.postgres.connect(url)
+        conn = await pg.connect(url)
         try:
             return await conn.fetchval(sql)
         finally:

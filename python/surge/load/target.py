@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import importlib
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,12 +200,16 @@ def ops_of(config: LoadConfig) -> list[str]:
 
 
 def _require_driver(kind: str) -> None:
-    """Raise `DriverNotAvailable` unless the driver of `kind` imports."""
+    """Raise `DriverNotAvailable` unless the driver of `kind` imports, with its connect()."""
     module = {"redis": "surge.redis", "postgresql": "surge.postgres"}[kind]
     try:
-        __import__(module)
+        mod = importlib.import_module(module)
     except ImportError:
         raise DriverNotAvailable(_missing_driver(kind)) from None
+    if not callable(getattr(mod, "connect", None)):
+        raise DriverNotAvailable(
+            f"{kind} targets: driver not available yet ({module} has no connect())"
+        )
 
 
 def _missing_driver(kind: str) -> str:

@@ -78,12 +78,17 @@ def error_kind(exc: BaseException) -> str:
 
 
 def _connect_kwargs(connect: Callable[..., Any], config: LoadConfig) -> dict[str, Any]:
-    """The timeouts `connect` takes, by the names surge's drivers use."""
+    """The timeouts `connect` takes, by the names surge's drivers use (asyncpg's
+    ``command_timeout`` for the request timeout)."""
     try:
         params = inspect.signature(connect).parameters
     except (TypeError, ValueError):
         return {}
-    wanted = {"connect_timeout": config.connect_timeout, "request_timeout": config.timeout}
+    wanted = {
+        "connect_timeout": config.connect_timeout,
+        "command_timeout": config.timeout,
+        "request_timeout": config.timeout,
+    }
     return {k: v for k, v in wanted.items() if k in params}
 
 

@@ -1,0 +1,780 @@
+//! `PgCodec`: one PostgreSQL connection's buffers for the shared engine
+//! (`surge.engine.PipelinedConnection`).
+//!
+//! Theory of operation: every request the driver makes ends with Sync (or is a
+//! simple Query), so the server answers each with exactly one ReadyForQuery,
+//! in order. The codec numbers requests, keeps what each waits for in a queue,
+//! and closes the oldest at each ReadyForQuery. The messages before it fill in
+//! the request: rows are decoded from the binary format straight to Python
+//! `Record`s as their DataRows arrive (one pass, no intermediate values), the
+//! command tag is kept, and an ErrorResponse is kept as the request's error
+//! (the server skips the rest of that request up to its Sync, so the next one
+//! is unaffected). `feed` returns the engine's `(id, ok, value)` triples:
+//!
+//! - a request: `(id, True, value)`, or `(id, False, error)` where `error` is a
+//!   dict of the ErrorResponse fields (`{"C": "23505", "M": ..., ...}`) or an
+//!   exception (a value that could not be decoded);
+//! - out of band, `(None, True, event)`: `("notice", fields)`,
+//!   `("notify", pid, channel, payload)`, `("parameter", name, value)`, and
+//!   `("error", fields)` for an error no request owns (a FATAL before a close).
+//!
+//! Bytes that are not the protocol set `failed`: the oldest request gets
+//! `(id, False, ProtocolError)` and the driver must drop the connection.
+
+use std::collections::VecDeque;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyIndexError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use surge_proto::pgwire::frontend::{self as fe, Param};
+use surge_proto::pgwire::types::{oid, COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
+use surge_proto::pgwire::{read_frame, Auth, DataRow, Error, Fields, Message, Status};
+
+use super::decode::{decode, decode_text};
+use super::encode::Encoder;
+use super::record::Record;
+use super::statement::Statement;
+
+create_exception!(
+    _core,
+    PgProtocolError,
+    PyException,
+    "The byte stream from the server is not valid PostgreSQL protocol."
+);
+create_exception!(
+    _core,
+    StatementGone,
+    PyException,
+    "The prepared statement belongs to a closed session or was evicted: prepare it again."
+);
+
+/// Compact the read buffer when this much of its front has been consumed.
+const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
+/// COPY input is cut into CopyData messages of at most this many bytes
+/// (the server reads them one at a time; huge messages only cost memory).
+const COPY_CHUNK: usize = 256 * 1024;
+
+/// What to return from a statement's rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    All,
+    First,
+    Value,
+    Status,
+}
+
+impl Mode {
+    fn from_int(m: u8) -> PyResult<Mode> {
+        Ok(match m {
+            0 => Mode::All,
+            1 => Mode::First,
+            2 => Mode::Value,
+            3 => Mode::Status,
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "mode is 0 (all), 1 (first), 2 (value) or 3 (status)",
+                ))
+            }
+        })
+    }
+}
+
+enum Kind {
+    Handshake,
+    Simple,
+    Prepare {
+        name: String,
+        query: String,
+        params: Vec<u32>,
+        columns: Vec<(String, u32)>,
+    },
+    Rows {
+        stmt: Py<Statement>,
+        mode: Mode,
+        column: usize,
+    },
+    Many,
+    Close,
+    CopyOut(Vec<u8>),
+    CopyIn,
+}
+
+struct Waiting {
+    id: u64,
+    kind: Kind,
+    rows: Vec<PyObject>,
+    value: Option<PyObject>,
+    tag: Option<String>,
+    error: Option<PyObject>,
+}
+
+#[pyclass(module = "surge._core")]
+pub struct PgCodec {
+    wbuf: Vec<u8>,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    next_id: u64,
+    waiting: VecDeque<Waiting>,
+    data_error: Py<PyType>,
+    protocol_error: Py<PyType>,
+    /// Counts connections: statements prepared on an earlier one are refused.
+    #[pyo3(get)]
+    session: u64,
+    /// A reply did not parse: the connection must be dropped.
+    #[pyo3(get)]
+    failed: bool,
+    /// The backend's process id and cancel key (BackendKeyData).
+    #[pyo3(get)]
+    backend_pid: i32,
+    #[pyo3(get)]
+    backend_secret: i32,
+    /// Transaction status of the last ReadyForQuery: "I", "T" or "E".
+    tx_status: u8,
+    /// The server's SASLFinal data, checked by the driver after the handshake.
+    sasl_final: Option<Vec<u8>>,
+    /// Server parameters (ParameterStatus): server_version, TimeZone ...
+    #[pyo3(get)]
+    server_params: Py<PyDict>,
+}
+
+fn fields_dict<'py>(py: Python<'py>, f: &Fields<'_>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (code, v) in f.iter() {
+        d.set_item(char::from(code).to_string(), v)?;
+    }
+    Ok(d)
+}
+
+enum BindErr {
+    Py(PyErr),
+    Wire(Error),
+}
+
+impl From<Error> for BindErr {
+    fn from(e: Error) -> Self {
+        BindErr::Wire(e)
+    }
+}
+
+impl PgCodec {
+    fn push(&mut self, kind: Kind) -> u64 {
+        self.next_id += 1;
+        self.waiting.push_back(Waiting {
+            id: self.next_id,
+            kind,
+            rows: Vec::new(),
+            value: None,
+            tag: None,
+            error: None,
+        });
+        self.next_id
+    }
+
+    fn wire_err(&self, py: Python<'_>, e: Error) -> PyErr {
+        PyErr::from_type(self.data_error.bind(py).clone(), e.to_string())
+    }
+
+    fn data_err(&self, py: Python<'_>, msg: String) -> PyErr {
+        PyErr::from_type(self.data_error.bind(py).clone(), msg)
+    }
+
+    /// Write a Bind for `stmt` with `args`; nothing is left in the buffer on error.
+    fn write_bind(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Statement,
+        args: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        if stmt.session != self.session || stmt.is_closed() {
+            return Err(StatementGone::new_err(stmt.name.clone()));
+        }
+        let args = args
+            .downcast::<PyTuple>()
+            .map(|t| t.clone())
+            .or_else(|_| args.downcast::<PyList>().map(|l| l.to_tuple()))
+            .map_err(|_| self.data_err(py, "arguments must be a tuple or list".into()))?;
+        if args.len() != stmt.param_oids.len() {
+            return Err(self.data_err(
+                py,
+                format!(
+                    "the query takes {} argument(s), {} given",
+                    stmt.param_oids.len(),
+                    args.len()
+                ),
+            ));
+        }
+        let err = self.data_error.bind(py).clone();
+        let enc = Encoder { py, err: &err };
+        let r = fe::bind::<BindErr>(
+            &mut self.wbuf,
+            "",
+            &stmt.name,
+            &stmt.param_formats,
+            args.len(),
+            |i, buf| {
+                let v = args.get_item(i).map_err(BindErr::Py)?;
+                enc.encode(stmt.param_oids[i], &v, buf).map_err(|e| {
+                    let msg = format!(
+                        "invalid input for query argument ${}: {}",
+                        i + 1,
+                        e.value(py)
+                    );
+                    BindErr::Py(PyErr::from_type(err.clone(), msg))
+                })
+            },
+            &stmt.result_formats,
+        );
+        match r {
+            Ok(()) => Ok(()),
+            Err(BindErr::Py(e)) => Err(e),
+            Err(BindErr::Wire(e)) => Err(self.wire_err(py, e)),
+        }
+    }
+
+    fn decode_field(
+        py: Python<'_>,
+        stmt: &Statement,
+        i: usize,
+        f: Option<&[u8]>,
+    ) -> PyResult<PyObject> {
+        match f {
+            None => Ok(py.None()),
+            Some(b) if stmt.result_formats[i] == fe::FORMAT_BINARY => {
+                decode(py, stmt.column_oids[i], b)
+            }
+            Some(b) => decode_text(py, b),
+        }
+    }
+
+    fn on_row(&self, py: Python<'_>, w: &mut Waiting, row: DataRow<'_>) -> PyResult<()> {
+        let Kind::Rows { stmt, mode, column } = &w.kind else {
+            return Ok(()); // a simple query's text rows: not asked for
+        };
+        let stmt = stmt.get();
+        if row.len() != stmt.column_oids.len() {
+            return Err(self.data_err(py, "a row does not match its row description".into()));
+        }
+        match mode {
+            Mode::All => {}
+            Mode::First if w.rows.is_empty() => {}
+            Mode::Value if w.value.is_none() => {
+                let f = row.fields().nth(*column).flatten();
+                w.value = Some(Self::decode_field(py, stmt, *column, f)?);
+                return Ok(());
+            }
+            _ => return Ok(()),
+        }
+        let mut values = Vec::with_capacity(row.len());
+        for (i, f) in row.fields().enumerate() {
+            values.push(Self::decode_field(py, stmt, i, f)?);
+        }
+        let rec = Record {
+            values,
+            desc: stmt.desc.clone(),
+        };
+        w.rows.push(Py::new(py, rec)?.into_any());
+        Ok(())
+    }
+
+    /// The value a request answers with once its ReadyForQuery is in.
+    fn finish(&self, py: Python<'_>, w: Waiting) -> PyResult<(u64, bool, PyObject)> {
+        if let Some(e) = w.error {
+            return Ok((w.id, false, e));
+        }
+        let tag = || match &w.tag {
+            Some(t) => PyString::new(py, t).into_any().unbind(),
+            None => py.None(),
+        };
+        let v = match w.kind {
+            Kind::Handshake => ("ready",).into_pyobject(py)?.into_any().unbind(),
+            Kind::Simple | Kind::CopyIn => tag(),
+            Kind::Prepare {
+                name,
+                query,
+                params,
+                columns,
+            } => {
+                let s = Statement::new(py, name, query, params, columns, self.session)?;
+                Py::new(py, s)?.into_any()
+            }
+            Kind::Rows { mode, .. } => match mode {
+                Mode::All => PyList::new(py, w.rows)?.into_any().unbind(),
+                Mode::First => w.rows.into_iter().next().unwrap_or_else(|| py.None()),
+                Mode::Value => w.value.unwrap_or_else(|| py.None()),
+                Mode::Status => tag(),
+            },
+            Kind::Many | Kind::Close => py.None(),
+            Kind::CopyOut(ref data) => (tag(), PyBytes::new(py, data))
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+        };
+        Ok((w.id, true, v))
+    }
+
+    /// Route one message; out-of-band ones and finished requests go to `out`.
+    fn on_message(
+        &mut self,
+        py: Python<'_>,
+        out: &Bound<'_, PyList>,
+        m: Message<'_>,
+    ) -> PyResult<()> {
+        match m {
+            Message::NoticeResponse(f) => {
+                out.append((py.None(), true, ("notice", fields_dict(py, &f)?)))?;
+                return Ok(());
+            }
+            Message::NotificationResponse {
+                pid,
+                channel,
+                payload,
+            } => {
+                out.append((py.None(), true, ("notify", pid, channel, payload)))?;
+                return Ok(());
+            }
+            Message::ParameterStatus { name, value } => {
+                self.server_params.bind(py).set_item(name, value)?;
+                out.append((py.None(), true, ("parameter", name, value)))?;
+                return Ok(());
+            }
+            Message::BackendKeyData { pid, secret } => {
+                self.backend_pid = pid;
+                self.backend_secret =
+                    i32::from_be_bytes([secret[0], secret[1], secret[2], secret[3]]);
+                return Ok(());
+            }
+            _ => {}
+        }
+        let Some(mut w) = self.waiting.pop_front() else {
+            if let Message::ErrorResponse(f) = m {
+                out.append((py.None(), true, ("error", fields_dict(py, &f)?)))?;
+            }
+            return Ok(());
+        };
+        let mut done = false;
+        match m {
+            Message::ReadyForQuery(s) => {
+                self.tx_status = s;
+                out.append(self.finish(py, w)?)?;
+                return Ok(());
+            }
+            Message::ErrorResponse(f) => {
+                if w.error.is_none() {
+                    w.error = Some(fields_dict(py, &f)?.into_any().unbind());
+                }
+                // A handshake error is final: the server closes the connection.
+                done = matches!(w.kind, Kind::Handshake);
+            }
+            Message::Authentication(a) if matches!(w.kind, Kind::Handshake) => {
+                let ask = |code: u32, data: &[u8]| {
+                    ("auth", code, PyBytes::new(py, data))
+                        .into_pyobject(py)
+                        .map(|t| t.into_any().unbind())
+                };
+                match a {
+                    Auth::Ok => {}
+                    Auth::SaslFinal(d) => self.sasl_final = Some(d.to_vec()),
+                    Auth::CleartextPassword => (w.value, done) = (Some(ask(3, b"")?), true),
+                    Auth::Md5Password(salt) => (w.value, done) = (Some(ask(5, &salt)?), true),
+                    Auth::Sasl(list) => (w.value, done) = (Some(ask(10, list)?), true),
+                    Auth::SaslContinue(d) => (w.value, done) = (Some(ask(11, d)?), true),
+                    Auth::Unsupported(c) => (w.value, done) = (Some(ask(c, b"")?), true),
+                }
+                if done {
+                    let v = w.value.take().unwrap_or_else(|| py.None());
+                    out.append((w.id, true, v))?;
+                    return Ok(());
+                }
+            }
+            Message::ParameterDescription(oids) => {
+                if let Kind::Prepare { params, .. } = &mut w.kind {
+                    *params = oids.iter().collect();
+                }
+            }
+            Message::RowDescription(d) => {
+                if let Kind::Prepare { columns, .. } = &mut w.kind {
+                    *columns = d
+                        .columns()
+                        .map(|c| (c.name.to_owned(), c.type_oid))
+                        .collect();
+                }
+            }
+            Message::DataRow(row) => {
+                if w.error.is_none() {
+                    if let Err(e) = self.on_row(py, &mut w, row) {
+                        let e = if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
+                            self.data_err(py, format!("cannot decode a column: {}", e.value(py)))
+                        } else {
+                            e
+                        };
+                        w.error = Some(e.into_value(py).into_any());
+                    }
+                }
+            }
+            Message::CommandComplete(t) => w.tag = Some(t.to_owned()),
+            Message::CopyData(d) => {
+                if let Kind::CopyOut(buf) = &mut w.kind {
+                    buf.extend_from_slice(d);
+                }
+            }
+            _ => {}
+        }
+        if done {
+            let id = w.id;
+            let e = w.error.take().unwrap_or_else(|| py.None());
+            out.append((id, false, e))?;
+        } else {
+            self.waiting.push_front(w);
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PgCodec {
+    /// `data_error`: raised for arguments that do not fit; `protocol_error`:
+    /// the exception a request gets when the stream does not parse.
+    #[new]
+    #[pyo3(signature = (data_error=None, protocol_error=None))]
+    fn new(
+        py: Python<'_>,
+        data_error: Option<Py<PyType>>,
+        protocol_error: Option<Py<PyType>>,
+    ) -> Self {
+        PgCodec {
+            wbuf: Vec::with_capacity(64 * 1024),
+            rbuf: Vec::new(),
+            rpos: 0,
+            next_id: 0,
+            waiting: VecDeque::new(),
+            data_error: data_error.unwrap_or_else(|| py.get_type::<PyTypeError>().unbind()),
+            protocol_error: protocol_error
+                .unwrap_or_else(|| py.get_type::<PgProtocolError>().unbind()),
+            session: 0,
+            failed: false,
+            backend_pid: 0,
+            backend_secret: 0,
+            tx_status: b'I',
+            sasl_final: None,
+            server_params: PyDict::new(py).unbind(),
+        }
+    }
+
+    /// Forget everything about the previous connection (a new session begins).
+    fn reset(&mut self, py: Python<'_>) {
+        self.wbuf.clear();
+        self.rbuf.clear();
+        self.rpos = 0;
+        self.waiting.clear();
+        self.failed = false;
+        self.session += 1;
+        self.tx_status = b'I';
+        self.sasl_final = None;
+        self.server_params = PyDict::new(py).unbind();
+    }
+
+    /// Bytes waiting in the write buffer.
+    fn pending(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Requests sent (or buffered) whose ReadyForQuery has not arrived.
+    fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The write buffer's contents as bytes, leaving it empty.
+    fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let b = PyBytes::new(py, &self.wbuf);
+        self.wbuf.clear();
+        b
+    }
+
+    /// A caller went away: its reply still comes, in order, and is dropped by
+    /// the engine; nothing to forget here.
+    fn forget(&mut self, _id: u64) {}
+
+    /// Transaction status after the last reply: "I" idle, "T" in a transaction,
+    /// "E" in a failed one.
+    #[getter]
+    fn transaction_status(&self) -> String {
+        char::from(self.tx_status).to_string()
+    }
+
+    /// The SASLFinal data of the last handshake (None if there was none).
+    #[getter]
+    fn sasl_final<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.sasl_final.as_deref().map(|d| PyBytes::new(py, d))
+    }
+
+    // -- handshake ------------------------------------------------------------
+
+    /// StartupMessage with `params` (`user` is required); answered by
+    /// `("auth", code, data)` when the server asks for a password, or `("ready",)`.
+    fn startup(&mut self, py: Python<'_>, params: Vec<(String, String)>) -> PyResult<u64> {
+        let p: Vec<(&str, &str)> = params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        fe::startup(&mut self.wbuf, &p).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// PasswordMessage (cleartext or md5 digest); answered like `startup`.
+    fn password(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+        fe::password(&mut self.wbuf, data).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// SASLInitialResponse; answered like `startup`.
+    fn sasl_initial(&mut self, py: Python<'_>, mechanism: &str, data: &[u8]) -> PyResult<u64> {
+        fe::sasl_initial_response(&mut self.wbuf, mechanism, data)
+            .map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// SASLResponse; answered like `startup` (SASLFinal is kept in `sasl_final`).
+    fn sasl_response(&mut self, data: &[u8]) -> PyResult<u64> {
+        fe::sasl_response(&mut self.wbuf, data).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// Terminate: sent before a polite close; nothing answers it.
+    fn terminate(&mut self) {
+        fe::terminate(&mut self.wbuf);
+    }
+
+    /// A CancelRequest for this session, to send on a new connection.
+    fn cancel_request<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let mut b = Vec::with_capacity(16);
+        fe::cancel_request(&mut b, self.backend_pid, self.backend_secret);
+        PyBytes::new(py, &b)
+    }
+
+    // -- requests -------------------------------------------------------------
+
+    /// A simple Query (any number of statements, text results not kept);
+    /// answers the last command tag.
+    fn simple_query(&mut self, py: Python<'_>, sql: &str) -> PyResult<u64> {
+        fe::query(&mut self.wbuf, sql).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Simple))
+    }
+
+    /// Parse + Describe + Sync: prepare `query` as statement `name`; answers a `Statement`.
+    fn prepare(&mut self, py: Python<'_>, name: &str, query: &str) -> PyResult<u64> {
+        let mark = self.wbuf.len();
+        let r = fe::parse(&mut self.wbuf, name, query, &[])
+            .and_then(|()| fe::describe(&mut self.wbuf, b'S', name));
+        if let Err(e) = r {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Prepare {
+            name: name.to_owned(),
+            query: query.to_owned(),
+            params: Vec::new(),
+            columns: Vec::new(),
+        }))
+    }
+
+    /// Bind + Execute + Sync of a prepared statement. `mode`: 0 all rows (a list
+    /// of Records), 1 the first row (or None), 2 column `column` of the first
+    /// row, 3 the command tag. Raises `StatementGone` for a stale statement and
+    /// the DataError for arguments that do not fit (nothing is sent then).
+    #[pyo3(signature = (stmt, args, mode=0, column=0))]
+    fn bind_execute(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        args: &Bound<'_, PyAny>,
+        mode: u8,
+        column: usize,
+    ) -> PyResult<u64> {
+        let mode = Mode::from_int(mode)?;
+        let s = stmt.get();
+        if mode == Mode::Value && column >= s.column_oids.len() {
+            return Err(PyIndexError::new_err(format!(
+                "column {column} is out of range: the query returns {} column(s)",
+                s.column_oids.len()
+            )));
+        }
+        let mark = self.wbuf.len();
+        self.write_bind(py, s, args)?;
+        // One row is all fetchrow/fetchval need: the server stops there.
+        let max_rows = if matches!(mode, Mode::First | Mode::Value) {
+            1
+        } else {
+            0
+        };
+        if let Err(e) = fe::execute(&mut self.wbuf, "", max_rows) {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Rows {
+            stmt: stmt.clone().unbind(),
+            mode,
+            column,
+        }))
+    }
+
+    /// Bind + Execute for each argument tuple, then one Sync: all run in one
+    /// implicit transaction (one failure undoes them all). Answers None.
+    fn execute_many(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        args_seq: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let s = stmt.get();
+        let mark = self.wbuf.len();
+        for args in args_seq.try_iter()? {
+            let r = args
+                .and_then(|a| self.write_bind(py, s, &a))
+                .and_then(|()| {
+                    fe::execute(&mut self.wbuf, "", 0).map_err(|e| self.wire_err(py, e))
+                });
+            if let Err(e) = r {
+                self.wbuf.truncate(mark);
+                return Err(e);
+            }
+        }
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Many))
+    }
+
+    /// Close + Sync of statement `name`; answers None.
+    fn close_statement(&mut self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        fe::close(&mut self.wbuf, b'S', name).map_err(|e| self.wire_err(py, e))?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Close))
+    }
+
+    /// `COPY ... TO STDOUT` as a simple Query; answers `(tag, data)`.
+    fn copy_out(&mut self, py: Python<'_>, sql: &str) -> PyResult<u64> {
+        fe::query(&mut self.wbuf, sql).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::CopyOut(Vec::new())))
+    }
+
+    /// `COPY ... FROM STDIN` with all its data sent at once, without waiting for
+    /// CopyInResponse (if the COPY fails, the server ignores the CopyData that
+    /// follows: it discards copy messages outside copy mode). Answers the tag.
+    fn copy_in(&mut self, py: Python<'_>, sql: &str, data: &[u8]) -> PyResult<u64> {
+        let mark = self.wbuf.len();
+        let r = fe::query(&mut self.wbuf, sql).and_then(|()| {
+            for chunk in data.chunks(COPY_CHUNK) {
+                fe::copy_data(&mut self.wbuf, chunk)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        fe::copy_done(&mut self.wbuf);
+        Ok(self.push(Kind::CopyIn))
+    }
+
+    /// `COPY ... FROM STDIN (FORMAT binary)` of `records` (sequences of values
+    /// of the column types `oids`), encoded here in COPY's binary format.
+    fn copy_records(
+        &mut self,
+        py: Python<'_>,
+        sql: &str,
+        oids: Vec<u32>,
+        records: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        if let Some(o) = oids.iter().find(|&&o| !oid::is_known(o)) {
+            return Err(self.data_err(
+                py,
+                format!("a column of type oid {o} has no binary codec here: use copy_to_table"),
+            ));
+        }
+        let err = self.data_error.bind(py).clone();
+        let enc = Encoder { py, err: &err };
+        let mut data = COPY_BINARY_HEADER.to_vec();
+        for (n, rec) in records.try_iter()?.enumerate() {
+            let rec = rec?;
+            if rec.len()? != oids.len() {
+                return Err(self.data_err(
+                    py,
+                    format!(
+                        "record {n} has {} values, the table takes {}",
+                        rec.len()?,
+                        oids.len()
+                    ),
+                ));
+            }
+            data.extend_from_slice(&(oids.len() as i16).to_be_bytes());
+            for (i, v) in rec.try_iter()?.enumerate() {
+                let v = v?;
+                let at = data.len();
+                data.extend_from_slice(&[0; 4]);
+                match enc.encode(oids[i], &v, &mut data) {
+                    Ok(Param::Null) => {
+                        data.truncate(at);
+                        data.extend_from_slice(&(-1i32).to_be_bytes());
+                    }
+                    Ok(Param::Value) => {
+                        let len = (data.len() - at - 4) as i32;
+                        data[at..at + 4].copy_from_slice(&len.to_be_bytes());
+                    }
+                    Err(e) => {
+                        return Err(self.data_err(
+                            py,
+                            format!("record {n}, column {}: {}", i + 1, e.value(py)),
+                        ))
+                    }
+                }
+            }
+        }
+        data.extend_from_slice(COPY_BINARY_TRAILER);
+        self.copy_in(py, sql, &data)
+    }
+
+    /// Parse every complete message in `data` (plus what was buffered).
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        if self.failed {
+            return Ok(out);
+        }
+        let mut rbuf = std::mem::take(&mut self.rbuf);
+        rbuf.extend_from_slice(data);
+        let mut pos = self.rpos;
+        let r = loop {
+            let (frame, n) = match read_frame(&rbuf[pos..]) {
+                Ok(Status::Complete(x)) => x,
+                Ok(Status::Incomplete) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let m = match Message::parse(frame) {
+                Ok(m) => m,
+                Err(e) => break Err(e),
+            };
+            pos += n;
+            if let Err(e) = self.on_message(py, &out, m) {
+                self.rbuf = rbuf;
+                self.rpos = pos;
+                return Err(e);
+            }
+        };
+        if let Err(e) = r {
+            self.failed = true;
+            let err = PyErr::from_type(self.protocol_error.bind(py).clone(), e.to_string());
+            let id = self.waiting.pop_front().map(|w| w.id);
+            out.append((id, false, err.into_value(py)))?;
+        }
+        if pos == rbuf.len() {
+            rbuf.clear();
+            pos = 0;
+        } else if pos >= READ_COMPACT_THRESHOLD {
+            rbuf.drain(..pos);
+            pos = 0;
+        }
+        self.rbuf = rbuf;
+        self.rpos = pos;
+        Ok(out)
+    }
+}

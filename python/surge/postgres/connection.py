@@ -226,6 +226,12 @@ class Connection:
                 if pending.cancelled():
                     continue  # its preparer was cancelled: prepare it here
                 raise
+        if self._tx is not None and self._tx not in CURRENT.get():
+            # Wait out another's transaction before becoming the shared preparer:
+            # a preparer held at the gate would block the transaction's own uses.
+            while self._tx is not None and self._tx not in CURRENT.get():
+                await self._wait_tx()
+            return await self._prepare(query, timeout)
         fut: asyncio.Future[Statement] = asyncio.get_running_loop().create_future()
         self._preparing[query] = fut
         try:

@@ -41,6 +41,12 @@ async def _create_roles(url: str) -> None:
 
 
 @pytest.fixture
+def pg_password() -> str:
+    """The password of the roles in `services.POSTGRES_PASSWORD_ROLES`."""
+    return PASSWORD
+
+
+@pytest.fixture
 def dsn(pg_svc: services.Service) -> str:
     """The trust-auth DSN of the test server."""
     return pg_svc.url

@@ -42,7 +42,9 @@ def test_execute_statuses(arun, dsn):
             assert st == "INSERT 0 1"
             assert await conn.execute("INSERT INTO e VALUES ($1, $2)", 2, "b") == "INSERT 0 1"
             assert await conn.execute("UPDATE e SET v = $1", "z") == "UPDATE 2"
-            await conn.executemany("INSERT INTO e VALUES ($1, $2)", [(i, str(i)) for i in range(3, 50)])
+            await conn.executemany(
+                "INSERT INTO e VALUES ($1, $2)", [(i, str(i)) for i in range(3, 50)]
+            )
             assert await conn.fetchval("SELECT count(*) FROM e") == 49
             # executemany is all or nothing.
             with pytest.raises(pg.UniqueViolationError):
@@ -179,7 +181,9 @@ def test_copy(arun, dsn, tmp_path):
     async def main():
         conn = await pg.connect(dsn)
         try:
-            await conn.execute("CREATE TEMP TABLE cp (id int, name text, score numeric, tags text[])")
+            await conn.execute(
+                "CREATE TEMP TABLE cp (id int, name text, score numeric, tags text[])"
+            )
             import decimal
 
             recs = [(i, f"n{i}", decimal.Decimal(i) / 4, ["a", None]) for i in range(1000)]
@@ -187,14 +191,18 @@ def test_copy(arun, dsn, tmp_path):
             assert st == "COPY 1000"
             assert await conn.fetchval("SELECT sum(id) FROM cp") == sum(range(1000))
             assert tuple(await conn.fetchrow("SELECT * FROM cp WHERE id = 5")) == recs[5]
-            st = await conn.copy_records_to_table("cp", records=[("x", 5000)], columns=["name", "id"])
+            st = await conn.copy_records_to_table(
+                "cp", records=[("x", 5000)], columns=["name", "id"]
+            )
             assert st == "COPY 1"
             with pytest.raises(pg.DataError):
                 await conn.copy_records_to_table("cp", records=[(1, 2, 3)])
             with pytest.raises(pg.UndefinedTableError):
                 await conn.copy_records_to_table("nope", records=[(1,)])
             buf = io.BytesIO()
-            st = await conn.copy_from_query("SELECT id, name FROM cp WHERE id < 3 ORDER BY id", output=buf)
+            st = await conn.copy_from_query(
+                "SELECT id, name FROM cp WHERE id < 3 ORDER BY id", output=buf
+            )
             assert st == "COPY 3" and buf.getvalue() == b"0\tn0\n1\tn1\n2\tn2\n"
             path = tmp_path / "out.csv"
             await conn.copy_from_table("cp", output=str(path), columns=["id"], format="csv")
@@ -218,6 +226,7 @@ def test_listen_notify_and_notices(arun, dsn):
         got: asyncio.Queue = asyncio.Queue()
         notices = []
         try:
+
             def on_notify(c, pid, channel, payload):
                 got.put_nowait((c is conn, pid, channel, payload))
 

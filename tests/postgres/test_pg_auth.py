@@ -9,7 +9,6 @@ import surge.postgres as pg
 from surge.errors import InterfaceError
 
 
-
 @pytest.mark.parametrize("role", ["surge_md5", "surge_scram", "surge_password"])
 def test_password_auth(arun, pg_svc, pg_password, role):
     async def main():
@@ -22,7 +21,9 @@ def test_password_auth(arun, pg_svc, pg_password, role):
         # The stored password really is of the kind the hba method implies.
         admin = await pg.connect(pg_svc.url)
         try:
-            stored = await admin.fetchval("SELECT rolpassword FROM pg_authid WHERE rolname = $1", role)
+            stored = await admin.fetchval(
+                "SELECT rolpassword FROM pg_authid WHERE rolname = $1", role
+            )
         finally:
             await admin.close()
         assert stored.startswith("md5" if role == "surge_md5" else "SCRAM-SHA-256$")
@@ -34,7 +35,9 @@ def test_password_auth(arun, pg_svc, pg_password, role):
 def test_wrong_password(arun, pg_svc, role):
     async def main():
         with pytest.raises(pg.InvalidPasswordError):
-            await pg.connect(host=pg_svc.host, port=pg_svc.port, user=role, password="nope", database="postgres")
+            await pg.connect(
+                host=pg_svc.host, port=pg_svc.port, user=role, password="nope", database="postgres"
+            )
         with pytest.raises(InterfaceError, match="password"):
             await pg.connect(host=pg_svc.host, port=pg_svc.port, user=role, database="postgres")
 

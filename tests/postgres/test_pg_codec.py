@@ -92,7 +92,7 @@ def _norm(v):
 
 
 def test_recorded_results(recorded):
-    stream, stmt, results = recorded
+    _stream, _stmt, results = recorded
     ids = [r for r in results if r[0] is not None]
     assert len(ids) == 11  # startup, prepare, and the nine requests
     rows = ids[2][2]
@@ -122,7 +122,7 @@ def test_garbage_never_crashes(data):
     codec = PgCodec()
     codec.simple_query("SELECT 1")
     out = codec.feed(data)
-    for rid, ok, value in out:
+    for _rid, ok, value in out:
         if not ok and isinstance(value, BaseException):
             assert isinstance(value, PgProtocolError)
             assert codec.failed

@@ -16,7 +16,10 @@ def test_thousand_coroutines_one_connection(arun, dsn):
         conn = await pg.connect(dsn)
         try:
             got = await asyncio.gather(
-                *(conn.fetchrow("SELECT $1::int AS i, repeat('x', $1) AS s", i) for i in range(1000))
+                *(
+                    conn.fetchrow("SELECT $1::int AS i, repeat('x', $1) AS s", i)
+                    for i in range(1000)
+                )
             )
             assert [(r["i"], len(r["s"])) for r in got] == [(i, i) for i in range(1000)]
             # Pipelined: far fewer writes than requests.

@@ -61,7 +61,7 @@ ROUND_TRIPS = [
 
 def same(a: object, b: object) -> bool:
     """Equal, counting NaN equal to NaN."""
-    return a == b or (a != a and b != b)  # noqa: PLR0124
+    return a == b or (a != a and b != b)
 
 
 def test_round_trips(arun, dsn):

@@ -153,7 +153,7 @@ class Connection:
         if self._closed:
             return
         self._closed = True
-        if self._engine.send_no_reply(self._codec.terminate):
+        if self._engine.send_no_reply(self._codec.terminate):  # type: ignore[arg-type]
             await asyncio.sleep(0)  # let the scheduled flush write it
         await self._engine.close()
 

@@ -191,7 +191,7 @@ impl PgCodec {
         }
         let args = args
             .downcast::<PyTuple>()
-            .map(|t| t.clone())
+            .cloned()
             .or_else(|_| args.downcast::<PyList>().map(|l| l.to_tuple()))
             .map_err(|_| self.data_err(py, "arguments must be a tuple or list".into()))?;
         if args.len() != stmt.param_oids.len() {
@@ -400,16 +400,14 @@ impl PgCodec {
                         .collect();
                 }
             }
-            Message::DataRow(row) => {
-                if w.error.is_none() {
-                    if let Err(e) = self.on_row(py, &mut w, row) {
-                        let e = if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
-                            self.data_err(py, format!("cannot decode a column: {}", e.value(py)))
-                        } else {
-                            e
-                        };
-                        w.error = Some(e.into_value(py).into_any());
-                    }
+            Message::DataRow(row) if w.error.is_none() => {
+                if let Err(e) = self.on_row(py, &mut w, row) {
+                    let e = if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
+                        self.data_err(py, format!("cannot decode a column: {}", e.value(py)))
+                    } else {
+                        e
+                    };
+                    w.error = Some(e.into_value(py).into_any());
                 }
             }
             Message::CommandComplete(t) => w.tag = Some(t.to_owned()),

@@ -170,3 +170,32 @@ def test_pool(arun, dsn):
             pg.create_pool(dsn, min_size=5, max_size=2)
 
     arun(main())
+
+
+def test_cursor(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            q = "SELECT g FROM generate_series(1, $1::int) g"
+            with pytest.raises(InterfaceError, match="transaction"):
+                await conn.cursor(q, 10)
+            async with conn.transaction():
+                got = [r[0] async for r in conn.cursor(q, 120, prefetch=50)]
+                assert got == list(range(1, 121))
+                cur = await conn.cursor(q, 10)
+                assert [r[0] for r in await cur.fetch(3)] == [1, 2, 3]
+                assert (await cur.fetchrow())[0] == 4
+                assert await cur.forward(4) == 4
+                assert [r[0] for r in await cur.fetch(100)] == [9, 10]
+                assert cur.exhausted and await cur.fetch(5) == []
+                await cur.close()
+                # Other queries interleave with a cursor's round trips.
+                cur = await conn.cursor(q, 5)
+                assert await conn.fetchval("SELECT 42") == 42
+                assert len(await cur.fetch(10)) == 5
+                await cur.close()
+            assert await conn.fetchval("SELECT count(*) FROM pg_prepared_statements") <= 2
+        finally:
+            await conn.close()
+
+    arun(main())

@@ -27,6 +27,7 @@ from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, Pipelin
 from surge.errors import InterfaceError, ProtocolError
 from surge.postgres import copy as _copy
 from surge.postgres._sqlstate import FeatureNotSupportedError, InvalidSqlStatementNameError
+from surge.postgres.cursor import CursorFactory
 from surge.postgres.dsn import ConnectParams
 from surge.postgres.errors import InvalidArgumentError, PostgresError, make_error
 from surge.postgres.handshake import handshake
@@ -323,6 +324,13 @@ class Connection:
         """A prepared statement for ``query`` (shared with the statement cache)."""
         stmt = await self._prepare(query, timeout)
         return PreparedStatement(self, query, stmt)
+
+    def cursor(
+        self, query: str, *args: Any, prefetch: int | None = None, timeout: float | None = None
+    ) -> CursorFactory:
+        """Rows of ``query`` in pieces, inside a transaction: ``async for row in
+        conn.cursor(q)`` (``prefetch`` rows per round trip) or ``cur = await conn.cursor(q)``."""
+        return CursorFactory(self, query, args, prefetch, timeout)
 
     def transaction(
         self, *, isolation: str | None = None, readonly: bool = False, deferrable: bool = False

@@ -94,6 +94,10 @@ enum Kind {
         mode: Mode,
         column: usize,
     },
+    /// Execute of a named portal (a cursor): all rows it gives, and whether more remain.
+    Portal {
+        stmt: Py<Statement>,
+    },
     Many,
     Close,
     CopyOut(Vec<u8>),
@@ -186,6 +190,17 @@ impl PgCodec {
         stmt: &Statement,
         args: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        self.write_bind_to(py, stmt, args, "")
+    }
+
+    /// Write a Bind of `stmt` to `portal` ("" is the unnamed one).
+    fn write_bind_to(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Statement,
+        args: &Bound<'_, PyAny>,
+        portal: &str,
+    ) -> PyResult<()> {
         if stmt.session != self.session || stmt.is_closed() {
             return Err(StatementGone::new_err(stmt.name.clone()));
         }
@@ -208,7 +223,7 @@ impl PgCodec {
         let enc = Encoder { py, err: &err };
         let r = fe::bind::<BindErr>(
             &mut self.wbuf,
-            "",
+            portal,
             &stmt.name,
             &stmt.param_formats,
             args.len(),
@@ -248,10 +263,11 @@ impl PgCodec {
     }
 
     fn on_row(&self, py: Python<'_>, w: &mut Waiting, row: DataRow<'_>) -> PyResult<()> {
-        let Kind::Rows { stmt, mode, column } = &w.kind else {
-            return Ok(()); // a simple query's text rows: not asked for
+        let (stmt, mode, column) = match &w.kind {
+            Kind::Rows { stmt, mode, column } => (stmt.get(), mode, column),
+            Kind::Portal { stmt } => (stmt.get(), &Mode::All, &0),
+            _ => return Ok(()), // a simple query's text rows: not asked for
         };
-        let stmt = stmt.get();
         if row.len() != stmt.column_oids.len() {
             return Err(self.data_err(py, "a row does not match its row description".into()));
         }
@@ -304,6 +320,14 @@ impl PgCodec {
                 Mode::Value => w.value.unwrap_or_else(|| py.None()),
                 Mode::Status => tag(),
             },
+            Kind::Portal { .. } => {
+                // No CommandComplete means PortalSuspended: the cursor has more rows.
+                let more = w.tag.is_none();
+                (PyList::new(py, w.rows)?, more)
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind()
+            }
             Kind::Many | Kind::Close => py.None(),
             Kind::CopyOut(ref data) => (tag(), PyBytes::new(py, data))
                 .into_pyobject(py)?
@@ -641,6 +665,47 @@ impl PgCodec {
         }
         fe::sync(&mut self.wbuf);
         Ok(self.push(Kind::Many))
+    }
+
+    /// Bind `stmt` with `args` to the named portal `portal`, + Sync; answers None.
+    /// The portal lives until the transaction ends (cursors need one).
+    fn bind_portal(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        args: &Bound<'_, PyAny>,
+        portal: &str,
+    ) -> PyResult<u64> {
+        let s = stmt.get();
+        if portal.is_empty() {
+            return Err(self.data_err(py, "a cursor's portal needs a name".into()));
+        }
+        self.write_bind_to(py, s, args, portal)?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Close))
+    }
+
+    /// Execute up to `max_rows` rows of `portal` (0: all), + Sync; answers
+    /// `(rows, more)`, `more` true when the portal has rows left.
+    fn execute_portal(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        portal: &str,
+        max_rows: i32,
+    ) -> PyResult<u64> {
+        fe::execute(&mut self.wbuf, portal, max_rows.max(0)).map_err(|e| self.wire_err(py, e))?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Portal {
+            stmt: stmt.clone().unbind(),
+        }))
+    }
+
+    /// Close + Sync of portal `name`; answers None.
+    fn close_portal(&mut self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        fe::close(&mut self.wbuf, b'P', name).map_err(|e| self.wire_err(py, e))?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Close))
     }
 
     /// Close + Sync of statement `name`; answers None.

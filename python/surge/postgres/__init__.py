@@ -6,7 +6,7 @@ connection, binary protocol, prepared statements with cached codecs, no libpq.
     pool = await surge.postgres.create_pool(dsn, min_size=2, max_size=10)
 
 asyncpg's names and shapes: `fetch`, `fetchrow`, `fetchval`, `execute`,
-`executemany`, `prepare`, `transaction`, COPY, `add_listener`, `Record`,
+`executemany`, `prepare`, `transaction`, `cursor`, COPY, `add_listener`, `Record`,
 SQLSTATE exception classes. Where surge differs, and why:
 
 - A connection may be used by any number of coroutines at once (asyncpg raises
@@ -23,8 +23,11 @@ SQLSTATE exception classes. Where surge differs, and why:
   value may be passed for them; a naive datetime for timestamptz is taken as
   UTC; interval months count 30 days; types without a binary codec here come
   back as their text (str) and are passed as str. No custom type codecs yet.
-- No TLS, no Unix sockets, no cursors (portals) yet; COPY data is sent whole
-  rather than streamed; copy_from_query takes no arguments.
+- A timed-out query is not cancelled on the server (a CancelRequest would hit
+  whichever pipelined query runs at that moment): later queries on that
+  connection queue behind it until it ends.
+- No TLS, no Unix sockets yet; COPY data is sent whole rather than streamed;
+  copy_from_query takes no arguments.
 """
 
 from __future__ import annotations

@@ -23,6 +23,14 @@ def test_fetch_family(arun, dsn):
             assert await conn.fetchrow("SELECT 1 WHERE false") is None
             assert await conn.fetchval("SELECT 1, 2, 3", column=2) == 3
             assert await conn.fetchval("SELECT 1 WHERE false") is None
+            await conn.execute("CREATE TEMP TABLE fv (a int)")
+            assert await conn.fetchval("INSERT INTO fv VALUES (1)") is None
+            # COPY FROM STDIN through execute is refused, not left hanging.
+            with pytest.raises(pg.QueryCanceledError, match="copy_to_table"):
+                await conn.execute("COPY fv FROM STDIN")
+            with pytest.raises(pg.PostgresError, match="copy_to_table"):
+                await conn.fetch("COPY fv FROM STDIN")
+            assert await conn.fetchval("SELECT count(*) FROM fv") == 1
             # fetchrow of a big result: the server stops after one row.
             r = await conn.fetchrow("SELECT g FROM generate_series(1, 100000) g")
             assert r[0] == 1

@@ -49,6 +49,9 @@ create_exception!(
     "The prepared statement belongs to a closed session or was evicted: prepare it again."
 );
 
+/// Why a COPY FROM STDIN that came as a plain query is refused (CopyFail).
+const COPY_IN_REFUSED: &str = "surge: COPY FROM STDIN needs copy_to_table or copy_records_to_table";
+
 /// Compact the read buffer when this much of its front has been consumed.
 const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
 /// COPY input is cut into CopyData messages of at most this many bytes
@@ -440,6 +443,20 @@ impl PgCodec {
                     buf.extend_from_slice(d);
                 }
             }
+            Message::CopyInResponse { .. } | Message::CopyBothResponse { .. }
+                if !matches!(w.kind, Kind::CopyIn) =>
+            {
+                // A COPY FROM STDIN sent as a plain query: the server would wait
+                // for data forever. Refuse it, so the request fails and the stream
+                // goes on; the ("flush",) event makes the engine write it now.
+                let _ = fe::copy_fail(&mut self.wbuf, COPY_IN_REFUSED);
+                if !matches!(w.kind, Kind::Simple | Kind::CopyOut(_)) {
+                    // Extended protocol: the server ignored our Sync while in copy
+                    // mode and now skips to the next one; this one closes the request.
+                    fe::sync(&mut self.wbuf);
+                }
+                out.append((py.None(), true, ("flush",)))?;
+            }
             _ => {}
         }
         if done {
@@ -616,7 +633,8 @@ impl PgCodec {
     ) -> PyResult<u64> {
         let mode = Mode::from_int(mode)?;
         let s = stmt.get();
-        if mode == Mode::Value && column >= s.column_oids.len() {
+        // No columns at all (an INSERT without RETURNING): None, as in asyncpg.
+        if mode == Mode::Value && column >= s.column_oids.len() && !s.column_oids.is_empty() {
             return Err(PyIndexError::new_err(format!(
                 "column {column} is out of range: the query returns {} column(s)",
                 s.column_oids.len()

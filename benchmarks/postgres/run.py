@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
     for cfg in configs:
         why = _missing(cfg)
         if why:
-            missing.setdefault(cfg["driver"], why)
+            missing.setdefault(cfg["driver"], why)  # the driver is missing altogether
             print(f"skip {_label(cfg)} ({cfg['shape']}): {why}", file=sys.stderr)
             continue
         plan.append((cfg, []))
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
                     )
         for cfg, runs in plan:
             if not runs:
-                missing.setdefault(cfg["driver"], "every run failed (see the log)")
+                missing[f"{_label(cfg)}, {cfg['shape']}"] = "every run failed (see the log)"
                 continue
             row = {**cfg, "runs": len(runs), "workloads": {}}
             for w in workloads:
@@ -385,8 +385,8 @@ def _markdown(
             f"{max(others):.2f}{' - a noisy run' if max(others) > 0.25 else ''}."
         )
         lines.append("")
-    for driver, why in missing.items():
-        lines.append(f"- **{driver}: not measured** — {why}")
+    for what, why in missing.items():
+        lines.append(f"- **{what}: not measured** — {why}")
     if not lines:
         lines.append("(no client could run)")
     return "\n".join(lines).rstrip() + "\n"

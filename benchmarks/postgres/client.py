@@ -96,6 +96,17 @@ def machine_busy() -> float:
     return (sum(v) - v[3] - v[4]) / CLK_TCK  # minus idle and iowait
 
 
+def surge_build() -> dict:
+    """Which surge._core this process runs: path, mtime, and whether it is a debug build
+    (only debug builds carry Rust's overflow checks, whose panic text gives them away)."""
+    import surge._core
+
+    path = surge._core.__file__
+    with open(path, "rb") as f:
+        debug = b"attempt to add with overflow" in f.read()
+    return {"path": path, "mtime": os.stat(path).st_mtime, "debug": debug}
+
+
 def rss_kib() -> int:
     """This process's resident set size (VmRSS), in KiB."""
     with open("/proc/self/status") as f:
@@ -256,6 +267,8 @@ def main() -> None:
     else:
         res = asyncio.run(coro)
     res["_rss_kib"] = rss_kib()
+    if driver == "surge":
+        res["_surge_build"] = surge_build()
     print(json.dumps(res))
 
 

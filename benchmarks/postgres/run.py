@@ -272,6 +272,10 @@ def main(argv: list[str] | None = None) -> dict:
                     "qps_runs": qps,
                 }
             row["rss_kib"] = max(r.get("_rss_kib", 0) for r in runs)
+            builds = [r["_surge_build"] for r in runs if "_surge_build" in r]
+            if builds:
+                row["surge_build"] = builds[-1]
+                row["surge_builds_seen"] = len({(b["path"], b["mtime"]) for b in builds})
             if have_strace:
                 for w in workloads:
                     with tempfile.NamedTemporaryFile(suffix=".strace") as f:
@@ -385,6 +389,12 @@ def _markdown(
             f"{max(others):.2f}{' - a noisy run' if max(others) > 0.25 else ''}."
         )
         lines.append("")
+    builds = [r for r in results if "surge_build" in r]
+    if any(r["surge_build"]["debug"] for r in builds):
+        lines += ["**surge ran a DEBUG build of surge._core: its figures mean nothing.**", ""]
+    seen = {(r["surge_build"]["path"], r["surge_build"]["mtime"]) for r in builds}
+    if len(seen) > 1 or any(r.get("surge_builds_seen", 1) > 1 for r in builds):
+        lines += ["**surge._core was rebuilt during the suite: runs mixed two builds.**", ""]
     for what, why in missing.items():
         lines.append(f"- **{what}: not measured** — {why}")
     if not lines:

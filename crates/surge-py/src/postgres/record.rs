@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyIterator, PyList, PySlice, PyString, PyTuple};
 
 /// Column names of a statement's rows, shared by all of them.
 pub struct Desc {
@@ -34,7 +34,9 @@ impl Desc {
 
 #[pyclass(module = "surge._core", frozen, sequence)]
 pub struct Record {
-    pub values: Vec<PyObject>,
+    /// The values in column order (a tuple: iteration, slices, equality and
+    /// hashing come from it for free).
+    pub values: Py<PyTuple>,
     pub desc: Arc<Desc>,
 }
 
@@ -48,7 +50,7 @@ impl Record {
         }
         if key.is_instance_of::<PyInt>() {
             let i: isize = key.extract()?;
-            let n = self.values.len() as isize;
+            let n = self.values.bind(py).len() as isize;
             let j = if i < 0 { i + n } else { i };
             return Ok((0..n).contains(&j).then_some(j as usize));
         }
@@ -60,17 +62,17 @@ impl Record {
 
 #[pymethods]
 impl Record {
-    fn __len__(&self) -> usize {
-        self.values.len()
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.values.bind(py).len()
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<PyObject> {
-        if let Ok(sl) = key.downcast::<PySlice>() {
-            let t = PyTuple::new(py, self.values.iter().map(|v| v.clone_ref(py)))?;
-            return Ok(t.as_any().get_item(sl)?.unbind());
+        let t = self.values.bind(py);
+        if key.is_instance_of::<PySlice>() {
+            return Ok(t.as_any().get_item(key)?.unbind());
         }
         match self.position(py, key)? {
-            Some(i) => Ok(self.values[i].clone_ref(py)),
+            Some(i) => Ok(t.get_item(i)?.unbind()),
             None if key.is_instance_of::<PyString>() => {
                 Err(PyKeyError::new_err(key.clone().unbind()))
             }
@@ -82,28 +84,26 @@ impl Record {
         self.desc.index.bind(py).contains(key)
     }
 
-    fn __iter__(&self, py: Python<'_>) -> PyResult<PyObject> {
-        let t = PyTuple::new(py, self.values.iter().map(|v| v.clone_ref(py)))?;
-        Ok(t.try_iter()?.into_any().unbind())
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        self.values.bind(py).try_iter()
     }
 
     /// The column names, in order.
-    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyPyAnyIter>> {
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let t = PyTuple::new(py, self.desc.names.iter().map(|v| v.clone_ref(py)))?;
         t.try_iter()
     }
 
     /// The values, in order.
-    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyPyAnyIter>> {
-        let t = PyTuple::new(py, self.values.iter().map(|v| v.clone_ref(py)))?;
-        t.try_iter()
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        self.values.bind(py).try_iter()
     }
 
     /// `(name, value)` pairs, in order.
-    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyPyAnyIter>> {
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let pairs = PyList::empty(py);
-        for (n, v) in self.desc.names.iter().zip(&self.values) {
-            pairs.append((n.clone_ref(py), v.clone_ref(py)))?;
+        for (n, v) in self.desc.names.iter().zip(self.values.bind(py).iter()) {
+            pairs.append((n.clone_ref(py), v))?;
         }
         pairs.try_iter()
     }
@@ -117,16 +117,15 @@ impl Record {
         default: Option<PyObject>,
     ) -> PyResult<PyObject> {
         match self.position(py, key) {
-            Ok(Some(i)) => Ok(self.values[i].clone_ref(py)),
+            Ok(Some(i)) => Ok(self.values.bind(py).get_item(i)?.unbind()),
             _ => Ok(default.unwrap_or_else(|| py.None())),
         }
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let mine = PyTuple::new(py, self.values.iter().map(|v| v.clone_ref(py)))?;
+        let mine = self.values.bind(py);
         if let Ok(r) = other.downcast::<Record>() {
-            let theirs = PyTuple::new(py, r.get().values.iter().map(|v| v.clone_ref(py)))?;
-            return mine.eq(theirs);
+            return mine.eq(r.get().values.bind(py));
         }
         if other.is_instance_of::<PyTuple>() {
             return mine.eq(other);
@@ -135,20 +134,18 @@ impl Record {
     }
 
     fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
-        PyTuple::new(py, self.values.iter().map(|v| v.clone_ref(py)))?.hash()
+        self.values.bind(py).hash()
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let mut s = String::from("<Record");
-        for (n, v) in self.desc.names.iter().zip(&self.values) {
+        for (n, v) in self.desc.names.iter().zip(self.values.bind(py).iter()) {
             s.push(' ');
             s.push_str(n.bind(py).to_str()?);
             s.push('=');
-            s.push_str(v.bind(py).repr()?.to_str()?);
+            s.push_str(v.repr()?.to_str()?);
         }
         s.push('>');
         Ok(s)
     }
 }
-
-type PyPyAnyIter = pyo3::types::PyIterator;

@@ -3,7 +3,7 @@
 //! tags, errors, handshake steps, and out-of-band events.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::pgwire::frontend as fe;
 use surge_proto::pgwire::{Auth, DataRow, Fields, Message};
 
@@ -36,14 +36,22 @@ impl PgCodec {
         }
     }
 
-    pub(super) fn on_row(&self, py: Python<'_>, w: &mut Waiting, row: DataRow<'_>) -> PyResult<()> {
+    /// Decode a DataRow into the request (as its mode asks). An associated
+    /// function, so the caller can hold the request in place in the queue.
+    pub(super) fn on_row(
+        py: Python<'_>,
+        data_error: &Py<PyType>,
+        w: &mut Waiting,
+        row: DataRow<'_>,
+    ) -> PyResult<()> {
         let (stmt, mode, column) = match &w.kind {
             Kind::Rows { stmt, mode, column } => (stmt.get(), mode, column),
             Kind::Portal { stmt } => (stmt.get(), &Mode::All, &0),
             _ => return Ok(()), // a simple query's text rows: not asked for
         };
         if row.len() != stmt.column_oids.len() {
-            return Err(self.data_err(py, "a row does not match its row description".into()));
+            let msg = "a row does not match its row description";
+            return Err(PyErr::from_type(data_error.bind(py).clone(), msg));
         }
         match mode {
             Mode::All => {}
@@ -55,10 +63,9 @@ impl PgCodec {
             }
             _ => return Ok(()),
         }
-        let mut values = Vec::with_capacity(row.len());
-        for (i, f) in row.fields().enumerate() {
-            values.push(Self::decode_field(py, stmt, i, f)?);
-        }
+        let values = new_tuple(py, row.len(), row.fields().enumerate(), |(i, f)| {
+            Self::decode_field(py, stmt, i, f)
+        })?;
         let rec = Record {
             values,
             desc: stmt.desc.clone(),
@@ -144,7 +151,16 @@ impl PgCodec {
             }
             _ => {}
         }
-        let Some(mut w) = self.waiting.pop_front() else {
+        if let Message::ReadyForQuery(status) = m {
+            if let Some(w) = self.waiting.pop_front() {
+                self.tx_status = status;
+                out.append(self.finish(py, w)?)?;
+            }
+            return Ok(());
+        }
+        // The request stays in place in the queue (no move per message): only
+        // disjoint fields of `self` are touched while `w` is held.
+        let Some(w) = self.waiting.front_mut() else {
             if let Message::ErrorResponse(f) = m {
                 out.append((py.None(), true, ("error", fields_dict(py, &f)?)))?;
             }
@@ -152,11 +168,6 @@ impl PgCodec {
         };
         let mut done = false;
         match m {
-            Message::ReadyForQuery(s) => {
-                self.tx_status = s;
-                out.append(self.finish(py, w)?)?;
-                return Ok(());
-            }
             Message::ErrorResponse(f) => {
                 if w.error.is_none() {
                     w.error = Some(fields_dict(py, &f)?.into_any().unbind());
@@ -182,6 +193,7 @@ impl PgCodec {
                 if done {
                     let v = w.value.take().unwrap_or_else(|| py.None());
                     out.append((w.id, true, v))?;
+                    self.waiting.pop_front();
                     return Ok(());
                 }
             }
@@ -199,9 +211,10 @@ impl PgCodec {
                 }
             }
             Message::DataRow(row) if w.error.is_none() => {
-                if let Err(e) = self.on_row(py, &mut w, row) {
+                if let Err(e) = Self::on_row(py, &self.data_error, w, row) {
                     let e = if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
-                        self.data_err(py, format!("cannot decode a column: {}", e.value(py)))
+                        let msg = format!("cannot decode a column: {}", e.value(py));
+                        PyErr::from_type(self.data_error.bind(py).clone(), msg)
                     } else {
                         e
                     };
@@ -234,9 +247,48 @@ impl PgCodec {
             let id = w.id;
             let e = w.error.take().unwrap_or_else(|| py.None());
             out.append((id, false, e))?;
-        } else {
-            self.waiting.push_front(w);
+            self.waiting.pop_front();
         }
         Ok(())
     }
+}
+
+/// A tuple of `n` items made by `f` from `items`, without an intermediate Vec
+/// (one allocation per row instead of two: rows are the hot path).
+fn new_tuple<I, T>(
+    py: Python<'_>,
+    n: usize,
+    items: I,
+    mut f: impl FnMut(T) -> PyResult<PyObject>,
+) -> PyResult<Py<PyTuple>>
+where
+    I: Iterator<Item = T>,
+{
+    let len = pyo3::ffi::Py_ssize_t::try_from(n)
+        .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("too many columns"))?;
+    // SAFETY: PyTuple_New returns a new reference to a tuple of `len` NULL slots,
+    // or NULL with an exception set (checked by from_owned_ptr_or_err). Owning it
+    // as a Py<PyTuple> right away means an early return below drops it, and
+    // tuple deallocation skips NULL slots, so a half-filled tuple is freed safely.
+    let tuple: Py<PyTuple> = unsafe {
+        Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyTuple_New(len))?
+            .downcast_into_unchecked::<PyTuple>()
+            .unbind()
+    };
+    let mut filled = 0;
+    for item in items.take(n) {
+        let v = f(item)?;
+        // SAFETY: `filled` < `len` (take(n)), the slot is still NULL (each index is
+        // set once), and PyTuple_SET_ITEM steals the reference `into_ptr` gives up.
+        unsafe { pyo3::ffi::PyTuple_SET_ITEM(tuple.as_ptr(), filled, v.into_ptr()) };
+        filled += 1;
+    }
+    if filled != len {
+        // Fewer items than announced: the caller checked the count, but never
+        // hand out a tuple with NULL slots.
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "row shorter than its description",
+        ));
+    }
+    Ok(tuple)
 }

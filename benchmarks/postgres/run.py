@@ -157,13 +157,17 @@ def _pin_tree(pid: int, core: str) -> None:
 
 
 def _run(cmd: list[str], server_pid: int, strace_out: str | None = None) -> dict:
+    # generous (strace, 1000 coroutines draining) but bounded: a stuck client fails its
+    # configuration instead of holding the whole suite
+    secs, nworkloads = float(cmd[-3]), len(cmd[-1].split(","))
+    timeout = 300 + 10 * secs * nworkloads
     if _can_pin():
         cmd = ["taskset", "-c", CLIENT_CORE, *cmd]
     if strace_out:
         calls = ",".join(WRITE_CALLS)
         cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PG_BENCH_SERVER_PID": str(server_pid)}
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:6])} failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])

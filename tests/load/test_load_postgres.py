@@ -49,6 +49,14 @@ def test_query_pipelined_on_one_connection(postgres_service) -> None:
     assert r.replies > 200
 
 
+def test_requests_spread_over_connections(postgres_service) -> None:
+    r = surge.load.run(
+        postgres_service.url, connections=3, pipeline=10, duration=0.5, query="SELECT 1"
+    )
+    assert r.errors == {}
+    assert r.replies > 30
+
+
 def test_default_mix_and_cleanup(postgres_service) -> None:
     url = postgres_service.url
     r = surge.load.run(url, connections=1, pipeline=50, duration=1.0, table="load_default")
@@ -82,6 +90,13 @@ def test_server_errors_are_db_errors(postgres_service) -> None:
     r = surge.load.run(postgres_service.url, rate=40, duration=0.5, query="SELECT 1 / 0")
     assert r.replies == 0
     assert r.errors == {"db_error": 20}
+
+
+def test_missing_database_is_counted(postgres_service) -> None:
+    url = postgres_service.url.rsplit("/", 1)[0] + "/no_such_db"
+    r = surge.load.run(url, rate=20, duration=0.5, query="SELECT 1")
+    assert r.replies == 0
+    assert r.errors == {"db_error": 10}
 
 
 def test_unreachable_postgres_is_counted() -> None:

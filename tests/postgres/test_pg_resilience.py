@@ -97,6 +97,7 @@ def test_backend_killed_mid_flight(arun, dsn):
         admin = await pg.connect(dsn)
         try:
             pid = conn.get_server_pid()
+            assert await conn.fetchval("SELECT $1::int + 1", 1) == 2  # now in the cache
             slow = asyncio.ensure_future(conn.fetchval("SELECT pg_sleep(5)"))
             await asyncio.sleep(0.1)
             await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
@@ -105,6 +106,8 @@ def test_backend_killed_mid_flight(arun, dsn):
             # The next query reconnects (a new backend, a new session).
             assert await conn.fetchval("SELECT 1") == 1
             assert conn.get_server_pid() != pid
+            # The cached statement died with the old session: prepared again.
+            assert await conn.fetchval("SELECT $1::int + 1", 2) == 3
             assert conn.engine.stats["connects"] == 2
         finally:
             await conn.close()

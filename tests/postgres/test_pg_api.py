@@ -296,3 +296,30 @@ def test_connect_options(arun, pg_svc):
         assert conn.is_closed()
 
     arun(main())
+
+
+def test_dsn_parsing(monkeypatch):
+    from surge.errors import InterfaceError
+    from surge.postgres import dsn
+
+    for k in ("PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE"):
+        monkeypatch.delenv(k, raising=False)
+    p = dsn.parse("postgresql://u%40x:p%3Aw@db.local:6543/my%20db?application_name=app")
+    assert (p.host, p.port, p.user, p.password, p.database) == (
+        "db.local",
+        6543,
+        "u@x",
+        "p:w",
+        "my db",
+    )
+    assert p.server_settings == {"application_name": "app"}
+    p = dsn.parse("postgres://h/d", user="k", port=1, database="e")
+    assert (p.host, p.port, p.user, p.database) == ("h", 1, "k", "e")
+    monkeypatch.setenv("PGUSER", "envuser")
+    monkeypatch.setenv("PGPORT", "7777")
+    p = dsn.parse(None)
+    assert (p.user, p.port, p.database) == ("envuser", 7777, "envuser")
+    with pytest.raises(InterfaceError):
+        dsn.parse("mysql://x")
+    with pytest.raises(InterfaceError, match="TLS"):
+        dsn.parse("postgresql://h/d?sslmode=require")

@@ -81,8 +81,12 @@ async def connect(
     command_timeout: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     retry_connect: bool = False,
+    timeout: float | None = None,
 ) -> Connection:
-    """Connect and authenticate; keyword arguments win over the DSN."""
+    """Connect and authenticate; keyword arguments win over the DSN (``timeout`` is
+    asyncpg's name for ``connect_timeout``)."""
+    if timeout is not None:
+        connect_timeout = timeout
     params = _dsn.parse(
         dsn,
         host=host,

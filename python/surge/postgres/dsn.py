@@ -1,10 +1,12 @@
-"""Connection parameters from a DSN (``postgresql://user:pw@host:port/db?...``)
-and keyword arguments (which win over the DSN)."""
+"""Connection parameters from a DSN (``postgresql://user:pw@host:port/db?...``),
+keyword arguments (which win over the DSN) and, for what neither gives, libpq's
+environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE)."""
 
 from __future__ import annotations
 
 import dataclasses
 import getpass
+import os
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from surge.errors import InterfaceError
@@ -49,6 +51,14 @@ def parse(
 ) -> ConnectParams:
     """Merge a DSN and keyword arguments into `ConnectParams`."""
     p = ConnectParams()
+    env = os.environ
+    if env.get("PGHOST") and not env["PGHOST"].startswith("/"):  # no Unix sockets
+        p.host = env["PGHOST"]
+    if env.get("PGPORT", "").isdigit():
+        p.port = int(env["PGPORT"])
+    p.user = env.get("PGUSER", "")
+    p.password = env.get("PGPASSWORD")
+    p.database = env.get("PGDATABASE", "")
     if dsn:
         u = urlsplit(dsn)
         if u.scheme not in ("postgresql", "postgres"):

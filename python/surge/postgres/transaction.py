@@ -10,7 +10,9 @@ held (they queue, not fail) until it ends; queries from the coroutine that
 opened it, and from tasks it starts (they inherit its context), go straight
 out, pinned to that connection (if the connection drops meanwhile they fail
 with ConnectionLostError rather than run, reconnected, outside the transaction).
-Use a `Pool` to run transactions side by side.
+Use a `Pool` to run transactions side by side. A BEGIN sent by hand through
+`execute` is not tracked: on a shared connection, use `transaction()` (or hold
+the connection alone, from `Pool.acquire`).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import asyncio
 import contextlib
 
 import surge.postgres as pg
-from surge.postgres.dsn import parse
 from surge.errors import ConnectError, ConnectionLostError
+from surge.postgres.dsn import parse
 
 #: Cut points in bytes of server replies (the handshake alone is ~400 bytes).
 CUTS = [450, 700, 1500, 4000, 9000]

@@ -161,7 +161,10 @@ def test_pool(arun, dsn):
                 c4 = await asyncio.wait_for(waiter, 2)
                 assert c4 is c2
                 assert await c4.fetchval("SELECT 1") == 1
+                # Session state is reset on release.
+                await c4.execute("SET application_name = 'dirty'")
                 await pool.release(c4)
+                assert await c4.fetchval("SHOW application_name") == "surge"
                 await pool.release(c3)
             assert pool.get_idle_size() == 3
         with pytest.raises(ConnectionError):

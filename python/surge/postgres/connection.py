@@ -439,7 +439,7 @@ class Connection:
             _, pid, channel, payload = event
             for cb in list(self._listeners.get(channel, ())):
                 self._call(cb, self, pid, channel, payload)
-        elif kind == "notice":
+        elif kind == "notice" and self._log_listeners:
             msg = make_error(event[1])
             for cb in list(self._log_listeners):
                 self._call(cb, self, msg)

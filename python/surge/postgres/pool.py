@@ -21,6 +21,10 @@ from surge.errors import ClosedError, InterfaceError
 from surge.postgres.connection import Connection
 from surge.postgres.dsn import ConnectParams
 
+#: What `release` runs to give the next user a clean session (prepared
+#: statements stay: they belong to the connection's cache, not to the user).
+RESET_QUERY = "CLOSE ALL; UNLISTEN *; RESET ALL; SELECT pg_advisory_unlock_all()"
+
 #: asyncpg's defaults.
 DEFAULT_MIN_SIZE = 10
 DEFAULT_MAX_SIZE = 10
@@ -109,16 +113,21 @@ class Pool:
         return c
 
     async def release(self, conn: Connection) -> None:
-        """Give back a connection from `acquire` (an open transaction is rolled back)."""
+        """Give back a connection from `acquire`: an open transaction is rolled back
+        and session state reset (settings, LISTENs, cursors, advisory locks), as in
+        asyncpg, so the next user (or a shortcut) does not inherit it."""
         if conn not in self._held:
             return
         try:
             if conn.is_in_transaction() or conn._codec.transaction_status != "I":
                 conn._tx = None
                 await conn.execute("ROLLBACK")
+            conn._listeners.clear()
+            await conn.execute(RESET_QUERY)
         except Exception:
             conn.terminate()
-            self._all.remove(conn)
+            if conn in self._all:
+                self._all.remove(conn)
         finally:
             self._held.discard(conn)
             self._wake()

@@ -91,6 +91,36 @@ def test_timeout_and_cancel_keep_the_stream_in_sync(arun, dsn):
     arun(main())
 
 
+def test_timeout_cancels_a_lone_query(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            loop = asyncio.get_running_loop()
+            await conn.fetchval("SELECT 1")
+            t0 = loop.time()
+            with pytest.raises(RequestTimeoutError):
+                await conn.fetchval("SELECT pg_sleep(10)", timeout=0.1)
+            # Cancelled on the server: the next query does not wait 10 s.
+            assert await conn.fetchval("SELECT 'next'") == "next"
+            assert loop.time() - t0 < 3
+            with pytest.raises(RequestTimeoutError):
+                await conn.execute("SELECT pg_sleep(10)", timeout=0.1)
+            assert await conn.fetchval("SELECT 2") == 2
+            # With a neighbour in flight nothing is cancelled: the neighbour
+            # gets its answer, whatever runs when.
+            got = await asyncio.gather(
+                conn.fetchval("SELECT pg_sleep(0.3)", timeout=0.05),
+                conn.fetchval("SELECT 7"),
+                return_exceptions=True,
+            )
+            assert isinstance(got[0], RequestTimeoutError) and got[1] == 7
+            assert loop.time() - t0 < 5
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
 def test_backend_killed_mid_flight(arun, dsn):
     async def main():
         conn = await pg.connect(dsn)

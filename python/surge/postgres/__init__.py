@@ -23,9 +23,9 @@ SQLSTATE exception classes. Where surge differs, and why:
   value may be passed for them; a naive datetime for timestamptz is taken as
   UTC; interval months count 30 days; types without a binary codec here come
   back as their text (str) and are passed as str. No custom type codecs yet.
-- A timed-out query is not cancelled on the server (a CancelRequest would hit
-  whichever pipelined query runs at that moment): later queries on that
-  connection queue behind it until it ends.
+- A timed-out query is cancelled on the server only when it is the only one in
+  flight (a CancelRequest hits whichever pipelined query runs when it lands);
+  otherwise it is left to finish and later queries queue behind it.
 - No TLS, no Unix sockets yet; COPY data is sent whole rather than streamed;
   copy_from_query takes no arguments.
 """

@@ -24,7 +24,7 @@ from typing import Any
 from surge._core import PgCodec, Record, Statement, StatementGone
 from surge.engine import _DEFAULT as _ENGINE_DEFAULT
 from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
-from surge.errors import InterfaceError, ProtocolError
+from surge.errors import InterfaceError, ProtocolError, RequestTimeoutError
 from surge.postgres import copy as _copy
 from surge.postgres._sqlstate import FeatureNotSupportedError, InvalidSqlStatementNameError
 from surge.postgres.cursor import CursorFactory
@@ -37,6 +37,11 @@ from surge.postgres.transaction import CURRENT, Transaction
 
 #: Row modes of `PgCodec.bind_execute`.
 ALL, FIRST, VALUE, STATUS = 0, 1, 2, 3
+#: Longest wait for a CancelRequest to be delivered and the cancelled query to
+#: answer; new queries on the connection wait at most this long meanwhile.
+CANCEL_TIMEOUT = 2.0
+#: How often the cancel waits check that the cancelled query has answered.
+CANCEL_POLL = 0.005
 #: Prefix of the statements this driver prepares (asyncpg uses __asyncpg_stmt_).
 STATEMENT_PREFIX = "__surge_"
 
@@ -109,6 +114,7 @@ class Connection:
         self._log_listeners: list[Callable[..., Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
+        self._cancel_gate: asyncio.Future[None] | None = None
         self._req = self._engine.request
         self._bind_execute = codec.bind_execute
 
@@ -166,16 +172,81 @@ class Connection:
     # -- sending ------------------------------------------------------------------
 
     def _send(self, encode: Callable[..., int], *args: Any, timeout: float | None = None) -> Any:
-        """Send a request, minding an open transaction (see `transaction.py`);
-        ``timeout`` None is the connection's ``command_timeout`` (asyncpg's rule)."""
+        """Send a request, minding an open transaction (see `transaction.py`) and a
+        cancel in progress (see `_cancel_if_alone`); ``timeout`` None is the
+        connection's ``command_timeout`` (asyncpg's rule)."""
         if timeout is None:
             timeout = _ENGINE_DEFAULT
+        if self._cancel_gate is not None:
+            return self._send_after_cancel(encode, args, timeout)
         tx = self._tx
         if tx is None:
             return self._req(encode, *args, timeout=timeout)
         if tx in CURRENT.get():
             return self._engine.request_pinned(tx.generation, encode, *args, timeout=timeout)
         return self._send_after_tx(encode, args, timeout)
+
+    async def _send_after_cancel(
+        self, encode: Callable[..., int], args: tuple, timeout: Any
+    ) -> Any:
+        while self._cancel_gate is not None:
+            await asyncio.shield(self._cancel_gate)
+        return await self._send(encode, *args, timeout=timeout)
+
+    def _cancel_if_alone(self) -> None:
+        """After a timeout: when the timed-out query is the only one in flight, ask
+        the server to cancel it (a CancelRequest on a connection of its own).
+
+        Why only then: a cancel interrupts whatever the backend runs when the
+        signal lands, and with pipelining that could be a neighbour's query. Alone,
+        it is this one or nothing (a cancel that finds the backend idle is
+        ignored); new queries wait until the signal is delivered and the reply is
+        in, so none can be the one hit. With others in flight the query is left to
+        finish, and later queries queue behind it.
+        """
+        if (
+            self._cancel_gate is not None
+            or self._codec.waiting() != 1
+            or not self._engine.is_connected
+        ):
+            return
+        loop = asyncio.get_running_loop()
+        self._cancel_gate = loop.create_future()
+        task = loop.create_task(self._cancel())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _cancel(self) -> None:
+        gen = self._engine.generation
+        request = self._codec.cancel_request()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCEL_TIMEOUT
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self._params.host, self._params.port), CANCEL_TIMEOUT
+            )
+            try:
+                writer.write(request)
+                await writer.drain()
+                # The server closes it once the backend is signalled.
+                await asyncio.wait_for(reader.read(), max(0.0, deadline - loop.time()))
+            finally:
+                writer.close()
+            # Hold new queries until the cancelled one has answered (or the
+            # connection is gone): only then can the signal hit nothing else.
+            while (
+                self._codec.waiting()
+                and self._engine.generation == gen
+                and self._engine.is_connected
+                and loop.time() < deadline
+            ):
+                await asyncio.sleep(CANCEL_POLL)
+        except (OSError, TimeoutError):
+            pass  # the query is left to finish; later ones queue behind it
+        finally:
+            gate, self._cancel_gate = self._cancel_gate, None
+            if gate is not None and not gate.done():
+                gate.set_result(None)
 
     async def _send_after_tx(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
         while self._tx is not None and self._tx not in CURRENT.get():
@@ -266,6 +337,9 @@ class Connection:
             except StatementGone:
                 if attempt:
                     raise
+            except RequestTimeoutError:
+                self._cancel_if_alone()
+                raise
             except PostgresError as e:
                 if attempt or self._tx is not None or not _is_stale_plan(e):
                     raise
@@ -299,7 +373,11 @@ class Connection:
         status is returned); with arguments, as a prepared statement."""
         if args:
             return await self._run(query, args, STATUS, 0, timeout)  # type: ignore[no-any-return]
-        status = await self._send(self._codec.simple_query, query, timeout=timeout)
+        try:
+            status = await self._send(self._codec.simple_query, query, timeout=timeout)
+        except RequestTimeoutError:
+            self._cancel_if_alone()
+            raise
         return status or ""
 
     async def executemany(

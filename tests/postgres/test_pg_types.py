@@ -182,3 +182,24 @@ def test_property_round_trip(dsn, typ_value):
         assert got == value
 
     asyncio.run(main())
+
+
+def test_types_without_a_binary_codec_go_as_text(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.execute(
+                f"DROP TYPE IF EXISTS mood_{arun.kind}; "
+                f"CREATE TYPE mood_{arun.kind} AS ENUM ('sad', 'happy')"
+            )
+            assert await conn.fetchval(f"SELECT $1::mood_{arun.kind}", "happy") == "happy"
+            assert await conn.fetchval("SELECT int4range(1, 5)") == "[1,5)"
+            assert await conn.fetchval("SELECT '10.0.0.1/8'::inet") == "10.0.0.1/8"
+            assert await conn.fetchval("SELECT $1::inet", "::1") == "::1"
+            with pytest.raises(pg.DataError, match="pass it as str"):
+                await conn.fetchval("SELECT $1::inet", 5)
+            await conn.execute(f"DROP TYPE mood_{arun.kind}")
+        finally:
+            await conn.close()
+
+    arun(main())

@@ -202,3 +202,29 @@ def test_cursor(arun, dsn):
             await conn.close()
 
     arun(main())
+
+
+def test_cancelled_inside_a_transaction_releases_it(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.execute("CREATE TEMP TABLE cx (a int)")
+
+            async def body():
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO cx VALUES (1)")
+                    await conn.fetchval("SELECT pg_sleep(0.3)")
+
+            task = asyncio.ensure_future(body())
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The transaction was rolled back and released: others are not stuck.
+            assert not conn.is_in_transaction()
+            assert await asyncio.wait_for(conn.fetchval("SELECT 5"), 3) == 5
+            assert await conn.fetchval("SELECT count(*) FROM cx") == 0
+        finally:
+            await conn.close()
+
+    arun(main())

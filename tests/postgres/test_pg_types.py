@@ -12,6 +12,7 @@ import pytest
 import surge.postgres as pg
 from hypothesis import given
 from hypothesis import strategies as st
+from surge.errors import InterfaceError
 
 UTC = dt.UTC
 D = decimal.Decimal
@@ -199,6 +200,43 @@ def test_types_without_a_binary_codec_go_as_text(arun, dsn):
             with pytest.raises(pg.DataError, match="pass it as str"):
                 await conn.fetchval("SELECT $1::inet", 5)
             await conn.execute(f"DROP TYPE mood_{arun.kind}")
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_custom_type_codec(arun, dsn):
+    import json
+
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.fetchval("SELECT '{}'::jsonb")  # cached with the built-in codec
+            await conn.set_type_codec(
+                "jsonb", schema="pg_catalog", encoder=json.dumps, decoder=json.loads
+            )
+            assert await conn.fetchval("SELECT '{}'::jsonb") == {}
+            assert await conn.fetchval("SELECT $1::jsonb", {"a": [1, None]}) == {"a": [1, None]}
+            assert await conn.fetchval("SELECT NULL::jsonb") is None
+            r = await conn.fetchrow("SELECT '[1]'::jsonb AS j, 2 AS n")
+            assert dict(r) == {"j": [1], "n": 2}
+            await conn.set_type_codec(
+                "int4range",
+                schema="pg_catalog",
+                encoder=lambda t: f"[{t[0]},{t[1]})",
+                decoder=lambda s: tuple(int(x) for x in s[1:-1].split(",")),
+            )
+            assert await conn.fetchval("SELECT $1::int4range", (3, 7)) == (3, 7)
+            with pytest.raises(pg.DataError, match="must return str"):
+                await conn.set_type_codec(
+                    "int4range", schema="pg_catalog", encoder=lambda t: 5, decoder=str
+                )
+                await conn.fetchval("SELECT $1::int4range", (3, 7))
+            await conn.reset_type_codec("jsonb", schema="pg_catalog")
+            assert await conn.fetchval("SELECT '{}'::jsonb") == "{}"
+            with pytest.raises(InterfaceError):
+                await conn.set_type_codec("nope", encoder=str, decoder=str)
         finally:
             await conn.close()
 

@@ -416,6 +416,43 @@ class Connection:
         """A transaction (a savepoint when nested): ``async with conn.transaction(): ...``."""
         return Transaction(self, isolation, readonly, deferrable)
 
+    async def set_type_codec(
+        self,
+        typename: str,
+        *,
+        schema: str = "public",
+        encoder: Callable[[Any], str],
+        decoder: Callable[[str], Any],
+        format: str = "text",
+    ) -> None:
+        """Values of type ``schema.typename`` go through ``encoder(value) -> str`` and
+        come back through ``decoder(str)`` (asyncpg's call; text format only here),
+        e.g. ``set_type_codec("jsonb", schema="pg_catalog", encoder=json.dumps,
+        decoder=json.loads)``. Arrays of the type keep the built-in handling."""
+        if format != "text":
+            raise InterfaceError("surge.postgres custom codecs use format='text'")
+        oid = await self._type_oid(typename, schema)
+        self._codec.set_type_codec(oid, encoder, decoder)
+        self._cache.evict_all()  # their formats were chosen with the old codecs
+
+    async def reset_type_codec(self, typename: str, *, schema: str = "public") -> None:
+        """Undo `set_type_codec` for the type."""
+        oid = await self._type_oid(typename, schema)
+        self._codec.reset_type_codec(oid)
+        self._cache.evict_all()
+
+    async def _type_oid(self, typename: str, schema: str) -> int:
+        oid = await self.fetchval(
+            "SELECT t.oid::int8 FROM pg_catalog.pg_type t"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"
+            " WHERE t.typname = $1 AND n.nspname = $2",
+            typename,
+            schema,
+        )
+        if oid is None:
+            raise InterfaceError(f"no type {schema}.{typename}")
+        return int(oid)
+
     def is_in_transaction(self) -> bool:
         """True while a transaction made with `transaction` is open."""
         return self._tx is not None

@@ -55,6 +55,12 @@ class StatementCache:
         if s is not None:
             self._evict(s)
 
+    def evict_all(self) -> None:
+        """Forget and close every statement (their types' codecs changed)."""
+        entries, self._entries = self._entries, OrderedDict()
+        for s in entries.values():
+            self._evict(s)
+
     def clear(self) -> None:
         """Forget everything without closing (the session they lived in is gone)."""
         for s in self._entries.values():

@@ -21,7 +21,7 @@
 //! Bytes that are not the protocol set `failed`: the oldest request gets
 //! `(id, False, ProtocolError)` and the driver must drop the connection.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyTypeError};
@@ -144,6 +144,8 @@ pub struct PgCodec {
     /// Server parameters (ParameterStatus): server_version, TimeZone ...
     #[pyo3(get)]
     server_params: Py<PyDict>,
+    /// Custom codecs by type oid: (encoder, decoder), text format (`set_type_codec`).
+    custom: HashMap<u32, (PyObject, PyObject)>,
 }
 
 enum BindErr {
@@ -225,6 +227,16 @@ impl PgCodec {
             args.len(),
             |i, buf| {
                 let v = args.get_item(i).map_err(BindErr::Py)?;
+                if let (Some(custom), false) = (&stmt.param_custom[i], v.is_none()) {
+                    return encode_custom(py, custom, &v, buf).map_err(|e| {
+                        let msg = format!(
+                            "invalid input for query argument ${}: {}",
+                            i + 1,
+                            e.value(py)
+                        );
+                        BindErr::Py(PyErr::from_type(err.clone(), msg))
+                    });
+                }
                 enc.encode(stmt.param_oids[i], &v, buf).map_err(|e| {
                     let msg = format!(
                         "invalid input for query argument ${}: {}",
@@ -271,6 +283,7 @@ impl PgCodec {
             tx_status: b'I',
             sasl_final: None,
             server_params: PyDict::new(py).unbind(),
+            custom: HashMap::new(),
         }
     }
 
@@ -285,6 +298,17 @@ impl PgCodec {
         self.tx_status = b'I';
         self.sasl_final = None;
         self.server_params = PyDict::new(py).unbind();
+    }
+
+    /// Use `encoder(value) -> str` and `decoder(str) -> value` for type `oid`, in
+    /// text format, in statements prepared from now on.
+    fn set_type_codec(&mut self, oid: u32, encoder: PyObject, decoder: PyObject) {
+        self.custom.insert(oid, (encoder, decoder));
+    }
+
+    /// Back to the built-in codec (or text) for type `oid`.
+    fn reset_type_codec(&mut self, oid: u32) {
+        self.custom.remove(&oid);
     }
 
     /// Bytes waiting in the write buffer.
@@ -632,4 +656,19 @@ impl PgCodec {
         self.rpos = pos;
         Ok(out)
     }
+}
+
+/// A parameter through a custom encoder: it must give str (sent as text).
+fn encode_custom(
+    py: Python<'_>,
+    encoder: &PyObject,
+    v: &Bound<'_, PyAny>,
+    buf: &mut Vec<u8>,
+) -> PyResult<Param> {
+    let out = encoder.bind(py).call1((v,))?;
+    let s = out
+        .downcast::<pyo3::types::PyString>()
+        .map_err(|_| PyTypeError::new_err("a custom encoder must return str"))?;
+    buf.extend_from_slice(s.to_str()?.as_bytes());
+    Ok(Param::Value)
 }

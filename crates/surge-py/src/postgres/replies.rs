@@ -29,6 +29,11 @@ impl PgCodec {
     ) -> PyResult<PyObject> {
         match f {
             None => Ok(py.None()),
+            Some(b) if stmt.column_custom[i].is_some() => {
+                let text = decode_text(py, b)?;
+                let dec = stmt.column_custom[i].as_ref().expect("checked");
+                Ok(dec.bind(py).call1((text,))?.unbind())
+            }
             Some(b) if stmt.result_formats[i] == fe::FORMAT_BINARY => {
                 decode(py, stmt.column_oids[i], b)
             }
@@ -92,7 +97,8 @@ impl PgCodec {
                 params,
                 columns,
             } => {
-                let s = Statement::new(py, name, query, params, columns, self.session)?;
+                let s =
+                    Statement::new(py, name, query, params, columns, self.session, &self.custom)?;
                 Py::new(py, s)?.into_any()
             }
             Kind::Rows { mode, .. } => match mode {

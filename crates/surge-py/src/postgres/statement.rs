@@ -1,6 +1,7 @@
 //! `Statement`: a prepared statement as the codec knows it: its parameter
 //! types, its columns and their formats, and the `Desc` its rows share.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -25,6 +26,10 @@ pub struct Statement {
     /// Per column: binary when this module can decode its type, else text.
     pub result_formats: Vec<i16>,
     pub desc: Arc<Desc>,
+    /// Per parameter / column: the connection's custom codec for its type
+    /// (`set_type_codec`), which then goes in text and through these callables.
+    pub param_custom: Vec<Option<PyObject>>,
+    pub column_custom: Vec<Option<PyObject>>,
     /// The codec session (connection) it was prepared on: statements die with it.
     #[pyo3(get)]
     pub session: u64,
@@ -40,9 +45,10 @@ impl Statement {
         param_oids: Vec<u32>,
         columns: Vec<(String, u32)>,
         session: u64,
+        custom: &HashMap<u32, (PyObject, PyObject)>,
     ) -> PyResult<Statement> {
         let fmt = |t: u32| {
-            if oid::is_known(t) {
+            if oid::is_known(t) && !custom.contains_key(&t) {
                 FORMAT_BINARY
             } else {
                 FORMAT_TEXT
@@ -52,6 +58,14 @@ impl Statement {
         let (column_names, column_oids): (Vec<String>, Vec<u32>) = columns.into_iter().unzip();
         let result_formats = column_oids.iter().map(|&t| fmt(t)).collect();
         let desc = Desc::new(py, &column_names)?;
+        let param_custom = param_oids
+            .iter()
+            .map(|t| custom.get(t).map(|(enc, _)| enc.clone_ref(py)))
+            .collect();
+        let column_custom = column_oids
+            .iter()
+            .map(|t| custom.get(t).map(|(_, dec)| dec.clone_ref(py)))
+            .collect();
         Ok(Statement {
             name,
             query,
@@ -61,6 +75,8 @@ impl Statement {
             column_oids,
             result_formats,
             desc,
+            param_custom,
+            column_custom,
             session,
             closed: std::sync::atomic::AtomicBool::new(false),
         })

@@ -22,7 +22,8 @@ SQLSTATE exception classes. Where surge differs, and why:
 - Types: json/jsonb come back as str (as in asyncpg) but any JSON-serialisable
   value may be passed for them; a naive datetime for timestamptz is taken as
   UTC; interval months count 30 days; types without a binary codec here come
-  back as their text (str) and are passed as str. No custom type codecs yet.
+  back as their text (str) and are passed as str; `set_type_codec` takes
+  text-format codecs only.
 - A timed-out query is cancelled on the server only when it is the only one in
   flight (a CancelRequest hits whichever pipelined query runs when it lands);
   otherwise it is left to finish and later queries queue behind it.

@@ -41,8 +41,8 @@ PACKAGES: dict[str, list[str]] = {
     # database peers (used by benchmarks.tarantool / .postgres / .redis)
     "asynctnt": ["asynctnt", "uvloop"],
     "tarantool": ["tarantool"],
-    # "asyncpg": ["asyncpg"],
-    # "psycopg": ["psycopg[binary]"],
+    "asyncpg": ["asyncpg", "uvloop"],
+    "psycopg": ["psycopg[binary]", "psycopg-pool", "uvloop"],
     "redis": ["redis[hiredis]", "uvloop"],
 }
 
@@ -60,6 +60,8 @@ REPORTED = [
     "tarantool",
     "asyncpg",
     "psycopg",
+    "psycopg-binary",
+    "psycopg-pool",
     "redis",
     "hiredis",
 ]

@@ -1,10 +1,12 @@
-"""``surge load``: fixed-rate or closed-loop load on an HTTP URL or a Tarantool server.
+"""``surge load``: fixed-rate or closed-loop load on an HTTP URL or a database server.
 
     surge load http://127.0.0.1:8080/ --rate 1000 --duration 10
     surge load http://127.0.0.1:8080/ --rates 500,1000,2000 --chart lat.png --json out.json
     surge load http://127.0.0.1:8080/ --connections 50 --pipeline 8
     surge load tarantool://127.0.0.1:3301 --mix insert=25,select=25,update=25,delete=25 \\
         --rate 20000 --procs 2 --chart rates.png
+    surge load postgresql://postgres@127.0.0.1:5432/postgres --query "SELECT 1" -c 1 --pipeline 100
+    surge load postgresql://postgres@127.0.0.1:5432/postgres --mix select=80,update=20 --rate 5000
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", help="http://host:port/path, tarantool://host:port (redis://, ...)")
+    p.add_argument(
+        "target",
+        help="http://host:port/path, tarantool://host:port, redis://host:port "
+        "or postgresql://user@host:port/db",
+    )
     model = p.add_argument_group("load model")
     rate = model.add_mutually_exclusive_group()
     rate.add_argument(
@@ -42,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=int,
         metavar="N",
         help="per process: closed model: connections kept busy (default 10); open model: "
-        "most HTTP connections opened (default 1000); Tarantool: driver connections (default 1)",
+        "most HTTP connections opened (default 1000); databases: driver connections (default 1)",
     )
     model.add_argument(
         "--pipeline", type=int, default=1, metavar="D", help="requests in flight per connection"
@@ -81,9 +87,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     drv = p.add_argument_group("driver targets")
     drv.add_argument(
         "--mix",
-        help="operation weights, e.g. insert=25,select=25,update=25,delete=25 (the default)",
+        help="operation weights, e.g. insert=25,select=25,update=25,delete=25 (Tarantool's "
+        "default); Redis: get, set; PostgreSQL: query, select, insert, update, delete "
+        "(default select=80,update=20, or query alone with --query)",
     )
     drv.add_argument("--space", default="tester", help="Tarantool space (created if missing)")
+    drv.add_argument(
+        "--query", help="PostgreSQL: a statement to run as the operation 'query' (rows fetched)"
+    )
+    drv.add_argument(
+        "--table", default="surge_load", help="PostgreSQL: the mix's table (created if missing)"
+    )
     drv.add_argument("--tuple-size", type=int, default=1536, metavar="BYTES")
     out = p.add_argument_group("output")
     out.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
@@ -163,6 +177,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "connect_timeout": args.connect_timeout,
         "space": args.space,
         "tuple_size": args.tuple_size,
+        "query": args.query,
+        "table": args.table,
     }
 
 

@@ -273,6 +273,30 @@ def _postgres_bindir() -> Path:
     return Path(found[-1]).parent
 
 
+#: Roles that must log in with a password on the test PostgreSQL, and how
+#: (pg_hba methods); the roles themselves are created by whoever needs them.
+POSTGRES_PASSWORD_ROLES = {
+    "surge_md5": "md5",
+    "surge_scram": "scram-sha-256",
+    "surge_password": "password",
+}
+
+
+def _wait_pg_ready(bindir: Path, host: str, port: int, timeout: float) -> None:
+    # The port opens before recovery ends ("the database system is starting up").
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = subprocess.run(
+            [str(bindir / "pg_isready"), "-q", "-h", host, "-p", str(port), "-t", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if r.returncode == 0:
+            return
+        time.sleep(0.05)
+    raise ServiceError(f"postgres on {host}:{port} not ready within {timeout}s")
+
+
 def start_postgres(
     *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
 ) -> Service:
@@ -304,6 +328,13 @@ def start_postgres(
         preexec_fn=demote,
         cwd=workdir,
     )
+    # Password auth for the dedicated test roles (created by the tests, not here);
+    # every other role keeps trust. First match wins, so these go on top.
+    hba = data / "pg_hba.conf"
+    hba_lines = "".join(
+        f"host all {role} {host}/32 {method}\n" for role, method in POSTGRES_PASSWORD_ROLES.items()
+    )
+    hba.write_text(hba_lines + hba.read_text())
     proc = subprocess.Popen(
         [
             str(bindir / "postgres"),
@@ -331,6 +362,7 @@ def start_postgres(
     )
     try:
         _wait_port(host, port, proc, timeout, log)
+        _wait_pg_ready(bindir, host, port, timeout)
     except BaseException:
         _terminate(proc.pid, 1.0)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from rawservers import RawServer
+from surge.services import postgres_service  # noqa: F401 - a real PostgreSQL, per session
 
 HERE = Path(__file__).parent
 

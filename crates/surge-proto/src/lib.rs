@@ -7,4 +7,5 @@
 pub mod http1;
 pub mod iproto;
 pub mod msgpack;
+pub mod pgwire;
 pub mod resp;

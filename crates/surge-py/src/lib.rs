@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod headers;
 mod http;
 mod http_client;
+mod postgres;
 mod redis;
 mod tarantool;
 
@@ -13,6 +14,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     http::register(m)?;
     http_client::register(m)?;
+    postgres::register(m)?;
     redis::register(m)?;
     tarantool::register(m)?;
     Ok(())

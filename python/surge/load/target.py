@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import importlib
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,9 @@ class LoadConfig:
     space: str = "tester"
     tuple_size: int = 1536
     prefill: int = 1000
+    #: PostgreSQL workload: a statement of your own (operation "query"), or the mix's table.
+    query: str | None = None
+    table: str = "surge_load"
 
     @property
     def open_model(self) -> bool:
@@ -171,6 +175,11 @@ def make_target(config: LoadConfig, recorder: Recorder) -> Target:
         from surge.load.redis import RedisTarget
 
         return RedisTarget(config, recorder)
+    if kind == "postgresql":
+        _require_driver(kind)
+        from surge.load.postgres import PostgresTarget
+
+        return PostgresTarget(config, recorder)
     raise DriverNotAvailable(_missing_driver(kind))
 
 
@@ -185,9 +194,27 @@ def ops_of(config: LoadConfig) -> list[str]:
         from surge.load.redis import mix_ops as redis_mix_ops
 
         return redis_mix_ops(config.mix)
+    if kind == "postgresql":
+        _require_driver(kind)
+        from surge.load.postgres import check as pg_check
+
+        return pg_check(config)
     if kind == "http":
         return ["request"]
     raise DriverNotAvailable(_missing_driver(kind))
+
+
+def _require_driver(kind: str) -> None:
+    """Raise `DriverNotAvailable` unless the driver of `kind` imports, with its connect()."""
+    module = {"redis": "surge.redis", "postgresql": "surge.postgres"}[kind]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        raise DriverNotAvailable(_missing_driver(kind)) from None
+    if not callable(getattr(mod, "connect", None)):
+        raise DriverNotAvailable(
+            f"{kind} targets: driver not available yet ({module} has no connect())"
+        )
 
 
 def _missing_driver(kind: str) -> str:
@@ -230,5 +257,6 @@ def describe(config: LoadConfig) -> dict[str, Any]:
         "procs": config.procs,
         "method": config.method,
         "mix": config.mix,
+        "query": config.query,
         "timeout": config.timeout,
     }

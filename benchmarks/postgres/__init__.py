@@ -1,0 +1,1 @@
+"""PostgreSQL benchmark suite: surge.postgres vs asyncpg and psycopg 3."""

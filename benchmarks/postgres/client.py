@@ -1,0 +1,276 @@
+"""One benchmark client process: run the PostgreSQL workloads for a while each, print JSON.
+
+Runs under surge's venv (driver "surge") or the bench venv (asyncpg, psycopg), so
+it imports only the driver it is asked for.
+
+    python benchmarks/postgres/client.py DRIVER LOOP CONCURRENCY CONNECTIONS SECONDS PORT
+                                         WORKLOAD[,WORKLOAD...]
+
+CONCURRENCY coroutines each run queries back to back for SECONDS per workload
+(after a short warm-up that also prepares the statements). DRIVER:
+
+- ``surge``: CONNECTIONS == 1: every coroutine on ONE connection (surge pipelines
+  them); more: a pool of CONNECTIONS connections.
+- ``asyncpg``: a pool of CONNECTIONS connections (one per query in flight);
+  ``asyncpg-1conn``: one connection, coroutines take turns behind a lock (asyncpg
+  refuses a second query while one is in progress).
+- ``psycopg``: psycopg 3's AsyncConnectionPool of CONNECTIONS connections.
+
+Every result is checked (row count per query, the values of the first), so a
+client that drops rows cannot look fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import sys
+import time
+
+#: name -> (query with $n placeholders, args, expected rows or None = learned once)
+WORKLOADS: dict[str, tuple[str, tuple, int | None]] = {
+    # MagicStack/pgbench's queries, as in the asyncpg article (seed 002)
+    "pg_type": (
+        "SELECT typname, typnamespace, typowner, typlen, typbyval, typcategory, "
+        "typispreferred, typisdefined, typdelim, typrelid, typelem, typarray "
+        "FROM pg_type WHERE typtypmod = $1 AND typisdefined = $2",
+        (-1, True),
+        None,
+    ),
+    "generate_series": ("SELECT i FROM generate_series(1, $1) AS i", (1000,), 1000),
+    "bytea": ("SELECT b FROM _bench_bytes", (), 100),
+    "int_array": ("SELECT a FROM _bench_arrays", (), 100),
+}
+#: Warm-up before the clock starts, per workload.
+WARMUP_SECS = 0.3
+#: The postmaster's pid (from run.py): the client reads the server's CPU time from /proc.
+SERVER_PID = int(os.environ.get("PG_BENCH_SERVER_PID", "0"))
+
+
+def check_first(name: str, rows: list) -> None:
+    """The values of one result (the first of each run): the right data, decoded."""
+    if name == "generate_series":
+        assert [r[0] for r in rows] == list(range(1, 1001)), "generate_series values"
+    elif name == "bytea":
+        assert all(bytes(r[0]) == b"a" * 1024 for r in rows), "bytea values"
+    elif name == "int_array":
+        assert all(list(r[0]) == list(range(1, 101)) for r in rows), "int[] values"
+    elif name == "pg_type":
+        assert any(r[0] == "int4" for r in rows), "pg_type values"
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int, children_too: bool = False) -> float:
+    """CPU seconds of one process (and of its reaped children), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # after the command: state is fields[0]; utime, stime, cutime, cstime are 11..14
+    ticks = int(fields[11]) + int(fields[12])
+    if children_too:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLK_TCK
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds of the postmaster, its live backends and the ones that have exited."""
+    total = _proc_cpu(pid, children_too=True)
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return total
+    return total + sum(_proc_cpu(int(k)) for k in kids)
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine has spent busy since boot."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / CLK_TCK  # minus idle and iowait
+
+
+def surge_build() -> dict:
+    """Which surge._core this process runs: path, mtime, and whether it is a debug build
+    (only debug builds carry Rust's overflow checks, whose panic text gives them away)."""
+    import surge._core
+
+    path = surge._core.__file__
+    with open(path, "rb") as f:
+        debug = b"attempt to add with overflow" in f.read()
+    return {"path": path, "mtime": os.stat(path).st_mtime, "debug": debug}
+
+
+def rss_kib() -> int:
+    """This process's resident set size (VmRSS), in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def maybe_await(x):
+    return await x if inspect.isawaitable(x) else x
+
+
+async def drive(fetch, conc: int, secs: float, name: str) -> dict:
+    """`conc` coroutines call fetch() until `secs` have passed; queries, rows, times."""
+    query, args, expected = WORKLOADS[name]
+    first = await fetch(query, args)
+    check_first(name, first)
+    expected = len(first) if expected is None else expected
+    assert len(first) == expected, f"{name}: {len(first)} rows, expected {expected}"
+    counts = [0] * conc
+    stop = False
+
+    async def worker(k: int) -> None:
+        n = 0
+        while not stop:
+            rows = await fetch(query, args)
+            if len(rows) != expected:
+                raise AssertionError(f"{name}: {len(rows)} rows, expected {expected}")
+            n += 1
+        counts[k] = n
+
+    async def run(duration: float) -> dict:
+        nonlocal stop
+        stop = False
+        srv0, busy0 = server_cpu(SERVER_PID) if SERVER_PID else 0.0, machine_busy()
+        t0, c0 = time.perf_counter(), time.process_time()
+        tasks = [asyncio.ensure_future(worker(k)) for k in range(conc)]
+        await asyncio.sleep(duration)
+        stop = True
+        await asyncio.gather(*tasks)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        srv = server_cpu(SERVER_PID) - srv0 if SERVER_PID else None
+        busy = machine_busy() - busy0
+        return {"queries": sum(counts), "secs": wall, "cpu": cpu, "server_cpu": srv, "busy": busy}
+
+    warm = await run(WARMUP_SECS)
+    out = await run(secs)
+    # the rest of the machine, in cores: what neither this client nor the server used
+    other = out["busy"] - out["cpu"] - (out["server_cpu"] or 0.0)
+    out.update(
+        warmup_queries=warm["queries"], rows_per_query=expected, other_cores=other / out["secs"]
+    )
+    return out
+
+
+async def surge_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+    import surge.postgres as pg
+
+    if nconn == 1:
+        conn = await maybe_await(pg.connect(dsn))
+
+        async def fetch(q: str, a: tuple) -> list:
+            return await conn.fetch(q, *a)
+
+        closer = conn
+    else:
+        pool = await maybe_await(pg.create_pool(dsn, min_size=nconn, max_size=nconn))
+        if hasattr(pool, "fetch"):
+
+            async def fetch(q: str, a: tuple) -> list:
+                return await pool.fetch(q, *a)
+        else:
+
+            async def fetch(q: str, a: tuple) -> list:
+                async with pool.acquire() as c:
+                    return await c.fetch(q, *a)
+
+        closer = pool
+    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    await maybe_await(closer.close())
+    return out
+
+
+async def asyncpg_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+    import asyncpg
+
+    pool = await asyncpg.create_pool(dsn, min_size=nconn, max_size=nconn)
+
+    async def fetch(q: str, a: tuple) -> list:
+        return await pool.fetch(q, *a)
+
+    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    await pool.close()
+    return out
+
+
+async def asyncpg_1conn_main(conc: int, secs: float, dsn: str, names: list[str]) -> dict:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    lock = asyncio.Lock()
+
+    async def fetch(q: str, a: tuple) -> list:
+        async with lock:
+            return await conn.fetch(q, *a)
+
+    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    await conn.close()
+    return out
+
+
+async def psycopg_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+    from psycopg_pool import AsyncConnectionPool
+
+    # autocommit: without it every query is BEGIN + query and the pool's ROLLBACK on
+    # return, three round trips where the other drivers make one.
+    pool = AsyncConnectionPool(
+        dsn, min_size=nconn, max_size=nconn, open=False, kwargs={"autocommit": True}
+    )
+    await pool.open(wait=True)
+    # psycopg takes %s placeholders; its defaults (text results, statements prepared
+    # after 5 executions) are what its users get.
+    converted = {
+        WORKLOADS[n][0]: WORKLOADS[n][0].replace("$1", "%s").replace("$2", "%s") for n in names
+    }
+
+    async def fetch(q: str, a: tuple) -> list:
+        async with pool.connection() as conn:
+            cur = await conn.execute(converted[q], a or None)
+            return await cur.fetchall()
+
+    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    await pool.close()
+    return out
+
+
+def main() -> None:
+    driver, loop = sys.argv[1], sys.argv[2]
+    conc, nconn = int(sys.argv[3]), int(sys.argv[4])
+    secs, port = float(sys.argv[5]), int(sys.argv[6])
+    names = sys.argv[7].split(",")
+    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    if driver == "surge":
+        coro = surge_main(conc, nconn, secs, dsn, names)
+    elif driver == "asyncpg":
+        coro = asyncpg_main(conc, nconn, secs, dsn, names)
+    elif driver == "asyncpg-1conn":
+        coro = asyncpg_1conn_main(conc, secs, dsn, names)
+    elif driver == "psycopg":
+        coro = psycopg_main(conc, nconn, secs, dsn, names)
+    else:
+        raise SystemExit(f"unknown driver {driver!r}")
+    if loop == "uvloop":
+        import uvloop
+
+        res = uvloop.run(coro)
+    else:
+        res = asyncio.run(coro)
+    res["_rss_kib"] = rss_kib()
+    if driver == "surge":
+        res["_surge_build"] = surge_build()
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

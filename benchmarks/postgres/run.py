@@ -1,0 +1,438 @@
+"""PostgreSQL reads, side by side: surge.postgres vs asyncpg and psycopg 3 (async).
+
+One PostgreSQL (``surge.services.postgres``: initdb defaults, so shared_buffers
+128MB; fsync off, which these read-only queries never touch). The workloads of
+the asyncpg article's benchmark (MagicStack/pgbench, seed 002), with the sizes
+of DESIGN.md: ``pg_type`` (the catalog, a dozen columns, a few hundred rows),
+``generate_series`` (1000 one-int rows), ``bytea`` (100 rows of 1 KB) and
+``int_array`` (100 rows of int[100]).
+
+Two shapes, each a client process per driver:
+
+- 10 connections: a pool of 10 and 10 coroutines querying back to back (every
+  driver the same: a connection per query in flight).
+- 1000 coroutines: surge on ONE connection (its queries pipelined) against
+  asyncpg and psycopg on a pool of 10 (they need a connection per query in
+  flight), and asyncpg on one connection behind a lock (what one connection
+  costs a driver that cannot share it).
+
+Each workload runs SECONDS per process after a warm-up; runs are interleaved
+(run 1 of every client, then run 2, ...) and we report medians of queries/s and
+rows/s, client CPU seconds per 10k queries, and from one extra run under
+``strace -c -f`` the socket writes per 1k queries. The server is pinned to one
+core, the clients to the other.
+
+    python -m benchmarks.postgres [--quick] [--seconds 3] [--repeats 3] [--loops uvloop,asyncio]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from surge import services
+
+from benchmarks import venv as bvenv
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RESULTS = ROOT / "bench-results"
+SURGE_PY = ROOT / ".venv" / "bin" / "python"
+BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
+WORKLOADS = ("pg_type", "generate_series", "bytea", "int_array")
+WRITE_CALLS = ("write", "writev", "sendto", "sendmsg")
+#: Seconds per workload in the extra run under strace.
+STRACE_SECS = 1.0
+#: Pool size of the pooled clients.
+POOL = 10
+
+SETUP_SQL = """
+SET client_min_messages = warning;
+DROP TABLE IF EXISTS _bench_bytes, _bench_arrays;
+CREATE TABLE _bench_bytes(b bytea);
+INSERT INTO _bench_bytes(b) SELECT repeat('a', 1024)::bytea FROM generate_series(1, 100);
+CREATE TABLE _bench_arrays(a int[]);
+INSERT INTO _bench_arrays(a)
+    SELECT (SELECT array_agg(i) FROM generate_series(1, 100) AS s(i)) FROM generate_series(1, 100);
+VACUUM ANALYZE _bench_bytes, _bench_arrays;
+"""
+SETTINGS = ("server_version", "shared_buffers", "fsync", "synchronous_commit", "max_connections")
+
+#: Cores for the server and the clients: on 2 cores the two must not share one.
+SERVER_CORE, CLIENT_CORE = "1", "0"
+
+
+def _configs(loops: list[str]) -> list[dict]:
+    """Every client: driver, event loop, coroutines, connections."""
+    out = []
+    for loop in loops:
+        for driver in ("surge", "asyncpg", "psycopg"):
+            out.append(
+                {"shape": "10 conns", "driver": driver, "loop": loop, "conc": 10, "conns": POOL}
+            )
+    for loop in loops:
+        out.append(
+            {"shape": "1000 coros", "driver": "surge", "loop": loop, "conc": 1000, "conns": 1}
+        )
+        for driver in ("asyncpg", "psycopg"):
+            cfg = {
+                "shape": "1000 coros",
+                "driver": driver,
+                "loop": loop,
+                "conc": 1000,
+                "conns": POOL,
+            }
+            out.append(cfg)
+    out.append(
+        {
+            "shape": "1000 coros",
+            "driver": "asyncpg-1conn",
+            "loop": loops[0],
+            "conc": 1000,
+            "conns": 1,
+        }
+    )
+    return out
+
+
+def _label(cfg: dict) -> str:
+    return f"{cfg['driver']}/{cfg['loop']}"
+
+
+def _missing(cfg: dict) -> str | None:
+    """Why this client cannot run, or None."""
+    if cfg["driver"] == "surge":
+        if not SURGE_PY.exists():
+            return f"{SURGE_PY} missing (make build)"
+        p = subprocess.run(
+            [str(SURGE_PY), "-c", "from surge.postgres import connect, create_pool"],
+            capture_output=True,
+            text=True,
+        )
+        if p.returncode != 0:
+            last = (p.stderr.strip().splitlines() or ["?"])[-1]
+            return f"surge.postgres does not import in .venv ({last})"
+        return None
+    group = "asyncpg" if cfg["driver"].startswith("asyncpg") else "psycopg"
+    if not BENCH_PY.exists() or not bvenv.have(group):
+        return f"{group} is not installed in .bench-venv"
+    return None
+
+
+def _command(cfg: dict, secs: float, port: int, workloads: list[str]) -> list[str]:
+    py = SURGE_PY if cfg["driver"] == "surge" else BENCH_PY
+    return [
+        str(py),
+        str(HERE / "client.py"),
+        cfg["driver"],
+        cfg["loop"],
+        str(cfg["conc"]),
+        str(cfg["conns"]),
+        str(secs),
+        str(port),
+        ",".join(workloads),
+    ]
+
+
+def _can_pin() -> bool:
+    return shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
+
+
+def _pin_tree(pid: int, core: str) -> None:
+    """Pin the postmaster and the processes it has started (backends forked later inherit)."""
+    if not _can_pin():
+        return
+    pids = [pid]
+    p = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    pids += [int(x) for x in p.stdout.split()]
+    for q in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", core, str(q)], capture_output=True)
+
+
+def _run(cmd: list[str], server_pid: int, strace_out: str | None = None) -> dict:
+    # generous (strace, 1000 coroutines draining) but bounded: a stuck client fails its
+    # configuration instead of holding the whole suite
+    secs, nworkloads = float(cmd[-3]), len(cmd[-1].split(","))
+    timeout = 300 + 10 * secs * nworkloads
+    if _can_pin():
+        cmd = ["taskset", "-c", CLIENT_CORE, *cmd]
+    if strace_out:
+        calls = ",".join(WRITE_CALLS)
+        cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PG_BENCH_SERVER_PID": str(server_pid)}
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])} failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _count_writes(path: str) -> int:
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if parts and parts[-1] in WRITE_CALLS and len(parts) >= 5:
+            # columns: % time, seconds, usecs/call, calls, [errors], syscall
+            total += int(parts[3])
+    return total
+
+
+def _psql(port: int, sql: str) -> str:
+    psql = shutil.which("psql") or str(Path(services._postgres_bindir()) / "psql")
+    cmd = [psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"]
+    cmd += ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "postgres", "-f", "-"]
+    # from stdin, statement by statement (VACUUM cannot run in -c's one transaction)
+    p = subprocess.run(cmd, input=sql, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError(f"psql failed: {p.stderr}")
+    return p.stdout
+
+
+def _server_settings(port: int) -> dict[str, str]:
+    out = {}
+    for name in SETTINGS:
+        out[name] = _psql(port, f"SHOW {name}").strip()
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the suite; write bench-results/postgres.{json,md,png}; return the markdown."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.postgres")
+    ap.add_argument("--quick", action="store_true", help="1 s per workload, 1 run, uvloop only")
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per workload and run")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--loops", default=None, help="event loops (default uvloop,asyncio)")
+    ap.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help=f"subset of {','.join(WORKLOADS)}"
+    )
+    ap.add_argument("--drivers", default=None, help="subset of surge,asyncpg,psycopg,asyncpg-1conn")
+    ap.add_argument("--no-strace", action="store_true")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    secs = 1.0 if args.quick else args.seconds
+    strace_secs = STRACE_SECS / 2 if args.quick else STRACE_SECS
+    repeats = 1 if args.quick else args.repeats
+    loops = (args.loops or ("uvloop" if args.quick else "uvloop,asyncio")).split(",")
+    workloads = [w for w in args.workloads.split(",") if w]
+    unknown = sorted(set(workloads) - set(WORKLOADS))
+    if unknown:
+        ap.error(f"unknown workloads {unknown}")
+    have_strace = shutil.which("strace") is not None and not args.no_strace
+    bvenv.ensure(groups=["asyncpg", "psycopg"])
+
+    configs = _configs(loops)
+    if args.drivers:
+        keep = set(args.drivers.split(","))
+        configs = [c for c in configs if c["driver"] in keep]
+    missing: dict[str, str] = {}
+    plan = []
+    for cfg in configs:
+        why = _missing(cfg)
+        if why:
+            missing.setdefault(cfg["driver"], why)  # the driver is missing altogether
+            print(f"skip {_label(cfg)} ({cfg['shape']}): {why}", file=sys.stderr)
+            continue
+        plan.append((cfg, []))
+
+    results = []
+    with services.postgres() as svc:
+        _pin_tree(svc.pid, SERVER_CORE)
+        _psql(svc.port, SETUP_SQL)
+        settings = _server_settings(svc.port)
+        # Interleaved: a burst of background load hits every client alike.
+        for i in range(repeats):
+            for cfg, runs in list(plan):
+                try:
+                    runs.append(_run(_command(cfg, secs, svc.port, workloads), svc.pid))
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                    print(
+                        f"{_label(cfg)} ({cfg['shape']}) run {i + 1} failed: {e}", file=sys.stderr
+                    )
+        for cfg, runs in plan:
+            if not runs:
+                missing[f"{_label(cfg)}, {cfg['shape']}"] = "every run failed (see the log)"
+                continue
+            row = {**cfg, "runs": len(runs), "workloads": {}}
+            for w in workloads:
+                qps = [r[w]["queries"] / r[w]["secs"] for r in runs]
+                cpu = [r[w]["cpu"] / r[w]["queries"] * 10_000 for r in runs]
+                srv = [
+                    r[w]["server_cpu"] / r[w]["queries"] * 10_000
+                    for r in runs
+                    if r[w].get("server_cpu") is not None
+                ]
+                row["workloads"][w] = {
+                    "qps": statistics.median(qps),
+                    "rows_per_s": statistics.median(qps) * runs[0][w]["rows_per_query"],
+                    "rows_per_query": runs[0][w]["rows_per_query"],
+                    "cpu_per_10k": statistics.median(cpu),
+                    "server_cpu_per_10k": statistics.median(srv) if srv else None,
+                    "other_cores": max(r[w]["other_cores"] for r in runs),
+                    "qps_runs": qps,
+                }
+            row["rss_kib"] = max(r.get("_rss_kib", 0) for r in runs)
+            builds = [r["_surge_build"] for r in runs if "_surge_build" in r]
+            if builds:
+                row["surge_build"] = builds[-1]
+                row["surge_builds_seen"] = len({(b["path"], b["mtime"]) for b in builds})
+            if have_strace:
+                for w in workloads:
+                    with tempfile.NamedTemporaryFile(suffix=".strace") as f:
+                        try:
+                            out = _run(_command(cfg, strace_secs, svc.port, [w]), svc.pid, f.name)
+                        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                            print(f"{_label(cfg)}: no write count: {e}", file=sys.stderr)
+                            continue
+                        # warm-up and first query included: every query the process made
+                        n = out[w]["queries"] + out[w].get("warmup_queries", 0) + 1
+                        row["workloads"][w]["writes_per_1k"] = _count_writes(f.name) / n * 1000
+            results.append(row)
+            print(
+                _label(cfg),
+                cfg["shape"],
+                {w: round(v["qps"]) for w, v in row["workloads"].items()},
+                file=sys.stderr,
+            )
+
+    md = _markdown(results, workloads, secs, repeats, missing)
+    RESULTS.mkdir(exist_ok=True)
+    data = {
+        "server": settings,
+        "seconds": secs,
+        "repeats": repeats,
+        "versions": bvenv.versions(),
+        "missing": missing,
+        "results": results,
+    }
+    (RESULTS / "postgres.json").write_text(json.dumps(data, indent=2))
+    (RESULTS / "postgres.md").write_text(md)
+    _chart(results, workloads, RESULTS / "postgres.png")
+    print(md)
+    vers = data["versions"]
+    setup = [
+        f"PostgreSQL {settings.get('server_version', '?')} on loopback (initdb defaults: "
+        f"shared_buffers {settings.get('shared_buffers', '?')}, max_connections "
+        f"{settings.get('max_connections', '?')}; fsync {settings.get('fsync', '?')}, "
+        "irrelevant to these reads); workloads of MagicStack/pgbench: pg_type, "
+        "generate_series(1, 1000), 100 x 1 KB bytea, 100 x int[100]; "
+        f"asyncpg {vers.get('asyncpg', '?')}, psycopg {vers.get('psycopg', '?')} "
+        f"(binary wheel, AsyncConnectionPool {vers.get('psycopg-pool', '?')}, autocommit, "
+        "text results); asyncpg's pool resets a connection on release (one more round "
+        "trip per query, its default)",
+        f"10 connections: a pool of {POOL}, 10 coroutines; 1000 coroutines: surge on ONE "
+        f"connection, asyncpg/psycopg on a pool of {POOL}, asyncpg on one connection behind "
+        f"a lock; {secs:g} s per workload after a 0.3 s warm-up; medians of {repeats} runs; "
+        "writes = strace -c write/writev/sendto/sendmsg per 1k queries; "
+        f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)",
+    ]
+    return {"markdown": md, "setup_lines": setup, "results": results}
+
+
+def _ratio(rows: list[dict], r: dict, w: str, driver: str) -> str:
+    """surge's queries/s over a peer's on the same shape (and loop), as text."""
+    if r["driver"] != "surge":
+        return ""
+    same_loop = driver != "asyncpg-1conn"  # measured on the first loop only
+    for p in rows:
+        if p["driver"] == driver and (p["loop"] == r["loop"] or not same_loop):
+            return f"{r['workloads'][w]['qps'] / p['workloads'][w]['qps']:.2f}"
+    return "-"
+
+
+def _markdown(
+    results: list[dict], workloads: list[str], secs: float, repeats: int, missing: dict
+) -> str:
+    lines = []
+    for shape in ("10 conns", "1000 coros"):
+        rows = [r for r in results if r["shape"] == shape]
+        if not rows:
+            continue
+        title = (
+            "10 coroutines on a pool of 10 connections"
+            if shape == "10 conns"
+            else "1000 coroutines: surge on one connection, peers on a pool of 10 / one conn"
+        )
+        lines += [
+            f"### PostgreSQL: {title} (median of {repeats} x {secs:g} s)",
+            "",
+            "| workload | client | conns | queries/s | rows/s | vs asyncpg | vs psycopg | "
+            "vs asyncpg 1 conn | client CPU s / 10k q | server CPU s / 10k q | "
+            "writes / 1k q |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for w in workloads:
+            for r in rows:
+                v = r["workloads"][w]
+
+                wr, sc = v.get("writes_per_1k"), v.get("server_cpu_per_10k")
+                cells = [
+                    w,
+                    _label(r),
+                    r["conns"],
+                    f"{v['qps']:,.0f}",
+                    f"{v['rows_per_s']:,.0f}",
+                    _ratio(rows, r, w, "asyncpg"),
+                    _ratio(rows, r, w, "psycopg"),
+                    _ratio(rows, r, w, "asyncpg-1conn") if shape != "10 conns" else "",
+                    f"{v['cpu_per_10k']:.2f}",
+                    f"{sc:.2f}" if sc is not None else "-",
+                    f"{wr:,.0f}" if wr is not None else "-",
+                ]
+                lines.append("| " + " | ".join(map(str, cells)) + " |")
+        lines.append("")
+    others = [v["other_cores"] for r in results for v in r["workloads"].values()]
+    if others:
+        lines.append(
+            f"Other load on the machine while measuring (CPU neither the client nor the "
+            f"server used, in cores): median {statistics.median(others):.2f}, worst "
+            f"{max(others):.2f}{' - a noisy run' if max(others) > 0.25 else ''}."
+        )
+        lines.append("")
+    builds = [r for r in results if "surge_build" in r]
+    if any(r["surge_build"]["debug"] for r in builds):
+        lines += ["**surge ran a DEBUG build of surge._core: its figures mean nothing.**", ""]
+    seen = {(r["surge_build"]["path"], r["surge_build"]["mtime"]) for r in builds}
+    if len(seen) > 1 or any(r.get("surge_builds_seen", 1) > 1 for r in builds):
+        lines += ["**surge._core was rebuilt during the suite: runs mixed two builds.**", ""]
+    for what, why in missing.items():
+        lines.append(f"- **{what}: not measured** — {why}")
+    if not lines:
+        lines.append("(no client could run)")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _chart(results: list[dict], workloads: list[str], path: Path) -> None:
+    """Bar chart of queries/s per workload, one panel per shape (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    shapes = [s for s in ("10 conns", "1000 coros") if any(r["shape"] == s for r in results)]
+    if not shapes:
+        return
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4), squeeze=False)
+    for ax, shape in zip(axes[0], shapes, strict=True):
+        rows = [r for r in results if r["shape"] == shape]
+        width = 0.8 / len(rows)
+        for k, r in enumerate(rows):
+            xs = [i + k * width for i in range(len(workloads))]
+            ax.bar(xs, [r["workloads"][w]["qps"] for w in workloads], width, label=_label(r))
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads)
+        ax.set_ylabel("queries/s")
+        ax.set_title(f"PostgreSQL, {shape}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

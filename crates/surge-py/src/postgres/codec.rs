@@ -1,0 +1,674 @@
+//! `PgCodec`: one PostgreSQL connection's buffers for the shared engine
+//! (`surge.engine.PipelinedConnection`).
+//!
+//! Theory of operation: every request the driver makes ends with Sync (or is a
+//! simple Query), so the server answers each with exactly one ReadyForQuery,
+//! in order. The codec numbers requests, keeps what each waits for in a queue,
+//! and closes the oldest at each ReadyForQuery. The messages before it fill in
+//! the request: rows are decoded from the binary format straight to Python
+//! `Record`s as their DataRows arrive (one pass, no intermediate values), the
+//! command tag is kept, and an ErrorResponse is kept as the request's error
+//! (the server skips the rest of that request up to its Sync, so the next one
+//! is unaffected). `feed` returns the engine's `(id, ok, value)` triples:
+//!
+//! - a request: `(id, True, value)`, or `(id, False, error)` where `error` is a
+//!   dict of the ErrorResponse fields (`{"C": "23505", "M": ..., ...}`) or an
+//!   exception (a value that could not be decoded);
+//! - out of band, `(None, True, event)`: `("notice", fields)`,
+//!   `("notify", pid, channel, payload)`, `("parameter", name, value)`, and
+//!   `("error", fields)` for an error no request owns (a FATAL before a close).
+//!
+//! Bytes that are not the protocol set `failed`: the oldest request gets
+//! `(id, False, ProtocolError)` and the driver must drop the connection.
+
+use std::collections::{HashMap, VecDeque};
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyIndexError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
+use surge_proto::pgwire::frontend::{self as fe, Param};
+use surge_proto::pgwire::types::{oid, COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
+use surge_proto::pgwire::{read_frame, Error, Message, Status};
+
+use super::encode::Encoder;
+use super::statement::Statement;
+
+#[path = "replies.rs"]
+mod replies;
+
+create_exception!(
+    _core,
+    PgProtocolError,
+    PyException,
+    "The byte stream from the server is not valid PostgreSQL protocol."
+);
+create_exception!(
+    _core,
+    StatementGone,
+    PyException,
+    "The prepared statement belongs to a closed session or was evicted: prepare it again."
+);
+
+/// Why a COPY FROM STDIN that came as a plain query is refused (CopyFail).
+const COPY_IN_REFUSED: &str = "surge: COPY FROM STDIN needs copy_to_table or copy_records_to_table";
+
+/// Compact the read buffer when this much of its front has been consumed.
+const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
+/// COPY input is cut into CopyData messages of at most this many bytes
+/// (the server reads them one at a time; huge messages only cost memory).
+const COPY_CHUNK: usize = 256 * 1024;
+
+/// What to return from a statement's rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    All,
+    First,
+    Value,
+    Status,
+}
+
+impl Mode {
+    fn from_int(m: u8) -> PyResult<Mode> {
+        Ok(match m {
+            0 => Mode::All,
+            1 => Mode::First,
+            2 => Mode::Value,
+            3 => Mode::Status,
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "mode is 0 (all), 1 (first), 2 (value) or 3 (status)",
+                ))
+            }
+        })
+    }
+}
+
+enum Kind {
+    Handshake,
+    Simple,
+    Prepare {
+        name: String,
+        query: String,
+        params: Vec<u32>,
+        columns: Vec<(String, u32)>,
+    },
+    Rows {
+        stmt: Py<Statement>,
+        mode: Mode,
+        column: usize,
+    },
+    /// Execute of a named portal (a cursor): all rows it gives, and whether more remain.
+    Portal {
+        stmt: Py<Statement>,
+    },
+    Many,
+    Close,
+    CopyOut(Vec<u8>),
+    CopyIn,
+}
+
+struct Waiting {
+    id: u64,
+    kind: Kind,
+    rows: Vec<PyObject>,
+    value: Option<PyObject>,
+    tag: Option<String>,
+    error: Option<PyObject>,
+}
+
+#[pyclass(module = "surge._core")]
+pub struct PgCodec {
+    wbuf: Vec<u8>,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    next_id: u64,
+    waiting: VecDeque<Waiting>,
+    data_error: Py<PyType>,
+    protocol_error: Py<PyType>,
+    /// Counts connections: statements prepared on an earlier one are refused.
+    #[pyo3(get)]
+    session: u64,
+    /// A reply did not parse: the connection must be dropped.
+    #[pyo3(get)]
+    failed: bool,
+    /// The backend's process id and cancel key (BackendKeyData).
+    #[pyo3(get)]
+    backend_pid: i32,
+    #[pyo3(get)]
+    backend_secret: i32,
+    /// Transaction status of the last ReadyForQuery: "I", "T" or "E".
+    tx_status: u8,
+    /// The server's SASLFinal data, checked by the driver after the handshake.
+    sasl_final: Option<Vec<u8>>,
+    /// Server parameters (ParameterStatus): server_version, TimeZone ...
+    #[pyo3(get)]
+    server_params: Py<PyDict>,
+    /// Custom codecs by type oid: (encoder, decoder), text format (`set_type_codec`).
+    custom: HashMap<u32, (PyObject, PyObject)>,
+}
+
+enum BindErr {
+    Py(PyErr),
+    Wire(Error),
+}
+
+impl From<Error> for BindErr {
+    fn from(e: Error) -> Self {
+        BindErr::Wire(e)
+    }
+}
+
+impl PgCodec {
+    fn push(&mut self, kind: Kind) -> u64 {
+        self.next_id += 1;
+        self.waiting.push_back(Waiting {
+            id: self.next_id,
+            kind,
+            rows: Vec::new(),
+            value: None,
+            tag: None,
+            error: None,
+        });
+        self.next_id
+    }
+
+    fn wire_err(&self, py: Python<'_>, e: Error) -> PyErr {
+        PyErr::from_type(self.data_error.bind(py).clone(), e.to_string())
+    }
+
+    fn data_err(&self, py: Python<'_>, msg: String) -> PyErr {
+        PyErr::from_type(self.data_error.bind(py).clone(), msg)
+    }
+
+    /// Write a Bind for `stmt` with `args`; nothing is left in the buffer on error.
+    fn write_bind(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Statement,
+        args: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.write_bind_to(py, stmt, args, "")
+    }
+
+    /// Write a Bind of `stmt` to `portal` ("" is the unnamed one).
+    fn write_bind_to(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Statement,
+        args: &Bound<'_, PyAny>,
+        portal: &str,
+    ) -> PyResult<()> {
+        if stmt.session != self.session || stmt.is_closed() {
+            return Err(StatementGone::new_err(stmt.name.clone()));
+        }
+        let args = args
+            .downcast::<PyTuple>()
+            .cloned()
+            .or_else(|_| args.downcast::<PyList>().map(|l| l.to_tuple()))
+            .map_err(|_| self.data_err(py, "arguments must be a tuple or list".into()))?;
+        if args.len() != stmt.param_oids.len() {
+            return Err(self.data_err(
+                py,
+                format!(
+                    "the query takes {} argument(s), {} given",
+                    stmt.param_oids.len(),
+                    args.len()
+                ),
+            ));
+        }
+        let err = self.data_error.bind(py).clone();
+        let enc = Encoder { py, err: &err };
+        let r = fe::bind::<BindErr>(
+            &mut self.wbuf,
+            portal,
+            &stmt.name,
+            &stmt.param_formats,
+            args.len(),
+            |i, buf| {
+                let v = args.get_item(i).map_err(BindErr::Py)?;
+                if let (Some(custom), false) = (&stmt.param_custom[i], v.is_none()) {
+                    return encode_custom(py, custom, &v, buf).map_err(|e| {
+                        let msg = format!(
+                            "invalid input for query argument ${}: {}",
+                            i + 1,
+                            e.value(py)
+                        );
+                        BindErr::Py(PyErr::from_type(err.clone(), msg))
+                    });
+                }
+                enc.encode(stmt.param_oids[i], &v, buf).map_err(|e| {
+                    let msg = format!(
+                        "invalid input for query argument ${}: {}",
+                        i + 1,
+                        e.value(py)
+                    );
+                    BindErr::Py(PyErr::from_type(err.clone(), msg))
+                })
+            },
+            &stmt.result_formats,
+        );
+        match r {
+            Ok(()) => Ok(()),
+            Err(BindErr::Py(e)) => Err(e),
+            Err(BindErr::Wire(e)) => Err(self.wire_err(py, e)),
+        }
+    }
+}
+
+#[pymethods]
+impl PgCodec {
+    /// `data_error`: raised for arguments that do not fit; `protocol_error`:
+    /// the exception a request gets when the stream does not parse.
+    #[new]
+    #[pyo3(signature = (data_error=None, protocol_error=None))]
+    fn new(
+        py: Python<'_>,
+        data_error: Option<Py<PyType>>,
+        protocol_error: Option<Py<PyType>>,
+    ) -> Self {
+        PgCodec {
+            wbuf: Vec::with_capacity(64 * 1024),
+            rbuf: Vec::new(),
+            rpos: 0,
+            next_id: 0,
+            waiting: VecDeque::new(),
+            data_error: data_error.unwrap_or_else(|| py.get_type::<PyTypeError>().unbind()),
+            protocol_error: protocol_error
+                .unwrap_or_else(|| py.get_type::<PgProtocolError>().unbind()),
+            session: 0,
+            failed: false,
+            backend_pid: 0,
+            backend_secret: 0,
+            tx_status: b'I',
+            sasl_final: None,
+            server_params: PyDict::new(py).unbind(),
+            custom: HashMap::new(),
+        }
+    }
+
+    /// Forget everything about the previous connection (a new session begins).
+    fn reset(&mut self, py: Python<'_>) {
+        self.wbuf.clear();
+        self.rbuf.clear();
+        self.rpos = 0;
+        self.waiting.clear();
+        self.failed = false;
+        self.session += 1;
+        self.tx_status = b'I';
+        self.sasl_final = None;
+        self.server_params = PyDict::new(py).unbind();
+    }
+
+    /// Use `encoder(value) -> str` and `decoder(str) -> value` for type `oid`, in
+    /// text format, in statements prepared from now on.
+    fn set_type_codec(&mut self, oid: u32, encoder: PyObject, decoder: PyObject) {
+        self.custom.insert(oid, (encoder, decoder));
+    }
+
+    /// Back to the built-in codec (or text) for type `oid`.
+    fn reset_type_codec(&mut self, oid: u32) {
+        self.custom.remove(&oid);
+    }
+
+    /// Bytes waiting in the write buffer.
+    fn pending(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Requests sent (or buffered) whose ReadyForQuery has not arrived.
+    fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The write buffer's contents as bytes, leaving it empty.
+    fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let b = PyBytes::new(py, &self.wbuf);
+        self.wbuf.clear();
+        b
+    }
+
+    /// A caller went away: its reply still comes, in order, and is dropped by
+    /// the engine; nothing to forget here.
+    fn forget(&mut self, _id: u64) {}
+
+    /// Transaction status after the last reply: "I" idle, "T" in a transaction,
+    /// "E" in a failed one.
+    #[getter]
+    fn transaction_status(&self) -> String {
+        char::from(self.tx_status).to_string()
+    }
+
+    /// The SASLFinal data of the last handshake (None if there was none).
+    #[getter]
+    fn sasl_final<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.sasl_final.as_deref().map(|d| PyBytes::new(py, d))
+    }
+
+    // -- handshake ------------------------------------------------------------
+
+    /// StartupMessage with `params` (`user` is required); answered by
+    /// `("auth", code, data)` when the server asks for a password, or `("ready",)`.
+    fn startup(&mut self, py: Python<'_>, params: Vec<(String, String)>) -> PyResult<u64> {
+        let p: Vec<(&str, &str)> = params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        fe::startup(&mut self.wbuf, &p).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// PasswordMessage (cleartext or md5 digest); answered like `startup`.
+    fn password(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+        fe::password(&mut self.wbuf, data).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// SASLInitialResponse; answered like `startup`.
+    fn sasl_initial(&mut self, py: Python<'_>, mechanism: &str, data: &[u8]) -> PyResult<u64> {
+        fe::sasl_initial_response(&mut self.wbuf, mechanism, data)
+            .map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// SASLResponse; answered like `startup` (SASLFinal is kept in `sasl_final`).
+    fn sasl_response(&mut self, data: &[u8]) -> PyResult<u64> {
+        fe::sasl_response(&mut self.wbuf, data).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        Ok(self.push(Kind::Handshake))
+    }
+
+    /// Terminate: sent before a polite close; nothing answers it.
+    fn terminate(&mut self) {
+        fe::terminate(&mut self.wbuf);
+    }
+
+    /// A CancelRequest for this session, to send on a new connection.
+    fn cancel_request<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let mut b = Vec::with_capacity(16);
+        fe::cancel_request(&mut b, self.backend_pid, self.backend_secret);
+        PyBytes::new(py, &b)
+    }
+
+    // -- requests -------------------------------------------------------------
+
+    /// A simple Query (any number of statements, text results not kept);
+    /// answers the last command tag.
+    fn simple_query(&mut self, py: Python<'_>, sql: &str) -> PyResult<u64> {
+        fe::query(&mut self.wbuf, sql).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::Simple))
+    }
+
+    /// Parse + Describe + Sync: prepare `query` as statement `name`; answers a `Statement`.
+    fn prepare(&mut self, py: Python<'_>, name: &str, query: &str) -> PyResult<u64> {
+        let mark = self.wbuf.len();
+        let r = fe::parse(&mut self.wbuf, name, query, &[])
+            .and_then(|()| fe::describe(&mut self.wbuf, b'S', name));
+        if let Err(e) = r {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Prepare {
+            name: name.to_owned(),
+            query: query.to_owned(),
+            params: Vec::new(),
+            columns: Vec::new(),
+        }))
+    }
+
+    /// Bind + Execute + Sync of a prepared statement. `mode`: 0 all rows (a list
+    /// of Records), 1 the first row (or None), 2 column `column` of the first
+    /// row, 3 the command tag. Raises `StatementGone` for a stale statement and
+    /// the DataError for arguments that do not fit (nothing is sent then).
+    #[pyo3(signature = (stmt, args, mode=0, column=0))]
+    fn bind_execute(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        args: &Bound<'_, PyAny>,
+        mode: u8,
+        column: usize,
+    ) -> PyResult<u64> {
+        let mode = Mode::from_int(mode)?;
+        let s = stmt.get();
+        // No columns at all (an INSERT without RETURNING): None, as in asyncpg.
+        if mode == Mode::Value && column >= s.column_oids.len() && !s.column_oids.is_empty() {
+            return Err(PyIndexError::new_err(format!(
+                "column {column} is out of range: the query returns {} column(s)",
+                s.column_oids.len()
+            )));
+        }
+        let mark = self.wbuf.len();
+        self.write_bind(py, s, args)?;
+        // One row is all fetchrow/fetchval need: the server stops there.
+        let max_rows = if matches!(mode, Mode::First | Mode::Value) {
+            1
+        } else {
+            0
+        };
+        if let Err(e) = fe::execute(&mut self.wbuf, "", max_rows) {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Rows {
+            stmt: stmt.clone().unbind(),
+            mode,
+            column,
+        }))
+    }
+
+    /// Bind + Execute for each argument tuple, then one Sync: all run in one
+    /// implicit transaction (one failure undoes them all). Answers None.
+    fn execute_many(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        args_seq: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let s = stmt.get();
+        let mark = self.wbuf.len();
+        for args in args_seq.try_iter()? {
+            let r = args
+                .and_then(|a| self.write_bind(py, s, &a))
+                .and_then(|()| {
+                    fe::execute(&mut self.wbuf, "", 0).map_err(|e| self.wire_err(py, e))
+                });
+            if let Err(e) = r {
+                self.wbuf.truncate(mark);
+                return Err(e);
+            }
+        }
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Many))
+    }
+
+    /// Bind `stmt` with `args` to the named portal `portal`, + Sync; answers None.
+    /// The portal lives until the transaction ends (cursors need one).
+    fn bind_portal(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        args: &Bound<'_, PyAny>,
+        portal: &str,
+    ) -> PyResult<u64> {
+        let s = stmt.get();
+        if portal.is_empty() {
+            return Err(self.data_err(py, "a cursor's portal needs a name".into()));
+        }
+        self.write_bind_to(py, s, args, portal)?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Close))
+    }
+
+    /// Execute up to `max_rows` rows of `portal` (0: all), + Sync; answers
+    /// `(rows, more)`, `more` true when the portal has rows left.
+    fn execute_portal(
+        &mut self,
+        py: Python<'_>,
+        stmt: &Bound<'_, Statement>,
+        portal: &str,
+        max_rows: i32,
+    ) -> PyResult<u64> {
+        fe::execute(&mut self.wbuf, portal, max_rows.max(0)).map_err(|e| self.wire_err(py, e))?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Portal {
+            stmt: stmt.clone().unbind(),
+        }))
+    }
+
+    /// Close + Sync of portal `name`; answers None.
+    fn close_portal(&mut self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        fe::close(&mut self.wbuf, b'P', name).map_err(|e| self.wire_err(py, e))?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Close))
+    }
+
+    /// Close + Sync of statement `name`; answers None.
+    fn close_statement(&mut self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        fe::close(&mut self.wbuf, b'S', name).map_err(|e| self.wire_err(py, e))?;
+        fe::sync(&mut self.wbuf);
+        Ok(self.push(Kind::Close))
+    }
+
+    /// `COPY ... TO STDOUT` as a simple Query; answers `(tag, data)`.
+    fn copy_out(&mut self, py: Python<'_>, sql: &str) -> PyResult<u64> {
+        fe::query(&mut self.wbuf, sql).map_err(|e| self.wire_err(py, e))?;
+        Ok(self.push(Kind::CopyOut(Vec::new())))
+    }
+
+    /// `COPY ... FROM STDIN` with all its data sent at once, without waiting for
+    /// CopyInResponse (if the COPY fails, the server ignores the CopyData that
+    /// follows: it discards copy messages outside copy mode). Answers the tag.
+    fn copy_in(&mut self, py: Python<'_>, sql: &str, data: &[u8]) -> PyResult<u64> {
+        let mark = self.wbuf.len();
+        let r = fe::query(&mut self.wbuf, sql).and_then(|()| {
+            for chunk in data.chunks(COPY_CHUNK) {
+                fe::copy_data(&mut self.wbuf, chunk)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        fe::copy_done(&mut self.wbuf);
+        Ok(self.push(Kind::CopyIn))
+    }
+
+    /// `COPY ... FROM STDIN (FORMAT binary)` of `records` (sequences of values
+    /// of the column types `oids`), encoded here in COPY's binary format.
+    fn copy_records(
+        &mut self,
+        py: Python<'_>,
+        sql: &str,
+        oids: Vec<u32>,
+        records: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        if let Some(o) = oids.iter().find(|&&o| !oid::is_known(o)) {
+            return Err(self.data_err(
+                py,
+                format!("a column of type oid {o} has no binary codec here: use copy_to_table"),
+            ));
+        }
+        let err = self.data_error.bind(py).clone();
+        let enc = Encoder { py, err: &err };
+        let mut data = COPY_BINARY_HEADER.to_vec();
+        for (n, rec) in records.try_iter()?.enumerate() {
+            let rec = rec?;
+            if rec.len()? != oids.len() {
+                return Err(self.data_err(
+                    py,
+                    format!(
+                        "record {n} has {} values, the table takes {}",
+                        rec.len()?,
+                        oids.len()
+                    ),
+                ));
+            }
+            data.extend_from_slice(&(oids.len() as i16).to_be_bytes());
+            for (i, v) in rec.try_iter()?.enumerate() {
+                let v = v?;
+                let at = data.len();
+                data.extend_from_slice(&[0; 4]);
+                match enc.encode(oids[i], &v, &mut data) {
+                    Ok(Param::Null) => {
+                        data.truncate(at);
+                        data.extend_from_slice(&(-1i32).to_be_bytes());
+                    }
+                    Ok(Param::Value) => {
+                        let len = (data.len() - at - 4) as i32;
+                        data[at..at + 4].copy_from_slice(&len.to_be_bytes());
+                    }
+                    Err(e) => {
+                        return Err(self.data_err(
+                            py,
+                            format!("record {n}, column {}: {}", i + 1, e.value(py)),
+                        ))
+                    }
+                }
+            }
+        }
+        data.extend_from_slice(COPY_BINARY_TRAILER);
+        self.copy_in(py, sql, &data)
+    }
+
+    /// Parse every complete message in `data` (plus what was buffered).
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        if self.failed {
+            return Ok(out);
+        }
+        let mut rbuf = std::mem::take(&mut self.rbuf);
+        rbuf.extend_from_slice(data);
+        let mut pos = self.rpos;
+        let r = loop {
+            let (frame, n) = match read_frame(&rbuf[pos..]) {
+                Ok(Status::Complete(x)) => x,
+                Ok(Status::Incomplete) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let m = match Message::parse(frame) {
+                Ok(m) => m,
+                Err(e) => break Err(e),
+            };
+            pos += n;
+            if let Err(e) = self.on_message(py, &out, m) {
+                self.rbuf = rbuf;
+                self.rpos = pos;
+                return Err(e);
+            }
+        };
+        if let Err(e) = r {
+            self.failed = true;
+            let err = PyErr::from_type(self.protocol_error.bind(py).clone(), e.to_string());
+            let id = self.waiting.pop_front().map(|w| w.id);
+            out.append((id, false, err.into_value(py)))?;
+        }
+        if pos == rbuf.len() {
+            rbuf.clear();
+            pos = 0;
+        } else if pos >= READ_COMPACT_THRESHOLD {
+            rbuf.drain(..pos);
+            pos = 0;
+        }
+        self.rbuf = rbuf;
+        self.rpos = pos;
+        Ok(out)
+    }
+}
+
+/// A parameter through a custom encoder: it must give str (sent as text).
+fn encode_custom(
+    py: Python<'_>,
+    encoder: &PyObject,
+    v: &Bound<'_, PyAny>,
+    buf: &mut Vec<u8>,
+) -> PyResult<Param> {
+    let out = encoder.bind(py).call1((v,))?;
+    let s = out
+        .downcast::<pyo3::types::PyString>()
+        .map_err(|_| PyTypeError::new_err("a custom encoder must return str"))?;
+    buf.extend_from_slice(s.to_str()?.as_bytes());
+    Ok(Param::Value)
+}

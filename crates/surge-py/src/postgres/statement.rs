@@ -1,0 +1,125 @@
+//! `Statement`: a prepared statement as the codec knows it: its parameter
+//! types, its columns and their formats, and the `Desc` its rows share.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
+use surge_proto::pgwire::types::oid;
+
+use super::record::Desc;
+
+#[pyclass(module = "surge._core", frozen)]
+pub struct Statement {
+    /// The server-side name ("" for the unnamed statement).
+    #[pyo3(get)]
+    pub name: String,
+    #[pyo3(get)]
+    pub query: String,
+    pub param_oids: Vec<u32>,
+    /// Per parameter: binary when this module has a codec for its type.
+    pub param_formats: Vec<i16>,
+    pub column_names: Vec<String>,
+    pub column_oids: Vec<u32>,
+    /// Per column: binary when this module can decode its type, else text.
+    pub result_formats: Vec<i16>,
+    pub desc: Arc<Desc>,
+    /// Per parameter / column: the connection's custom codec for its type
+    /// (`set_type_codec`), which then goes in text and through these callables.
+    pub param_custom: Vec<Option<PyObject>>,
+    pub column_custom: Vec<Option<PyObject>>,
+    /// The codec session (connection) it was prepared on: statements die with it.
+    #[pyo3(get)]
+    pub session: u64,
+    /// Set when the cache evicts it (a Close is on its way).
+    pub closed: std::sync::atomic::AtomicBool,
+}
+
+impl Statement {
+    pub fn new(
+        py: Python<'_>,
+        name: String,
+        query: String,
+        param_oids: Vec<u32>,
+        columns: Vec<(String, u32)>,
+        session: u64,
+        custom: &HashMap<u32, (PyObject, PyObject)>,
+    ) -> PyResult<Statement> {
+        let fmt = |t: u32| {
+            if oid::is_known(t) && !custom.contains_key(&t) {
+                FORMAT_BINARY
+            } else {
+                FORMAT_TEXT
+            }
+        };
+        let param_formats = param_oids.iter().map(|&t| fmt(t)).collect();
+        let (column_names, column_oids): (Vec<String>, Vec<u32>) = columns.into_iter().unzip();
+        let result_formats = column_oids.iter().map(|&t| fmt(t)).collect();
+        let desc = Desc::new(py, &column_names)?;
+        let param_custom = param_oids
+            .iter()
+            .map(|t| custom.get(t).map(|(enc, _)| enc.clone_ref(py)))
+            .collect();
+        let column_custom = column_oids
+            .iter()
+            .map(|t| custom.get(t).map(|(_, dec)| dec.clone_ref(py)))
+            .collect();
+        Ok(Statement {
+            name,
+            query,
+            param_oids,
+            param_formats,
+            column_names,
+            column_oids,
+            result_formats,
+            desc,
+            param_custom,
+            column_custom,
+            session,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[pymethods]
+impl Statement {
+    /// Parameter type OIDs, in order.
+    #[getter]
+    fn param_types<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.param_oids)
+    }
+
+    /// `(name, type oid)` of each result column, in order.
+    #[getter]
+    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(
+            py,
+            self.column_names
+                .iter()
+                .zip(&self.column_oids)
+                .map(|(n, o)| (n.clone(), *o)),
+        )
+    }
+
+    /// True once evicted from the cache (its Close may already be sent).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.is_closed()
+    }
+
+    /// Mark it closed: later uses raise `StatementGone` (the driver re-prepares).
+    fn mark_closed(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Statement {} {:?}>", self.name, self.query)
+    }
+}

@@ -1,0 +1,153 @@
+"""PostgreSQL driver: the queries of many coroutines pipelined over ONE
+connection, binary protocol, prepared statements with cached codecs, no libpq.
+
+    conn = await surge.postgres.connect("postgresql://postgres@127.0.0.1/postgres")
+    rows = await conn.fetch("SELECT * FROM pg_type WHERE typlen = $1", 4)
+    pool = await surge.postgres.create_pool(dsn, min_size=2, max_size=10)
+
+asyncpg's names and shapes: `fetch`, `fetchrow`, `fetchval`, `execute`,
+`executemany`, `prepare`, `transaction`, `cursor`, COPY, `add_listener`, `Record`,
+SQLSTATE exception classes. Where surge differs, and why:
+
+- A connection may be used by any number of coroutines at once (asyncpg raises
+  "another operation is in progress"): their queries are pipelined, each with
+  its own Sync, so one failing query does not affect the others. That is the
+  point: one connection carries the load of many.
+- While a transaction is open, other coroutines' queries on that connection
+  wait for it to end (they would otherwise run inside it); see `transaction`.
+- `Pool` shortcuts share connections rather than taking one each.
+- A dead server gives `surge.errors.ConnectError` at once (no retries unless
+  ``retry_connect=True``); a dropped connection fails the queries in flight
+  with `ConnectionLostError` and the next query reconnects.
+- Types: json/jsonb come back as str (as in asyncpg) but any JSON-serialisable
+  value may be passed for them; a naive datetime for timestamptz is taken as
+  UTC; interval months count 30 days; types without a binary codec here come
+  back as their text (str) and are passed as str; `set_type_codec` takes
+  text-format codecs only.
+- A timed-out query is cancelled on the server only when it is the only one in
+  flight (a CancelRequest hits whichever pipelined query runs when it lands);
+  otherwise it is left to finish and later queries queue behind it.
+- No TLS, no Unix sockets yet; COPY data is sent whole rather than streamed;
+  copy_from_query takes no arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from surge._core import Record
+from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT
+from surge.postgres import dsn as _dsn
+from surge.postgres._sqlstate import *  # noqa: F403
+from surge.postgres._sqlstate import __all__ as _sqlstate_names
+from surge.postgres.connection import Connection
+from surge.postgres.errors import (
+    InvalidArgumentError,
+    PostgresError,
+    UnsupportedAuthError,
+)
+from surge.postgres.pool import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, Pool
+from surge.postgres.prepared import Attribute, PreparedStatement, Type
+from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
+from surge.postgres.transaction import Transaction
+
+
+def _options(
+    statement_cache_size: int,
+    connect_timeout: float,
+    command_timeout: float | None,
+    max_in_flight: int,
+    retry_connect: bool,
+) -> dict[str, Any]:
+    return {
+        "statement_cache_size": statement_cache_size,
+        "connect_timeout": connect_timeout,
+        "command_timeout": command_timeout,
+        "max_in_flight": max_in_flight,
+        "retry_connect": retry_connect,
+    }
+
+
+async def connect(
+    dsn: str | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    database: str | None = None,
+    server_settings: dict[str, str] | None = None,
+    statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    command_timeout: float | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    retry_connect: bool = False,
+    timeout: float | None = None,
+) -> Connection:
+    """Connect and authenticate; keyword arguments win over the DSN (``timeout`` is
+    asyncpg's name for ``connect_timeout``)."""
+    if timeout is not None:
+        connect_timeout = timeout
+    params = _dsn.parse(
+        dsn,
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
+        server_settings=server_settings,
+    )
+    opts = _options(
+        statement_cache_size, connect_timeout, command_timeout, max_in_flight, retry_connect
+    )
+    return await Connection(params, **opts).connect()
+
+
+def create_pool(
+    dsn: str | None = None,
+    *,
+    min_size: int = DEFAULT_MIN_SIZE,
+    max_size: int = DEFAULT_MAX_SIZE,
+    host: str | None = None,
+    port: int | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    database: str | None = None,
+    server_settings: dict[str, str] | None = None,
+    statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    command_timeout: float | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    retry_connect: bool = False,
+) -> Pool:
+    """A pool: ``pool = await create_pool(dsn)`` or ``async with create_pool(dsn) as pool``."""
+    params = _dsn.parse(
+        dsn,
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
+        server_settings=server_settings,
+    )
+    opts = _options(
+        statement_cache_size, connect_timeout, command_timeout, max_in_flight, retry_connect
+    )
+    return Pool(params, min_size, max_size, opts)
+
+
+__all__ = [
+    "Attribute",
+    "Connection",
+    "InvalidArgumentError",
+    "Pool",
+    "PostgresError",
+    "PreparedStatement",
+    "Record",
+    "Transaction",
+    "Type",
+    "UnsupportedAuthError",
+    "connect",
+    "create_pool",
+    *_sqlstate_names,
+]

@@ -1,0 +1,136 @@
+"""Cursors: a query's rows read in pieces through a named portal (asyncpg's
+``conn.cursor(query, *args, prefetch=)``), for results too big to hold at once.
+
+A portal lives until its transaction ends, so, as in asyncpg, a cursor needs a
+transaction open in the calling context. Each cursor prepares a statement of
+its own (not the cached one: evicting a statement would close its portals)
+and closes both when done.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from surge._core import Record, Statement
+from surge.errors import InterfaceError
+from surge.postgres.transaction import CURRENT
+
+if TYPE_CHECKING:
+    from surge.postgres.connection import Connection
+
+#: Rows fetched per round trip when iterating (asyncpg's default).
+DEFAULT_PREFETCH = 50
+
+_names = itertools.count(1)
+
+
+class CursorFactory:
+    """What ``conn.cursor(...)`` returns: ``async for row in ...`` or ``await``."""
+
+    __slots__ = ("_args", "_conn", "_prefetch", "_query", "_timeout")
+
+    def __init__(
+        self,
+        conn: Connection,
+        query: str,
+        args: Sequence[Any],
+        prefetch: int | None,
+        timeout: float | None,
+    ) -> None:
+        if prefetch is not None and prefetch <= 0:
+            raise InterfaceError(f"prefetch must be positive, not {prefetch}")
+        self._conn = conn
+        self._query = query
+        self._args = args
+        self._prefetch = prefetch or DEFAULT_PREFETCH
+        self._timeout = timeout
+
+    def __await__(self) -> Generator[Any, None, Cursor]:
+        return self._open().__await__()
+
+    async def _open(self) -> Cursor:
+        cur = Cursor(self._conn, self._timeout)
+        await cur._open(self._query, self._args)
+        return cur
+
+    async def __aiter__(self) -> AsyncIterator[Record]:
+        cur = await self._open()
+        try:
+            while True:
+                rows = await cur.fetch(self._prefetch)
+                for r in rows:
+                    yield r
+                if cur.exhausted:
+                    return
+        finally:
+            await cur.close()
+
+
+class Cursor:
+    """An open cursor: `fetch(n)`, `fetchrow()`, `forward(n)`, `close()`."""
+
+    __slots__ = ("_closed", "_conn", "_portal", "_stmt", "_timeout", "exhausted")
+
+    def __init__(self, conn: Connection, timeout: float | None) -> None:
+        self._conn = conn
+        self._timeout = timeout
+        self._stmt: Statement | None = None
+        self._portal = f"__surge_portal_{next(_names)}"
+        #: True once the portal has given its last row.
+        self.exhausted = False
+        self._closed = False
+
+    async def _open(self, query: str, args: Sequence[Any]) -> None:
+        conn = self._conn
+        if conn._tx is None or conn._tx not in CURRENT.get():
+            raise InterfaceError("a cursor needs a transaction: async with conn.transaction()")
+        name = f"__surge_cursor_{next(_names)}"
+        self._stmt = await conn._send(conn._codec.prepare, name, query, timeout=self._timeout)
+        try:
+            await conn._send(
+                conn._codec.bind_portal, self._stmt, args, self._portal, timeout=self._timeout
+            )
+        except BaseException:
+            await self._close_statement()
+            raise
+
+    async def fetch(self, n: int) -> list[Record]:
+        """The next ``n`` rows (fewer at the end)."""
+        if self._closed:
+            raise InterfaceError("the cursor is closed")
+        if self.exhausted:
+            return []
+        if n <= 0:
+            raise InterfaceError(f"n must be positive, not {n}")
+        conn = self._conn
+        rows, more = await conn._send(
+            conn._codec.execute_portal, self._stmt, self._portal, n, timeout=self._timeout
+        )
+        self.exhausted = not more
+        return rows  # type: ignore[no-any-return]
+
+    async def fetchrow(self) -> Record | None:
+        """The next row, or None at the end."""
+        rows = await self.fetch(1)
+        return rows[0] if rows else None
+
+    async def forward(self, n: int) -> int:
+        """Skip ``n`` rows; returns how many were skipped."""
+        return len(await self.fetch(n))
+
+    async def close(self) -> None:
+        """Close the portal and its statement (the transaction's end would too)."""
+        if self._closed:
+            return
+        self._closed = True
+        conn = self._conn
+        if conn._tx is not None and conn._tx in CURRENT.get():
+            await conn._send(conn._codec.close_portal, self._portal, timeout=self._timeout)
+            await self._close_statement()
+
+    async def _close_statement(self) -> None:
+        if self._stmt is not None:
+            conn = self._conn
+            await conn._send(conn._codec.close_statement, self._stmt.name, timeout=self._timeout)

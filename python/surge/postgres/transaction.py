@@ -1,0 +1,173 @@
+"""`Transaction`: BEGIN ... COMMIT/ROLLBACK on one connection, nested ones as
+savepoints (asyncpg's API: ``async with conn.transaction(): ...`` or
+``start()``/``commit()``/``rollback()``).
+
+Why a transaction pins the connection: many coroutines pipeline over ONE
+connection, so while a transaction is open any query another coroutine sends
+would run inside it (and be committed or rolled back with it). So an open
+transaction makes the connection wait: queries from coroutines outside it are
+held (they queue, not fail) until it ends; queries from the coroutine that
+opened it, and from tasks it starts (they inherit its context), go straight
+out, pinned to that connection (if the connection drops meanwhile they fail
+with ConnectionLostError rather than run, reconnected, outside the transaction).
+Use a `Pool` to run transactions side by side. A BEGIN sent by hand through
+`execute` is not tracked: on a shared connection, use `transaction()` (or hold
+the connection alone, from `Pool.acquire`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from surge.errors import InterfaceError
+
+if TYPE_CHECKING:
+    from surge.postgres.connection import Connection
+
+#: The transactions open in this context (innermost last), across connections.
+CURRENT: ContextVar[tuple[Transaction, ...]] = ContextVar("surge_postgres_tx", default=())
+
+ISOLATION_LEVELS = {
+    "read_committed": "READ COMMITTED",
+    "read_uncommitted": "READ UNCOMMITTED",
+    "repeatable_read": "REPEATABLE READ",
+    "serializable": "SERIALIZABLE",
+}
+
+_savepoints = itertools.count(1)
+
+
+class Transaction:
+    """One transaction (or savepoint, when nested) on a `Connection`."""
+
+    __slots__ = (
+        "_conn",
+        "_savepoint",
+        "_state",
+        "_token",
+        "deferrable",
+        "generation",
+        "isolation",
+        "readonly",
+    )
+
+    def __init__(
+        self,
+        conn: Connection,
+        isolation: str | None = None,
+        readonly: bool = False,
+        deferrable: bool = False,
+    ) -> None:
+        if isolation is not None and isolation not in ISOLATION_LEVELS:
+            raise InterfaceError(
+                f"isolation is one of {sorted(ISOLATION_LEVELS)}, not {isolation!r}"
+            )
+        self._conn = conn
+        self.isolation = isolation
+        self.readonly = readonly
+        self.deferrable = deferrable
+        self._savepoint: str | None = None
+        self._token: Token | None = None
+        self.generation = 0
+        self._state = "new"
+
+    def _begin_sql(self) -> str:
+        sql = "BEGIN"
+        if self.isolation:
+            sql += " ISOLATION LEVEL " + ISOLATION_LEVELS[self.isolation]
+        if self.readonly:
+            sql += " READ ONLY"
+        if self.deferrable:
+            sql += " DEFERRABLE"
+        return sql
+
+    async def start(self) -> None:
+        """BEGIN (or SAVEPOINT inside a transaction this context already holds)."""
+        if self._state != "new":
+            raise InterfaceError(f"cannot start a transaction that is {self._state}")
+        conn = self._conn
+        outer = conn._tx
+        if outer is not None and outer in CURRENT.get():
+            if self.isolation or self.readonly or self.deferrable:
+                raise InterfaceError("a nested transaction (savepoint) takes no options")
+            self._savepoint = f"surge_sp_{next(_savepoints)}"
+            await conn.execute(f"SAVEPOINT {self._savepoint}")
+            self._state = "started"
+            return
+        await conn._claim(self)
+        self._token = CURRENT.set((*CURRENT.get(), self))
+        try:
+            await conn.execute(self._begin_sql())
+        except BaseException:
+            self._release()
+            self._state = "failed"
+            raise
+        self._state = "started"
+
+    def _release(self) -> None:
+        if self._token is not None:
+            try:
+                CURRENT.reset(self._token)
+            except ValueError:  # ended from another context than it began in
+                CURRENT.set(tuple(t for t in CURRENT.get() if t is not self))
+            self._token = None
+        self._conn._unclaim(self)
+
+    async def _end(self, sql: str, state: str) -> None:
+        if self._state != "started":
+            raise InterfaceError(
+                f"cannot {state[:-2] or state} a transaction that is {self._state}"
+            )
+        try:
+            await self._conn.execute(sql)
+        finally:
+            self._state = state
+            if self._savepoint is None:
+                self._release()
+
+    async def commit(self) -> None:
+        """COMMIT (or RELEASE the savepoint)."""
+        if self._savepoint is not None:
+            await self._end(f"RELEASE SAVEPOINT {self._savepoint}", "committed")
+        else:
+            await self._end("COMMIT", "committed")
+
+    async def rollback(self) -> None:
+        """ROLLBACK (or roll back to the savepoint)."""
+        if self._savepoint is not None:
+            sp = self._savepoint
+            await self._end(f"ROLLBACK TO SAVEPOINT {sp}; RELEASE SAVEPOINT {sp}", "rolledback")
+        else:
+            await self._end("ROLLBACK", "rolledback")
+
+    async def __aenter__(self) -> Transaction:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state != "started":
+            return
+        if exc_type is None:
+            await self.commit()
+            return
+        # The body's error is the one to see; a failed rollback (connection gone)
+        # must not hide it. The server rolls back a dropped session by itself.
+        with contextlib.suppress(Exception):
+            await self.rollback()
+        if self._state == "started":
+            self._state = "rolledback"
+            if self._savepoint is None:
+                self._release()
+
+    def __repr__(self) -> str:
+        kind = f"savepoint {self._savepoint}" if self._savepoint else "transaction"
+        return f"<Transaction {kind} {self._state}>"

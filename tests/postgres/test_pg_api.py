@@ -1,0 +1,325 @@
+"""The asyncpg-shaped API against the real server: queries, statuses, Records,
+prepared statements, the statement cache, COPY, LISTEN/NOTIFY, notices."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+
+import pytest
+import surge.postgres as pg
+from surge.postgres.statement_cache import StatementCache
+
+
+def test_fetch_family(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            rows = await conn.fetch("SELECT g AS n, g * 2 AS d FROM generate_series(1, $1) g", 3)
+            assert [tuple(r) for r in rows] == [(1, 2), (2, 4), (3, 6)]
+            assert await conn.fetch("SELECT 1 WHERE false") == []
+            row = await conn.fetchrow("SELECT 1 AS a, 'x' AS b")
+            assert row is not None and row["b"] == "x"
+            assert await conn.fetchrow("SELECT 1 WHERE false") is None
+            assert await conn.fetchval("SELECT 1, 2, 3", column=2) == 3
+            assert await conn.fetchval("SELECT 1 WHERE false") is None
+            await conn.execute("CREATE TEMP TABLE fv (a int)")
+            assert await conn.fetchval("INSERT INTO fv VALUES (1)") is None
+            # COPY FROM STDIN through execute is refused, not left hanging.
+            with pytest.raises(pg.QueryCanceledError, match="copy_to_table"):
+                await conn.execute("COPY fv FROM STDIN")
+            with pytest.raises(pg.PostgresError, match="copy_to_table"):
+                await conn.fetch("COPY fv FROM STDIN")
+            assert await conn.fetchval("SELECT count(*) FROM fv") == 1
+            # fetchrow of a big result: the server stops after one row.
+            r = await conn.fetchrow("SELECT g FROM generate_series(1, 100000) g")
+            assert r[0] == 1
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_execute_statuses(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            st = await conn.execute(
+                "CREATE TEMP TABLE e (id int PRIMARY KEY, v text); INSERT INTO e VALUES (1, 'a')"
+            )
+            assert st == "INSERT 0 1"
+            assert await conn.execute("INSERT INTO e VALUES ($1, $2)", 2, "b") == "INSERT 0 1"
+            assert await conn.execute("UPDATE e SET v = $1", "z") == "UPDATE 2"
+            await conn.executemany(
+                "INSERT INTO e VALUES ($1, $2)", [(i, str(i)) for i in range(3, 50)]
+            )
+            assert await conn.fetchval("SELECT count(*) FROM e") == 49
+            # executemany is all or nothing.
+            with pytest.raises(pg.UniqueViolationError):
+                await conn.executemany("INSERT INTO e VALUES ($1, $2)", [(100, "x"), (1, "dup")])
+            assert await conn.fetchval("SELECT count(*) FROM e WHERE id = 100") == 0
+            await conn.executemany("INSERT INTO e VALUES ($1, $2)", [])
+            assert await conn.execute("SELECT 1") == "SELECT 1"
+            assert await conn.execute("") == ""
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_record_api(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            r = await conn.fetchrow("SELECT 1 AS a, 'two' AS b, NULL::int AS c")
+        finally:
+            await conn.close()
+        assert len(r) == 3
+        assert r[0] == 1 and r[-1] is None and r["b"] == "two"
+        assert r[0:2] == (1, "two")
+        assert list(r) == [1, "two", None]
+        assert list(r.keys()) == ["a", "b", "c"]
+        assert list(r.values()) == [1, "two", None]
+        assert list(r.items()) == [("a", 1), ("b", "two"), ("c", None)]
+        assert dict(r) == {"a": 1, "b": "two", "c": None}
+        assert r.get("b") == "two" and r.get("zz") is None and r.get("zz", 5) == 5
+        assert "a" in r and "zz" not in r
+        assert r == (1, "two", None)
+        assert repr(r) == "<Record a=1 b='two' c=None>"
+        with pytest.raises(KeyError):
+            r["zz"]
+        with pytest.raises(IndexError):
+            r[3]
+        assert hash(r) == hash((1, "two", None))
+
+    arun(main())
+
+
+def test_prepared_statement(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            ps = await conn.prepare("SELECT $1::int8 + 1 AS next, $2::text AS label")
+            assert [t.name for t in ps.get_parameters()] == ["int8", "text"]
+            assert [(a.name, a.type.name) for a in ps.get_attributes()] == [
+                ("next", "int8"),
+                ("label", "text"),
+            ]
+            assert await ps.fetchval(1, "x") == 2
+            assert (await ps.fetchrow(5, "y"))["label"] == "y"
+            assert len(await ps.fetch(1, "z")) == 1
+            assert await ps.execute(1, "q") == "SELECT 1"
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_statement_cache_evicts_and_reprepares(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn, statement_cache_size=2)
+        try:
+            for i in range(6):
+                assert await conn.fetchval(f"SELECT {i}") == i
+            assert len(conn._cache) == 2
+            # Evicted statements were closed on the server.
+            n = await conn.fetchval("SELECT count(*) FROM pg_prepared_statements")
+            assert n <= 3
+            # A statement evicted while its handle lives is prepared again on use.
+            ps = await conn.prepare("SELECT 42")
+            for i in range(3):
+                await conn.fetchval(f"SELECT {i} + 100")
+            assert await ps.fetchval() == 42
+            # Concurrent first uses share one Parse.
+            before = conn.engine.ops.get("prepare", 0)
+            got = await asyncio.gather(*(conn.fetchval("SELECT 7 + 0") for _ in range(20)))
+            assert got == [7] * 20
+            assert conn.engine.ops["prepare"] - before == 1
+        finally:
+            await conn.close()
+        # No cache: each query prepares and closes its statement.
+        conn = await pg.connect(dsn, statement_cache_size=0)
+        try:
+            for _ in range(3):
+                assert await conn.fetchval("SELECT 1") == 1
+            assert await conn.fetchval("SELECT count(*) FROM pg_prepared_statements") <= 1
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_statement_cache_unit():
+    closed = []
+    c = StatementCache(2, closed.append)
+
+    class S:
+        def __init__(self, n):
+            self.name, self.closed = n, False
+
+        def mark_closed(self):
+            self.closed = True
+
+    a, b, d = S("a"), S("b"), S("d")
+    c.put("qa", a)
+    c.put("qb", b)
+    assert c.get("qa") is a  # qa is now the most recent
+    c.put("qd", d)
+    assert closed == [b] and b.closed and "qb" not in c
+    c.clear()
+    assert len(c) == 0 and a.closed and closed == [b]
+
+
+def test_schema_change_reprepares(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.execute("CREATE TEMP TABLE sc (a int)")
+            await conn.execute("INSERT INTO sc VALUES (1)")
+            assert [tuple(r) for r in await conn.fetch("SELECT * FROM sc")] == [(1,)]
+            await conn.execute("ALTER TABLE sc ADD COLUMN b text DEFAULT 'x'")
+            assert [tuple(r) for r in await conn.fetch("SELECT * FROM sc")] == [(1, "x")]
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_copy(arun, dsn, tmp_path):
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.execute(
+                "CREATE TEMP TABLE cp (id int, name text, score numeric, tags text[])"
+            )
+            import decimal
+
+            recs = [(i, f"n{i}", decimal.Decimal(i) / 4, ["a", None]) for i in range(1000)]
+            st = await conn.copy_records_to_table("cp", records=recs)
+            assert st == "COPY 1000"
+            assert await conn.fetchval("SELECT sum(id) FROM cp") == sum(range(1000))
+            assert tuple(await conn.fetchrow("SELECT * FROM cp WHERE id = 5")) == recs[5]
+            st = await conn.copy_records_to_table(
+                "cp", records=[("x", 5000)], columns=["name", "id"]
+            )
+            assert st == "COPY 1"
+            with pytest.raises(pg.DataError):
+                await conn.copy_records_to_table("cp", records=[(1, 2, 3)])
+            with pytest.raises(pg.UndefinedTableError):
+                await conn.copy_records_to_table("nope", records=[(1,)])
+            buf = io.BytesIO()
+            st = await conn.copy_from_query(
+                "SELECT id, name FROM cp WHERE id < 3 ORDER BY id", output=buf
+            )
+            assert st == "COPY 3" and buf.getvalue() == b"0\tn0\n1\tn1\n2\tn2\n"
+            path = tmp_path / "out.csv"
+            await conn.copy_from_table("cp", output=str(path), columns=["id"], format="csv")
+            assert len(path.read_bytes().splitlines()) == 1001
+            await conn.execute("CREATE TEMP TABLE cp2 (id int, name text)")
+            st = await conn.copy_to_table("cp2", source=b"1\ta\n2\tb\n")
+            assert st == "COPY 2"
+            with pytest.raises(pg.PostgresError):
+                await conn.copy_to_table("cp2", source=b"not-an-int\tx\n")
+            assert await conn.fetchval("SELECT count(*) FROM cp2") == 2
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+def test_listen_notify_and_notices(arun, dsn):
+    async def main():
+        conn = await pg.connect(dsn)
+        other = await pg.connect(dsn)
+        got: asyncio.Queue = asyncio.Queue()
+        notices = []
+        try:
+
+            def on_notify(c, pid, channel, payload):
+                got.put_nowait((c is conn, pid, channel, payload))
+
+            await conn.add_listener("chan 1", on_notify)
+            await other.execute("SELECT pg_notify('chan 1', 'hello')")
+            assert await asyncio.wait_for(got.get(), 5) == (
+                True,
+                other.get_server_pid(),
+                "chan 1",
+                "hello",
+            )
+            # After a reconnect the LISTEN is said again. (Killed while idle, the
+            # connection may reconnect without any query failing.)
+            old_pid = conn.get_server_pid()
+            await other.execute(f"SELECT pg_terminate_backend({old_pid})")
+            for _ in range(100):
+                with contextlib.suppress(ConnectionError):
+                    await conn.fetchval("SELECT 1")
+                if conn.get_server_pid() != old_pid:
+                    break
+                await asyncio.sleep(0.02)
+            assert conn.get_server_pid() != old_pid
+            assert await conn.fetchval("SELECT 1") == 1
+            await other.execute("NOTIFY \"chan 1\", 'again'")
+            assert (await asyncio.wait_for(got.get(), 5))[3] == "again"
+            await conn.remove_listener("chan 1", on_notify)
+            await other.execute("NOTIFY \"chan 1\", 'unheard'")
+            await conn.fetchval("SELECT 1")
+            assert got.empty()
+
+            conn.add_log_listener(lambda c, msg: notices.append(msg))
+            await conn.execute("DO $$ BEGIN RAISE NOTICE 'careful: %', 42; END $$")
+            assert notices and notices[0].message == "careful: 42"
+            assert notices[0].severity == "NOTICE"
+        finally:
+            await conn.close()
+            await other.close()
+
+    arun(main())
+
+
+def test_connect_options(arun, pg_svc):
+    async def main():
+        conn = await pg.connect(
+            host=pg_svc.host,
+            port=pg_svc.port,
+            user="postgres",
+            database="postgres",
+            server_settings={"search_path": "pg_catalog"},
+        )
+        try:
+            assert await conn.fetchval("SHOW search_path") == "pg_catalog"
+            assert conn.get_server_version()[0] >= 12
+            assert conn.get_settings()["client_encoding"] == "UTF8"
+            assert "postgres@" in repr(conn)
+        finally:
+            await conn.close()
+        assert conn.is_closed()
+
+    arun(main())
+
+
+def test_dsn_parsing(monkeypatch):
+    from surge.errors import InterfaceError
+    from surge.postgres import dsn
+
+    for k in ("PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE"):
+        monkeypatch.delenv(k, raising=False)
+    p = dsn.parse("postgresql://u%40x:p%3Aw@db.local:6543/my%20db?application_name=app")
+    assert (p.host, p.port, p.user, p.password, p.database) == (
+        "db.local",
+        6543,
+        "u@x",
+        "p:w",
+        "my db",
+    )
+    assert p.server_settings == {"application_name": "app"}
+    p = dsn.parse("postgres://h/d", user="k", port=1, database="e")
+    assert (p.host, p.port, p.user, p.database) == ("h", 1, "k", "e")
+    monkeypatch.setenv("PGUSER", "envuser")
+    monkeypatch.setenv("PGPORT", "7777")
+    p = dsn.parse(None)
+    assert (p.user, p.port, p.database) == ("envuser", 7777, "envuser")
+    with pytest.raises(InterfaceError):
+        dsn.parse("mysql://x")
+    with pytest.raises(InterfaceError, match="TLS"):
+        dsn.parse("postgresql://h/d?sslmode=require")

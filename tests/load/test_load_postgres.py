@@ -9,11 +9,8 @@ import asyncio
 
 import pytest
 import surge.load
+import surge.postgres as pg
 from surge import cli, services
-
-pg = pytest.importorskip("surge.postgres", reason="surge.postgres is not in this build yet")
-if not hasattr(pg, "connect"):
-    pytest.skip("surge.postgres has no connect() yet", allow_module_level=True)
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,7 +17,8 @@ being measured are paused (SIGSTOP) so they take no CPU from the one that is. Ea
 median over ``--runs``. A run with socket errors or HTTP errors is flagged.
 
 Then the memory phase restarts the memory server (surge) alone: idle RSS and CPU
-after start, RSS after ~100k requests, and RSS after ``--long-requests``
+after start, RSS after one pass over every workload of the long phase (each at
+least 1 s of wrk, so ~1M requests with pipelining), and RSS after ``--long-requests``
 requests (all routes, pipelined), plus the worker's CPU use under load.
 
     python -m benchmarks.http.run [--quick] [--runs N] [--servers surge,nginx,...]
@@ -963,11 +964,18 @@ def memory_phase(name: str, cfg: WrkConfig, args, tmp: Path, measured: dict) -> 
     }
     try:
         idle = measure_idle(srv, args.idle_window)
-        short_done, _ = drive(cfg, srv, args.short_requests, [("/", 1)], rates)
+        plan = [("/", depth), ("/json", depth), ("/user/7", depth), ("/", 1)]
+        # The short phase runs every workload of the long one (at least 1 s each, wrk's
+        # unit), so both RSS figures hold the same working set (e.g. the tasks of 100
+        # connections x 24 pipelined async requests) and their difference is growth
+        # over time, not the difference between a light and a heavy workload.
+        short_done = 0
+        for item in plan:
+            n, _ = drive(cfg, srv, max(1, args.short_requests // len(plan)), [item], rates)
+            short_done += n
         time.sleep(0.5)
         worker = srv.worker_pid()
         rss_short = _rss_kb(worker)
-        plan = [("/", depth), ("/json", depth), ("/user/7", depth), ("/", 1)]
         more, runs = drive(cfg, srv, max(0, args.long_requests - short_done), plan, rates)
         long_done = short_done + more
         secs = sum(r["duration_us"] for r in runs) / 1e6

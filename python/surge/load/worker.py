@@ -81,12 +81,7 @@ async def run_worker(
             await asyncio.sleep(max(0.0, (start + k * 1_000_000_000 - time.monotonic_ns()) / 1e9))
             emit(k - 1)
 
-    async def sweeper() -> None:
-        while True:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            target.expire(time.monotonic_ns())
-
-    background = [asyncio.ensure_future(ticker()), asyncio.ensure_future(sweeper())]
+    background = [asyncio.ensure_future(ticker()), asyncio.ensure_future(_sweep(target))]
     try:
         if config.open_model:
             assert config.rate is not None
@@ -119,7 +114,7 @@ async def _warm_up(target: Any, recorder: Recorder, config: LoadConfig, index: i
     """The run's load for ``config.warmup`` seconds, recorded by a throwaway recorder."""
     start = time.monotonic_ns()
     end = start + int(config.warmup * 1e9)
-    sweeper = asyncio.ensure_future(_sweep_until(target, end))
+    sweeper = asyncio.ensure_future(_sweep(target))
     try:
         if config.open_model:
             assert config.rate is not None
@@ -132,8 +127,9 @@ async def _warm_up(target: Any, recorder: Recorder, config: LoadConfig, index: i
         await asyncio.gather(sweeper, return_exceptions=True)
 
 
-async def _sweep_until(target: Any, end: int) -> None:
-    while time.monotonic_ns() < end:
+async def _sweep(target: Any) -> None:
+    """Time out overdue requests every `SWEEP_INTERVAL` until cancelled."""
+    while True:
         await asyncio.sleep(SWEEP_INTERVAL)
         target.expire(time.monotonic_ns())
 

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``surge serve``."""
-    from surge.http.workers import DEFAULT_BACKLOG, DEFAULT_GRACE
+    from surge.http.workers import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
 
     serve = subparsers.add_parser(
         "serve",
@@ -82,6 +82,14 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         default=DEFAULT_BACKLOG,
         help="listen backlog of each worker's socket (default %(default)s)",
     )
+    serve.add_argument(
+        "--gc-threshold",
+        type=_int_in(0, 1 << 30),
+        default=DEFAULT_GC_THRESHOLD,
+        metavar="N",
+        help="raise the garbage collector's first threshold to N while serving; "
+        "0 leaves Python's (default %(default)s)",
+    )
     serve.set_defaults(func=_serve)
 
 
@@ -98,6 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
             debug=args.debug,
             grace=args.grace,
             backlog=args.backlog,
+            gc_threshold=args.gc_threshold or None,
         )
     except StartupError as exc:
         if exc.detail:

@@ -6,6 +6,7 @@ Every test starts real processes on a free loopback port and talks HTTP to them.
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import os
 import signal
@@ -130,6 +131,57 @@ def test_two_workers_answer_from_two_processes(surge: Callable[..., Surge]) -> N
     assert server.proc.pid not in pids
     for pid in pids:
         assert f"worker {pid} serving on http://127.0.0.1:{server.port}" in server.log()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ((), {}, "10000"),  # raised while serving (see DEFAULT_GC_THRESHOLD)
+        (("--workers", "2"), {}, "10000"),  # in every worker
+        (("--gc-threshold", "0"), {}, str(gc.get_threshold()[0])),  # Python's own
+        (("--gc-threshold", "2500"), {}, "2500"),
+        ((), {"SURGE_TEST_GC_THRESHOLD": "50000"}, "50000"),  # the app's choice, never lowered
+    ],
+)
+def test_gc_threshold_while_serving(
+    surge: Callable[..., Surge], args: tuple[str, ...], env: dict[str, str], expected: str
+) -> None:
+    server = surge("pid_app:app", *args, env=env)
+    server.wait_ready()
+    assert server.get("/gc") == (200, expected)
+
+
+def test_app_run_restores_the_collector_afterwards() -> None:
+    from surge.http import App
+    from surge.http.workers import run
+
+    app = App()
+    seen: list[int] = []
+
+    @app.get("/gc")
+    def threshold(request: object) -> str:
+        seen.append(gc.get_threshold()[0])
+        os.kill(os.getpid(), signal.SIGTERM)
+        return "bye"
+
+    before = gc.get_threshold()
+    port = free_port()
+    client = threading.Thread(target=_get_when_up, args=(port, "/gc"), daemon=True)
+    client.start()
+    run(app, port=port, gc_threshold=4321, grace=1)
+    client.join(5)
+    assert seen == [4321]
+    assert gc.get_threshold() == before
+
+
+def _get_when_up(port: int, path: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            get(port, path)
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def test_killed_worker_is_replaced(surge: Callable[..., Surge]) -> None:

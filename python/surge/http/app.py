@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from surge._core import Router
 
-from .config import Limits
+from .config import DEFAULT_GC_THRESHOLD, Limits
 
 log = logging.getLogger("surge.http")
 
@@ -212,6 +212,7 @@ class App:
         reload: bool = False,
         debug: bool | None = None,
         grace: float = 10.0,
+        gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
     ) -> None:
         """Serves the app (blocking); see `surge serve` for the options."""
         from .workers import run
@@ -226,4 +227,5 @@ class App:
             reload=reload,
             debug=self.debug,
             grace=grace,
+            gc_threshold=gc_threshold,
         )

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import logging
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from surge.errors import SurgeError
+from surge.http.config import DEFAULT_GC_THRESHOLD
 from surge.http.reload import POLL_INTERVAL, FileWatcher, watch_roots
 
 if TYPE_CHECKING:
@@ -287,6 +289,7 @@ class _Config:
     debug: bool
     grace: float
     backlog: int
+    gc_threshold: int | None = DEFAULT_GC_THRESHOLD
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -323,6 +326,7 @@ async def _serve(
 
     loading_since = time.time_ns()
     app = load_app(cfg.target)
+    _tune_gc(cfg.gc_threshold)
     sock = _listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
     from surge.http.server import Server
 
@@ -347,8 +351,12 @@ async def _serve(
 
 
 def _run_single(cfg: _Config) -> None:
-    with asyncio.Runner(loop_factory=_new_event_loop) as runner:
-        runner.run(_serve(cfg, role="surge", reuse_port=False))
+    thresholds = gc.get_threshold()
+    try:
+        with asyncio.Runner(loop_factory=_new_event_loop) as runner:
+            runner.run(_serve(cfg, role="surge", reuse_port=False))
+    finally:
+        gc.set_threshold(*thresholds)  # App.run returns into the caller's process
 
 
 # -- worker process ------------------------------------------------------------------------
@@ -434,6 +442,19 @@ def _worker_main(cfg: _Config, reporter: _Reporter) -> int:
             reporter.failed("serve", StartupError(message, traceback.format_exc()))
         return 1
     return 0
+
+
+def _tune_gc(threshold: int | None) -> None:
+    """Raises the collector's first threshold to ``threshold`` (see `DEFAULT_GC_THRESHOLD`).
+
+    Never lowers it: an app that set a higher one (or disabled the collector) keeps
+    its choice. ``None`` leaves the collector as it is.
+    """
+    if threshold is None:
+        return
+    first, second, third = gc.get_threshold()
+    if threshold > first:
+        gc.set_threshold(threshold, second, third)
 
 
 def _exit_with_parent() -> None:
@@ -823,12 +844,17 @@ def run(
     debug: bool = False,
     grace: float = DEFAULT_GRACE,
     backlog: int = DEFAULT_BACKLOG,
+    gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
 ) -> None:
     """Serves ``target`` (an App or ``"module:attr"``) until SIGTERM/SIGINT, then shuts down.
 
     One process when ``workers == 1`` and not ``reload``; otherwise a master
     forking ``workers`` processes. Raises :class:`AppLoadError` when the app
     cannot be loaded and :class:`StartupError` when the port cannot be bound.
+
+    While serving, the garbage collector's first threshold is raised to
+    ``gc_threshold`` once the app is loaded (see `DEFAULT_GC_THRESHOLD`; never
+    lowered); ``None`` leaves the collector as the app set it.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -836,6 +862,8 @@ def run(
         raise ValueError(f"grace must be >= 0, got {grace}")
     if backlog < 1:
         raise ValueError(f"backlog must be >= 1, got {backlog}")
+    if gc_threshold is not None and gc_threshold < 1:
+        raise ValueError(f"gc_threshold must be >= 1 or None, got {gc_threshold}")
     if _importing_app:
         raise RuntimeError(
             "run() was called while importing the app: "
@@ -848,10 +876,10 @@ def run(
     _configure_logging(debug)
     addr = _resolve(host, port)
     if workers == 1 and not reload:
-        _run_single(_Config(target, addr, workers, reload, debug, grace, backlog))
+        _run_single(_Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold))
         return
     addr = _check_bindable(addr)
-    _Master(_Config(target, addr, workers, reload, debug, grace, backlog)).run()
+    _Master(_Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold)).run()
 
 
 def _configure_logging(debug: bool) -> None:

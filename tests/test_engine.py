@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import uvloop
 from surge import services
-from surge.engine import PipelinedConnection
+from surge.engine import EARLY_FLUSH, PipelinedConnection
 from surge.errors import ConnectionLostError, RequestTimeoutError
 
 pytestmark = pytest.mark.timeout(60)
@@ -97,6 +97,23 @@ def _conn(svc, **kw) -> tuple[PipelinedConnection, RespCodec]:
     codec = RespCodec()
     conn = PipelinedConnection(svc.host, svc.port, codec, make_error=RuntimeError, **kw)
     return conn, codec
+
+
+@pytest.mark.parametrize("n", [3, 10, 1000])
+def test_one_iterations_requests_leave_in_at_most_two_writes(redis_svc, arun, n):
+    conn, codec = _conn(redis_svc)
+
+    async def main():
+        await conn.request(codec.command, "PING")  # connected: nothing on the wire now
+        w0 = conn.stats["writes"]
+        got = await asyncio.gather(*(conn.request(codec.command, "ECHO", str(i)) for i in range(n)))
+        assert got == [str(i).encode() for i in range(n)]
+        # The first EARLY_FLUSH go at once to the idle server, the rest at the end
+        # of the iteration; fewer than EARLY_FLUSH leave together.
+        assert conn.stats["writes"] - w0 == (1 if n < EARLY_FLUSH else 2)
+        await conn.close()
+
+    arun(main())
 
 
 def test_batching_and_in_order_matching(redis_svc, arun):

@@ -10,7 +10,8 @@ Two handlers, one worker per server:
 Each server runs pinned to core 1 (``taskset -c 1``); the generator (``surge.load``,
 open model, latency timed from each request's due time) and the downstream service
 (surge, ``/sleep25``) run on core 0. Rates go up from 500 req/s until p99 exceeds
-1.5x the handler's own time (or the achieved rate falls below 95 % of the target);
+1.5x the handler's own time (or the achieved rate falls below 95 % of the target),
+then two rates bisect the gap between the highest rate held and the next one tried;
 the table gives the highest rate each server holds with p99 <= 1.2x the handler's
 own time (60 ms for ``/sleep50``). The servers not being measured are paused
 (SIGSTOP). With ``oha`` installed (``cargo install oha``), surge's percentiles are
@@ -55,6 +56,10 @@ CLIENT_CORE = 0
 #: handler -> (path, the handler's own time in ms, p99 limit in ms for "holds the rate")
 HANDLERS = {"sleep50": ("/sleep50", 50.0, 60.0), "fanout": ("/fanout", 75.0, 100.0)}
 RATES = [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 15000, 20000]
+RATES += [25000, 30000]
+#: Rates tried between the highest held rate and the next one of the sweep, halving
+#: the gap each time, so a held-rate ratio is not set by where the sweep's steps fall.
+REFINE_STEPS = 2
 #: Seconds of each rate's load run before it is measured (connections opened, server
 #: warm): without it the first second's connection burst sets every server's p99.
 WARMUP = 2.0
@@ -191,30 +196,53 @@ def start(name: str, core: int, downstream: str, probe: str) -> Proc:
 # --------------------------------------------------------------------------- measuring
 
 
-def sweep(p: Proc, handler: str, rates: list[int], duration: float) -> list[Any]:
-    import surge.load
+def sweep(p: Proc, handler: str, rates: list[int], duration: float, refine: int) -> list[Any]:
+    """Rates from the lowest up until p99 passes the stop line, then `refine` bisections.
 
-    path, own, _ = HANDLERS[handler]
+    The bisections go between the highest rate held (p99 within the handler's limit)
+    and the next rate tried above it; the results come back sorted by rate.
+    """
+    _, own, limit = HANDLERS[handler]
     out = []
     for rate in rates:
-        # Room for every request the rate keeps in flight at twice the handler's time.
-        conns = max(1000, int(rate * own / 1000 * 2))
-        r = surge.load.run(
-            p.url(path), rate=rate, duration=duration, warmup=WARMUP, timeout=5, connections=conns
-        )
-        lat = r.latency
-        _log(
-            f"{p.name} {handler} {rate}/s: achieved {r.achieved_rate:.0f}, "
-            f"p50 {lat['p50']} p95 {lat['p95']} p99 {lat['p99']} ms, errors {r.errors or 0}"
-            + (f" [{'; '.join(r.warnings)}]" if r.warnings else "")
-        )
+        r = _measure(p, handler, rate, duration)
         out.append(r)
-        p99 = lat["p99"]
+        p99 = r.latency["p99"]
         if p99 is None or p99 > STOP_FACTOR * own or r.achieved_rate < 0.95 * rate:
             break
         if r.error_count > MAX_ERROR_SHARE * r.sent:
             break
+    for _ in range(refine):
+        out.sort(key=lambda r: r.target_rate)
+        best, _ = held(out, limit)
+        above = [int(r.target_rate) for r in out if r.target_rate > (best or 0)]
+        if not above:
+            break  # held at every rate tried
+        low = best or 0
+        mid = int(round((low + above[0]) / 2, -2))
+        if mid <= low or mid >= above[0]:
+            break
+        out.append(_measure(p, handler, mid, duration))
+    out.sort(key=lambda r: r.target_rate)
     return out
+
+
+def _measure(p: Proc, handler: str, rate: int, duration: float) -> Any:
+    import surge.load
+
+    path, own, _ = HANDLERS[handler]
+    # Room for every request the rate keeps in flight at twice the handler's time.
+    conns = max(1000, int(rate * own / 1000 * 2))
+    r = surge.load.run(
+        p.url(path), rate=rate, duration=duration, warmup=WARMUP, timeout=5, connections=conns
+    )
+    lat = r.latency
+    _log(
+        f"{p.name} {handler} {rate}/s: achieved {r.achieved_rate:.0f}, "
+        f"p50 {lat['p50']} p95 {lat['p95']} p99 {lat['p99']} ms, errors {r.errors or 0}"
+        + (f" [{'; '.join(r.warnings)}]" if r.warnings else "")
+    )
+    return r
 
 
 def held(results: list[Any], limit: float) -> tuple[int | None, float | None]:
@@ -370,12 +398,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rates", help="comma-separated rates (default 500,1000,...)")
     ap.add_argument("--no-oha", action="store_true", help="skip the oha cross-check")
     ap.add_argument(
+        "--refine",
+        type=int,
+        help=f"bisections between the highest rate held and the next (default {REFINE_STEPS}, "
+        "quick 1)",
+    )
+    ap.add_argument(
         "--surge-bin",
         default=str(SURGE_BIN),
         help="the `surge` command to serve with (e.g. from a venv holding a release wheel)",
     )
     args = ap.parse_args(argv)
     duration = args.duration or (3.0 if args.quick else 10.0)
+    refine = args.refine if args.refine is not None else (1 if args.quick else REFINE_STEPS)
     rates = [int(x) for x in args.rates.split(",")] if args.rates else RATES
     if args.quick and not args.rates:
         rates = [500, 1000, 2000, 3000, 4000, 6000]
@@ -399,7 +434,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     continue
                 p.pause(False)
                 try:
-                    p.results[h] = sweep(p, h, rates, duration)
+                    p.results[h] = sweep(p, h, rates, duration, refine)
                 finally:
                     p.pause(True)
         surge_p = next((p for p in servers if p.name == "surge" and not p.error), None)
@@ -460,7 +495,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{SERVER_CORE}; generator (surge load, open "
         f"model, 1 process) and the downstream surge service on core {CLIENT_CORE}; "
         f"{duration:g} s per rate after a {WARMUP:g} s warm-up at that rate, rates {rates[0]}.. "
-        f"until p99 > {STOP_FACTOR}x the handler",
+        f"until p99 > {STOP_FACTOR}x the handler, then {refine} bisection(s) between the "
+        "highest rate held and the next",
         *(f"{n}: {DESCRIPTIONS[n]}" for n in names if n in DESCRIPTIONS),
     ]
     return {"markdown": md, "setup_lines": setup, "charts": charts}

@@ -174,9 +174,10 @@ def test_pipelining_one_connection_one_write(run):
             assert [r.text for r in rs] == [str(i) for i in range(30)]
             (pool,) = c._pools.hosts.values()
             (conn,) = pool.conns
-            # Thirty coroutines, one connection; their requests left in one write.
+            # Thirty coroutines, one connection; their requests left together: in
+            # one write, or two when the first EARLY_FLUSH went ahead to an idle server.
             assert conn.engine.stats["requests"] == 30
-            assert conn.engine.stats["writes"] == 1
+            assert conn.engine.stats["writes"] <= 2
             r = await c.post("/echo", json=[1])  # and it stays usable
             assert r.json()["body"] == "[1]"
 

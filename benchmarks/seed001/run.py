@@ -9,9 +9,10 @@ Two handlers, one worker per server:
 
 Each server runs pinned to core 1 (``taskset -c 1``); the generator (``surge.load``,
 open model, latency timed from each request's due time) and the downstream service
-(surge, ``/sleep25``) run on core 0. Rates go up from 500 req/s until p99 exceeds
-1.5x the handler's own time (or the achieved rate falls below 95 % of the target),
-then two rates bisect the gap between the highest rate held and the next one tried;
+(surge, ``/sleep25``) run on core 0. Rates go up from 500 req/s, every server at
+one rate before any goes to the next, until a server's p99 exceeds 1.5x the
+handler's own time (or its achieved rate falls below 95 % of the target); then,
+for each server, two rates bisect the gap between the highest rate held and the next one tried;
 the table gives the highest rate each server holds with p99 <= 1.2x the handler's
 own time (60 ms for ``/sleep50``). The servers not being measured are paused
 (SIGSTOP). With ``oha`` installed (``cargo install oha``), surge's percentiles are
@@ -56,7 +57,7 @@ CLIENT_CORE = 0
 #: handler -> (path, the handler's own time in ms, p99 limit in ms for "holds the rate")
 HANDLERS = {"sleep50": ("/sleep50", 50.0, 60.0), "fanout": ("/fanout", 75.0, 100.0)}
 RATES = [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 15000, 20000]
-RATES += [25000, 30000]
+RATES += [25000, 30000, 35000, 40000]
 #: Rates tried between the highest held rate and the next one of the sweep, halving
 #: the gap each time, so a held-rate ratio is not set by where the sweep's steps fall.
 REFINE_STEPS = 2
@@ -196,46 +197,67 @@ def start(name: str, core: int, downstream: str, probe: str) -> Proc:
 # --------------------------------------------------------------------------- measuring
 
 
-def sweep(p: Proc, handler: str, rates: list[int], duration: float, refine: int) -> list[Any]:
-    """Rates from the lowest up until p99 passes the stop line, then `refine` bisections.
+def sweep(
+    servers: list[Proc], handler: str, rates: list[int], duration: float, refine: int
+) -> None:
+    """Every server at one rate, then every server at the next: into ``p.results[handler]``.
 
-    The bisections go between the highest rate held (p99 within the handler's limit)
-    and the next rate tried above it; the results come back sorted by rate.
+    Rates go up from the lowest; a server leaves the sweep once its p99 passes the
+    stop line. Then `refine` rounds of bisection, each server between the highest
+    rate it held (p99 within the handler's limit) and the next rate it was tried at.
+    Interleaving the servers rate by rate means a change in the machine's speed
+    during the run (a shared VM's is) hits them alike, not one server's whole sweep.
     """
     _, own, limit = HANDLERS[handler]
-    out = []
+    live = [p for p in servers if not p.error]
+    for p in live:
+        p.results[handler] = []
     for rate in rates:
-        r = _measure(p, handler, rate, duration)
-        out.append(r)
-        p99 = r.latency["p99"]
-        if p99 is None or p99 > STOP_FACTOR * own or r.achieved_rate < 0.95 * rate:
-            break
-        if r.error_count > MAX_ERROR_SHARE * r.sent:
+        for p in list(live):
+            r = _measure(p, handler, rate, duration)
+            p.results[handler].append(r)
+            p99 = r.latency["p99"]
+            if (
+                p99 is None
+                or p99 > STOP_FACTOR * own
+                or r.achieved_rate < 0.95 * rate
+                or r.error_count > MAX_ERROR_SHARE * r.sent
+            ):
+                live.remove(p)
+        if not live:
             break
     for _ in range(refine):
-        out.sort(key=lambda r: r.target_rate)
-        best, _ = held(out, limit)
-        above = [int(r.target_rate) for r in out if r.target_rate > (best or 0)]
-        if not above:
-            break  # held at every rate tried
-        low = best or 0
-        mid = int(round((low + above[0]) / 2, -2))
-        if mid <= low or mid >= above[0]:
-            break
-        out.append(_measure(p, handler, mid, duration))
-    out.sort(key=lambda r: r.target_rate)
-    return out
+        for p in servers:
+            out = p.results.get(handler)
+            if not out:
+                continue
+            out.sort(key=lambda r: r.target_rate)
+            best, _ = held(out, limit)
+            above = [int(r.target_rate) for r in out if r.target_rate > (best or 0)]
+            if not above:
+                continue  # held at every rate tried
+            low = best or 0
+            mid = int(round((low + above[0]) / 2, -2))
+            if low < mid < above[0]:
+                out.append(_measure(p, handler, mid, duration))
+    for p in servers:
+        if p.results.get(handler):
+            p.results[handler].sort(key=lambda r: r.target_rate)
 
 
 def _measure(p: Proc, handler: str, rate: int, duration: float) -> Any:
     import surge.load
 
     path, own, _ = HANDLERS[handler]
+    p.pause(False)
     # Room for every request the rate keeps in flight at twice the handler's time.
     conns = max(1000, int(rate * own / 1000 * 2))
-    r = surge.load.run(
-        p.url(path), rate=rate, duration=duration, warmup=WARMUP, timeout=5, connections=conns
-    )
+    try:
+        r = surge.load.run(
+            p.url(path), rate=rate, duration=duration, warmup=WARMUP, timeout=5, connections=conns
+        )
+    finally:
+        p.pause(True)
     lat = r.latency
     _log(
         f"{p.name} {handler} {rate}/s: achieved {r.achieved_rate:.0f}, "
@@ -429,14 +451,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for p in servers:
             p.pause(True)
         for h in handlers:
-            for p in servers:
-                if p.error:
-                    continue
-                p.pause(False)
-                try:
-                    p.results[h] = sweep(p, h, rates, duration, refine)
-                finally:
-                    p.pause(True)
+            sweep(servers, h, rates, duration, refine)
         surge_p = next((p for p in servers if p.name == "surge" and not p.error), None)
         if surge_p is not None and not args.no_oha and "sleep50" in handlers:
             surge_p.pause(False)

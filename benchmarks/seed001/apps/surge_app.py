@@ -38,10 +38,6 @@ async def sleep25(request):
 
 @app.get("/fanout")
 async def fanout(request):
-    # surge runs an async handler's first step inline, outside any task, and the
-    # client's asyncio.timeout() needs a task: suspend once so a task resumes us.
-    # (Reported to the HTTP server/client owners; remove once either side handles it.)
-    await asyncio.sleep(0)
     c = client()
     for _ in range(3):
         r = await c.get("/sleep25")

@@ -33,6 +33,9 @@ class Route:
     threaded: bool
     stream: bool
     max_body: int
+    #: Set when serving starts: an async handler run straight in its own task (no
+    #: hooks, not threaded, not streaming), the common case with its own fast path.
+    lean: bool = False
 
 
 class App:
@@ -181,6 +184,7 @@ class App:
             router = Router()
             hooks = self.has_hooks
             for r in self.routes:
+                r.lean = r.is_async and not (r.threaded or r.stream or hooks)
                 if r.threaded or r.stream or hooks:
                     kind = _DEFERRED
                 elif r.is_async:

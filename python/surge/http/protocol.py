@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("surge.http")
 
 _NOT_FOUND = 404
+#: The name of every lean-path task (see `HttpProtocol._handle`).
+_TASK_NAME = "surge-handler"
 _METHOD_NOT_ALLOWED = 405
 #: Bytes read from a file per write when the loop cannot sendfile.
 _FILE_CHUNK = 256 * 1024
@@ -227,10 +229,14 @@ class HttpProtocol(asyncio.Protocol):
                 self._queue.append(slot)
                 break
             self._handle(item)
-        if len(self._queue) >= self._app.limits.max_pipeline:
+        queue = self._queue
+        if len(queue) >= self._app.limits.max_pipeline:
             self._paused_queue = True
             self._update_reading()
-        self._flush()
+        if not queue or queue[0].done:
+            self._flush()
+        # Else nothing can go out yet: the native side stopped answering inline
+        # when it deferred these (see HttpConnection.feed), and `_finish` flushes.
 
     def _handle(self, req: Request) -> None:
         slot = _Slot(req)
@@ -248,12 +254,15 @@ class HttpProtocol(asyncio.Protocol):
         elif outcome == 3:
             coro, awaited = req._result
             self._start(self._await_result(slot, req, _Resumed(coro, awaited)))
-        elif route.is_async and not (route.threaded or route.stream or self._app.has_hooks):
+        elif route.lean:
             # The common async route, on a lean path: the handler's coroutine runs
             # straight in its task (no wrapper checking hooks), and the slot, which
             # stays queued until the task has answered, holds the task, so no done
-            # callback (one more loop callback per request) keeps a task set.
-            slot.task = self._loop.create_task(self._run_async(slot, req, route.handler))
+            # callback (one more loop callback per request) keeps a task set. A
+            # name given skips formatting a "Task-N" one per request.
+            slot.task = self._loop.create_task(
+                self._run_async(slot, req, route.handler), name=_TASK_NAME
+            )
         elif route.is_async or route.threaded or route.stream or self._app.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)

@@ -371,6 +371,11 @@ impl HttpConnection {
         if self.closing && deferred.is_none() {
             deferred = Some(PyList::empty(py));
         }
+        if deferred.is_some() {
+            // Python answers what was deferred; nothing may be answered inline
+            // (out of order) until it says the connection is idle again.
+            self.fast = false;
+        }
         Ok(deferred)
     }
 

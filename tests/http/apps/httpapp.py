@@ -7,6 +7,7 @@ reflective ones (`/echo`, `/aecho`) send back what the server parsed.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import itertools
 import os
@@ -30,6 +31,17 @@ HERE = Path(__file__).resolve()
 DATA_DIR = Path(os.environ.get("SURGE_TEST_DATA", HERE.parent))
 #: Keys of /hang/{key} handlers that were cancelled.
 CANCELLED: set[str] = set()
+#: Per-request state: a handler's value must never show in another request.
+REQUEST_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="unset")
+#: Names of the tasks whose done callbacks ran (/task/done-callback).
+DONE_CALLBACKS: list[str] = []
+
+
+class _BadYield:
+    def __await__(self):
+        yield "not a future"
+
+
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -390,6 +402,110 @@ def add_common_routes(app: App) -> None:
     @app.get("/hung/{key}")
     def hung(request, key):
         return "cancelled" if key in CANCELLED else "running"
+
+    # The task an async handler runs in: asyncio's task API and semantics -----------------
+    @app.get("/task/current")
+    async def task_current(request):
+        task = asyncio.current_task()
+        assert task is not None
+        before = (task.get_name(), task.done(), task.cancelling())
+        await asyncio.sleep(0.001)
+        return {
+            "name": before[0],
+            "done": before[1],
+            "cancelling": before[2],
+            "same_after_await": asyncio.current_task() is task,
+            "loop_ok": task.get_loop() is asyncio.get_running_loop(),
+        }
+
+    @app.get("/task/timeout")
+    async def task_timeout(request):
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(5)
+        except TimeoutError:
+            pass
+        else:
+            return "not timed out"
+        async with asyncio.timeout(5):  # not expiring: no stray cancellation left
+            await asyncio.sleep(0.001)
+        return f"timed out, cancelling {asyncio.current_task().cancelling()}"
+
+    @app.get("/task/wait-for")
+    async def task_wait_for(request):
+        try:
+            await asyncio.wait_for(asyncio.sleep(5), 0.01)
+        except TimeoutError:
+            return "wait_for timed out"
+        return "not timed out"
+
+    @app.get("/task/taskgroup")
+    async def task_taskgroup(request):
+        async def child(n: int) -> int:
+            await asyncio.sleep(0.001 * n)
+            return n
+
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(child(n)) for n in (1, 2, 3)]
+        return {"sum": sum(t.result() for t in tasks)}
+
+    @app.get("/task/taskgroup-error")
+    async def task_taskgroup_error(request):
+        async def boom() -> None:
+            await asyncio.sleep(0.001)
+            raise ValueError("boom")
+
+        failed = False
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(boom())
+                tg.create_task(asyncio.sleep(5))
+        except* ValueError:
+            failed = True
+        if not failed:
+            return "no error"
+        return f"group failed, cancelling {asyncio.current_task().cancelling()}"
+
+    @app.get("/task/context/{value}")
+    async def task_context(request, value):
+        seen = REQUEST_VAR.get()
+        REQUEST_VAR.set(value)
+        await asyncio.sleep(0.01)
+        return {"before": seen, "after": REQUEST_VAR.get()}
+
+    @app.get("/task/yield")
+    async def task_yield(request):
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return "yielded"
+
+    @app.get("/task/cancel-self")
+    async def task_cancel_self(request):
+        task = asyncio.current_task()
+        task.cancel()
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            left = task.uncancel()
+            return f"caught, cancelling {left}"
+        return "not cancelled"
+
+    @app.get("/task/bad-yield")
+    async def task_bad_yield(request):
+        await _BadYield()
+        return "unreachable"
+
+    @app.get("/task/done-callback/{key}")
+    async def task_done_callback(request, key):
+        task = asyncio.current_task()
+        task.set_name(f"cb-{key}")
+        task.add_done_callback(lambda t: DONE_CALLBACKS.append(t.get_name()))
+        await asyncio.sleep(0)
+        return "ok"
+
+    @app.get("/task/done-callbacks")
+    def task_done_callbacks(request):
+        return {"names": DONE_CALLBACKS}
 
     @app.get("/fast/{n:int}")
     def fast(request, n):

@@ -22,7 +22,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from surge._core import HandlerTask, HttpConnection, ParseError, Request, encode_response_head
+from surge._core import HttpConnection, ParseError, Request, encode_response_head
 
 from .errors import ClientDisconnected, HTTPException
 from .response import FileResponse, Response, StreamingResponse
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("surge.http")
 
 _NOT_FOUND = 404
+#: The name of every lean-path task (see `HttpProtocol._handle`).
+_TASK_NAME = "surge-handler"
 _METHOD_NOT_ALLOWED = 405
 #: Bytes read from a file per write when the loop cannot sendfile.
 _FILE_CHUNK = 256 * 1024
@@ -50,7 +52,7 @@ class _Slot:
         self.done = False
         self.close = False
         #: The task running an async handler for this slot (see `_handle`).
-        self.task: HandlerTask | None = None
+        self.task: asyncio.Task[Any] | None = None
 
 
 class BodyStream:
@@ -103,7 +105,6 @@ class HttpProtocol(asyncio.Protocol):
         "_body_stream",
         "_closed",
         "_conn",
-        "_dispatching",
         "_drain",
         "_eof",
         "_loop",
@@ -133,10 +134,6 @@ class HttpProtocol(asyncio.Protocol):
         self._stream_error: ParseError | None = None
         self._closed = False
         self._writer_busy = False
-        #: True while `_dispatch` hands out a read's requests: a handler finishing
-        #: during it (its first step runs at once) must not flush, or close, the
-        #: connection ahead of the requests still to be queued behind it.
-        self._dispatching = False
         self._paused_writing = False
         self._paused_queue = False
         self._paused_stream = False
@@ -216,21 +213,6 @@ class HttpProtocol(asyncio.Protocol):
     # Slow path ----------------------------------------------------------------------
 
     def _dispatch(self, items: list[Any]) -> None:
-        self._dispatching = True
-        try:
-            self._dispatch_items(items)
-        finally:
-            self._dispatching = False
-        queue = self._queue
-        if len(queue) >= self._app.limits.max_pipeline:
-            self._paused_queue = True
-            self._update_reading()
-        if not queue or queue[0].done:
-            self._flush()
-        # Else nothing can go out yet: the native side stopped answering inline
-        # when it deferred these (see HttpConnection.feed), and `_finish` flushes.
-
-    def _dispatch_items(self, items: list[Any]) -> None:
         for item in items:
             if type(item) is ParseError:
                 if self._body_stream is not None:
@@ -247,6 +229,14 @@ class HttpProtocol(asyncio.Protocol):
                 self._queue.append(slot)
                 break
             self._handle(item)
+        queue = self._queue
+        if len(queue) >= self._app.limits.max_pipeline:
+            self._paused_queue = True
+            self._update_reading()
+        if not queue or queue[0].done:
+            self._flush()
+        # Else nothing can go out yet: the native side stopped answering inline
+        # when it deferred these (see HttpConnection.feed), and `_finish` flushes.
 
     def _handle(self, req: Request) -> None:
         slot = _Slot(req)
@@ -266,18 +256,13 @@ class HttpProtocol(asyncio.Protocol):
             self._start(self._await_result(slot, req, _Resumed(coro, awaited)))
         elif route.lean:
             # The common async route, on a lean path: the handler's coroutine runs
-            # in a native HandlerTask (an asyncio task's semantics at a fraction of
-            # its cost; its first step runs now), which calls `_lean_done` when the
-            # coroutine ends. The slot, queued until then, holds the task so a
-            # client that goes away cancels it.
-            try:
-                coro = route.handler(req, **req.path_params)
-            except Exception as exc:
-                self._start(self._answer_exception(slot, req, exc))
-                return
-            task = HandlerTask(coro, self._loop, self._lean_done, (slot, req))
-            slot.task = task
-            task.start()
+            # straight in its task (no wrapper checking hooks), and the slot, which
+            # stays queued until the task has answered, holds the task, so no done
+            # callback (one more loop callback per request) keeps a task set. A
+            # name given skips formatting a "Task-N" one per request.
+            slot.task = self._loop.create_task(
+                self._run_async(slot, req, route.handler), name=_TASK_NAME
+            )
         elif route.is_async or route.threaded or route.stream or self._app.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)
@@ -325,12 +310,15 @@ class HttpProtocol(asyncio.Protocol):
             return
         self._finish(slot, req, result)
 
-    def _lean_done(self, slot: _Slot, req: Request, ok: bool, value: Any) -> None:
-        if ok:
-            self._finish(slot, req, value)
-        elif not isinstance(value, asyncio.CancelledError):
-            self._start(self._answer_exception(slot, req, value))
-        # Cancelled: the client went away (see `connection_lost`); nobody to answer.
+    async def _run_async(self, slot: _Slot, req: Request, handler: Any) -> None:
+        try:
+            result = await handler(req, **req.path_params)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._answer_exception(slot, req, exc)
+            return
+        self._finish(slot, req, result)
 
     async def _after(self, req: Request, result: Any) -> Any:
         if not isinstance(result, Response | StreamingResponse | FileResponse):
@@ -444,7 +432,7 @@ class HttpProtocol(asyncio.Protocol):
         self._flush()
 
     def _flush(self) -> None:
-        if self._writer_busy or self._dispatching:
+        if self._writer_busy:
             return
         queue = self._queue
         parts: list[bytes] = []

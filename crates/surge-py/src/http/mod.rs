@@ -7,7 +7,6 @@ mod request;
 mod response;
 mod router;
 mod stats;
-mod task;
 
 use pyo3::prelude::*;
 
@@ -18,7 +17,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<response::Response>()?;
     m.add_class::<connection::HttpConnection>()?;
     m.add_class::<connection::ParseError>()?;
-    m.add_class::<task::HandlerTask>()?;
     m.add_function(wrap_pyfunction!(response::encode_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(date::http_date, m)?)?;
     m.add_function(wrap_pyfunction!(stats::http_stats, m)?)?;

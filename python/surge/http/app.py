@@ -184,8 +184,9 @@ class App:
             router = Router()
             hooks = self.has_hooks
             for r in self.routes:
-                r.lean = r.is_async and not (r.threaded or r.stream or hooks)
-                if r.threaded or r.stream or hooks:
+                deferred = r.threaded or r.stream or hooks
+                r.lean = r.is_async and not deferred
+                if deferred:
                     kind = _DEFERRED
                 elif r.is_async:
                     # Not _ASYNC: a coroutine's first step run inline has no current

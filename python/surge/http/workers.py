@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import importlib
 import json
@@ -875,11 +876,11 @@ def run(
         target = _import_string_of(target)
     _configure_logging(debug)
     addr = _resolve(host, port)
+    cfg = _Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold)
     if workers == 1 and not reload:
-        _run_single(_Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold))
+        _run_single(cfg)
         return
-    addr = _check_bindable(addr)
-    _Master(_Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold)).run()
+    _Master(dataclasses.replace(cfg, addr=_check_bindable(addr))).run()
 
 
 def _configure_logging(debug: bool) -> None:

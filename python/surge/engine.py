@@ -34,7 +34,31 @@ When the connection is lost, every pending request fails at once with
 `ConnectionLostError` (and the ``on_lost`` hook hears of it, for state kept
 beyond single replies, such as a streamed body); the next request reconnects
 (with backoff). When the peer closes its side, a codec with ``feed_eof`` may
-finish a reply that the end of the stream completes.
+finish a reply that the end of the stream completes. A connection that must
+stay up with nothing pending (a LISTEN, a pub/sub subscription: ``keep_connected``
+says so) reconnects by itself, with backoff, until it is closed.
+
+Liveness (a dead path is found without any timeout set)
+-------------------------------------------------------
+Two layers, both on by default:
+
+* TCP keepalive (`TCP_KEEPALIVE_IDLE` + `TCP_KEEPALIVE_INTERVAL` x
+  `TCP_KEEPALIVE_COUNT` = 25 s) and ``TCP_USER_TIMEOUT`` (`TCP_USER_TIMEOUT`,
+  25 s): the kernel drops a flow whose peer stopped answering at the TCP level
+  (a NAT that forgot the flow, a host that vanished), idle or not.
+* An application-level watchdog (`Liveness`), which also finds what TCP cannot
+  see (a proxy or load balancer that accepts and then forwards nothing, a hung
+  server process behind a live kernel). While requests are pending (or the
+  connection keeps itself connected) and nothing has arrived for ``interval``
+  seconds, it sends the protocol's in-band ping (Redis PING, Tarantool
+  IPROTO_PING, PostgreSQL Sync; HTTP has none). If nothing arrives within
+  ``timeout``, it probes the server on a NEW connection (a greeting, a PING, an
+  SSLRequest, ``OPTIONS *``): in-order protocols answer the ping only after the
+  requests in front of it, so a long query or a blocking command would look
+  dead; the probe tells "busy" (it answers) from "dead" (it does not). A path
+  found dead fails every pending caller with `ConnectionDeadError` at once and
+  the connection is dropped (and reconnected). Worst case: ``interval +
+  2 x timeout`` = 20 s by default, within the 30 s the drivers promise.
 """
 
 from __future__ import annotations
@@ -42,15 +66,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import logging
+import socket
 import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from surge.errors import (
     ClosedError,
     ConnectError,
+    ConnectionDeadError,
     ConnectionLostError,
     ProtocolError,
     RequestTimeoutError,
@@ -78,11 +106,87 @@ RECONNECT_DELAY_MAX = 2.0
 #: Longest wait for in-flight work to finish when draining before a graceful close
 #: (Tarantool's own default ``on_shutdown`` timeout is 3 s too).
 DRAIN_TIMEOUT = 3.0
+#: Liveness watchdog: seconds of silence (with requests pending) before the in-band
+#: ping. 10 s: far above any healthy reply gap on a pipelined connection (replies
+#: stream back as the server works), short enough that the whole check ends
+#: within 30 s.
+DEFAULT_LIVENESS_INTERVAL = 10.0
+#: Liveness watchdog: seconds to wait for the ping's reply, then for the probe's.
+DEFAULT_LIVENESS_TIMEOUT = 5.0
+#: TCP keepalive: idle seconds before the first probe, seconds between probes,
+#: probes unanswered before the kernel drops the flow (10 + 5 x 3 = 25 s). Linux's
+#: defaults (7200 + 75 x 9 s) find a dead peer after two hours and 11 minutes.
+TCP_KEEPALIVE_IDLE = 10
+TCP_KEEPALIVE_INTERVAL = 5
+TCP_KEEPALIVE_COUNT = 3
+#: TCP_USER_TIMEOUT in milliseconds: sent data unacknowledged this long drops the
+#: flow (keepalive does not probe while data waits for an ACK; Linux retransmits
+#: for ~15 minutes by default).
+TCP_USER_TIMEOUT = 25_000
+
+log = logging.getLogger("surge.engine")
 
 _DEFAULT: Any = object()
 
 #: Every live connection, read by `surge.stats` (weak: a dropped connection leaves it).
 CONNECTIONS: weakref.WeakSet[PipelinedConnection] = weakref.WeakSet()
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    """How the engine finds a dead path (see the module's theory of operation)."""
+
+    #: Seconds of silence with requests pending before the check starts.
+    interval: float = DEFAULT_LIVENESS_INTERVAL
+    #: Seconds to wait for the in-band ping's reply, then for the side probe's.
+    timeout: float = DEFAULT_LIVENESS_TIMEOUT
+    #: Encodes the protocol's in-band ping into the codec (returns its request id).
+    ping: Callable[[], int] | None = None
+    #: Bytes sent on a new connection to ask the server for any byte back (b"":
+    #: the server speaks first, e.g. Tarantool's greeting); None: no probe.
+    probe: bytes | None = None
+
+    def bound(self) -> float:
+        """The longest a dead path can go unnoticed with requests pending."""
+        return self.interval + 2 * self.timeout
+
+
+def liveness(
+    interval: float | None,
+    timeout: float,
+    ping: Callable[[], int] | None = None,
+    probe: bytes | None = None,
+) -> Liveness | None:
+    """The watchdog settings a driver passes on (None: ``interval`` None turns it off);
+    checks the user's numbers."""
+    if interval is None:
+        return None
+    if not interval > 0 or not timeout > 0:
+        raise ValueError(
+            f"liveness_interval and liveness_timeout must be > 0, not {interval!r}, {timeout!r}"
+        )
+    return Liveness(float(interval), float(timeout), ping, probe)
+
+
+def set_tcp_keepalive(transport: asyncio.BaseTransport) -> None:
+    """Turn on TCP keepalive with `TCP_KEEPALIVE_*` and `TCP_USER_TIMEOUT` (Linux
+    names; where the platform lacks one, it is left at the system's default)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (
+        ("TCP_KEEPIDLE", TCP_KEEPALIVE_IDLE),
+        ("TCP_KEEPINTVL", TCP_KEEPALIVE_INTERVAL),
+        ("TCP_KEEPCNT", TCP_KEEPALIVE_COUNT),
+        ("TCP_USER_TIMEOUT", TCP_USER_TIMEOUT),
+    ):
+        opt = getattr(socket, name, None)
+        if opt is not None:
+            opts.append((socket.IPPROTO_TCP, opt, value))
+    for level, opt, value in opts:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level, opt, value)
 
 
 class Codec(Protocol):
@@ -96,10 +200,12 @@ class Codec(Protocol):
 
 
 class _StreamProtocol(asyncio.Protocol):
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "lost")
 
     def __init__(self, engine: PipelinedConnection) -> None:
         self._engine = engine
+        #: The connection is gone (it may go before `create_connection` returns).
+        self.lost = False
 
     def data_received(self, data: bytes) -> None:
         self._engine._on_data(data)
@@ -108,6 +214,7 @@ class _StreamProtocol(asyncio.Protocol):
         self._engine._on_eof()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
         self._engine._on_lost(self, exc)
 
     def pause_writing(self) -> None:
@@ -138,6 +245,9 @@ class PipelinedConnection:
         max_in_flight_bytes: int = DEFAULT_MAX_IN_FLIGHT_BYTES,
         reconnect: bool = True,
         retry_connect: bool = True,
+        tcp_keepalive: bool = True,
+        liveness: Liveness | None = None,
+        keep_connected: Callable[[], bool] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -148,6 +258,10 @@ class PipelinedConnection:
         self.max_in_flight_bytes = max_in_flight_bytes
         self.reconnect = reconnect
         self.retry_connect = retry_connect
+        self.tcp_keepalive = tcp_keepalive
+        #: The watchdog's settings; None turns it off (see the module docstring).
+        self.liveness = liveness
+        self._keep_connected = keep_connected
         self._on_connect_hook = on_connect
         self._oob = on_out_of_band or (lambda v: None)
         self._make_error = make_error
@@ -165,6 +279,12 @@ class PipelinedConnection:
         self._nbuf = 0
         self._waiters: deque[asyncio.Future] = deque()
         self._connecting: asyncio.Future | None = None
+        # Per-request timeouts: the deadline of each pending request that has one,
+        # and a heap over them for the timer. A finished request leaves the dict at
+        # once; its heap entry is dropped lazily, and the heap is rebuilt whenever
+        # stale entries outnumber live ones, so memory follows the requests in
+        # flight, not the timeout's length.
+        self._deadline_of: dict[int, float] = {}
         self._deadlines: list[tuple[float, int]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -173,11 +293,18 @@ class PipelinedConnection:
         self._draining = False
         self._drain_waiter: asyncio.Future | None = None
         self._busy: Callable[[], bool] | None = None
+        #: Loop time of the last bytes received (the liveness watchdog reads it).
+        self._rx_at = 0.0
+        self._watchdog: asyncio.Task | None = None
+        self._dead: ConnectionDeadError | None = None
+        self._keeper: asyncio.Task | None = None
         #: Counts connections made; a request pinned to one names it (see `request_pinned`).
         self.generation = 0
         #: Counters for benchmarks, tests and `surge.stats`: writes made, requests sent,
         #: connects, request timeouts, error replies, connections lost.
-        self._counts = dict.fromkeys(("writes", "connects", "timeouts", "errors", "lost"), 0)
+        self._counts = dict.fromkeys(
+            ("writes", "connects", "timeouts", "errors", "lost", "dead"), 0
+        )
         # Requests sent, by encoder: a plain dict bump per request; names and the
         # total are worked out only when someone reads `stats` or `ops`.
         self._sent: dict[Callable[..., int], int] = {}
@@ -206,7 +333,8 @@ class PipelinedConnection:
     @property
     def stats(self) -> dict[str, int]:
         """Counters for benchmarks, tests and `surge.stats`: writes made, requests
-        sent, connects, request timeouts, error replies, connections lost."""
+        sent, connects, request timeouts, error replies, connections lost, paths
+        found dead by the liveness check."""
         return {**self._counts, "requests": sum(self._sent.values())}
 
     @property
@@ -350,6 +478,9 @@ class PipelinedConnection:
     async def close(self) -> None:
         """Close the connection; pending requests fail with `ClosedError`."""
         self._closed = True
+        for task in (self._keeper, self._watchdog):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         self._fail_all(ClosedError("connection closed"))
         t = self._transport
         if t is not None:
@@ -449,9 +580,19 @@ class PipelinedConnection:
         t.write(self.codec.take())
         self._tbuf = t.get_write_buffer_size()
         self._counts["writes"] += 1
+        if self._watchdog is None and self.liveness is not None and self._ready:
+            self._start_watchdog()
 
     def _add_deadline(self, at: float, rid: int) -> None:
-        heapq.heappush(self._deadlines, (at, rid))
+        live = self._deadline_of
+        live[rid] = at
+        heap = self._deadlines
+        if len(heap) > 2 * len(live) + 64:
+            # Mostly finished requests: rebuild from the live ones (amortised O(1)).
+            heap = self._deadlines = [(d, r) for r, d in live.items()]
+            heapq.heapify(heap)
+        else:
+            heapq.heappush(heap, (at, rid))
         if self._timer is None or at < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
@@ -464,8 +605,12 @@ class PipelinedConnection:
         assert self._loop is not None
         now = self._loop.time()
         dl = self._deadlines
+        live = self._deadline_of
         while dl and dl[0][0] <= now:
-            _, rid = heapq.heappop(dl)
+            at, rid = heapq.heappop(dl)
+            if live.get(rid) != at:
+                continue  # finished already (or a reused id with a new deadline)
+            del live[rid]
             fut = self._pending.get(rid)
             if fut is not None and not fut.done():
                 # The reply may still come: keep the id so it is recognised and dropped.
@@ -524,20 +669,38 @@ class PipelinedConnection:
         self.codec.reset()
         self._pending.clear()
         self._lost_waiter = loop.create_future()
-        transport, protocol = await loop.create_connection(
-            lambda: _StreamProtocol(self), self.host, self.port
-        )
+        self._dead = None
+
+        def make_protocol() -> _StreamProtocol:
+            # Known before connection_made: a peer that accepts and resets at once
+            # may lose the connection before create_connection returns.
+            p = self._protocol = _StreamProtocol(self)
+            return p
+
+        transport, protocol = await loop.create_connection(make_protocol, self.host, self.port)
+        if protocol.lost or transport.is_closing():
+            transport.abort()
+            raise ConnectionLostError(f"{self.host}:{self.port} closed the connection at once")
+        if self.tcp_keepalive:
+            set_tcp_keepalive(transport)
         self._transport = transport  # type: ignore[assignment]
         self._protocol = protocol
+        self._rx_at = loop.time()
         self._paused = False
         self.generation += 1
         self._counts["connects"] += 1
         if self._on_connect_hook is not None:
             await self._on_connect_hook(self)
-        if self._transport is None:
+        if self._transport is None or self._protocol is not protocol:
             raise ConnectionLostError("connection lost during handshake")
         self._ready = True
         self._wake_waiters()
+        if (
+            self.liveness is not None
+            and self._keep_connected is not None
+            and self._keep_connected()
+        ):
+            self._start_watchdog()
 
     def _drop_transport(self) -> None:
         if self._transport is not None:
@@ -546,6 +709,7 @@ class PipelinedConnection:
         self._ready = False
 
     def _on_data(self, data: bytes) -> None:
+        self._rx_at = self._loop.time()  # type: ignore[union-attr]
         try:
             replies = self.codec.feed(data)
         except Exception as exc:
@@ -573,6 +737,7 @@ class PipelinedConnection:
 
     def _resolve(self, replies: list[tuple[int | None, bool, Any]]) -> None:
         pending = self._pending
+        timed = self._deadline_of
         for rid, ok, value in replies:
             if rid is None:
                 self._oob(value)
@@ -580,6 +745,8 @@ class PipelinedConnection:
             fut = pending.pop(rid, None)
             if fut is None:
                 continue
+            if timed:
+                timed.pop(rid, None)
             if ok:
                 try:  # noqa: SIM105 (suppress() costs an object per reply)
                     fut.set_result(value)
@@ -612,14 +779,29 @@ class PipelinedConnection:
         self._paused = False
         self._tbuf = 0
         self._counts["lost"] += 1
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         msg = f"connection to {self.host}:{self.port} lost"
-        err = ConnectionLostError(f"{msg}: {exc!r}" if exc else msg)
+        err: ConnectionLostError = self._dead or ConnectionLostError(
+            f"{msg}: {exc!r}" if exc else msg
+        )
         self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():
             self._lost_waiter.set_result(None)
         self.check_drained()
         if self._on_lost_hook is not None:
             self._on_lost_hook(err)
+        if (
+            self._ever_connected
+            and self._ready is False
+            and self._connecting is None
+            and self.reconnect
+            and not self._closed
+            and self._keep_connected is not None
+            and self._keep_connected()
+        ):
+            self._keep_up(err)
 
     def _fail_all(self, err: BaseException) -> None:
         pending, self._pending = self._pending, {}
@@ -627,6 +809,7 @@ class PipelinedConnection:
             if not fut.done():
                 fut.set_exception(err)
         self._deadlines.clear()
+        self._deadline_of.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -636,9 +819,114 @@ class PipelinedConnection:
                 w.set_result(None)  # they re-check readiness and reconnect or fail
         self.codec.reset()
 
+    # -- liveness -----------------------------------------------------------------
 
-def _retrieve(task: asyncio.Task) -> None:
-    # A background drain-and-reconnect may fail with nobody waiting; the next
-    # request reconnects (or fails) on its own.
+    def _start_watchdog(self) -> None:
+        assert self._loop is not None
+        task = self._watchdog = self._loop.create_task(self._watch(self.generation))
+        task.add_done_callback(_retrieve)
+
+    def _wanted(self) -> bool:
+        return bool(self._pending) or (self._keep_connected is not None and self._keep_connected())
+
+    async def _watch(self, generation: int) -> None:
+        """Runs while connection `generation` has work outstanding: see Liveness."""
+        live = self.liveness
+        assert live is not None and self._loop is not None
+        loop = self._loop
+        # Silence counts from the last byte received or the last proof of life,
+        # whichever is later (a connection idle for an hour is not "silent" the
+        # moment a request goes out).
+        since = loop.time()
+        try:
+            while (
+                self._transport is not None
+                and self.generation == generation
+                and not self._closed
+                and self._wanted()
+            ):
+                quiet = loop.time() - max(self._rx_at, since)
+                if quiet < live.interval:
+                    await asyncio.sleep(live.interval - quiet)
+                    continue
+                rx = self._rx_at
+                if live.ping is not None and self._transport is not None:
+                    self._submit(live.ping, (), None).add_done_callback(_retrieve)
+                    self._flush()
+                    await asyncio.sleep(live.timeout)
+                    if self._rx_at != rx or self.generation != generation:
+                        continue
+                if live.probe is not None and await self._probe(live.probe, live.timeout):
+                    since = loop.time()  # busy, not dead: another interval of patience
+                    continue
+                if self._rx_at != rx or self.generation != generation:
+                    continue
+                self._declare_dead(loop.time() - max(rx, since))
+                return
+        finally:
+            if self._watchdog is asyncio.current_task():
+                self._watchdog = None
+
+    async def _probe(self, probe: bytes, timeout: float) -> bool:
+        """True if the server answers a new connection with at least one byte."""
+        writer = None
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(self.host, self.port)
+                if probe:
+                    writer.write(probe)
+                return bool(await reader.read(1))
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            if writer is not None:
+                writer.transport.abort()
+
+    def _declare_dead(self, quiet: float) -> None:
+        live = self.liveness
+        assert live is not None
+        self._counts["dead"] += 1
+        self._dead = ConnectionDeadError(
+            f"{self.host}:{self.port} sent nothing for {quiet:.1f} s with requests pending"
+            f" and answered neither a ping nor a probe within {live.timeout} s: the path"
+            f" is dead, the connection was dropped (liveness interval {live.interval} s)"
+        )
+        log.warning("%s", self._dead)
+        self._fail_all(self._dead)
+        if self._transport is not None:
+            self._transport.abort()  # _on_lost follows, with the same error
+
+    def _keep_up(self, err: BaseException) -> None:
+        """Reconnect in the background (a listening connection has no request that
+        would do it), with backoff, until connected, closed or no longer needed."""
+        if self._keeper is not None or self._loop is None or self._loop.is_closed():
+            return
+        log.warning("%s; reconnecting", err)
+        task = self._keeper = self._loop.create_task(self._keep_trying())
+        task.add_done_callback(_retrieve)
+
+    async def _keep_trying(self) -> None:
+        delay = RECONNECT_DELAY_MIN
+        try:
+            while (
+                not self._closed
+                and not self._ready
+                and self._keep_connected is not None
+                and self._keep_connected()
+            ):
+                try:
+                    await self._ensure_ready()
+                except (OSError, ConnectError, ConnectionLostError, TimeoutError):
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RECONNECT_DELAY_MAX)
+                else:
+                    log.info("reconnected to %s:%s", self.host, self.port)
+        finally:
+            self._keeper = None
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    # A background task or a ping may fail with nobody waiting; the next request
+    # reconnects (or fails) on its own.
     if not task.cancelled():
         task.exception()

@@ -34,3 +34,9 @@ class ProtocolError(SurgeConnectionError):
 
 class RequestTimeoutError(SurgeError, TimeoutError):
     """No reply within the request timeout; the connection stays usable."""
+
+
+class ConnectionDeadError(ConnectionLostError):
+    """The liveness check found the path dead: nothing arrived for the liveness
+    interval while requests were pending, and neither an in-band ping nor a probe
+    on a new connection was answered. The connection was dropped."""

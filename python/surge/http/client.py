@@ -41,6 +41,7 @@ import orjson
 
 from surge._core import HTTP_CLIENT_MAX_BODY
 from surge._core import __version__ as _version
+from surge.engine import DEFAULT_LIVENESS_INTERVAL, DEFAULT_LIVENESS_TIMEOUT, liveness
 from surge.errors import (
     ClosedError,
     ConnectError,
@@ -219,7 +220,17 @@ async def _gather(content: AsyncIterable[bytes] | Iterable[bytes]) -> bytes:
 
 
 class Client:
-    """An HTTP/1.1 client with a keep-alive connection pool; use as `async with`."""
+    """An HTTP/1.1 client with a keep-alive connection pool; use as `async with`.
+
+    Even with ``timeout=None``, a connection whose server goes silent while a
+    response is owed is checked after ``liveness_interval`` seconds: the server is
+    asked ``OPTIONS *`` on a new connection, and if that goes unanswered too
+    (within ``liveness_timeout``), the request fails with
+    `surge.errors.ConnectionDeadError` (within 20 s by default). A server that is
+    alive but slow (a long poll) answers the probe and is waited for.
+    ``liveness_interval=None`` turns the check off; TCP keepalive
+    (``tcp_keepalive``) is on by default (see `surge.engine`).
+    """
 
     def __init__(
         self,
@@ -231,7 +242,11 @@ class Client:
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         follow_redirects: bool = False,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
+        liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
+        liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+        tcp_keepalive: bool = True,
     ) -> None:
+        liveness(liveness_interval, liveness_timeout)  # bad values raise here
         self.base_url = base_url.rstrip("/") if base_url else None
         self.timeout = Timeout.of(timeout)
         self.limits = limits or ClientLimits()
@@ -248,6 +263,9 @@ class Client:
                 keepalive_expiry=self.limits.keepalive_expiry,
                 pipeline=depth,
                 max_response_body=self.limits.max_response_body,
+                liveness_interval=liveness_interval,
+                liveness_timeout=liveness_timeout,
+                tcp_keepalive=tcp_keepalive,
             )
         )
         self._closed = False

@@ -24,13 +24,14 @@ active; its slot wakes one waiter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from surge._core import HttpClientCodec, HttpResponse
-from surge.engine import PipelinedConnection
+from surge.engine import PipelinedConnection, liveness
 from surge.errors import ConnectionLostError
 
 from .client_errors import PoolTimeout, ReadTimeout, RemoteProtocolError
@@ -45,6 +46,9 @@ class PoolSettings:
     keepalive_expiry: float
     pipeline: int  # 0: no pipelining; else the most requests in flight per connection
     max_response_body: int
+    liveness_interval: float | None = None
+    liveness_timeout: float = 5.0
+    tcp_keepalive: bool = True
 
 
 class BodyStream:
@@ -130,6 +134,19 @@ class Connection:
             max_in_flight=max(1, s.pipeline),
             reconnect=False,
             retry_connect=False,
+            tcp_keepalive=s.tcp_keepalive,
+            # HTTP has no in-band ping: the probe asks the server itself, on a new
+            # connection, with the server-wide no-op (RFC 9110 9.3.7).
+            liveness=liveness(
+                s.liveness_interval,
+                s.liveness_timeout,
+                probe=b"OPTIONS * HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                % _host_header(pool.host, pool.port).encode("idna"),
+            ),
+            # A streamed body arrives after its request's future resolved: the
+            # liveness check watches the connection while one is open (with
+            # reconnect off, that is all this does).
+            keep_connected=lambda: bool(self.streams),
         )
         #: Requests assigned and not finished (a streamed one until its body ends).
         self.active = 0
@@ -223,18 +240,30 @@ class HostPool:
                 return conn
             waiter = loop.create_future()
             self.waiters.append(waiter)
-            self.pools.waiting.append(self)
+            self.pools.waiting[self] = None
+            woken = False
             try:
                 left = None if deadline is None else max(0.0, deadline - loop.time())
                 async with asyncio.timeout(left):
                     await waiter
+                woken = True
             except TimeoutError:
                 raise PoolTimeout(
                     f"no connection to {self.host}:{self.port} free within {pool_timeout} s"
                 ) from None
             finally:
-                if not waiter.done():
-                    waiter.cancel()
+                if not woken:
+                    # Leaving early (timeout, cancel): take the entry out now, so
+                    # waits leave nothing behind, and pass on a wake-up that came
+                    # too late to be used.
+                    if waiter.done() and not waiter.cancelled():
+                        self._wake()
+                    else:
+                        waiter.cancel()
+                    with contextlib.suppress(ValueError):
+                        self.waiters.remove(waiter)
+                    if not self.waiters:
+                        self.pools.waiting.pop(self, None)
 
     def _take(self, now: float, connect_timeout: float) -> Connection | None:
         s = self.settings
@@ -290,12 +319,15 @@ class HostPool:
         self.pools.release_slot()
         self._wake()
 
-    def _wake(self) -> None:
+    def _wake(self) -> bool:
+        """Wakes the first live waiter; False when there is none."""
         while self.waiters:
             w = self.waiters.popleft()
             if not w.done():
                 w.set_result(None)
-                return
+                return True
+        self.pools.waiting.pop(self, None)
+        return False
 
     def close_idle(self) -> bool:
         """Closes one idle connection; True if there was one."""
@@ -313,8 +345,9 @@ class Pools:
         self.settings = settings
         self.hosts: dict[tuple[str, str, int], HostPool] = {}
         self.total = 0
-        #: Hosts with waiters, to wake when a client-wide slot frees.
-        self.waiting: deque[HostPool] = deque()
+        #: Hosts with waiters, oldest first, to wake when a client-wide slot frees
+        #: (a dict as an ordered set: a host is in it once, however many wait).
+        self.waiting: dict[HostPool, None] = {}
         self._closing: set[asyncio.Task] = set()
 
     def get(self, key: tuple[str, str, int]) -> HostPool:
@@ -336,10 +369,8 @@ class Pools:
 
     def release_slot(self) -> None:
         self.total -= 1
-        while self.waiting:
-            pool = self.waiting.popleft()
-            if pool.waiters:
-                pool._wake()
+        for pool in list(self.waiting):
+            if pool._wake():
                 return
 
     def closing(self, engine: PipelinedConnection) -> None:
@@ -355,6 +386,11 @@ class Pools:
                 pool.remove(conn)
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+def _host_header(host: str, port: int) -> str:
+    h = f"[{host}]" if ":" in host else host
+    return h if port == 80 else f"{h}:{port}"
 
 
 Release = Callable[[bool], None]

@@ -36,7 +36,12 @@ from __future__ import annotations
 from typing import Any
 
 from surge._core import Record
-from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT
+from surge.engine import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LIVENESS_INTERVAL,
+    DEFAULT_LIVENESS_TIMEOUT,
+    DEFAULT_MAX_IN_FLIGHT,
+)
 from surge.postgres import dsn as _dsn
 from surge.postgres._sqlstate import *  # noqa: F403
 from surge.postgres._sqlstate import __all__ as _sqlstate_names
@@ -58,6 +63,9 @@ def _options(
     command_timeout: float | None,
     max_in_flight: int,
     retry_connect: bool,
+    liveness_interval: float | None,
+    liveness_timeout: float,
+    tcp_keepalive: bool,
 ) -> dict[str, Any]:
     return {
         "statement_cache_size": statement_cache_size,
@@ -65,6 +73,9 @@ def _options(
         "command_timeout": command_timeout,
         "max_in_flight": max_in_flight,
         "retry_connect": retry_connect,
+        "liveness_interval": liveness_interval,
+        "liveness_timeout": liveness_timeout,
+        "tcp_keepalive": tcp_keepalive,
     }
 
 
@@ -83,6 +94,9 @@ async def connect(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     retry_connect: bool = False,
     timeout: float | None = None,
+    liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
+    liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+    tcp_keepalive: bool = True,
 ) -> Connection:
     """Connect and authenticate; keyword arguments win over the DSN (``timeout`` is
     asyncpg's name for ``connect_timeout``)."""
@@ -98,7 +112,14 @@ async def connect(
         server_settings=server_settings,
     )
     opts = _options(
-        statement_cache_size, connect_timeout, command_timeout, max_in_flight, retry_connect
+        statement_cache_size,
+        connect_timeout,
+        command_timeout,
+        max_in_flight,
+        retry_connect,
+        liveness_interval,
+        liveness_timeout,
+        tcp_keepalive,
     )
     return await Connection(params, **opts).connect()
 
@@ -119,6 +140,9 @@ def create_pool(
     command_timeout: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     retry_connect: bool = False,
+    liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
+    liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+    tcp_keepalive: bool = True,
 ) -> Pool:
     """A pool: ``pool = await create_pool(dsn)`` or ``async with create_pool(dsn) as pool``."""
     params = _dsn.parse(
@@ -131,7 +155,14 @@ def create_pool(
         server_settings=server_settings,
     )
     opts = _options(
-        statement_cache_size, connect_timeout, command_timeout, max_in_flight, retry_connect
+        statement_cache_size,
+        connect_timeout,
+        command_timeout,
+        max_in_flight,
+        retry_connect,
+        liveness_interval,
+        liveness_timeout,
+        tcp_keepalive,
     )
     return Pool(params, min_size, max_size, opts)
 

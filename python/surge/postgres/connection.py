@@ -15,6 +15,8 @@ them (in Rust). Transactions pin the connection: see `transaction.py`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import inspect
 import itertools
 from collections import deque
@@ -23,7 +25,14 @@ from typing import Any
 
 from surge._core import PgCodec, Record, Statement, StatementGone
 from surge.engine import _DEFAULT as _ENGINE_DEFAULT
-from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
+from surge.engine import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LIVENESS_INTERVAL,
+    DEFAULT_LIVENESS_TIMEOUT,
+    DEFAULT_MAX_IN_FLIGHT,
+    PipelinedConnection,
+    liveness,
+)
 from surge.errors import InterfaceError, ProtocolError, RequestTimeoutError
 from surge.postgres import copy as _copy
 from surge.postgres._sqlstate import FeatureNotSupportedError, InvalidSqlStatementNameError
@@ -42,8 +51,16 @@ ALL, FIRST, VALUE, STATUS = 0, 1, 2, 3
 CANCEL_TIMEOUT = 2.0
 #: How often the cancel waits check that the cancelled query has answered.
 CANCEL_POLL = 0.005
+#: The liveness probe: an SSLRequest, which a live server answers with one byte
+#: ('S' or 'N') before any authentication.
+PROBE = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
 #: Prefix of the statements this driver prepares (asyncpg uses __asyncpg_stmt_).
 STATEMENT_PREFIX = "__surge_"
+
+
+class _NotSentTimeout(RequestTimeoutError):
+    """A timeout before the request was sent (it waited for a cancel or another's
+    transaction): nothing runs on the server, so nothing is to be cancelled."""
 
 
 def quote_ident(name: str) -> str:
@@ -87,6 +104,9 @@ class Connection:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         reconnect: bool = True,
         retry_connect: bool = False,
+        liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
+        liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+        tcp_keepalive: bool = True,
     ) -> None:
         self._params = params
         self._codec = codec = PgCodec(InvalidArgumentError, ProtocolError)
@@ -104,6 +124,11 @@ class Connection:
             max_in_flight=max_in_flight,
             reconnect=reconnect,
             retry_connect=retry_connect,
+            tcp_keepalive=tcp_keepalive,
+            liveness=liveness(liveness_interval, liveness_timeout, codec.sync, PROBE),
+            # A LISTENing connection has nothing pending: the engine keeps it
+            # connected (and `_on_connect` LISTENs again) without waiting for a query.
+            keep_connected=lambda: bool(self._listeners) and not self._closed,
         )
         self._cache = StatementCache(statement_cache_size, self._close_statement)
         self._preparing: dict[str, asyncio.Future[Statement]] = {}
@@ -178,20 +203,40 @@ class Connection:
         if timeout is None:
             timeout = _ENGINE_DEFAULT
         if self._cancel_gate is not None:
-            return self._send_after_cancel(encode, args, timeout)
+            return self._send_later(encode, args, timeout)
         tx = self._tx
         if tx is None:
             return self._req(encode, *args, timeout=timeout)
         if tx in CURRENT.get():
             return self._engine.request_pinned(tx.generation, encode, *args, timeout=timeout)
-        return self._send_after_tx(encode, args, timeout)
+        return self._send_later(encode, args, timeout)
 
-    async def _send_after_cancel(
-        self, encode: Callable[..., int], args: tuple, timeout: Any
-    ) -> Any:
-        while self._cancel_gate is not None:
-            await asyncio.shield(self._cancel_gate)
-        return await self._send(encode, *args, timeout=timeout)
+    async def _send_later(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
+        """`_send` once no cancel is in progress and no other coroutine's transaction
+        holds the connection; the caller's timeout covers that wait too."""
+        t = self._engine.request_timeout if timeout is _ENGINE_DEFAULT else timeout
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            async with asyncio.timeout(t):
+                while True:
+                    if self._cancel_gate is not None:
+                        await asyncio.shield(self._cancel_gate)
+                    elif self._tx is not None and self._tx not in CURRENT.get():
+                        await self._wait_tx()
+                    else:
+                        break
+        except TimeoutError:
+            what = "a cancel" if self._cancel_gate is not None else "another transaction"
+            raise _NotSentTimeout(
+                f"not sent within the timeout ({t} s): the connection was held by {what}"
+            ) from None
+        if t is None:
+            return await self._send(encode, *args, timeout=timeout)
+        left = t - (loop.time() - start)
+        if left <= 0:
+            raise _NotSentTimeout(f"not sent within the timeout ({t} s)")
+        return await self._send(encode, *args, timeout=left)
 
     def _cancel_if_alone(self) -> None:
         """After a timeout: when the timed-out query is the only one in flight, ask
@@ -248,15 +293,17 @@ class Connection:
             if gate is not None and not gate.done():
                 gate.set_result(None)
 
-    async def _send_after_tx(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
-        while self._tx is not None and self._tx not in CURRENT.get():
-            await self._wait_tx()
-        return await self._send(encode, *args, timeout=timeout)
-
     async def _wait_tx(self) -> None:
         fut = asyncio.get_running_loop().create_future()
         self._tx_waiters.append(fut)
-        await fut
+        try:
+            await fut
+        finally:
+            if not fut.done() or fut.cancelled():
+                # Left early (timeout, cancel): drop the entry now, not when the
+                # transaction ends, so a long transaction keeps nothing per caller.
+                with contextlib.suppress(ValueError):
+                    self._tx_waiters.remove(fut)
 
     async def _claim(self, tx: Transaction) -> None:
         """Make ``tx`` the connection's transaction, once no other is open."""
@@ -284,52 +331,70 @@ class Connection:
             asyncio.ensure_future(fut).add_done_callback(_retrieve)
 
     async def _prepare(self, query: str, timeout: float | None = None) -> Statement:
-        """The statement for ``query``: cached, being prepared (shared), or new."""
-        while True:
-            stmt = self._cache.get(query)
-            if stmt is not None:
-                return stmt
-            pending = self._preparing.get(query)
-            if pending is None:
-                break
-            try:
-                return await asyncio.shield(pending)
-            except asyncio.CancelledError:
-                if pending.cancelled():
-                    continue  # its preparer was cancelled: prepare it here
-                raise
-        if self._tx is not None and self._tx not in CURRENT.get():
-            # Wait out another's transaction before becoming the shared preparer:
-            # a preparer held at the gate would block the transaction's own uses.
-            while self._tx is not None and self._tx not in CURRENT.get():
-                await self._wait_tx()
-            return await self._prepare(query, timeout)
-        fut: asyncio.Future[Statement] = asyncio.get_running_loop().create_future()
-        self._preparing[query] = fut
+        """The statement for ``query``: cached, being prepared, or new.
+
+        A preparation is shared by every caller that needs the statement at once
+        and belongs to none of them: a caller that is cancelled or times out stops
+        waiting for it, and the others (and the cache) still get it, as its reply
+        is on its way anyway. ``timeout`` (None: ``command_timeout``) bounds this
+        caller's wait, including for another coroutine's transaction to end.
+        """
+        t = self._engine.request_timeout if timeout is None else timeout
         try:
-            name = f"{STATEMENT_PREFIX}{next(self._names)}"
-            stmt = await self._send(self._codec.prepare, name, query, timeout=timeout)
-        except asyncio.CancelledError:
-            fut.cancel()
-            raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # retrieved: waiters may be none
-            raise
-        finally:
+            async with asyncio.timeout(t):
+                while True:
+                    stmt = self._cache.get(query)
+                    if stmt is not None:
+                        return stmt
+                    shared = self._preparing.get(query)
+                    if shared is None:
+                        if self._tx is not None and self._tx not in CURRENT.get():
+                            # Wait out another's transaction before preparing: sent
+                            # now, the Parse would queue behind it anyway, and a
+                            # preparation held at the gate would block the
+                            # transaction's own uses of the statement.
+                            await self._wait_tx()
+                            continue
+                        shared = self._start_prepare(query)
+                    return await asyncio.shield(shared)
+        except TimeoutError as e:
+            if isinstance(e, RequestTimeoutError):
+                raise  # the preparation's own (command_timeout)
+            raise _NotSentTimeout(f"statement not prepared within the timeout ({t} s)") from None
+
+    def _start_prepare(self, query: str) -> asyncio.Future[Statement]:
+        name = f"{STATEMENT_PREFIX}{next(self._names)}"
+        # The task copies this context: inside a transaction it goes pinned to it.
+        task = asyncio.ensure_future(self._send(self._codec.prepare, name, query))
+        self._preparing[query] = task
+        task.add_done_callback(functools.partial(self._prepared, query))
+        return task
+
+    def _prepared(self, query: str, task: asyncio.Future[Statement]) -> None:
+        if self._preparing.get(query) is task:
             del self._preparing[query]
-        fut.set_result(stmt)
+        if task.cancelled() or task.exception() is not None:
+            return
+        stmt = task.result()
         if stmt.session == self._codec.session:
             self._cache.put(query, stmt)
-        return stmt
 
     async def _run(
         self, query: str, args: Sequence[Any], mode: int, column: int, timeout: float | None
     ) -> Any:
         stmt = self._cache.get(query)
+        deadline = None
         if stmt is None:
+            # The caller's timeout covers preparing and running together.
+            t = self._engine.request_timeout if timeout is None else timeout
+            if t is not None:
+                deadline = asyncio.get_running_loop().time() + t
             stmt = await self._prepare(query, timeout)
         for attempt in range(2):
+            if deadline is not None:
+                timeout = deadline - asyncio.get_running_loop().time()
+                if timeout <= 0:
+                    raise _NotSentTimeout("statement prepared but not run within the timeout")
             try:
                 result = await self._send(
                     self._bind_execute, stmt, args, mode, column, timeout=timeout
@@ -337,6 +402,8 @@ class Connection:
             except StatementGone:
                 if attempt:
                     raise
+            except _NotSentTimeout:
+                raise
             except RequestTimeoutError:
                 self._cancel_if_alone()
                 raise
@@ -348,6 +415,10 @@ class Connection:
                 if self._cache.max_size <= 0:
                     self._close_statement(stmt)
                 return result
+            if deadline is None:
+                t = self._engine.request_timeout if timeout is None else timeout
+                if t is not None:
+                    deadline = asyncio.get_running_loop().time() + t
             stmt = await self._prepare(query, timeout)
         raise AssertionError("unreachable")
 
@@ -375,6 +446,8 @@ class Connection:
             return await self._run(query, args, STATUS, 0, timeout)  # type: ignore[no-any-return]
         try:
             status = await self._send(self._codec.simple_query, query, timeout=timeout)
+        except _NotSentTimeout:
+            raise
         except RequestTimeoutError:
             self._cancel_if_alone()
             raise

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from surge._core import RespCodec
-from surge.engine import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, PipelinedConnection
+from surge.engine import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LIVENESS_INTERVAL,
+    DEFAULT_LIVENESS_TIMEOUT,
+    DEFAULT_MAX_IN_FLIGHT,
+    PipelinedConnection,
+    liveness,
+)
 from surge.errors import ProtocolError
 from surge.redis import replies
 from surge.redis.commands import Commands, Reply
@@ -19,6 +27,8 @@ if TYPE_CHECKING:
     from surge.redis.pubsub import PubSub
 
 DEFAULT_PORT = 6379
+#: The liveness probe: any reply (+PONG, or -NOAUTH before AUTH) proves the server alive.
+PROBE = b"PING\r\n"
 
 
 def _same(e: Any) -> Any:
@@ -53,7 +63,10 @@ class Redis(Commands):
     Where it differs from redis-py: status replies (``+OK``, TYPE's ``+string``)
     are always ``str`` (they are ASCII words, not data); connection errors are
     surge's (`surge.errors.ConnectionLostError`, ...), not `RedisError`s; a pipeline
-    that WATCHes opens a connection of its own for that transaction.
+    that WATCHes opens a connection of its own for that transaction; a path that
+    goes silent with commands pending is found dead within ``liveness_interval +
+    2 * liveness_timeout`` seconds (20 s by default, see `surge.engine`) even with
+    no timeout set, where redis-py relies on its 5 s socket timeout.
     """
 
     def __init__(
@@ -71,6 +84,9 @@ class Redis(Commands):
         request_timeout: float | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         reconnect: bool = True,
+        liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
+        liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+        tcp_keepalive: bool = True,
     ) -> None:
         if protocol not in (2, 3):
             raise DataError(f"protocol must be 2 or 3, not {protocol!r}")
@@ -83,7 +99,12 @@ class Redis(Commands):
             "connect_timeout": connect_timeout,
             "request_timeout": request_timeout,
             "reconnect": reconnect,
+            "tcp_keepalive": tcp_keepalive,
         }
+        # Checked here, so a bad value raises at the call; each engine gets its own
+        # ping, bound to its codec.
+        liveness(liveness_interval, liveness_timeout)
+        self._liveness = (liveness_interval, liveness_timeout)
         self._codec = RespCodec(decode_responses, False, make_error, DataError, ProtocolError)
         self._engine = self.new_engine(self._codec, max_in_flight=max_in_flight)
         self._req = self._engine.request
@@ -93,10 +114,12 @@ class Redis(Commands):
     def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
         """A connection to the same server with the same handshake (pub/sub uses one)."""
         guard = _StreamGuard(codec)
+        ping = functools.partial(codec.command, "PING")
         guard.engine = PipelinedConnection(
             self.host,
             self.port,
             codec,
+            liveness=liveness(*self._liveness, ping=ping, probe=PROBE),
             on_connect=kwargs.pop("on_connect", self._handshake),
             on_batch=guard,
             make_error=_same,

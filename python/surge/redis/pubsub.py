@@ -47,6 +47,9 @@ class PubSub:
             on_connect=self._handshake,
             on_lost=self._on_lost,
             on_out_of_band=self._on_push,
+            # Subscribed, it has nothing pending: the engine keeps it connected
+            # (and its handshake subscribes again) without waiting for a read.
+            keep_connected=lambda: self.subscribed,
         )
         self.channels: dict[Any, Handler] = {}
         self.patterns: dict[Any, Handler] = {}

@@ -524,6 +524,13 @@ impl PgCodec {
         Ok(self.push(Kind::Close))
     }
 
+    /// A lone Sync (the liveness ping): the server answers ReadyForQuery once
+    /// everything before it is done; answers None.
+    fn sync(&mut self) -> u64 {
+        fe::sync(&mut self.wbuf);
+        self.push(Kind::Close)
+    }
+
     /// Close + Sync of statement `name`; answers None.
     fn close_statement(&mut self, py: Python<'_>, name: &str) -> PyResult<u64> {
         fe::close(&mut self.wbuf, b'S', name).map_err(|e| self.wire_err(py, e))?;

@@ -540,11 +540,27 @@ class PipelinedConnection:
         if timeout is _DEFAULT:
             timeout = self.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        await self._ensure_ready()
-        while self._must_wait():
-            await self._wait_capacity(deadline)
+        # Connecting has its own bound: a peer that accepts and then drops every
+        # connection before the request can go out must not keep it forever.
+        give_up = time.monotonic() + self.connect_timeout
+        delay = RECONNECT_DELAY_MIN
+        while True:
             if not self._ready:
+                if self._ever_connected and self._transport is None and time.monotonic() >= give_up:
+                    raise ConnectError(
+                        f"cannot connect to {self.host}:{self.port}: the connection"
+                        " was lost each time right after it opened"
+                    )
                 await self._ensure_ready()
+                # The connection may be gone again by the time this runs: the
+                # loop looks once more before anything is encoded.
+                if not self._ready:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RECONNECT_DELAY_MAX)
+            elif self._must_wait():
+                await self._wait_capacity(deadline)
+            else:
+                break
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         return await self._submit(encode, args, left)
 

@@ -103,3 +103,41 @@ def test_subscriber_resubscribes_after_losing_its_connection(url, arun):
         await r.close()
 
     arun(main())
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_subscriber_reconnects_by_itself_and_pings_while_idle(url, arun, protocol):
+    """A dropped subscriber's connection comes back and subscribes again with no
+    call from the user; while it only listens, the liveness ping (PING in
+    subscribed mode) is answered and never taken for a message."""
+    r = surge.redis.connect(url, protocol=protocol, liveness_interval=0.2, liveness_timeout=0.5)
+
+    async def main():
+        ps = r.pubsub(ignore_subscribe_messages=True)
+        await ps.subscribe("surge-resub")
+        await asyncio.sleep(0.7)  # idle: pinged a few times
+        assert ps._engine.stats["dead"] == 0
+        assert await ps.get_message(timeout=0.05) is None  # no PONG taken for a message
+        await r.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        for _ in range(200):
+            if ps._engine.stats["connects"] == 2 and ps._engine.is_connected:
+                break
+            await asyncio.sleep(0.02)
+        assert ps._engine.stats["connects"] == 2  # back without any call on ps
+        for _ in range(100):
+            if await r.publish("surge-resub", "again") == 1:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("not subscribed again")
+        msgs = []
+        with pytest.raises(ConnectionLostError):  # told once that it was dropped
+            while True:
+                msgs.append(await ps.get_message(timeout=1))
+        msg = await ps.get_message(timeout=1)
+        got = [m for m in [*msgs, msg] if m]
+        assert got and got[-1]["data"] == b"again"
+        await ps.close()
+        await r.close()
+
+    arun(main())

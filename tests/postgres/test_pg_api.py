@@ -122,7 +122,7 @@ def test_statement_cache_evicts_and_reprepares(arun, dsn):
         try:
             for i in range(6):
                 assert await conn.fetchval(f"SELECT {i}") == i
-            assert len(conn._cache) == 2
+            assert len(conn._session.cache) == 2
             # Evicted statements were closed on the server.
             n = await conn.fetchval("SELECT count(*) FROM pg_prepared_statements")
             assert n <= 3

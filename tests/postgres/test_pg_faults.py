@@ -71,7 +71,7 @@ def test_unreachable_cancel_holds_nobody_past_their_timeout(arun, pg_svc):
             # The CancelRequest is now stuck in the blackhole for up to 2 s: others
             # must still be released on their own timeouts.
             await asyncio.sleep(0.05)
-            assert conn._cancel_gate is not None
+            assert conn._session._cancel_gate is not None
             starts = time.monotonic()
 
             async def one() -> float:
@@ -120,7 +120,7 @@ def test_wait_for_keeps_its_cancel_on_a_shared_first_prepare(arun, dsn):
             # the cache, and the statement works.
             assert await conn.fetchval(query, timeout=5) == 7
             assert await conn.fetchval(query, timeout=5) == 7
-            assert len(conn._preparing) == 0
+            assert len(conn._session._preparing) == 0
         finally:
             with contextlib.suppress(Exception):
                 await locker.execute("ROLLBACK")
@@ -145,7 +145,7 @@ def test_caller_timeout_covers_waiting_for_another_transaction(arun, dsn):
                         conn.fetchval("SELECT 1", timeout=0.3), context=contextvars.Context()
                     )
                 assert time.monotonic() - t0 < 1.0
-                assert len(conn._tx_waiters) == 0  # the waiter left with its caller
+                assert len(conn._session._tx_waiters) == 0  # the waiter left with its caller
             assert await conn.fetchval("SELECT 1") == 1
         finally:
             await conn.close()

@@ -9,22 +9,18 @@ one write, and the server answers them in order, each ending at its
 ReadyForQuery. Because every request has its own Sync, an error in one (a
 unique violation, a syntax error) fails that one only. Rows arrive in the
 binary format and are decoded to Python objects in the one pass that parses
-them (in Rust). Transactions pin the connection: see `transaction.py`.
+them (in Rust). Sending, the transaction and cancel gates and the statement
+cache live in `session.py`; transactions pin the connection (`transaction.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import inspect
-import itertools
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from surge._core import PgCodec, Record, Statement, StatementGone
-from surge.engine import _DEFAULT as _ENGINE_DEFAULT
+from surge._core import PgCodec, Record
 from surge.engine import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LIVENESS_INTERVAL,
@@ -33,47 +29,25 @@ from surge.engine import (
     PipelinedConnection,
     liveness,
 )
-from surge.errors import InterfaceError, ProtocolError, RequestTimeoutError
+from surge.errors import InterfaceError, ProtocolError
 from surge.postgres import copy as _copy
-from surge.postgres._sqlstate import FeatureNotSupportedError, InvalidSqlStatementNameError
 from surge.postgres.cursor import CursorFactory
 from surge.postgres.dsn import ConnectParams
-from surge.postgres.errors import InvalidArgumentError, PostgresError, make_error
+from surge.postgres.errors import InvalidArgumentError, make_error
 from surge.postgres.handshake import handshake
 from surge.postgres.prepared import PreparedStatement
-from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE, StatementCache
-from surge.postgres.transaction import CURRENT, Transaction
+from surge.postgres.session import RowMode, Session
+from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
+from surge.postgres.transaction import Transaction
 
-#: Row modes of `PgCodec.bind_execute`.
-ALL, FIRST, VALUE, STATUS = 0, 1, 2, 3
-#: Longest wait for a CancelRequest to be delivered and the cancelled query to
-#: answer; new queries on the connection wait at most this long meanwhile.
-CANCEL_TIMEOUT = 2.0
-#: How often the cancel waits check that the cancelled query has answered.
-CANCEL_POLL = 0.005
 #: The liveness probe: an SSLRequest, which a live server answers with one byte
 #: ('S' or 'N') before any authentication.
 PROBE = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
-#: Prefix of the statements this driver prepares (asyncpg uses __asyncpg_stmt_).
-STATEMENT_PREFIX = "__surge_"
-
-
-class _NotSentTimeout(RequestTimeoutError):
-    """A timeout before the request was sent (it waited for a cancel or another's
-    transaction): nothing runs on the server, so nothing is to be cancelled."""
 
 
 def quote_ident(name: str) -> str:
     """An SQL identifier, double-quoted."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def _is_stale_plan(e: PostgresError) -> bool:
-    # After ALTER TABLE the server refuses a cached plan whose result type
-    # changed; asyncpg re-prepares in that case too (outside transactions).
-    return isinstance(e, InvalidSqlStatementNameError) or (
-        isinstance(e, FeatureNotSupportedError) and "cached plan" in e.message
-    )
 
 
 class _StreamGuard:
@@ -130,25 +104,23 @@ class Connection:
             # connected (and `_on_connect` LISTENs again) without waiting for a query.
             keep_connected=lambda: bool(self._listeners) and not self._closed,
         )
-        self._cache = StatementCache(statement_cache_size, self._close_statement)
-        self._preparing: dict[str, asyncio.Future[Statement]] = {}
-        self._names = itertools.count(1)
-        self._tx: Transaction | None = None
-        self._tx_waiters: deque[asyncio.Future[None]] = deque()
+        #: Sending, gates and statements: what transactions, cursors, COPY and
+        #: prepared statements use (see `session.py`).
+        self._session = Session(
+            self._engine, codec, (params.host, params.port), statement_cache_size
+        )
         self._listeners: dict[str, list[Callable[..., Any]]] = {}
         self._log_listeners: list[Callable[..., Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
-        self._cancel_gate: asyncio.Future[None] | None = None
-        self._req = self._engine.request
-        self._bind_execute = codec.bind_execute
+        self._run = self._session.run
 
     # -- lifecycle ----------------------------------------------------------------
 
     async def _on_connect(self, engine: PipelinedConnection) -> None:
         await handshake(engine, self._params)
         # Statements died with the previous session; LISTENs must be said again.
-        self._cache.clear()
+        self._session.cache.clear()
         if self._listeners:
             sql = "; ".join(f"LISTEN {quote_ident(c)}" for c in self._listeners)
             await engine.submit_raw(self._codec.simple_query, sql)
@@ -194,264 +166,29 @@ class Connection:
         self._closed = True
         self._engine.abort()
 
-    # -- sending ------------------------------------------------------------------
-
-    def _send(self, encode: Callable[..., int], *args: Any, timeout: float | None = None) -> Any:
-        """Send a request, minding an open transaction (see `transaction.py`) and a
-        cancel in progress (see `_cancel_if_alone`); ``timeout`` None is the
-        connection's ``command_timeout`` (asyncpg's rule)."""
-        if timeout is None:
-            timeout = _ENGINE_DEFAULT
-        if self._cancel_gate is not None:
-            return self._send_later(encode, args, timeout)
-        tx = self._tx
-        if tx is None:
-            return self._req(encode, *args, timeout=timeout)
-        if tx in CURRENT.get():
-            return self._engine.request_pinned(tx.generation, encode, *args, timeout=timeout)
-        return self._send_later(encode, args, timeout)
-
-    async def _send_later(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
-        """`_send` once no cancel is in progress and no other coroutine's transaction
-        holds the connection; the caller's timeout covers that wait too."""
-        t = self._engine.request_timeout if timeout is _ENGINE_DEFAULT else timeout
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        try:
-            async with asyncio.timeout(t):
-                while True:
-                    if self._cancel_gate is not None:
-                        await asyncio.shield(self._cancel_gate)
-                    elif self._tx is not None and self._tx not in CURRENT.get():
-                        await self._wait_tx()
-                    else:
-                        break
-        except TimeoutError:
-            what = "a cancel" if self._cancel_gate is not None else "another transaction"
-            raise _NotSentTimeout(
-                f"not sent within the timeout ({t} s): the connection was held by {what}"
-            ) from None
-        if t is None:
-            return await self._send(encode, *args, timeout=timeout)
-        left = t - (loop.time() - start)
-        if left <= 0:
-            raise _NotSentTimeout(f"not sent within the timeout ({t} s)")
-        return await self._send(encode, *args, timeout=left)
-
-    def _cancel_if_alone(self) -> None:
-        """After a timeout: when the timed-out query is the only one in flight, ask
-        the server to cancel it (a CancelRequest on a connection of its own).
-
-        Why only then: a cancel interrupts whatever the backend runs when the
-        signal lands, and with pipelining that could be a neighbour's query. Alone,
-        it is this one or nothing (a cancel that finds the backend idle is
-        ignored); new queries wait until the signal is delivered and the reply is
-        in, so none can be the one hit. With others in flight the query is left to
-        finish, and later queries queue behind it.
-        """
-        if (
-            self._cancel_gate is not None
-            or self._codec.waiting() != 1
-            or not self._engine.is_connected
-        ):
-            return
-        loop = asyncio.get_running_loop()
-        self._cancel_gate = loop.create_future()
-        task = loop.create_task(self._cancel())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _cancel(self) -> None:
-        gen = self._engine.generation
-        request = self._codec.cancel_request()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CANCEL_TIMEOUT
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self._params.host, self._params.port), CANCEL_TIMEOUT
-            )
-            try:
-                writer.write(request)
-                await writer.drain()
-                # The server closes it once the backend is signalled.
-                await asyncio.wait_for(reader.read(), max(0.0, deadline - loop.time()))
-            finally:
-                writer.close()
-            # Hold new queries until the cancelled one has answered (or the
-            # connection is gone): only then can the signal hit nothing else.
-            while (
-                self._codec.waiting()
-                and self._engine.generation == gen
-                and self._engine.is_connected
-                and loop.time() < deadline
-            ):
-                await asyncio.sleep(CANCEL_POLL)
-        except (OSError, TimeoutError):
-            pass  # the query is left to finish; later ones queue behind it
-        finally:
-            gate, self._cancel_gate = self._cancel_gate, None
-            if gate is not None and not gate.done():
-                gate.set_result(None)
-
-    async def _wait_tx(self) -> None:
-        fut = asyncio.get_running_loop().create_future()
-        self._tx_waiters.append(fut)
-        try:
-            await fut
-        finally:
-            if not fut.done() or fut.cancelled():
-                # Left early (timeout, cancel): drop the entry now, not when the
-                # transaction ends, so a long transaction keeps nothing per caller.
-                with contextlib.suppress(ValueError):
-                    self._tx_waiters.remove(fut)
-
-    async def _claim(self, tx: Transaction) -> None:
-        """Make ``tx`` the connection's transaction, once no other is open."""
-        while self._tx is not None:
-            await self._wait_tx()
-        await self._engine.connect()
-        self._tx = tx
-        tx.generation = self._engine.generation
-
-    def _unclaim(self, tx: Transaction) -> None:
-        if self._tx is tx:
-            self._tx = None
-        waiters, self._tx_waiters = self._tx_waiters, deque()
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
-
-    def _close_statement(self, stmt: Statement) -> None:
-        if not self._engine.is_connected:
-            return  # nothing to close: the session is gone or not there yet
-        fut = self._req(self._codec.close_statement, stmt.name)
-        if isinstance(fut, asyncio.Future):
-            fut.add_done_callback(_retrieve)
-        else:
-            asyncio.ensure_future(fut).add_done_callback(_retrieve)
-
-    async def _prepare(self, query: str, timeout: float | None = None) -> Statement:
-        """The statement for ``query``: cached, being prepared, or new.
-
-        A preparation is shared by every caller that needs the statement at once
-        and belongs to none of them: a caller that is cancelled or times out stops
-        waiting for it, and the others (and the cache) still get it, as its reply
-        is on its way anyway. ``timeout`` (None: ``command_timeout``) bounds this
-        caller's wait, including for another coroutine's transaction to end.
-        """
-        t = self._engine.request_timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(t):
-                while True:
-                    stmt = self._cache.get(query)
-                    if stmt is not None:
-                        return stmt
-                    shared = self._preparing.get(query)
-                    if shared is None:
-                        if self._tx is not None and self._tx not in CURRENT.get():
-                            # Wait out another's transaction before preparing: sent
-                            # now, the Parse would queue behind it anyway, and a
-                            # preparation held at the gate would block the
-                            # transaction's own uses of the statement.
-                            await self._wait_tx()
-                            continue
-                        shared = self._start_prepare(query)
-                    return await asyncio.shield(shared)
-        except TimeoutError as e:
-            if isinstance(e, RequestTimeoutError):
-                raise  # the preparation's own (command_timeout)
-            raise _NotSentTimeout(f"statement not prepared within the timeout ({t} s)") from None
-
-    def _start_prepare(self, query: str) -> asyncio.Future[Statement]:
-        name = f"{STATEMENT_PREFIX}{next(self._names)}"
-        # The task copies this context: inside a transaction it goes pinned to it.
-        task = asyncio.ensure_future(self._send(self._codec.prepare, name, query))
-        self._preparing[query] = task
-        task.add_done_callback(functools.partial(self._prepared, query))
-        return task
-
-    def _prepared(self, query: str, task: asyncio.Future[Statement]) -> None:
-        if self._preparing.get(query) is task:
-            del self._preparing[query]
-        if task.cancelled() or task.exception() is not None:
-            return
-        stmt = task.result()
-        if stmt.session == self._codec.session:
-            self._cache.put(query, stmt)
-
-    async def _run(
-        self, query: str, args: Sequence[Any], mode: int, column: int, timeout: float | None
-    ) -> Any:
-        stmt = self._cache.get(query)
-        deadline = None
-        if stmt is None:
-            # The caller's timeout covers preparing and running together.
-            t = self._engine.request_timeout if timeout is None else timeout
-            if t is not None:
-                deadline = asyncio.get_running_loop().time() + t
-            stmt = await self._prepare(query, timeout)
-        for attempt in range(2):
-            if deadline is not None:
-                timeout = deadline - asyncio.get_running_loop().time()
-                if timeout <= 0:
-                    raise _NotSentTimeout("statement prepared but not run within the timeout")
-            try:
-                result = await self._send(
-                    self._bind_execute, stmt, args, mode, column, timeout=timeout
-                )
-            except StatementGone:
-                if attempt:
-                    raise
-            except _NotSentTimeout:
-                raise
-            except RequestTimeoutError:
-                self._cancel_if_alone()
-                raise
-            except PostgresError as e:
-                if attempt or self._tx is not None or not _is_stale_plan(e):
-                    raise
-                self._cache.discard(query)
-            else:
-                if self._cache.max_size <= 0:
-                    self._close_statement(stmt)
-                return result
-            if deadline is None:
-                t = self._engine.request_timeout if timeout is None else timeout
-                if t is not None:
-                    deadline = asyncio.get_running_loop().time() + t
-            stmt = await self._prepare(query, timeout)
-        raise AssertionError("unreachable")
-
     # -- queries (asyncpg's names) --------------------------------------------------
 
     async def fetch(self, query: str, *args: Any, timeout: float | None = None) -> list[Record]:
         """All rows of ``query`` as Records."""
-        return await self._run(query, args, ALL, 0, timeout)  # type: ignore[no-any-return]
+        return await self._run(query, args, RowMode.ALL, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchrow(self, query: str, *args: Any, timeout: float | None = None) -> Record | None:
         """The first row of ``query``, or None (the server stops after one row)."""
-        return await self._run(query, args, FIRST, 0, timeout)  # type: ignore[no-any-return]
+        return await self._run(query, args, RowMode.FIRST, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchval(
         self, query: str, *args: Any, column: int = 0, timeout: float | None = None
     ) -> Any:
         """Column ``column`` of the first row, or None when there is no row."""
-        return await self._run(query, args, VALUE, column, timeout)
+        return await self._run(query, args, RowMode.VALUE, column, timeout)
 
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
         """Run ``query`` and return its status (``"INSERT 0 1"``). Without arguments it
         goes as a simple query, so it may hold several statements (the last one's
         status is returned); with arguments, as a prepared statement."""
         if args:
-            return await self._run(query, args, STATUS, 0, timeout)  # type: ignore[no-any-return]
-        try:
-            status = await self._send(self._codec.simple_query, query, timeout=timeout)
-        except _NotSentTimeout:
-            raise
-        except RequestTimeoutError:
-            self._cancel_if_alone()
-            raise
-        return status or ""
+            return await self._run(query, args, RowMode.STATUS, 0, timeout)  # type: ignore[no-any-return]
+        return await self._session.simple_query(query, timeout)
 
     async def executemany(
         self, command: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
@@ -459,29 +196,20 @@ class Connection:
         """Run ``command`` for each argument sequence, pipelined, in one implicit
         transaction (all or nothing, as in asyncpg)."""
         arglist = list(args)
-        if not arglist:
-            return
-        stmt = await self._prepare(command, timeout)
-        for attempt in range(2):
-            try:
-                await self._send(self._codec.execute_many, stmt, arglist, timeout=timeout)
-                return
-            except StatementGone:
-                if attempt:
-                    raise
-            stmt = await self._prepare(command, timeout)
+        if arglist:
+            await self._session.run_many(command, arglist, timeout)
 
     async def prepare(self, query: str, *, timeout: float | None = None) -> PreparedStatement:
         """A prepared statement for ``query`` (shared with the statement cache)."""
-        stmt = await self._prepare(query, timeout)
-        return PreparedStatement(self, query, stmt)
+        stmt = await self._session.prepare(query, timeout)
+        return PreparedStatement(self._session, query, stmt)
 
     def cursor(
         self, query: str, *args: Any, prefetch: int | None = None, timeout: float | None = None
     ) -> CursorFactory:
         """Rows of ``query`` in pieces, inside a transaction: ``async for row in
         conn.cursor(q)`` (``prefetch`` rows per round trip) or ``cur = await conn.cursor(q)``."""
-        return CursorFactory(self, query, args, prefetch, timeout)
+        return CursorFactory(self._session, query, args, prefetch, timeout)
 
     def transaction(
         self, *, isolation: str | None = None, readonly: bool = False, deferrable: bool = False
@@ -506,13 +234,13 @@ class Connection:
             raise InterfaceError("surge.postgres custom codecs use format='text'")
         oid = await self._type_oid(typename, schema)
         self._codec.set_type_codec(oid, encoder, decoder)
-        self._cache.evict_all()  # their formats were chosen with the old codecs
+        self._session.cache.evict_all()  # their formats were chosen with the old codecs
 
     async def reset_type_codec(self, typename: str, *, schema: str = "public") -> None:
         """Undo `set_type_codec` for the type."""
         oid = await self._type_oid(typename, schema)
         self._codec.reset_type_codec(oid)
-        self._cache.evict_all()
+        self._session.cache.evict_all()
 
     async def _type_oid(self, typename: str, schema: str) -> int:
         oid = await self.fetchval(
@@ -528,7 +256,7 @@ class Connection:
 
     def is_in_transaction(self) -> bool:
         """True while a transaction made with `transaction` is open."""
-        return self._tx is not None
+        return self._session.tx is not None
 
     # -- COPY ---------------------------------------------------------------------
 
@@ -648,8 +376,3 @@ class Connection:
     def __repr__(self) -> str:
         p = self._params
         return f"<surge.postgres.Connection {p.user}@{p.host}:{p.port}/{p.database}>"
-
-
-def _retrieve(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()

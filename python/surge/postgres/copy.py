@@ -63,7 +63,8 @@ async def records_to_table(
         raise InterfaceError(f"no column(s) {missing} in {rel}")
     sql = f"COPY {qualified(table, schema, names)} FROM STDIN (FORMAT binary)"
     oids = [types[c] for c in names]
-    status = await conn._send(conn._codec.copy_records, sql, oids, records, timeout=timeout)
+    s = conn._session
+    status = await s.send(s.codec.copy_records, sql, oids, records, timeout=timeout)
     return str(status)
 
 
@@ -72,7 +73,7 @@ async def copy_out(
 ) -> str:
     """COPY ``target`` TO STDOUT and hand the data to ``output``."""
     sql = f"COPY {target} TO STDOUT{_options(format)}"
-    status, data = await conn._send(conn._codec.copy_out, sql, timeout=timeout)
+    status, data = await conn._session.send(conn._session.codec.copy_out, sql, timeout=timeout)
     if isinstance(output, (str, os.PathLike)):
         with open(output, "wb") as f:
             f.write(data)
@@ -107,4 +108,4 @@ async def copy_in(
     else:
         raise InterfaceError("source is bytes, a path or a file object")
     sql = f"COPY {target} FROM STDIN{_options(format)}"
-    return str(await conn._send(conn._codec.copy_in, sql, data, timeout=timeout))
+    return str(await conn._session.send(conn._session.codec.copy_in, sql, data, timeout=timeout))

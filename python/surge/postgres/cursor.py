@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from surge._core import Record, Statement
 from surge.errors import InterfaceError
-from surge.postgres.transaction import CURRENT
 
 if TYPE_CHECKING:
-    from surge.postgres.connection import Connection
+    from surge.postgres.session import Session
 
 #: Rows fetched per round trip when iterating (asyncpg's default).
 DEFAULT_PREFETCH = 50
@@ -29,11 +28,11 @@ _names = itertools.count(1)
 class CursorFactory:
     """What ``conn.cursor(...)`` returns: ``async for row in ...`` or ``await``."""
 
-    __slots__ = ("_args", "_conn", "_prefetch", "_query", "_timeout")
+    __slots__ = ("_args", "_prefetch", "_query", "_session", "_timeout")
 
     def __init__(
         self,
-        conn: Connection,
+        session: Session,
         query: str,
         args: Sequence[Any],
         prefetch: int | None,
@@ -41,7 +40,7 @@ class CursorFactory:
     ) -> None:
         if prefetch is not None and prefetch <= 0:
             raise InterfaceError(f"prefetch must be positive, not {prefetch}")
-        self._conn = conn
+        self._session = session
         self._query = query
         self._args = args
         self._prefetch = prefetch or DEFAULT_PREFETCH
@@ -51,7 +50,7 @@ class CursorFactory:
         return self._open().__await__()
 
     async def _open(self) -> Cursor:
-        cur = Cursor(self._conn, self._timeout)
+        cur = Cursor(self._session, self._timeout)
         await cur._open(self._query, self._args)
         return cur
 
@@ -71,10 +70,10 @@ class CursorFactory:
 class Cursor:
     """An open cursor: `fetch(n)`, `fetchrow()`, `forward(n)`, `close()`."""
 
-    __slots__ = ("_closed", "_conn", "_portal", "_stmt", "_timeout", "exhausted")
+    __slots__ = ("_closed", "_portal", "_session", "_stmt", "_timeout", "exhausted")
 
-    def __init__(self, conn: Connection, timeout: float | None) -> None:
-        self._conn = conn
+    def __init__(self, session: Session, timeout: float | None) -> None:
+        self._session = session
         self._timeout = timeout
         self._stmt: Statement | None = None
         self._portal = f"__surge_portal_{next(_names)}"
@@ -83,15 +82,13 @@ class Cursor:
         self._closed = False
 
     async def _open(self, query: str, args: Sequence[Any]) -> None:
-        conn = self._conn
-        if conn._tx is None or conn._tx not in CURRENT.get():
+        s = self._session
+        if not s.in_own_tx():
             raise InterfaceError("a cursor needs a transaction: async with conn.transaction()")
         name = f"__surge_cursor_{next(_names)}"
-        self._stmt = await conn._send(conn._codec.prepare, name, query, timeout=self._timeout)
+        self._stmt = await s.send(s.codec.prepare, name, query, timeout=self._timeout)
         try:
-            await conn._send(
-                conn._codec.bind_portal, self._stmt, args, self._portal, timeout=self._timeout
-            )
+            await s.send(s.codec.bind_portal, self._stmt, args, self._portal, timeout=self._timeout)
         except BaseException:
             await self._close_statement()
             raise
@@ -104,9 +101,9 @@ class Cursor:
             return []
         if n <= 0:
             raise InterfaceError(f"n must be positive, not {n}")
-        conn = self._conn
-        rows, more = await conn._send(
-            conn._codec.execute_portal, self._stmt, self._portal, n, timeout=self._timeout
+        s = self._session
+        rows, more = await s.send(
+            s.codec.execute_portal, self._stmt, self._portal, n, timeout=self._timeout
         )
         self.exhausted = not more
         return rows  # type: ignore[no-any-return]
@@ -125,12 +122,12 @@ class Cursor:
         if self._closed:
             return
         self._closed = True
-        conn = self._conn
-        if conn._tx is not None and conn._tx in CURRENT.get():
-            await conn._send(conn._codec.close_portal, self._portal, timeout=self._timeout)
+        s = self._session
+        if s.in_own_tx():
+            await s.send(s.codec.close_portal, self._portal, timeout=self._timeout)
             await self._close_statement()
 
     async def _close_statement(self) -> None:
         if self._stmt is not None:
-            conn = self._conn
-            await conn._send(conn._codec.close_statement, self._stmt.name, timeout=self._timeout)
+            s = self._session
+            await s.send(s.codec.close_statement, self._stmt.name, timeout=self._timeout)

@@ -120,7 +120,7 @@ class Pool:
             return
         try:
             if conn.is_in_transaction() or conn._codec.transaction_status != "I":
-                conn._tx = None
+                conn._session.unclaim()
                 await conn.execute("ROLLBACK")
             conn._listeners.clear()
             await conn.execute(RESET_QUERY)

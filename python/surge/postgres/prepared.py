@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from surge._core import Record, Statement
+from surge.postgres.session import RowMode
 from surge.postgres.types import type_name
 
 if TYPE_CHECKING:
-    from surge.postgres.connection import Connection
+    from surge.postgres.session import Session
 
 
 class Type(NamedTuple):
@@ -30,10 +31,10 @@ class Attribute(NamedTuple):
 class PreparedStatement:
     """A prepared query: run it with arguments, inspect its types."""
 
-    __slots__ = ("_conn", "_query", "_stmt")
+    __slots__ = ("_query", "_session", "_stmt")
 
-    def __init__(self, conn: Connection, query: str, stmt: Statement) -> None:
-        self._conn = conn
+    def __init__(self, session: Session, query: str, stmt: Statement) -> None:
+        self._session = session
         self._query = query
         self._stmt = stmt
 
@@ -55,23 +56,25 @@ class PreparedStatement:
 
     async def fetch(self, *args: Any, timeout: float | None = None) -> list[Record]:
         """All rows."""
-        return await self._conn._run(self._query, args, 0, 0, timeout)  # type: ignore[no-any-return]
+        return await self._session.run(self._query, args, RowMode.ALL, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchrow(self, *args: Any, timeout: float | None = None) -> Record | None:
         """The first row, or None."""
-        return await self._conn._run(self._query, args, 1, 0, timeout)  # type: ignore[no-any-return]
+        return await self._session.run(self._query, args, RowMode.FIRST, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchval(self, *args: Any, column: int = 0, timeout: float | None = None) -> Any:
         """Column ``column`` of the first row, or None."""
-        return await self._conn._run(self._query, args, 2, column, timeout)
+        return await self._session.run(self._query, args, RowMode.VALUE, column, timeout)
 
     async def execute(self, *args: Any, timeout: float | None = None) -> str:
         """Run it; returns the status (``"UPDATE 3"``)."""
-        return await self._conn._run(self._query, args, 3, 0, timeout)  # type: ignore[no-any-return]
+        return await self._session.run(self._query, args, RowMode.STATUS, 0, timeout)  # type: ignore[no-any-return]
 
     async def executemany(self, args: Any, *, timeout: float | None = None) -> None:
         """Run it for each argument sequence, in one implicit transaction."""
-        await self._conn.executemany(self._query, args, timeout=timeout)
+        arglist = list(args)
+        if arglist:
+            await self._session.run_many(self._query, arglist, timeout)
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._query!r}>"

@@ -90,7 +90,7 @@ class Transaction:
         if self._state != "new":
             raise InterfaceError(f"cannot start a transaction that is {self._state}")
         conn = self._conn
-        outer = conn._tx
+        outer = conn._session.tx
         if outer is not None and outer in CURRENT.get():
             if self.isolation or self.readonly or self.deferrable:
                 raise InterfaceError("a nested transaction (savepoint) takes no options")
@@ -98,7 +98,7 @@ class Transaction:
             await conn.execute(f"SAVEPOINT {self._savepoint}")
             self._state = "started"
             return
-        await conn._claim(self)
+        await conn._session.claim(self)
         self._token = CURRENT.set((*CURRENT.get(), self))
         try:
             await conn.execute(self._begin_sql())
@@ -115,7 +115,7 @@ class Transaction:
             except ValueError:  # ended from another context than it began in
                 CURRENT.set(tuple(t for t in CURRENT.get() if t is not self))
             self._token = None
-        self._conn._unclaim(self)
+        self._conn._session.unclaim(self)
 
     async def _end(self, sql: str, state: str) -> None:
         if self._state != "started":

@@ -1,0 +1,372 @@
+"""`Session`: the one place that sends on a PostgreSQL connection.
+
+Theory of operation
+-------------------
+Every request of a `Connection`, and of what hangs off it (transactions,
+cursors, COPY, prepared statements), goes out through `Session.send`, which
+minds two gates before handing it to the engine:
+
+* the **transaction gate**: while a coroutine's transaction holds the connection
+  (`claim`), only requests made in that transaction's context go out (pinned to
+  the connection it began on); everyone else's wait for it to end;
+* the **cancel gate**: after a timeout, a query that was alone in flight is
+  cancelled on the server (`cancel_if_alone`), and new requests wait until the
+  cancel has landed, so it cannot hit them.
+
+A caller's timeout covers its wait at either gate (a request that timed out
+there was never sent: `NotSentTimeout`, nothing to cancel).
+
+Statements: `prepare` returns a cached statement, joins a preparation in
+progress, or starts one. A preparation belongs to no caller: one that is
+cancelled or times out stops waiting, and the others (and the cache) still get
+the statement, as its reply is on its way anyway. `run` binds and executes a
+statement in one of the `RowMode`s, preparing it first if need be and again
+once if the server dropped it (after ALTER TABLE or a reconnect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+from collections import deque
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from surge._core import PgCodec, Statement, StatementGone
+from surge.engine import _DEFAULT as _ENGINE_DEFAULT
+from surge.engine import PipelinedConnection
+from surge.errors import RequestTimeoutError
+from surge.postgres._sqlstate import FeatureNotSupportedError, InvalidSqlStatementNameError
+from surge.postgres.errors import PostgresError
+from surge.postgres.statement_cache import StatementCache
+from surge.postgres.transaction import CURRENT
+
+if TYPE_CHECKING:
+    from surge.postgres.transaction import Transaction
+
+#: Longest wait for a CancelRequest to be delivered and the cancelled query to
+#: answer; new queries on the connection wait at most this long meanwhile.
+CANCEL_TIMEOUT = 2.0
+#: How often the cancel waits check that the cancelled query has answered.
+CANCEL_POLL = 0.005
+#: Prefix of the statements this driver prepares (asyncpg uses __asyncpg_stmt_).
+STATEMENT_PREFIX = "__surge_"
+
+
+class RowMode(IntEnum):
+    """What `PgCodec.bind_execute` makes of a query's rows."""
+
+    #: Every row, as a list of Records.
+    ALL = 0
+    #: The first row or None (the server stops after one).
+    FIRST = 1
+    #: One column of the first row, or None.
+    VALUE = 2
+    #: The command status ("INSERT 0 1"), rows dropped.
+    STATUS = 3
+
+
+class NotSentTimeout(RequestTimeoutError):
+    """A timeout before the request was sent (it waited for a cancel or another's
+    transaction): nothing runs on the server, so nothing is to be cancelled."""
+
+
+def _is_stale_plan(e: PostgresError) -> bool:
+    # After ALTER TABLE the server refuses a cached plan whose result type
+    # changed; asyncpg re-prepares in that case too (outside transactions).
+    return isinstance(e, InvalidSqlStatementNameError) or (
+        isinstance(e, FeatureNotSupportedError) and "cached plan" in e.message
+    )
+
+
+class Session:
+    """Sending, gates and statements of one PostgreSQL connection."""
+
+    def __init__(
+        self,
+        engine: PipelinedConnection,
+        codec: PgCodec,
+        cancel_address: tuple[str, int],
+        statement_cache_size: int,
+    ) -> None:
+        self.engine = engine
+        self.codec = codec
+        self.cache = StatementCache(statement_cache_size, self.close_statement)
+        #: The transaction holding the connection, if any (see `claim`).
+        self.tx: Transaction | None = None
+        self._cancel_address = cancel_address
+        self._preparing: dict[str, asyncio.Future[Statement]] = {}
+        self._names = itertools.count(1)
+        self._tx_waiters: deque[asyncio.Future[None]] = deque()
+        self._cancel_gate: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._req = engine.request
+        self._bind_execute = codec.bind_execute
+
+    # -- sending ------------------------------------------------------------------
+
+    def send(self, encode: Callable[..., int], *args: Any, timeout: float | None = None) -> Any:
+        """Send a request through the gates; ``timeout`` None is the connection's
+        ``command_timeout`` (asyncpg's rule). Returns an awaitable of the reply."""
+        if timeout is None:
+            timeout = _ENGINE_DEFAULT
+        if self._cancel_gate is not None:
+            return self._send_later(encode, args, timeout)
+        tx = self.tx
+        if tx is None:
+            return self._req(encode, *args, timeout=timeout)
+        if tx in CURRENT.get():
+            return self.engine.request_pinned(tx.generation, encode, *args, timeout=timeout)
+        return self._send_later(encode, args, timeout)
+
+    async def _send_later(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
+        t = self.engine.request_timeout if timeout is _ENGINE_DEFAULT else timeout
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            async with asyncio.timeout(t):
+                while True:
+                    if self._cancel_gate is not None:
+                        await asyncio.shield(self._cancel_gate)
+                    elif not self.free_for_me():
+                        await self.wait_tx()
+                    else:
+                        break
+        except TimeoutError:
+            what = "a cancel" if self._cancel_gate is not None else "another transaction"
+            raise NotSentTimeout(
+                f"not sent within the timeout ({t} s): the connection was held by {what}"
+            ) from None
+        if t is None:
+            return await self.send(encode, *args, timeout=timeout)
+        left = t - (loop.time() - start)
+        if left <= 0:
+            raise NotSentTimeout(f"not sent within the timeout ({t} s)")
+        return await self.send(encode, *args, timeout=left)
+
+    # -- the transaction gate -------------------------------------------------------
+
+    def in_own_tx(self) -> bool:
+        """True inside the context of the transaction that holds the connection."""
+        return self.tx is not None and self.tx in CURRENT.get()
+
+    def free_for_me(self) -> bool:
+        """True when no transaction holds the connection, or this context's does."""
+        return self.tx is None or self.tx in CURRENT.get()
+
+    async def wait_tx(self) -> None:
+        """Wait until the transaction holding the connection ends."""
+        fut = asyncio.get_running_loop().create_future()
+        self._tx_waiters.append(fut)
+        try:
+            await fut
+        finally:
+            if not fut.done() or fut.cancelled():
+                # Left early (timeout, cancel): drop the entry now, not when the
+                # transaction ends, so a long transaction keeps nothing per caller.
+                with contextlib.suppress(ValueError):
+                    self._tx_waiters.remove(fut)
+
+    async def claim(self, tx: Transaction) -> None:
+        """Make ``tx`` the connection's transaction, once no other is open."""
+        while self.tx is not None:
+            await self.wait_tx()
+        await self.engine.connect()
+        self.tx = tx
+        tx.generation = self.engine.generation
+
+    def unclaim(self, tx: Transaction | None = None) -> None:
+        """``tx`` (None: whichever) no longer holds the connection; waiters go on."""
+        if tx is None or self.tx is tx:
+            self.tx = None
+        waiters, self._tx_waiters = self._tx_waiters, deque()
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # -- the cancel gate ----------------------------------------------------------
+
+    def cancel_if_alone(self) -> None:
+        """After a timeout: when the timed-out query is the only one in flight, ask
+        the server to cancel it (a CancelRequest on a connection of its own).
+
+        Why only then: a cancel interrupts whatever the backend runs when the
+        signal lands, and with pipelining that could be a neighbour's query. Alone,
+        it is this one or nothing (a cancel that finds the backend idle is
+        ignored); new queries wait until the signal is delivered and the reply is
+        in, so none can be the one hit. With others in flight the query is left to
+        finish, and later queries queue behind it.
+        """
+        if (
+            self._cancel_gate is not None
+            or self.codec.waiting() != 1
+            or not self.engine.is_connected
+        ):
+            return
+        loop = asyncio.get_running_loop()
+        self._cancel_gate = loop.create_future()
+        task = loop.create_task(self._cancel())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _cancel(self) -> None:
+        gen = self.engine.generation
+        request = self.codec.cancel_request()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCEL_TIMEOUT
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(*self._cancel_address), CANCEL_TIMEOUT
+            )
+            try:
+                writer.write(request)
+                await writer.drain()
+                # The server closes it once the backend is signalled.
+                await asyncio.wait_for(reader.read(), max(0.0, deadline - loop.time()))
+            finally:
+                writer.close()
+            # Hold new queries until the cancelled one has answered (or the
+            # connection is gone): only then can the signal hit nothing else.
+            while (
+                self.codec.waiting()
+                and self.engine.generation == gen
+                and self.engine.is_connected
+                and loop.time() < deadline
+            ):
+                await asyncio.sleep(CANCEL_POLL)
+        except (OSError, TimeoutError):
+            pass  # the query is left to finish; later ones queue behind it
+        finally:
+            gate, self._cancel_gate = self._cancel_gate, None
+            if gate is not None and not gate.done():
+                gate.set_result(None)
+
+    # -- statements ---------------------------------------------------------------
+
+    def close_statement(self, stmt: Statement) -> None:
+        """Close ``stmt`` on the server, in the background (the cache's eviction)."""
+        if not self.engine.is_connected:
+            return  # nothing to close: the session is gone or not there yet
+        fut = self._req(self.codec.close_statement, stmt.name)
+        if isinstance(fut, asyncio.Future):
+            fut.add_done_callback(_retrieve)
+        else:
+            asyncio.ensure_future(fut).add_done_callback(_retrieve)
+
+    async def prepare(self, query: str, timeout: float | None = None) -> Statement:
+        """The statement for ``query``: cached, being prepared, or new; ``timeout``
+        (None: ``command_timeout``) bounds this caller's wait."""
+        t = self.engine.request_timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(t):
+                while True:
+                    stmt = self.cache.get(query)
+                    if stmt is not None:
+                        return stmt
+                    shared = self._preparing.get(query)
+                    if shared is None:
+                        if not self.free_for_me():
+                            # Wait out another's transaction before preparing: sent
+                            # now, the Parse would queue behind it anyway, and a
+                            # preparation held at the gate would block the
+                            # transaction's own uses of the statement.
+                            await self.wait_tx()
+                            continue
+                        shared = self._start_prepare(query)
+                    return await asyncio.shield(shared)
+        except TimeoutError as e:
+            if isinstance(e, RequestTimeoutError):
+                raise  # the preparation's own (command_timeout)
+            raise NotSentTimeout(f"statement not prepared within the timeout ({t} s)") from None
+
+    def _start_prepare(self, query: str) -> asyncio.Future[Statement]:
+        name = f"{STATEMENT_PREFIX}{next(self._names)}"
+        # The task copies this context: inside a transaction it goes pinned to it.
+        task = asyncio.ensure_future(self.send(self.codec.prepare, name, query))
+        self._preparing[query] = task
+        task.add_done_callback(functools.partial(self._prepared, query))
+        return task
+
+    def _prepared(self, query: str, task: asyncio.Future[Statement]) -> None:
+        if self._preparing.get(query) is task:
+            del self._preparing[query]
+        if task.cancelled() or task.exception() is not None:
+            return
+        stmt = task.result()
+        if stmt.session == self.codec.session:
+            self.cache.put(query, stmt)
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        t = self.engine.request_timeout if timeout is None else timeout
+        return None if t is None else asyncio.get_running_loop().time() + t
+
+    async def run(
+        self, query: str, args: Sequence[Any], mode: RowMode, column: int, timeout: float | None
+    ) -> Any:
+        """Bind and execute ``query`` (prepared first if need be) in row mode ``mode``;
+        the caller's timeout covers preparing and running together."""
+        stmt = self.cache.get(query)
+        deadline = None
+        if stmt is None:
+            deadline = self._deadline(timeout)
+            stmt = await self.prepare(query, timeout)
+        for attempt in range(2):
+            if deadline is not None:
+                timeout = deadline - asyncio.get_running_loop().time()
+                if timeout <= 0:
+                    raise NotSentTimeout("statement prepared but not run within the timeout")
+            try:
+                result = await self.send(
+                    self._bind_execute, stmt, args, mode, column, timeout=timeout
+                )
+            except StatementGone:
+                if attempt:
+                    raise
+            except NotSentTimeout:
+                raise
+            except RequestTimeoutError:
+                self.cancel_if_alone()
+                raise
+            except PostgresError as e:
+                if attempt or self.tx is not None or not _is_stale_plan(e):
+                    raise
+                self.cache.discard(query)
+            else:
+                if self.cache.max_size <= 0:
+                    self.close_statement(stmt)
+                return result
+            if deadline is None:
+                deadline = self._deadline(timeout)
+            stmt = await self.prepare(query, timeout)
+        raise AssertionError("unreachable")
+
+    async def simple_query(self, query: str, timeout: float | None) -> str:
+        """``query`` as a simple query (several statements allowed); its status."""
+        try:
+            status = await self.send(self.codec.simple_query, query, timeout=timeout)
+        except NotSentTimeout:
+            raise
+        except RequestTimeoutError:
+            self.cancel_if_alone()
+            raise
+        return status or ""
+
+    async def run_many(self, command: str, arglist: list, timeout: float | None) -> None:
+        """``command`` once per argument sequence, in one implicit transaction."""
+        stmt = await self.prepare(command, timeout)
+        for attempt in range(2):
+            try:
+                await self.send(self.codec.execute_many, stmt, arglist, timeout=timeout)
+                return
+            except StatementGone:
+                if attempt:
+                    raise
+            stmt = await self.prepare(command, timeout)
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -200,29 +200,41 @@ class Codec(Protocol):
 
 
 class _StreamProtocol(asyncio.Protocol):
-    __slots__ = ("_engine", "lost")
+    """Hands a connection's events to its engine, as long as it is the engine's
+    current one: a protocol left behind (a connect cancelled or timed out after the
+    transport came up) must never feed bytes into the codec of the next one."""
+
+    __slots__ = ("_engine", "lost", "transport")
 
     def __init__(self, engine: PipelinedConnection) -> None:
         self._engine = engine
         #: The connection is gone (it may go before `create_connection` returns).
         self.lost = False
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._engine._on_data(data)
+        if self._engine._protocol is self:
+            self._engine._on_data(data)
 
     def eof_received(self) -> None:
-        self._engine._on_eof()
+        if self._engine._protocol is self:
+            self._engine._on_eof()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self._engine._on_lost(self, exc)
 
     def pause_writing(self) -> None:
-        self._engine._paused = True
+        if self._engine._protocol is self:
+            self._engine._paused = True
 
     def resume_writing(self) -> None:
-        self._engine._paused = False
-        self._engine._wake_waiters()
+        if self._engine._protocol is self:
+            self._engine._paused = False
+            self._engine._wake_waiters()
 
 
 class PipelinedConnection:
@@ -501,6 +513,8 @@ class PipelinedConnection:
 
     def submit_raw(self, encode: Callable[..., int], *args: Any) -> asyncio.Future:
         """Send a request during the handshake (before the connection is ready)."""
+        if self._transport is None:
+            raise ConnectionLostError(f"connection to {self.host}:{self.port} lost")
         fut = self._submit(encode, args, None)
         self._flush()
         return fut
@@ -648,7 +662,10 @@ class PipelinedConnection:
             self._loop = loop
             self._connecting = None
         if self._connecting is None:
-            self._connecting = loop.create_task(self._connect())
+            task = self._connecting = loop.create_task(self._connect())
+            # Its waiters may all be cancelled (wait_for): the error is read here
+            # then, not reported as never retrieved.
+            task.add_done_callback(_retrieve)
         await asyncio.shield(self._connecting)
 
     async def _connect(self) -> None:
@@ -657,12 +674,19 @@ class PipelinedConnection:
         delay = RECONNECT_DELAY_MIN
         try:
             while True:
+                if self._closed:
+                    raise ClosedError("connection closed")
                 try:
                     await asyncio.wait_for(self._open(), max(0.001, deadline - loop.time()))
+                    if self._closed:  # closed while the handshake ran
+                        self._drop_transport()
+                        raise ClosedError("connection closed")
                     self._ever_connected = True
                     return
                 except (OSError, TimeoutError, ConnectionLostError) as exc:
                     self._drop_transport()
+                    if self._closed:
+                        raise ClosedError("connection closed") from exc
                     left = deadline - loop.time()
                     if (
                         left <= 0
@@ -693,7 +717,17 @@ class PipelinedConnection:
             p = self._protocol = _StreamProtocol(self)
             return p
 
-        transport, protocol = await loop.create_connection(make_protocol, self.host, self.port)
+        try:
+            transport, protocol = await loop.create_connection(make_protocol, self.host, self.port)
+        except BaseException:
+            # Cancelled (connect timeout) or failed after the transport came up:
+            # abort what was made, and forget the protocol so nothing it still
+            # receives reaches the codec.
+            p = self._protocol
+            self._protocol = None
+            if p is not None and p.transport is not None:
+                p.transport.abort()
+            raise
         if protocol.lost or transport.is_closing():
             transport.abort()
             raise ConnectionLostError(f"{self.host}:{self.port} closed the connection at once")

@@ -9,6 +9,11 @@ With watchers the client also watches ``box.shutdown``: when the server says it
 is shutting down, the connection stops sending new requests, lets those in
 flight (and open transactions) finish, closes and reconnects (graceful shutdown).
 Features of 2.10+ were tested against a scripted IPROTO server, not a live one.
+
+A connection may drop at any step of the handshake (greeting, IPROTO_ID, auth,
+schema): every reply the handshake asked for is awaited, whichever fails first,
+and the greeting belongs to the connection it came on, so the engine's next
+attempt starts clean and no future is left holding an exception nobody reads.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ from typing import Any
 from surge._core import IprotoCodec
 from surge.engine import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LIVENESS_INTERVAL,
+    DEFAULT_LIVENESS_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT,
     RECONNECT_DELAY_MAX,
     RECONNECT_DELAY_MIN,
     PipelinedConnection,
+    liveness,
 )
-from surge.errors import ConnectError, InterfaceError
+from surge.errors import ConnectError, ConnectionLostError, InterfaceError
 from surge.tarantool import transaction as _tx
 from surge.tarantool.errors import (
     DatabaseError,
@@ -33,6 +41,7 @@ from surge.tarantool.errors import (
     SchemaError,
     make_error,
 )
+from surge.tarantool.faults import describe, is_expected, log, traceback_of
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
@@ -136,6 +145,10 @@ class Connection:
         fetch_schema: bool = True,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         reconnect: bool = True,
+        retry_connect: bool = True,
+        liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
+        liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
+        tcp_keepalive: bool = True,
     ) -> None:
         self.user = user
         self.password = password or ""
@@ -148,10 +161,20 @@ class Connection:
         self.protocol_version: int | None = None
         self._watches = Watches(self._send_watch)
         self._rewatch: asyncio.Task | None = None
+        # True while the watch reconnector sleeps between attempts: only then may
+        # close() cancel it (see `close`).
+        self._rewatch_idle = False
         self._closing = False
         self._tx_open: set[Transaction] = set()
         self._stream_ids = 0
-        self._greeting_fut: asyncio.Future | None = None
+        # The greeting of the connection being made, if it came before the
+        # handshake asked for it (with the engine's protocol it came on); else the
+        # handshake's wait for it.
+        self._early_greeting: tuple[object, dict] | None = None
+        self._greeting_waiter: asyncio.Future | None = None
+        # Bumped by every loss of the current connection: the handshake compares it
+        # after each wait, since what it sends next would go nowhere.
+        self._losses = 0
         self._reload: asyncio.Task | None = None
         self._codec = IprotoCodec()
         self._engine = PipelinedConnection(
@@ -167,6 +190,11 @@ class Connection:
             request_timeout=request_timeout,
             max_in_flight=max_in_flight,
             reconnect=reconnect,
+            retry_connect=retry_connect,
+            tcp_keepalive=tcp_keepalive,
+            # Tarantool answers IPROTO_PING at once even while a long call runs
+            # (requests run in fibers); the probe reads a new connection's greeting.
+            liveness=liveness(liveness_interval, liveness_timeout, self._codec.ping, b""),
         )
         c = self._codec
         self._req = self._engine.request
@@ -203,7 +231,10 @@ class Connection:
         self._closing = True
         if self._reload is not None:
             self._reload.cancel()
-        if self._rewatch is not None:
+        if self._rewatch is not None and self._rewatch_idle:
+            # Only while it sleeps: cancelled inside engine.connect(), the engine's
+            # own connect task would fail later with nobody to read its error. Out
+            # of the sleep, it sees `_closing` and stops.
             self._rewatch.cancel()
         await self._engine.close()
 
@@ -214,47 +245,69 @@ class Connection:
         await self.close()
 
     async def _handshake(self, engine: PipelinedConnection) -> None:
-        # The greeting is the first thing on the wire; the codec hands it over out of band.
-        # It may arrive before this runs (then _out_of_band made the future already).
-        if self._greeting_fut is None:
-            self._greeting_fut = asyncio.get_running_loop().create_future()
-        try:
-            self.greeting = await self._greeting_fut
-        finally:
-            self._greeting_fut = None
+        losses = self._losses
+        self.greeting = await self._greeting()
+        self._check_alive(losses)
         # IPROTO_ID may precede authentication; both go out before either answer.
-        id_reply = engine.submit_raw(self._codec.id, CLIENT_FEATURES)
-        auth = None
+        sent = [engine.submit_raw(self._codec.id, CLIENT_FEATURES)]
         if self.user:
-            auth = engine.submit_raw(
-                self._codec.auth, self.user, self.password, self.greeting["salt"]
+            sent.append(
+                engine.submit_raw(self._codec.auth, self.user, self.password, self.greeting["salt"])
             )
-        try:
-            reply = await id_reply
-            self.protocol_version = reply["version"]
-            self.features = frozenset(reply["features"])
-        except DatabaseError:
+        # All replies are awaited even when one fails: a dropped connection fails
+        # them all, and one left unawaited would be logged as never retrieved.
+        id_reply, *auth = await asyncio.gather(*sent, return_exceptions=True)
+        if isinstance(id_reply, DatabaseError):
             # ER_UNKNOWN_REQUEST_TYPE from a server older than 2.10: no features.
             self.protocol_version = None
             self.features = frozenset()
-        if auth is not None:
-            await auth
+        elif isinstance(id_reply, BaseException):
+            raise id_reply
+        else:
+            self.protocol_version = id_reply["version"]
+            self.features = frozenset(id_reply["features"])
+        if auth and isinstance(auth[0], BaseException):
+            raise auth[0]
         if self.fetch_schema:
+            self._check_alive(losses)
             await self._load_schema(engine.submit_raw)
         if FEATURE_WATCHERS in self.features:
             self._watches.resubscribe()
             if SHUTDOWN_KEY not in self._watches.by_key:
                 self._watches.add(SHUTDOWN_KEY, self._on_shutdown)
 
+    async def _greeting(self) -> dict:
+        """The greeting of the connection being made (the first thing on the wire;
+        the codec hands it over out of band, maybe before the handshake began)."""
+        early, self._early_greeting = self._early_greeting, None
+        # A connect cancelled inside create_connection (its timeout) may have had a
+        # greeting, and no connection_lost to say that it is gone (uvloop): its salt
+        # would fail this connection's auth. Only this connection's greeting counts.
+        if early is not None and early[0] is self._engine._protocol:
+            return early[1]
+        waiter = self._greeting_waiter = asyncio.get_running_loop().create_future()
+        try:
+            return await waiter
+        finally:
+            self._greeting_waiter = None
+
+    def _check_alive(self, losses: int) -> None:
+        # A request submitted on a connection already gone would be neither answered
+        # nor failed: the handshake would sit out the whole connect timeout.
+        if self._losses != losses:
+            e = self._engine
+            raise ConnectionLostError(f"connection to {e.host}:{e.port} lost during the handshake")
+
     def _out_of_band(self, value: Any) -> None:
         kind = value[0]
         if kind == "event":
             self._watches.on_event(value[1], value[2])
         elif kind == "greeting":
-            fut = self._greeting_fut
-            if fut is None or fut.done():
-                fut = self._greeting_fut = asyncio.get_running_loop().create_future()
-            fut.set_result(value[1])
+            waiter = self._greeting_waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(value[1])
+            else:
+                self._early_greeting = (self._engine._protocol, value[1])
 
     # -- 2.10+ features -----------------------------------------------------------------
 
@@ -307,24 +360,54 @@ class Connection:
             self._engine.drain(busy=lambda: bool(self._tx_open))
 
     def _on_lost(self, err: BaseException) -> None:
+        self._losses += 1
+        # A greeting that arrived is that connection's; the next one brings its own.
+        self._early_greeting = None
+        waiter = self._greeting_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(err)  # the handshake awaits it: read there
         # Nothing else would reconnect a connection nobody sends requests on, yet
         # user watchers expect their events: reconnect in the background.
-        user_keys = [k for k in self._watches.by_key if k != SHUTDOWN_KEY]
         idle = self._rewatch is None or self._rewatch.done()
-        if user_keys and idle and self._engine.reconnect and not self._closing:
-            self._rewatch = asyncio.get_running_loop().create_task(self._reconnect_for_watches())
+        if self._user_watches() and idle and self._engine.reconnect and not self._closing:
+            self._rewatch = asyncio.get_running_loop().create_task(self._reconnect_for_watches(err))
 
-    async def _reconnect_for_watches(self) -> None:
+    def _user_watches(self) -> bool:
+        return any(k != SHUTDOWN_KEY for k in self._watches.by_key)
+
+    async def _reconnect_for_watches(self, err: BaseException) -> None:
+        # Nobody awaits this task, so it never raises, and it reports the outage
+        # once (down, then up) rather than per attempt.
+        e = self._engine
+        log.warning(
+            "tarantool %s:%s: %s; reconnecting for its watchers", e.host, e.port, describe(err)
+        )
         delay = RECONNECT_DELAY_MIN
-        while any(k != SHUTDOWN_KEY for k in self._watches.by_key):
+        while self._user_watches() and not self._closing:
             try:
-                await self._engine.connect()
-                return
+                await e.connect()
             except ConnectError:
+                pass  # still down: try again after a pause
+            except Exception as exc:
+                if not self._closing:
+                    log.warning(
+                        "tarantool %s:%s: watchers stay offline until the next request: %s",
+                        e.host,
+                        e.port,
+                        describe(exc),
+                        exc_info=traceback_of(exc),
+                    )
+                return
+            else:
+                if not self._closing:  # a connect under way when close() came may still succeed
+                    log.info("tarantool %s:%s is back; watchers registered again", e.host, e.port)
+                return
+            self._rewatch_idle = True
+            try:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_DELAY_MAX)
-            except Exception:
-                return  # closed: nothing to do
+            finally:
+                self._rewatch_idle = False
+            delay = min(delay * 2, RECONNECT_DELAY_MAX)
 
     def _tx_begun(self, tx: Transaction) -> None:
         self._tx_open.add(tx)
@@ -343,9 +426,12 @@ class Connection:
 
     async def _load_schema(self, submit: Any) -> None:
         all_ = ITERATORS["ALL"]
-        f1 = submit(self._codec.select, VSPACE_ID, 0, (), MAX_LIMIT, 0, all_)
-        f2 = submit(self._codec.select, VINDEX_ID, 0, (), MAX_LIMIT, 0, all_)
-        spaces, indexes = await f1, await f2
+        # gather, not one await after the other: when the first fails, the second's
+        # failure is still read (and a coroutine from `request` still runs).
+        spaces, indexes = await asyncio.gather(
+            submit(self._codec.select, VSPACE_ID, 0, (), MAX_LIMIT, 0, all_),
+            submit(self._codec.select, VINDEX_ID, 0, (), MAX_LIMIT, 0, all_),
+        )
         self.schema = Schema.from_rows(self._codec.schema_version, spaces, indexes)
 
     def _check_schema(self) -> None:
@@ -357,7 +443,25 @@ class Connection:
             and self._engine.is_connected
             and (self._reload is None or self._reload.done())
         ):
-            self._reload = asyncio.get_running_loop().create_task(self.reload_schema())
+            task = self._reload = asyncio.get_running_loop().create_task(self.reload_schema())
+            task.add_done_callback(self._reload_done)
+
+    def _reload_done(self, task: asyncio.Task) -> None:
+        # Nobody may await a reload started by a reply: read its outcome here. A lost
+        # connection needs no word (the next connection loads the schema anew).
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None or is_expected(exc):
+            return
+        e = self._engine
+        log.warning(
+            "tarantool %s:%s: reloading the schema failed: %s",
+            e.host,
+            e.port,
+            describe(exc),
+            exc_info=traceback_of(exc),
+        )
 
     async def reload_schema(self) -> None:
         """Fetch space and index names again."""

@@ -6,6 +6,14 @@ check task pings every instance each `health_interval` seconds and reads
 read-write one, reads round-robin over all (``mode="any"``) or replicas first
 (``mode="ro"``). A request that fails to *connect* is retried on the next instance;
 a request lost in flight is not retried (it may have run) and raises.
+
+State changes are logged on the ``surge.tarantool`` logger, one line each: a
+WARNING with the reason when an instance goes down, an INFO when it is back;
+nothing for the failed checks in between. A health check is never cancelled:
+one still running when the next round starts (a host that does not answer) is
+waited for again rather than started anew, and its outcome is always read.
+Connections refuse to retry a refused connect (``retry_connect=False``): the
+pool has other instances to try, and the health checks find the way back.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any
 
 from surge.errors import ConnectError, InterfaceError, SurgeConnectionError
 from surge.tarantool.connection import Connection, connect
+from surge.tarantool.faults import describe, log, traceback_of
 
 #: Seconds between health checks of every instance.
 DEFAULT_HEALTH_INTERVAL = 1.0
@@ -32,13 +41,21 @@ class NoHealthyInstanceError(SurgeConnectionError):
 
 
 class _Instance:
-    __slots__ = ("address", "conn", "healthy", "ro")
+    __slots__ = ("address", "check", "conn", "healthy", "ro")
 
     def __init__(self, address: str, conn: Connection) -> None:
         self.address = address
         self.conn = conn
         self.healthy = True  # optimistic until the first check says otherwise
         self.ro = False
+        #: The health check under way (or the last one).
+        self.check: asyncio.Task | None = None
+
+    @property
+    def name(self) -> str:
+        """host:port for the log (the address may carry a password)."""
+        e = self.conn.engine
+        return f"{e.host}:{e.port}"
 
 
 class Pool:
@@ -58,6 +75,7 @@ class Pool:
         if not addresses:
             raise InterfaceError("a pool needs at least one address")
         connect_kwargs.setdefault("connect_timeout", 1.0)
+        connect_kwargs.setdefault("retry_connect", False)
         self.mode = mode
         self.health_interval = health_interval
         self.health_timeout = health_timeout
@@ -90,17 +108,37 @@ class Pool:
 
     async def check_health(self) -> None:
         """Ping every instance now and read its `box.info.ro`."""
-        await asyncio.gather(*(self._check(i) for i in self.instances))
+        checks: dict[asyncio.Task, _Instance] = {}
+        for inst in self.instances:
+            if inst.check is None or inst.check.done():
+                inst.check = asyncio.get_running_loop().create_task(self._check(inst))
+            checks[inst.check] = inst
+        # Not wait_for: cancelling a check that waits for a connect would leave the
+        # engine's connect task to fail with nobody reading its error.
+        _, late = await asyncio.wait(checks, timeout=self.health_timeout)
+        for task in late:
+            self._down(checks[task], TimeoutError(f"no answer within {self.health_timeout} s"))
 
     async def _check(self, inst: _Instance) -> None:
         try:
-            (ro,) = await asyncio.wait_for(
-                inst.conn.eval("return box.info.ro"), self.health_timeout
-            )
+            (ro,) = await inst.conn.eval("return box.info.ro")
+        except Exception as exc:  # never raises: nobody may be waiting for it
+            self._down(inst, exc)
+        else:
             inst.ro = bool(ro)
-            inst.healthy = True
-        except (SurgeConnectionError, TimeoutError, OSError):
-            inst.healthy = False
+            self._up(inst)
+
+    def _down(self, inst: _Instance, exc: BaseException) -> None:
+        if inst.healthy and not self._closed:
+            log.warning(
+                "tarantool %s is down: %s", inst.name, describe(exc), exc_info=traceback_of(exc)
+            )
+        inst.healthy = False
+
+    def _up(self, inst: _Instance) -> None:
+        if not inst.healthy and not self._closed:
+            log.info("tarantool %s is up%s", inst.name, " (read-only)" if inst.ro else "")
+        inst.healthy = True
 
     async def _health_loop(self) -> None:
         while not self._closed:
@@ -134,11 +172,11 @@ class Pool:
             conn = self.instance(write)
             try:
                 return await getattr(conn, method)(*args, **kwargs)
-            except ConnectError:
+            except ConnectError as exc:
                 # Never sent: safe to try another instance.
                 for inst in self.instances:
                     if inst.conn is conn:
-                        inst.healthy = False
+                        self._down(inst, exc)
                 tried += 1
                 if tried >= len(self.instances):
                     raise

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("surge.tarantool")
+from surge.tarantool.faults import log
 
 #: A callback gets the key and its value (None when the key has none).
 WatchCallback = Callable[[str, Any], Any]

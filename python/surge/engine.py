@@ -210,10 +210,10 @@ class _StreamProtocol(asyncio.Protocol):
         self._engine = engine
         #: The connection is gone (it may go before `create_connection` returns).
         self.lost = False
-        self.transport: asyncio.BaseTransport | None = None
+        self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         if self._engine._protocol is self:

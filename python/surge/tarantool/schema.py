@@ -42,7 +42,9 @@ class Schema:
 
     def __init__(self, version: int = 0) -> None:
         self.version = version
-        self.by_name: dict[str, SpaceInfo] = {}
+        # Keyed by name; the hot paths look a space up here whether they were given
+        # a name or an id (an id simply misses and takes the slow path).
+        self.by_name: dict[int | str, SpaceInfo] = {}
         self.by_id: dict[int, SpaceInfo] = {}
 
     @classmethod

@@ -125,6 +125,7 @@ class HttpConnection:
     stream_buffered: int
     continue_owed: bool
     idle: bool
+    held: bool
     def __init__(
         self,
         router: Router,
@@ -136,7 +137,7 @@ class HttpConnection:
         max_head: int | None = None,
         max_body: int | None = None,
     ) -> None: ...
-    def feed(self, data: bytes) -> list[Any] | None: ...
+    def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
     def render(self, request: Request, value: Any) -> bytes | None: ...
     def render_error(
         self,

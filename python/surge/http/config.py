@@ -18,6 +18,13 @@ DEFAULT_MAX_HEAD: int = _core.DEFAULT_MAX_HEAD
 DEFAULT_MAX_BODY: int = _core.DEFAULT_MAX_BODY
 #: Pipelined requests queued per connection before reading pauses.
 DEFAULT_MAX_PIPELINE = 32
+#: Bytes of responses per connection rendered but not yet taken by the kernel
+#: (the transport's buffer) past which no further pipelined request is handled
+#: until it drains. It bounds what a client that pipelines requests and never
+#: reads can pin: about this much plus the largest single response. 256 KiB holds
+#: the responses of hundreds of small pipelined requests, so a normal batch still
+#: leaves in one write.
+DEFAULT_WRITE_HIGH_WATER = 256 * 1024
 #: Seconds a client has to send a whole header block (slowloris); then 408.
 DEFAULT_HEADER_TIMEOUT = 10.0
 #: Seconds an idle keep-alive connection stays open.
@@ -47,6 +54,7 @@ class Limits:
     max_head: int = DEFAULT_MAX_HEAD
     max_body: int = DEFAULT_MAX_BODY
     max_pipeline: int = DEFAULT_MAX_PIPELINE
+    write_high_water: int = DEFAULT_WRITE_HIGH_WATER
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT
     stream_buffer: int = DEFAULT_STREAM_BUFFER

@@ -7,6 +7,14 @@ it cannot answer comes back as a list, in order; each item gets a slot in
 `_queue`, and slots leave the queue strictly in order as they complete, so one
 `transport.write` carries every response that is ready. While the queue is not
 empty the native side defers everything, which keeps responses in order.
+
+Pipelining is bounded per connection: each `feed` gets a budget (the bytes of
+responses it may render: the write high-water mark less what the transport
+still holds; and the requests it may hand back: `max_pipeline` less the queue).
+When it runs out, the rest of the input stays in the native parser (`held`),
+reading pauses, and `_continue` feeds again once the transport has drained or
+the queue has shrunk. A client that pipelines thousands of requests for large
+responses and never reads pins about one high-water mark, not gigabytes.
 """
 
 from __future__ import annotations
@@ -107,12 +115,16 @@ class HttpProtocol(asyncio.Protocol):
         "_conn",
         "_drain",
         "_eof",
+        "_held",
+        "_high_water",
         "_loop",
+        "_max_pipeline",
         "_paused_queue",
         "_paused_stream",
         "_paused_writing",
         "_queue",
         "_reading_paused",
+        "_resume_scheduled",
         "_routes",
         "_server",
         "_stream_error",
@@ -140,6 +152,12 @@ class HttpProtocol(asyncio.Protocol):
         self._reading_paused = False
         self._drain: asyncio.Future[None] | None = None
         self._eof = False
+        limits = server.app.limits
+        self._high_water = limits.write_high_water
+        self._max_pipeline = limits.max_pipeline
+        #: The native side stopped on its budget with requests still buffered.
+        self._held = False
+        self._resume_scheduled = False
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -150,6 +168,9 @@ class HttpProtocol(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # pause_writing at the high-water mark: what the kernel has not taken is
+        # counted against the next batch's budget (see `_budget`).
+        transport.set_write_buffer_limits(high=self._high_water)
         limits = self._app.limits
         self._conn = HttpConnection(
             self._server.router,
@@ -164,27 +185,74 @@ class HttpProtocol(asyncio.Protocol):
         self._server.connection_opened(self)
 
     def data_received(self, data: bytes) -> None:
+        conn = self._conn
         try:
-            deferred = self._conn.feed(data)
+            # The budget (see the module docstring): writing not paused means the
+            # transport holds less than the high-water mark, so a full mark may be
+            # rendered (a bound of twice the mark, without asking the transport on
+            # every read); paused, nothing new.
+            deferred = conn.feed(
+                data,
+                0 if self._paused_writing else self._high_water,
+                self._max_pipeline - len(self._queue),
+            )
         except Exception:  # a bug on our side must not kill the loop
             log.exception("internal error while handling a request")
             self._transport.abort()
             return
+        if deferred is not None or self._body_stream is not None or conn.held:
+            self._after_feed(deferred)
+
+    def _after_feed(self, deferred: list[Any] | None) -> None:
+        conn = self._conn
         if self._body_stream is not None:
             self._body_stream._wake()
-            if self._conn.stream_buffered > self._app.limits.stream_buffer:
+            if conn.stream_buffered > self._app.limits.stream_buffer:
                 self._update_reading()  # pause until the handler catches up
         if deferred is not None:
             self._dispatch(deferred)
+        if conn.held and not self._held:
+            self._held = True
+            self._update_reading()
+            self._schedule_continue()
+
+    def _schedule_continue(self) -> None:
+        # From the loop, not inline: a client whose responses the kernel takes as
+        # fast as they come must not keep this connection in one long call.
+        if not self._resume_scheduled and not self._closed:
+            self._resume_scheduled = True
+            self._loop.call_soon(self._continue)
+
+    def _continue(self) -> None:
+        """Hands the held requests to the native side again, if there is room now
+        (else `resume_writing` or `_flush` calls back)."""
+        self._resume_scheduled = False
+        if not self._held or self._closed:
+            return
+        room = self._high_water - self._transport.get_write_buffer_size()
+        slots = self._max_pipeline - len(self._queue)
+        if room <= 0 or slots <= 0:
+            return
+        self._held = False
+        try:
+            deferred = self._conn.feed(b"", room, slots)
+        except Exception:
+            log.exception("internal error while handling a request")
+            self._transport.abort()
+            return
+        self._after_feed(deferred)
+        if not self._held:
+            self._update_reading()
+            self._flush_idle()
 
     def eof_received(self) -> bool:
-        # Half-close: answer what is queued, then close (see `_flush`).
+        # Half-close: answer what is queued (and held), then close (see `_flush`).
         self._eof = True
         if self._body_stream is not None and not self._body_stream._request._eof:
             # A body still being streamed can never complete now.
             self._stream_failed = True
             self._body_stream._wake()
-        return bool(self._queue) or self._writer_busy
+        return bool(self._queue) or self._writer_busy or self._held
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -209,6 +277,8 @@ class HttpProtocol(asyncio.Protocol):
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
         self._update_reading()
+        if self._held:
+            self._schedule_continue()
 
     # Slow path ----------------------------------------------------------------------
 
@@ -463,8 +533,21 @@ class HttpProtocol(asyncio.Protocol):
             # A request behind the ones just answered waits for this to send its body.
             conn.continue_owed = False
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        if close or (idle and (conn.closing or self._eof or self._server.closing)):
+        if close:
             self._close()
+        elif self._held:
+            self._schedule_continue()
+        elif idle and (conn.closing or self._eof or self._server.closing):
+            self._close()
+
+    def _flush_idle(self) -> None:
+        # After the held requests were all taken: close now if that was all
+        # (a half-closed client, a closing server), as `_flush` would have.
+        if not self._queue and not self._writer_busy and not self._held:
+            conn = self._conn
+            conn.fast = True
+            if conn.closing or self._eof or self._server.closing:
+                self._close()
 
     def _drop_queue(self) -> None:
         # Nothing behind a closing response will be sent: stop the handlers at work on it.
@@ -596,7 +679,9 @@ class HttpProtocol(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self._conn.stream_buffered > self._app.limits.stream_buffer:
             self._paused_stream = True
-        want_paused = self._paused_writing or self._paused_queue or self._paused_stream
+        want_paused = (
+            self._paused_writing or self._paused_queue or self._paused_stream or self._held
+        )
         if want_paused != self._reading_paused and not self._closed:
             self._reading_paused = want_paused
             if want_paused:

@@ -91,6 +91,12 @@ impl Parser {
         matches!(self.state, State::Head) && self.buf.is_empty()
     }
 
+    /// True when the next event would begin a new request (its head), whether or
+    /// not any of it is buffered yet.
+    pub fn at_message_start(&self) -> bool {
+        matches!(self.state, State::Head)
+    }
+
     /// True while a request head has arrived in part.
     pub fn in_head(&self) -> bool {
         matches!(self.state, State::Head) && !self.buf.is_empty()

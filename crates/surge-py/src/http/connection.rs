@@ -7,6 +7,15 @@
 //! 404/405, unusual return values, raised exceptions, parse errors) is handed
 //! back to Python in order, and so is every request after it in that read,
 //! because responses must leave in request order.
+//!
+//! What one `feed()` may take on is bounded (the pipelining memory bound): the
+//! caller says how many bytes of responses it may render (`room`: the write
+//! high-water mark less what the transport still holds) and how many requests
+//! it may hand back (`slots`). Before each new request it checks both; when one
+//! runs out it stops, leaves the rest of the input in the parser (`held`), and
+//! the caller feeds again (with no new bytes) once the transport has drained.
+//! Without that, a client that pipelines thousands of requests for large
+//! responses and never reads would have them all rendered in one call.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -74,6 +83,10 @@ pub struct HttpConnection {
     /// A request waits for `100 Continue` that could not be sent yet.
     #[pyo3(get, set)]
     continue_owed: bool,
+    /// The last `feed` stopped on its budget with requests still in the parser:
+    /// feed again (with `b""`) when there is room.
+    #[pyo3(get)]
+    held: bool,
 }
 
 fn reply_for(head: &RequestHead) -> Reply {
@@ -305,20 +318,43 @@ impl HttpConnection {
             closing: false,
             stream_buffered: 0,
             continue_owed: false,
+            held: false,
         }
     }
 
     /// Handles received bytes. Returns None when every request was answered
     /// (the answers are already written), else the list of requests (and a
-    /// trailing `ParseError`) that Python must answer, in order.
-    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
-        self.last_active = Instant::now();
+    /// trailing `ParseError`) that Python must answer, in order. No new request
+    /// is begun once `room` bytes of responses are rendered or `slots` requests
+    /// are handed back (see `held`); the first one always may, if both are > 0.
+    #[pyo3(signature = (data, room=i64::MAX, slots=i64::MAX))]
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        room: i64,
+        slots: i64,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        // Negative budgets (the caller's arithmetic) mean none.
+        let room = usize::try_from(room).unwrap_or(0);
+        let slots = usize::try_from(slots).unwrap_or(0);
+        if !data.is_empty() {
+            self.last_active = Instant::now();
+        }
         let mut deferred: Option<Bound<'py, PyList>> = None;
+        self.held = false;
         if self.closing {
             return Ok(deferred);
         }
         self.parser.feed(data);
         loop {
+            if self.parser.at_message_start()
+                && (self.out.len() >= room || deferred.as_ref().map_or(0, |l| l.len()) >= slots)
+            {
+                // Out of budget before a new request: it stays in the parser.
+                self.held = self.parser.buffered() > 0;
+                break;
+            }
             match self.parser.poll() {
                 Ok(None) => break,
                 Ok(Some(Event::Head(head))) => self.on_head(py, head, &mut deferred)?,
@@ -362,7 +398,8 @@ impl HttpConnection {
                 }
             }
         }
-        self.head_started = if self.parser.in_head() {
+        // Held requests are complete heads waiting on the server, not a slow client.
+        self.head_started = if self.parser.in_head() && !self.held {
             Some(self.head_started.unwrap_or(self.last_active))
         } else {
             None

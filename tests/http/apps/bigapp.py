@@ -1,0 +1,53 @@
+"""App for the pipelining memory tests: large responses of every kind."""
+
+import os
+import tempfile
+
+from surge.http import App, FileResponse, StreamingResponse
+
+app = App()
+
+MIB = b"x" * (1 << 20)
+KIB16 = b"y" * (16 << 10)
+_fd, BIG_FILE = tempfile.mkstemp(prefix="surge-bigapp-")
+os.write(_fd, MIB)
+os.close(_fd)
+
+
+@app.get("/")
+def index(request):
+    return "ok"
+
+
+@app.get("/big")
+def big(request):
+    return MIB
+
+
+@app.get("/16k")
+def sixteen_k(request):
+    return KIB16
+
+
+@app.get("/json")
+def json_16k(request):
+    return {"data": "z" * (16 << 10)}
+
+
+@app.get("/abig")
+async def abig(request):
+    return MIB
+
+
+@app.get("/stream")
+def stream(request):
+    def chunks():
+        for _ in range(16):
+            yield MIB[: 64 << 10]
+
+    return StreamingResponse(chunks())
+
+
+@app.get("/file")
+def file(request):
+    return FileResponse(BIG_FILE)

@@ -7,6 +7,7 @@ answered promptly; and a client that does read gets every response, in order."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -120,3 +121,21 @@ def test_pipelined_reader_gets_every_response_in_order(worker, path):
             data += chunk
     assert data.count(b"HTTP/1.1 200 OK\r\n") == n + 1
     assert data.endswith(b"ok")
+
+
+def test_results_rendered_late_keep_their_meaning_and_order(worker):
+    """Behind responses over the high-water mark, results are rendered when written:
+    None is still 204, an unrenderable one still 500, all in request order."""
+    _, port = worker
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        # 16 MiB ahead: more than the kernel's socket buffers take unread.
+        paths = ["/abig"] * 16 + ["/anone", "/abad", "/abig", "/anone"]
+        reqs = b"".join(f"GET {p} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for p in paths)
+        s.sendall(reqs + b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(0.5)  # let the handlers finish while nothing is read
+        data = bytearray()
+        while chunk := s.recv(1 << 20):
+            data += chunk
+    statuses = [int(m.group(1)) for m in re.finditer(rb"HTTP/1\.1 (\d{3}) ", data)]
+    # (a 1 MiB body of "x" cannot contain "HTTP/1.1 ")
+    assert statuses == [200] * 16 + [204, 500, 200, 204, 200]

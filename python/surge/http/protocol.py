@@ -48,14 +48,21 @@ _METHOD_NOT_ALLOWED = 405
 _FILE_CHUNK = 256 * 1024
 
 
+#: `_Slot.lazy` when the response is rendered already (None is a handler's result).
+_EAGER: Any = object()
+
+
 class _Slot:
     """One response owed to the client, in request order."""
 
-    __slots__ = ("body", "close", "data", "done", "request", "task")
+    __slots__ = ("body", "close", "data", "done", "lazy", "request", "task")
 
     def __init__(self, request: Request | None) -> None:
         self.request = request
         self.data: bytes | None = None
+        #: The handler's result, rendered only when its turn to be written comes
+        #: (see `HttpProtocol._finish`); `data` is None meanwhile.
+        self.lazy: Any = _EAGER
         self.body: StreamingResponse | FileResponse | None = None
         self.done = False
         self.close = False
@@ -131,6 +138,7 @@ class HttpProtocol(asyncio.Protocol):
         "_stream_failed",
         "_tasks",
         "_transport",
+        "_unsent",
         "_writer_busy",
     )
 
@@ -158,6 +166,8 @@ class HttpProtocol(asyncio.Protocol):
         #: The native side stopped on its budget with requests still buffered.
         self._held = False
         self._resume_scheduled = False
+        #: Bytes rendered into queued slots and not yet written.
+        self._unsent = 0
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -277,6 +287,8 @@ class HttpProtocol(asyncio.Protocol):
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
         self._update_reading()
+        if self._queue and self._queue[0].done and not self._writer_busy:
+            self._flush()  # responses held back at the high-water mark
         if self._held:
             self._schedule_continue()
 
@@ -402,6 +414,19 @@ class HttpProtocol(asyncio.Protocol):
         return result
 
     def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
+        if (
+            self._unsent + self._transport.get_write_buffer_size() >= self._high_water
+            and not isinstance(result, StreamingResponse | FileResponse)
+            and not inspect.isawaitable(result)
+        ):
+            # Over the high-water mark: keep the result as the handler made it and
+            # render it when it is written (`_flush`), so that pipelined handlers
+            # finishing together do not each hold a rendered copy.
+            slot.lazy = result
+            slot.done = True
+            slot.close = not req.keep_alive
+            self._flush()
+            return
         try:
             data = self._conn.render(req, result)
         except Exception as exc:
@@ -422,10 +447,30 @@ class HttpProtocol(asyncio.Protocol):
                 return
         else:
             slot.data = data
+            self._unsent += len(data)
         slot.done = True
         if not req.keep_alive:
             slot.close = True
         self._flush()
+
+    def _render_late(self, slot: _Slot) -> bytes:
+        """A lazy slot's response, rendered as it is written. Its error handlers
+        cannot run here (they may be async): a result that fails to render is
+        answered with a plain 500 and logged, as a bug in the handler."""
+        req, result = slot.request, slot.lazy
+        assert req is not None
+        slot.lazy = _EAGER
+        try:
+            data = self._conn.render(req, result)
+            if data is None:
+                raise TypeError(
+                    f"handler for {req.path!r} returned {type(result).__name__}; expected str, "
+                    "bytes, dict, list, None or a Response"
+                )
+        except Exception as exc:
+            log.error("unhandled error in %s %s", req.method, req.path, exc_info=exc)
+            data = self._conn.render_error(500, "Internal Server Error", req)
+        return data
 
     async def _await_result(self, slot: _Slot, req: Request, result: Any) -> None:
         try:
@@ -507,8 +552,18 @@ class HttpProtocol(asyncio.Protocol):
         queue = self._queue
         parts: list[bytes] = []
         close = False
+        size = 0
+        held_back = False
         while queue and queue[0].done:
-            slot = queue.popleft()
+            slot = queue[0]
+            if slot.lazy is not _EAGER:
+                if size + self._transport.get_write_buffer_size() >= self._high_water:
+                    held_back = True  # rendered once the transport drains
+                    break
+                slot.data = self._render_late(slot)
+            else:
+                self._unsent -= len(slot.data) if slot.data is not None else 0
+            queue.popleft()
             if slot.body is not None:
                 if parts:
                     self._transport.write(b"".join(parts))
@@ -517,12 +572,17 @@ class HttpProtocol(asyncio.Protocol):
                 self._start(self._write_body(slot))
                 break
             parts.append(slot.data)  # type: ignore[arg-type]
+            size += len(slot.data)  # type: ignore[arg-type]
             if slot.close:
                 close = True
                 self._drop_queue()
                 break
         if parts and not self._closed:
             self._transport.write(b"".join(parts) if len(parts) > 1 else parts[0])
+        if held_back and not self._paused_writing and not self._closed:
+            # The kernel took it all (no pause_writing, so no resume_writing will
+            # come): look again from the loop.
+            self._loop.call_soon(self._flush)
         if self._paused_queue and len(queue) < self._app.limits.max_pipeline:
             self._paused_queue = False
             self._update_reading()
@@ -555,6 +615,7 @@ class HttpProtocol(asyncio.Protocol):
             if slot.task is not None:
                 slot.task.cancel()
         self._queue.clear()
+        self._unsent = 0
 
     def _close(self) -> None:
         if not self._closed:

@@ -51,3 +51,13 @@ def stream(request):
 @app.get("/file")
 def file(request):
     return FileResponse(BIG_FILE)
+
+
+@app.get("/anone")
+async def anone(request):
+    return None
+
+
+@app.get("/abad")
+async def abad(request):
+    return object()

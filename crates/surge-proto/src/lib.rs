@@ -9,3 +9,7 @@ pub mod iproto;
 pub mod msgpack;
 pub mod pgwire;
 pub mod resp;
+mod status;
+pub mod websocket;
+
+pub use status::Status;

@@ -5,12 +5,7 @@ use super::error::Error;
 use super::limits::{MAX_AGGREGATE_LEN, MAX_BULK_LEN, MAX_LINE_LEN, MAX_NESTING};
 use super::scan::Scanner;
 
-/// "Incomplete" is a result, not an error: `Partial` asks for more bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status<T> {
-    Complete(T),
-    Partial,
-}
+pub use crate::Status;
 
 /// One value's type and line; aggregates carry how many values follow them.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``surge serve``."""
-    from surge.http.workers import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
+    from surge.serve import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
 
     serve = subparsers.add_parser(
         "serve",
@@ -94,7 +94,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from surge.http.workers import StartupError, run
+    from surge.serve import StartupError, run
 
     try:
         run(

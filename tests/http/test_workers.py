@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from surge import cli
 from surge.cli import main
-from surge.http.reload import FileWatcher, watch_roots
+from surge.serve.reload import FileWatcher, watch_roots
 
 APPS = Path(__file__).parent / "apps"
 SURGE = [sys.executable, "-m", "surge"]
@@ -153,7 +153,7 @@ def test_gc_threshold_while_serving(
 
 def test_app_run_restores_the_collector_afterwards() -> None:
     from surge.http import App
-    from surge.http.workers import run
+    from surge.serve import run
 
     app = App()
     seen: list[int] = []

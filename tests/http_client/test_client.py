@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from client_servers import SurgeServer
 from surge.http import App, Client, ClientLimits, RedirectResponse, Response, Timeout
-from surge.http.client_errors import (
+from surge.http.client.errors import (
     HTTPStatusError,
     InvalidURL,
     TooManyRedirects,

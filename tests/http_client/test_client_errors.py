@@ -13,7 +13,7 @@ from client_servers import RawServer, read_request, refused_port
 from surge._core import HttpResponseParser
 from surge.errors import ConnectError, ConnectionLostError
 from surge.http import Client, ClientLimits, Timeout
-from surge.http.client_errors import (
+from surge.http.client.errors import (
     ConnectTimeout,
     PoolTimeout,
     ReadTimeout,

@@ -12,7 +12,7 @@ import pytest
 from client_servers import RawServer, read_request
 from surge.errors import ConnectionDeadError
 from surge.http import Client, ClientLimits, Timeout
-from surge.http.client_errors import PoolTimeout
+from surge.http.client.errors import PoolTimeout
 
 pytestmark = pytest.mark.timeout(30)
 

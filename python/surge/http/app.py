@@ -7,11 +7,13 @@ import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from surge._core import Router
 
 from .config import DEFAULT_GC_THRESHOLD, Limits
+from .plan import LazyExecutor, Plan
 
 log = logging.getLogger("surge.http")
 
@@ -56,7 +58,8 @@ class App:
         self.after_request_hooks: list[Callable[..., Any]] = []
         self.error_handlers: dict[int | type[BaseException], Callable[..., Any]] = {}
         self._router: Router | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._plan: Plan | None = None
+        self._executor = LazyExecutor(self.limits.threads)
 
     # Routing -------------------------------------------------------------------------
 
@@ -71,7 +74,7 @@ class App:
         max_body_size: int | None = None,
     ) -> Route:
         """Registers `handler` for `path` and `methods` (default GET)."""
-        if self._router is not None:
+        if self._plan is not None:
             raise RuntimeError("routes cannot be added once the app is serving")
         if not callable(handler):
             raise TypeError(f"handler for {path!r} is not callable")
@@ -153,16 +156,20 @@ class App:
 
     def before_request(self, fn: F) -> F:
         """Runs `fn(request)` before each handler; a non-None return answers instead."""
+        self._check_open("a before_request hook")
         self.before_request_hooks.append(fn)
         return fn
 
     def after_request(self, fn: F) -> F:
         """Runs `fn(request, response)` after each handler; its return replaces the response."""
+        self._check_open("an after_request hook")
         self.after_request_hooks.append(fn)
         return fn
 
     def errorhandler(self, key: int | type[BaseException]) -> Callable[[F], F]:
         """Registers `fn(request, exc)` for a status code or an exception type."""
+
+        self._check_open("an error handler")
 
         def decorate(fn: F) -> F:
             self.error_handlers[key] = fn
@@ -172,15 +179,21 @@ class App:
 
     exception_handler = errorhandler
 
+    def _check_open(self, what: str) -> None:
+        if self._plan is not None:
+            raise RuntimeError(f"{what} cannot be added once the app is serving")
+
     # Serving -------------------------------------------------------------------------
 
     @property
     def has_hooks(self) -> bool:
         return bool(self.before_request_hooks or self.after_request_hooks)
 
-    def freeze(self) -> Router:
-        """Compiles the routes into the native router; called when serving starts."""
-        if self._router is None:
+    def freeze(self) -> Plan:
+        """The serving plan (`surge.http.plan`): routes compiled into the native
+        router, hooks, error handlers and limits fixed; called when serving starts.
+        Routes cannot be added afterwards."""
+        if self._plan is None:
             router = Router()
             hooks = self.has_hooks
             for r in self.routes:
@@ -197,16 +210,22 @@ class App:
                     kind = _SYNC
                 router.add(r.path, list(r.methods), r.handler, kind, r.max_body, r.stream)
             self._router = router
-        return self._router
+            self._plan = Plan(
+                router=router,
+                routes=tuple(self.routes),
+                limits=self.limits,
+                before_request_hooks=tuple(self.before_request_hooks),
+                after_request_hooks=tuple(self.after_request_hooks),
+                error_handlers=MappingProxyType(dict(self.error_handlers)),
+                debug=self.debug,
+                executor=self._executor,
+            )
+        return self._plan
 
     @property
     def executor(self) -> ThreadPoolExecutor:
         """The pool that runs `threaded=True` handlers."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=self.limits.threads, thread_name_prefix="surge-handler"
-            )
-        return self._executor
+        return self._executor.get()
 
     def run(
         self,
@@ -220,7 +239,7 @@ class App:
         gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
     ) -> None:
         """Serves the app (blocking); see `surge serve` for the options."""
-        from .workers import run
+        from surge.serve import run
 
         if debug is not None:
             self.debug = debug

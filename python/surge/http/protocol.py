@@ -116,7 +116,6 @@ class BodyStream:
 
 class HttpProtocol(asyncio.Protocol):
     __slots__ = (
-        "_app",
         "_body_stream",
         "_closed",
         "_conn",
@@ -129,6 +128,7 @@ class HttpProtocol(asyncio.Protocol):
         "_paused_queue",
         "_paused_stream",
         "_paused_writing",
+        "_plan",
         "_queue",
         "_reading_paused",
         "_resume_scheduled",
@@ -144,8 +144,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self._server = server
-        self._app = server.app
-        self._routes = server.app.routes
+        self._plan = plan = server.plan
+        self._routes = plan.routes
         self._loop = asyncio.get_running_loop()
         self._queue: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -160,7 +160,7 @@ class HttpProtocol(asyncio.Protocol):
         self._reading_paused = False
         self._drain: asyncio.Future[None] | None = None
         self._eof = False
-        limits = server.app.limits
+        limits = plan.limits
         self._high_water = limits.write_high_water
         self._max_pipeline = limits.max_pipeline
         #: The native side stopped on its budget with requests still buffered.
@@ -181,9 +181,9 @@ class HttpProtocol(asyncio.Protocol):
         # pause_writing at the high-water mark: what the kernel has not taken is
         # counted against the next batch's budget (see `_budget`).
         transport.set_write_buffer_limits(high=self._high_water)
-        limits = self._app.limits
+        limits = self._plan.limits
         self._conn = HttpConnection(
-            self._server.router,
+            self._plan.router,
             transport.write,
             transport.get_extra_info("peername"),
             max_request_line=limits.max_request_line,
@@ -217,7 +217,7 @@ class HttpProtocol(asyncio.Protocol):
         conn = self._conn
         if self._body_stream is not None:
             self._body_stream._wake()
-            if conn.stream_buffered > self._app.limits.stream_buffer:
+            if conn.stream_buffered > self._plan.limits.stream_buffer:
                 self._update_reading()  # pause until the handler catches up
         if deferred is not None:
             self._dispatch(deferred)
@@ -312,7 +312,7 @@ class HttpProtocol(asyncio.Protocol):
                 break
             self._handle(item)
         queue = self._queue
-        if len(queue) >= self._app.limits.max_pipeline:
+        if len(queue) >= self._plan.limits.max_pipeline:
             self._paused_queue = True
             self._update_reading()
         if not queue or queue[0].done:
@@ -345,7 +345,7 @@ class HttpProtocol(asyncio.Protocol):
             slot.task = self._loop.create_task(
                 self._run_async(slot, req, route.handler), name=_TASK_NAME
             )
-        elif route.is_async or route.threaded or route.stream or self._app.has_hooks:
+        elif route.is_async or route.threaded or route.stream or self._plan.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)
                 req._stream = stream
@@ -366,10 +366,10 @@ class HttpProtocol(asyncio.Protocol):
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, slot: _Slot, req: Request, route: Any) -> None:
-        app = self._app
+        plan = self._plan
         try:
             result: Any = None
-            for hook in app.before_request_hooks:
+            for hook in plan.before_request_hooks:
                 result = hook(req)
                 if inspect.isawaitable(result):
                     result = await result
@@ -378,12 +378,12 @@ class HttpProtocol(asyncio.Protocol):
             else:
                 if route.threaded:
                     call = partial(route.handler, req, **req.path_params)
-                    result = await self._loop.run_in_executor(app.executor, call)
+                    result = await self._loop.run_in_executor(plan.executor.get(), call)
                 else:
                     result = route.handler(req, **req.path_params)
                     if inspect.isawaitable(result):
                         result = await result
-            if app.after_request_hooks:
+            if plan.after_request_hooks:
                 result = await self._after(req, result)
         except asyncio.CancelledError:
             raise
@@ -405,7 +405,7 @@ class HttpProtocol(asyncio.Protocol):
     async def _after(self, req: Request, result: Any) -> Any:
         if not isinstance(result, Response | StreamingResponse | FileResponse):
             result = _to_response(result)
-        for hook in self._app.after_request_hooks:
+        for hook in self._plan.after_request_hooks:
             new = hook(req, result)
             if inspect.isawaitable(new):
                 new = await new
@@ -485,7 +485,7 @@ class HttpProtocol(asyncio.Protocol):
     def _finish_error(
         self, slot: _Slot, req: Request, exc: HTTPException, use_handler: bool = True
     ) -> None:
-        handler = self._app.error_handlers.get(exc.status) if use_handler else None
+        handler = self._plan.error_handlers.get(exc.status) if use_handler else None
         if handler is not None:
             self._start(self._answer_exception(slot, req, exc))
             return
@@ -499,7 +499,7 @@ class HttpProtocol(asyncio.Protocol):
         self._flush()
 
     async def _answer_exception(self, slot: _Slot, req: Request, exc: BaseException) -> None:
-        app = self._app
+        plan = self._plan
         if isinstance(exc, ClientDisconnected):
             # Not a server error: answer the framing error if there was one, and close.
             error = self._stream_error
@@ -510,14 +510,14 @@ class HttpProtocol(asyncio.Protocol):
             return
         handler = None
         if isinstance(exc, HTTPException):
-            handler = app.error_handlers.get(exc.status)
+            handler = plan.error_handlers.get(exc.status)
         if handler is None:
             for cls in type(exc).__mro__:
-                handler = app.error_handlers.get(cls)
+                handler = plan.error_handlers.get(cls)
                 if handler is not None:
                     break
         if handler is None and not isinstance(exc, HTTPException):
-            handler = app.error_handlers.get(500)
+            handler = plan.error_handlers.get(500)
         if handler is not None:
             try:
                 result = handler(req, exc)
@@ -539,7 +539,7 @@ class HttpProtocol(asyncio.Protocol):
             return
         log.error("unhandled error in %s %s", req.method, req.path, exc_info=exc)
         message = "Internal Server Error"
-        if app.debug:
+        if plan.debug:
             message = "".join(traceback.format_exception(exc))
         slot.data = self._conn.render_error(500, message, req)
         slot.done = True
@@ -583,7 +583,7 @@ class HttpProtocol(asyncio.Protocol):
             # The kernel took it all (no pause_writing, so no resume_writing will
             # come): look again from the loop.
             self._loop.call_soon(self._flush)
-        if self._paused_queue and len(queue) < self._app.limits.max_pipeline:
+        if self._paused_queue and len(queue) < self._plan.limits.max_pipeline:
             self._paused_queue = False
             self._update_reading()
         idle = not queue and not self._writer_busy
@@ -738,7 +738,7 @@ class HttpProtocol(asyncio.Protocol):
             self._update_reading()
 
     def _update_reading(self) -> None:
-        if self._conn.stream_buffered > self._app.limits.stream_buffer:
+        if self._conn.stream_buffered > self._plan.limits.stream_buffer:
             self._paused_stream = True
         want_paused = (
             self._paused_writing or self._paused_queue or self._paused_stream or self._held

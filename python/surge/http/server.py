@@ -25,7 +25,8 @@ class Server:
         self.app = app
         if debug:
             app.debug = True
-        self.router = app.freeze()
+        #: What every connection serves by (the transport never reads the App).
+        self.plan = app.freeze()
         self.connections: set[HttpProtocol] = set()
         self.closing = False
         self._server: asyncio.AbstractServer | None = None
@@ -54,7 +55,7 @@ class Server:
         if not self.connections:
             self._ticker = None
             return
-        limits = self.app.limits
+        limits = self.plan.limits
         for conn in list(self.connections):
             conn.check_timeouts(limits.header_timeout, limits.keepalive_timeout)
         self._ticker = asyncio.get_running_loop().call_later(1.0, self._tick)
@@ -79,8 +80,7 @@ class Server:
             self._ticker.cancel()
         if self._server is not None:
             await self._server.wait_closed()
-        if self.app._executor is not None:
-            self.app._executor.shutdown(wait=False, cancel_futures=True)
+        self.plan.executor.shutdown()
 
 
 async def serve(app: App, host: str = "127.0.0.1", port: int = 8080) -> Server:

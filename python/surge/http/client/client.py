@@ -1,45 +1,22 @@
-"""`surge.http.Client`: an asyncio HTTP/1.1 client on surge's pipelining engine.
+"""`Client`: requests over the pools, with timeouts, retries and redirects.
 
-    async with surge.http.Client(base_url="http://127.0.0.1:8080", timeout=5) as client:
-        r = await client.get("/users/1", params={"full": 1})
-        r.raise_for_status()
-        user = r.json()
-        async with client.stream("GET", "/big") as r:
-            async for chunk in r.aiter_bytes():
-                ...
-
-The API follows httpx (and aiohttp where they agree): `get`, `post(json=,
-data=, content=)`, `put`, `patch`, `delete`, `head`, `options`, `request`,
-`stream`; `response.status` (`status_code`), `.headers` (case-insensitive),
-`.content`, `.text`, `.json()`, `await .read()`, `.raise_for_status()`.
-
-Connections are kept alive and pooled per (scheme, host, port), at most
-`ClientLimits.max_connections_per_host` each. With `pipelining=True` (or a
-depth) the requests of many coroutines share one connection: every request
-made in one loop iteration leaves in one write, and replies are matched in
-order. Timeouts always hold: `connect` covers name resolution and the TCP
-connect, `read` the wait for a response (and between pieces of a streamed
-body), `pool` the wait for a free connection, `total` the whole call.
-
-Redirects are not followed unless `follow_redirects=True`. Only plain `http://`
-is supported: an `https://` URL raises `UnsupportedProtocol`. Response bodies
-are not decompressed (the client does not send Accept-Encoding). Request
-bodies are sent whole (an async iterable is gathered first).
+A request's URL and headers are checked (`request.py`) and its body encoded
+before any connection is taken. `_send` takes a connection from the host's
+pool (`pool.py`), retries once on a fresh one when a kept-alive connection
+turns out closed by the server (idempotent methods only), and turns engine
+errors into the client's (`errors.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urljoin, urlsplit
+from urllib.parse import urlencode, urljoin
 
 import orjson
 
-from surge._core import HTTP_CLIENT_MAX_BODY
 from surge._core import __version__ as _version
 from surge.engine import DEFAULT_LIVENESS_INTERVAL, DEFAULT_LIVENESS_TIMEOUT, liveness
 from surge.errors import (
@@ -50,173 +27,26 @@ from surge.errors import (
     RequestTimeoutError,
 )
 
-from .client_errors import (
+from .config import DEFAULT_TIMEOUT, UNSET, ClientLimits, Timeout
+from .errors import (
     ConnectTimeout,
-    HTTPStatusError,
-    InvalidHeader,
     InvalidURL,
     PoolTimeout,
     ReadTimeout,
     RemoteProtocolError,
     TooManyRedirects,
-    UnsupportedProtocol,
 )
-from .client_pool import BodyStream, Connection, HostPool, Pools, PoolSettings
-from .client_response import ClientResponse, ResponseNotRead
+from .pool import BodyStream, Connection, HostPool, Pools, PoolSettings
+from .request import URL, gather_body, header_list, merge_headers, split_url
+from .response import ClientResponse
 
-__all__ = [
-    "Client",
-    "ClientLimits",
-    "ClientResponse",
-    "ConnectTimeout",
-    "HTTPStatusError",
-    "InvalidHeader",
-    "InvalidURL",
-    "PoolTimeout",
-    "ReadTimeout",
-    "RemoteProtocolError",
-    "ResponseNotRead",
-    "Timeout",
-    "TooManyRedirects",
-    "UnsupportedProtocol",
-]
+__all__ = ["DEFAULT_MAX_REDIRECTS", "IDEMPOTENT", "Client"]
 
-#: Default seconds for each timeout but `total` (which is off by default).
-DEFAULT_TIMEOUT = 5.0
 #: Default most redirects followed per request.
 DEFAULT_MAX_REDIRECTS = 20
 #: Methods retried once on a fresh connection when a kept-alive one turns out
 #: closed by the server before anything was answered (the request never ran).
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
-
-_UNSET: Any = object()
-
-
-class Timeout:
-    """Timeouts in seconds (None: no limit). `Timeout(10)` sets connect, read and
-    pool to 10; keywords set one each."""
-
-    __slots__ = ("connect", "pool", "read", "total")
-
-    def __init__(
-        self,
-        timeout: float | None = _UNSET,
-        *,
-        connect: float | None = _UNSET,
-        read: float | None = _UNSET,
-        pool: float | None = _UNSET,
-        total: float | None = None,
-    ) -> None:
-        default = DEFAULT_TIMEOUT if timeout is _UNSET else timeout
-        self.connect = default if connect is _UNSET else connect
-        self.read = default if read is _UNSET else read
-        self.pool = default if pool is _UNSET else pool
-        self.total = total
-
-    @classmethod
-    def of(cls, value: Timeout | float | None) -> Timeout:
-        if isinstance(value, Timeout):
-            return value
-        return cls(value)
-
-    def __repr__(self) -> str:
-        return (
-            f"Timeout(connect={self.connect}, read={self.read}, "
-            f"pool={self.pool}, total={self.total})"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClientLimits:
-    """Pool sizes and caps; every field has a default."""
-
-    #: Most open connections, all hosts together.
-    max_connections: int = 100
-    #: Most open connections to one (scheme, host, port).
-    max_connections_per_host: int = 10
-    #: Idle keep-alive connections older than this (seconds) are closed, not reused.
-    keepalive_expiry: float = 5.0
-    #: Most requests in flight on one connection when pipelining (`pipelining=True`).
-    max_pipeline: int = 32
-    #: Largest buffered response body in bytes (streamed bodies have no limit).
-    max_response_body: int = HTTP_CLIENT_MAX_BODY
-
-
-@dataclass(slots=True)
-class _URL:
-    scheme: str
-    host: str
-    port: int
-    target: str
-    authority: str  # the Host header
-
-    def __str__(self) -> str:
-        return f"{self.scheme}://{self.authority}{self.target}"
-
-
-def _split_url(url: str, params: Any) -> _URL:
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
-    scheme = parts.scheme.lower()
-    if scheme == "https":
-        raise UnsupportedProtocol(f"https is not supported (yet): {url!r}")
-    if scheme != "http":
-        raise UnsupportedProtocol(f"URL scheme must be http: {url!r}")
-    host = parts.hostname
-    if not host:
-        raise InvalidURL(f"URL has no host: {url!r}")
-    if port is None:
-        port = 80
-    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-    query = quote(parts.query, safe="/?%:@!$&'()*+,;=-._~")
-    if params:
-        extra = urlencode(params if isinstance(params, Mapping) else list(params), doseq=True)
-        query = f"{query}&{extra}" if query else extra
-    target = f"{path}?{query}" if query else path
-    shown = f"[{host}]" if ":" in host else host
-    authority = shown if port == 80 else f"{shown}:{port}"
-    return _URL(scheme, host, port, target, authority)
-
-
-#: Header pairs as the encoder takes them: values may be bytes, sent as they are.
-_Headers = list[tuple[str, str | bytes]]
-
-
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-
-
-def _header_list(headers: Any) -> _Headers:
-    """The caller's headers as pairs, checked here so that a bad one fails before
-    a connection is even opened (the encoder checks again)."""
-    if headers is None:
-        return []
-    items = headers.items() if hasattr(headers, "items") else headers
-    out: _Headers = []
-    for k, v in items:
-        name = str(k)
-        value = v if isinstance(v, bytes) else str(v)
-        raw = value if isinstance(value, bytes) else value.encode()
-        if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(raw):
-            raise InvalidHeader(f"invalid header {name!r}: {value!r}")
-        out.append((name, value))
-    return out
-
-
-def _merge_headers(base: _Headers, extra: _Headers) -> _Headers:
-    if not extra:
-        return list(base)
-    override = {k.lower() for k, _ in extra}
-    return [(k, v) for k, v in base if k.lower() not in override] + extra
-
-
-async def _gather(content: AsyncIterable[bytes] | Iterable[bytes]) -> bytes:
-    if isinstance(content, AsyncIterable):
-        return b"".join([bytes(c) async for c in content])
-    return b"".join(bytes(c) for c in content)
 
 
 class Client:
@@ -253,8 +83,8 @@ class Client:
         depth = self.limits.max_pipeline if pipelining is True else int(pipelining)
         self.follow_redirects = follow_redirects
         self.max_redirects = max_redirects
-        self.headers = _merge_headers(
-            [("user-agent", f"surge/{_version}"), ("accept", "*/*")], _header_list(headers)
+        self.headers = merge_headers(
+            [("user-agent", f"surge/{_version}"), ("accept", "*/*")], header_list(headers)
         )
         self._pools = Pools(
             PoolSettings(
@@ -320,12 +150,12 @@ class Client:
         headers: Any = None,
         content: bytes | str | Iterable[bytes] | AsyncIterable[bytes] | None = None,
         data: Any = None,
-        json: Any = _UNSET,
-        timeout: Timeout | float | None = _UNSET,
+        json: Any = UNSET,
+        timeout: Timeout | float | None = UNSET,
         follow_redirects: bool | None = None,
     ) -> ClientResponse:
         """Sends one request and reads the whole response."""
-        t = self.timeout if timeout is _UNSET else Timeout.of(timeout)
+        t = self.timeout if timeout is UNSET else Timeout.of(timeout)
         follow = self.follow_redirects if follow_redirects is None else follow_redirects
         method = method.upper()
         hdrs, body = await self._body(headers, content, data, json)
@@ -347,13 +177,13 @@ class Client:
         headers: Any = None,
         content: bytes | str | Iterable[bytes] | AsyncIterable[bytes] | None = None,
         data: Any = None,
-        json: Any = _UNSET,
-        timeout: Timeout | float | None = _UNSET,
+        json: Any = UNSET,
+        timeout: Timeout | float | None = UNSET,
     ) -> AsyncIterator[ClientResponse]:
         """Sends a request and yields the response once its head arrives; read
         the body with `aiter_bytes()`, `aiter_text()` or `read()`. `total`
         bounds the wait for the head; `read` each wait for a piece of body."""
-        t = self.timeout if timeout is _UNSET else Timeout.of(timeout)
+        t = self.timeout if timeout is UNSET else Timeout.of(timeout)
         method = method.upper()
         hdrs, body = await self._body(headers, content, data, json)
         u = self._url(url, params)
@@ -371,20 +201,20 @@ class Client:
 
     # -- internals ------------------------------------------------------------------
 
-    def _url(self, url: str, params: Any) -> _URL:
+    def _url(self, url: str, params: Any) -> URL:
         if "://" not in url:
             if self.base_url is None:
                 raise InvalidURL(f"relative URL {url!r} and no base_url")
             url = f"{self.base_url}/{url.lstrip('/')}" if url else self.base_url
-        return _split_url(url, params)
+        return split_url(url, params)
 
     async def _body(
         self, headers: Any, content: Any, data: Any, json: Any
     ) -> tuple[list, bytes | None]:
-        extra = _header_list(headers)
+        extra = header_list(headers)
         body: bytes | None = None
         ctype = None
-        if json is not _UNSET:
+        if json is not UNSET:
             body = orjson.dumps(json)
             ctype = "application/json"
         elif data is not None and isinstance(data, Mapping | list):
@@ -397,8 +227,8 @@ class Client:
             elif isinstance(raw, bytes | bytearray | memoryview):
                 body = bytes(raw)
             elif raw is not None:
-                body = await _gather(raw)
-        hdrs = _merge_headers(self.headers, extra)
+                body = await gather_body(raw)
+        hdrs = merge_headers(self.headers, extra)
         if ctype and not any(k.lower() == "content-type" for k, _ in hdrs):
             hdrs.append(("content-type", ctype))
         return hdrs, body
@@ -428,7 +258,7 @@ class Client:
             if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
                 method, body = "GET", None
                 headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
-            nu = _split_url(location, None)
+            nu = split_url(location, None)
             if (nu.host, nu.port) != (u.host, u.port):
                 headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
             u = nu
@@ -436,7 +266,7 @@ class Client:
     async def _send(
         self,
         method: str,
-        u: _URL,
+        u: URL,
         headers: list,
         body: bytes | None,
         t: Timeout,
@@ -491,7 +321,7 @@ def _releaser(pool: HostPool, conn: Connection, keep_alive: bool) -> Any:
     return release
 
 
-def _translate(exc: BaseException, u: _URL, t: Timeout) -> BaseException:
+def _translate(exc: BaseException, u: URL, t: Timeout) -> BaseException:
     """The client's error for an engine error."""
     where = f"{u.host}:{u.port}"
     if isinstance(exc, RequestTimeoutError) and not isinstance(exc, PoolTimeout | ReadTimeout):

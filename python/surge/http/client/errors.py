@@ -19,7 +19,7 @@ from surge.errors import (
 )
 
 if TYPE_CHECKING:
-    from .client_response import ClientResponse
+    from .response import ClientResponse
 
 __all__ = [
     "ConnectTimeout",

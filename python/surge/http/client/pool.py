@@ -34,7 +34,7 @@ from surge._core import HttpClientCodec, HttpResponse
 from surge.engine import PipelinedConnection, liveness
 from surge.errors import ConnectionLostError
 
-from .client_errors import PoolTimeout, ReadTimeout, RemoteProtocolError
+from .errors import PoolTimeout, ReadTimeout, RemoteProtocolError
 
 
 @dataclass(frozen=True, slots=True)

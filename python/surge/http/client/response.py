@@ -17,10 +17,10 @@ import orjson
 from surge._core import Headers, HttpResponse
 from surge.errors import InterfaceError
 
-from .client_errors import HTTPStatusError
+from .errors import HTTPStatusError
 
 if TYPE_CHECKING:
-    from .client_pool import BodyStream
+    from .pool import BodyStream
 
 __all__ = ["ClientResponse", "ResponseNotRead"]
 

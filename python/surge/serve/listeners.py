@@ -1,0 +1,84 @@
+"""Listening sockets: resolving the address, probing the port, one socket per worker.
+
+Each worker opens its own socket with ``SO_REUSEPORT`` and the kernel spreads
+new connections between the workers' sockets, so no socket is shared across
+``fork``. Before forking, the master probes the port once without it
+(`check_bindable`), so a port that is taken is one clear error.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import StartupError
+
+#: listen() backlog of every worker's socket.
+DEFAULT_BACKLOG = 2048
+
+
+@dataclass(frozen=True)
+class Address:
+    family: int
+    sockaddr: tuple[Any, ...]
+
+    @property
+    def port(self) -> int:
+        return int(self.sockaddr[1])
+
+    def with_port(self, port: int) -> Address:
+        return Address(self.family, (self.sockaddr[0], port, *self.sockaddr[2:]))
+
+    def __str__(self) -> str:
+        host = self.sockaddr[0]
+        if self.family == socket.AF_INET6:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+
+def resolve(host: str, port: int) -> Address:
+    if not 0 <= port <= 65535:
+        raise StartupError(f"port {port} is out of range 0-65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    family, _, _, _, sockaddr = infos[0]
+    return Address(family, tuple(sockaddr))
+
+
+def _bind_error(addr: Address, exc: OSError) -> StartupError:
+    reason = (exc.strerror or str(exc)).lower()
+    return StartupError(f"cannot listen on {str(addr).removeprefix('http://')}: {reason}")
+
+
+def check_bindable(addr: Address) -> Address:
+    """Fails early if the port is taken; returns the address with port 0 resolved.
+
+    The probe binds *without* SO_REUSEPORT, so it also fails when another
+    surge (whose sockets do have SO_REUSEPORT) already serves on the port:
+    two services silently sharing a port is a mistake, not a feature.
+    """
+    with socket.socket(addr.family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr.sockaddr)
+        except OSError as exc:
+            raise _bind_error(addr, exc) from None
+        return addr.with_port(sock.getsockname()[1])
+
+
+def listen(addr: Address, backlog: int, *, reuse_port: bool) -> socket.socket:
+    sock = socket.socket(addr.family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(addr.sockaddr)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise _bind_error(addr, exc) from None
+    return sock

@@ -1,0 +1,134 @@
+"""Loading the target: an App as it is, or the App that an import string ``"module:attr"`` names.
+
+The master never loads an import string itself (so a reload sees fresh code);
+each worker does, after the fork.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from .errors import AppLoadError
+
+if TYPE_CHECKING:
+    from surge.http.app import App
+
+
+def parse_import_string(ref: str) -> tuple[str, str]:
+    """Splits ``"package.module:attr"`` into module and attribute, or raises AppLoadError."""
+    module, sep, attr = ref.partition(":")
+    parts_ok = all(p.isidentifier() for p in module.split(".")) and all(
+        p.isidentifier() for p in attr.split(".")
+    )
+    if not sep or not parts_ok:
+        raise AppLoadError(
+            f"{ref!r} is not an import string: expected 'module:attribute', e.g. 'examples.app:app'"
+        )
+    return module, attr
+
+
+def load_app(target: App | str) -> App:
+    """Returns ``target`` itself, or imports the App an import string names."""
+    from surge.http.app import App
+
+    if not isinstance(target, str):
+        if isinstance(target, App):
+            return target
+        raise AppLoadError(f"{_describe(target)} is not a surge.http.App")
+    module_name, attr = parse_import_string(target)
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)  # like `python -m`: the app lives in the current project
+    global _importing_app
+    _importing_app = True
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            raise AppLoadError(
+                f"cannot import {module_name!r}: no module named {missing!r}"
+            ) from None
+        raise AppLoadError(
+            f"error while importing {module_name!r}: {exc}", _app_traceback(exc)
+        ) from exc
+    except Exception as exc:
+        raise AppLoadError(
+            f"error while importing {module_name!r}: {type(exc).__name__}: {exc}",
+            _app_traceback(exc),
+        ) from exc
+    finally:
+        _importing_app = False
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AppLoadError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(obj, App):
+        raise AppLoadError(f"{target!r} is {_describe(obj)}, not a surge.http.App")
+    return obj
+
+
+# True while load_app imports the app's module: an unguarded app.run() at the
+# bottom of that module would otherwise start a server inside the worker.
+_importing_app = False
+
+
+def importing_app() -> bool:
+    """True while `load_app` imports the app's module (see ``_importing_app``)."""
+    return _importing_app
+
+
+def import_string_of(app: App) -> str:
+    """``"module:attr"`` for an App defined in the ``__main__`` script, so it can reload.
+
+    The workers import the script again under its module name, where its
+    ``if __name__ == "__main__":`` block does not run.
+    """
+    main = sys.modules.get("__main__")
+    attr = next((name for name, value in vars(main).items() if value is app), None)
+    spec = getattr(main, "__spec__", None)
+    file = getattr(main, "__file__", None)
+    module = spec.name if spec is not None else os.path.splitext(os.path.basename(file or ""))[0]
+    ref = f"{module}:{attr}"
+    try:
+        if attr is None:
+            raise AppLoadError("the app is not a global of the __main__ module")
+        parse_import_string(ref)
+    except AppLoadError:
+        raise ValueError(
+            "reload needs the app as an import string, e.g. 'myproject.web:app'"
+        ) from None
+    return ref
+
+
+def _app_traceback(exc: BaseException) -> str:
+    """The traceback of an exception raised by the app's import, without importlib's frames."""
+    report = traceback.TracebackException.from_exception(exc)
+    report.stack = traceback.StackSummary.from_list(
+        [
+            frame
+            for frame in report.stack
+            if not frame.filename.startswith("<frozen ")
+            and frame.filename not in (__file__, importlib.__file__)
+        ]
+    )
+    return "".join(report.format())
+
+
+def _describe(obj: object) -> str:
+    kind = type(obj).__name__
+    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
+
+
+def module_of(target: App | str) -> tuple[str, str]:
+    """(module name, file) the app came from; ("", "") when unknown."""
+    if not isinstance(target, str):
+        return "", ""
+    module_name = target.partition(":")[0]
+    module = sys.modules.get(module_name)
+    return module_name, getattr(module, "__file__", None) or ""

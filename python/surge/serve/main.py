@@ -1,0 +1,83 @@
+"""``run``: serve in this process, or become the master of N workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from surge.http.config import DEFAULT_GC_THRESHOLD
+
+from .listeners import DEFAULT_BACKLOG, check_bindable, resolve
+from .loader import import_string_of, importing_app, parse_import_string
+from .master import Master
+from .worker import DEFAULT_GRACE, Config, run_single
+
+if TYPE_CHECKING:
+    from surge.http.app import App
+
+__all__ = ["run"]
+
+
+def run(
+    target: App | str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    workers: int = 1,
+    reload: bool = False,
+    debug: bool = False,
+    grace: float = DEFAULT_GRACE,
+    backlog: int = DEFAULT_BACKLOG,
+    gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
+) -> None:
+    """Serves ``target`` (an App or ``"module:attr"``) until SIGTERM/SIGINT, then shuts down.
+
+    One process when ``workers == 1`` and not ``reload``; otherwise a master
+    forking ``workers`` processes. Raises :class:`AppLoadError` when the app
+    cannot be loaded and :class:`StartupError` when the port cannot be bound.
+
+    While serving, the garbage collector's first threshold is raised to
+    ``gc_threshold`` once the app is loaded (see `DEFAULT_GC_THRESHOLD`; never
+    lowered); ``None`` leaves the collector as the app set it.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if grace < 0:
+        raise ValueError(f"grace must be >= 0, got {grace}")
+    if backlog < 1:
+        raise ValueError(f"backlog must be >= 1, got {backlog}")
+    if gc_threshold is not None and gc_threshold < 1:
+        raise ValueError(f"gc_threshold must be >= 1 or None, got {gc_threshold}")
+    if importing_app():
+        raise RuntimeError(
+            "run() was called while importing the app: "
+            "put app.run() under `if __name__ == '__main__':`"
+        )
+    if isinstance(target, str):
+        parse_import_string(target)
+    elif reload:
+        target = import_string_of(target)
+    _configure_logging(debug)
+    addr = resolve(host, port)
+    cfg = Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold)
+    if workers == 1 and not reload:
+        run_single(cfg)
+        return
+    Master(dataclasses.replace(cfg, addr=check_bindable(addr))).run()
+
+
+def _configure_logging(debug: bool) -> None:
+    """Makes the "surge" logger print to stderr unless the application configured logging."""
+    logger = logging.getLogger("surge")
+    if debug:
+        logger.setLevel(logging.DEBUG)
+    elif logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s [%(process)d] %(levelname)s %(message)s", "%H:%M:%S")
+    )
+    logger.addHandler(handler)

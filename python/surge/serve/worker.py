@@ -1,0 +1,240 @@
+"""One serving process: load the app, listen, serve, drain on SIGTERM/SIGINT.
+
+A worker forked by the master (`worker_process`) drops the master's signal
+handlers and file descriptors, asks Linux to send it SIGTERM if the master
+dies, loads the app, opens its own listening socket (``SO_REUSEPORT``) and
+serves. It reports once, through a pipe, whether it started serving
+(`_Reporter`). On SIGTERM/SIGINT it stops accepting and lets in-flight
+requests finish within the grace period.
+
+With one worker and no reload, `run_single` runs the same loop in the calling
+process, without the pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import gc
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from surge.http.config import DEFAULT_GC_THRESHOLD
+
+from .errors import AppLoadError, StartupError
+from .listeners import Address, listen
+from .loader import load_app, module_of
+
+if TYPE_CHECKING:
+    from surge.http.app import App
+
+log = logging.getLogger("surge")
+
+#: Seconds in-flight requests get to finish after SIGTERM/SIGINT.
+DEFAULT_GRACE = 10.0
+#: Seconds past the grace period a worker waits for ``Server.shutdown`` before giving up.
+SHUTDOWN_MARGIN = 3.0
+#: Exit code of a worker that could not load the app.
+EXIT_LOAD_ERROR = 3
+
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+# Blocked around fork so a signal sent to a new worker before its event loop
+# handles it is kept pending rather than killing it or running the master's handler.
+FORK_BLOCKED = STOP_SIGNALS | {signal.SIGHUP}
+
+
+@dataclass(frozen=True)
+class Config:
+    target: App | str
+    addr: Address
+    workers: int
+    reload: bool
+    debug: bool
+    grace: float
+    backlog: int
+    gc_threshold: int | None = DEFAULT_GC_THRESHOLD
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+async def _serve(
+    cfg: Config,
+    *,
+    role: str,
+    reuse_port: bool,
+    on_ready: Callable[[int], None] | None = None,
+    unblock_signals: bool = False,
+) -> None:
+    """Loads the app, serves until SIGTERM/SIGINT, then shuts down gracefully."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        # Ctrl+C reaches the master and the workers, and the master forwards
+        # it too: a repeated signal must not cut the graceful shutdown short.
+        if not stop.is_set():
+            log.info("%s %d: %s, shutting down", role, os.getpid(), signal.Signals(signum).name)
+            stop.set()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    if unblock_signals:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORK_BLOCKED)
+
+    loading_since = time.time_ns()
+    app = load_app(cfg.target)
+    _tune_gc(cfg.gc_threshold)
+    sock = listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
+    from surge.http.server import Server
+
+    server = Server(app, debug=cfg.debug)
+    try:
+        await server.serve(sock, backlog=cfg.backlog)
+    except BaseException:
+        sock.close()
+        raise
+    where = cfg.addr.with_port(sock.getsockname()[1])
+    log.info("%s %d serving on %s", role, os.getpid(), where)
+    if on_ready is not None:
+        on_ready(loading_since)
+    await stop.wait()
+    try:
+        await asyncio.wait_for(server.shutdown(cfg.grace), cfg.grace + SHUTDOWN_MARGIN)
+    except TimeoutError:
+        log.warning("%s %d: shutdown did not finish in time, exiting", role, os.getpid())
+    finally:
+        sock.close()
+    log.info("%s %d stopped", role, os.getpid())
+
+
+def run_single(cfg: Config) -> None:
+    thresholds = gc.get_threshold()
+    try:
+        with asyncio.Runner(loop_factory=_new_event_loop) as runner:
+            runner.run(_serve(cfg, role="surge", reuse_port=False))
+    finally:
+        gc.set_threshold(*thresholds)  # App.run returns into the caller's process
+
+
+# -- worker process ------------------------------------------------------------------------
+
+
+class _Reporter:
+    """Sends the worker's one startup report to the master and closes the pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, report: dict[str, Any]) -> None:
+        if self.fd < 0:
+            return
+        data = json.dumps(report).encode() + b"\n"
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+        except OSError:
+            pass  # the master is gone; PR_SET_PDEATHSIG will stop us
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+    def ready(self, cfg: Config, loading_since: int) -> None:
+        module, file = module_of(cfg.target)
+        self.send({"ok": True, "module": module, "file": file, "loading_since": loading_since})
+
+    def failed(self, kind: str, exc: StartupError) -> None:
+        self.send({"ok": False, "kind": kind, "message": str(exc), "detail": exc.detail})
+
+
+def worker_process(cfg: Config, status_fd: int, inherited_fds: list[int]) -> NoReturn:
+    """Body of a forked worker; never returns into the master's code."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        # The stop signals stay blocked until the worker's event loop handles them.
+        for sig in (signal.SIGCHLD, signal.SIGHUP, *STOP_SIGNALS):
+            signal.signal(sig, signal.SIG_DFL)
+        for fd in inherited_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _exit_with_parent()
+        if cfg.reload:
+            # A .pyc records its source's mtime in whole seconds: an edit within the
+            # second of the previous compile would load stale code on reload.
+            sys.dont_write_bytecode = True
+        code = _worker_main(cfg, _Reporter(status_fd))
+    except BaseException:
+        log.exception("worker %d crashed", os.getpid())
+    finally:
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _worker_main(cfg: Config, reporter: _Reporter) -> int:
+    try:
+        with asyncio.Runner(loop_factory=_new_event_loop) as runner:
+            runner.run(
+                _serve(
+                    cfg,
+                    role="worker",
+                    reuse_port=True,
+                    on_ready=lambda since: reporter.ready(cfg, since),
+                    unblock_signals=True,
+                )
+            )
+    except AppLoadError as exc:
+        reporter.failed("load", exc)
+        return EXIT_LOAD_ERROR
+    except StartupError as exc:
+        reporter.failed("bind", exc)
+        return 1
+    except Exception as exc:
+        if reporter.fd < 0:
+            log.exception("worker %d crashed", os.getpid())
+        else:
+            message = f"worker failed to start: {type(exc).__name__}: {exc}"
+            reporter.failed("serve", StartupError(message, traceback.format_exc()))
+        return 1
+    return 0
+
+
+def _tune_gc(threshold: int | None) -> None:
+    """Raises the collector's first threshold to ``threshold`` (see `DEFAULT_GC_THRESHOLD`).
+
+    Never lowers it: an app that set a higher one (or disabled the collector) keeps
+    its choice. ``None`` leaves the collector as it is.
+    """
+    if threshold is None:
+        return
+    first, second, third = gc.get_threshold()
+    if threshold > first:
+        gc.set_threshold(threshold, second, third)
+
+
+def _exit_with_parent() -> None:
+    """Asks Linux to send us SIGTERM when the master dies, so no orphan keeps the port."""
+    master = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != master:  # the master died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -90,12 +90,44 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="raise the garbage collector's first threshold to N while serving; "
         "0 leaves Python's (default %(default)s)",
     )
+    tls = serve.add_argument_group("HTTPS (uvicorn's option names)")
+    tls.add_argument(
+        "--ssl-certfile", metavar="FILE", help="serve HTTPS with this certificate (PEM)"
+    )
+    tls.add_argument(
+        "--ssl-keyfile", metavar="FILE", help="its private key (PEM; default: in the certfile)"
+    )
+    tls.add_argument("--ssl-keyfile-password", metavar="PASSWORD", help="the key's password")
+    tls.add_argument(
+        "--ssl-ca-certs", metavar="FILE", help="CA certificates to verify clients with"
+    )
+    tls.add_argument(
+        "--ssl-cert-reqs",
+        type=_int_in(0, 2),
+        default=0,
+        metavar="N",
+        help="client certificates: 0 none, 1 optional, 2 required (default %(default)s)",
+    )
+    tls.add_argument("--ssl-ciphers", metavar="LIST", help="OpenSSL cipher list (TLS 1.2)")
     serve.set_defaults(func=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from surge.serve import StartupError, run
+    from surge.serve import StartupError, TlsConfig, run
 
+    tls = None
+    if args.ssl_certfile:
+        tls = TlsConfig(
+            certfile=args.ssl_certfile,
+            keyfile=args.ssl_keyfile,
+            keyfile_password=args.ssl_keyfile_password,
+            ca_certs=args.ssl_ca_certs,
+            cert_reqs=args.ssl_cert_reqs,
+            ciphers=args.ssl_ciphers,
+        )
+    elif args.ssl_keyfile or args.ssl_ca_certs:
+        print("surge: error: --ssl-keyfile and --ssl-ca-certs need --ssl-certfile", file=sys.stderr)
+        return 2
     try:
         run(
             args.app,
@@ -107,6 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
             grace=args.grace,
             backlog=args.backlog,
             gc_threshold=args.gc_threshold or None,
+            tls=tls,
         )
     except StartupError as exc:
         if exc.detail:

@@ -8,12 +8,15 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from surge._core import Router
 
 from .config import DEFAULT_GC_THRESHOLD, Limits
 from .plan import LazyExecutor, Plan
+
+if TYPE_CHECKING:
+    from surge.serve.tls import TlsConfig
 
 log = logging.getLogger("surge.http")
 
@@ -237,8 +240,10 @@ class App:
         debug: bool | None = None,
         grace: float = 10.0,
         gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
+        tls: TlsConfig | None = None,
     ) -> None:
-        """Serves the app (blocking); see `surge serve` for the options."""
+        """Serves the app (blocking); see `surge serve` for the options (``tls``:
+        HTTPS, a `surge.serve.TlsConfig`)."""
         from surge.serve import run
 
         if debug is not None:
@@ -252,4 +257,5 @@ class App:
             debug=self.debug,
             grace=grace,
             gc_threshold=gc_threshold,
+            tls=tls,
         )

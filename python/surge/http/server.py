@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from ssl import SSLContext
 from typing import TYPE_CHECKING
 
 from .protocol import HttpProtocol
@@ -16,6 +17,8 @@ log = logging.getLogger("surge.http")
 
 #: listen() backlog of the serving socket.
 DEFAULT_BACKLOG = 2048
+#: Seconds a client has to finish the TLS handshake.
+TLS_HANDSHAKE_TIMEOUT = 10.0
 
 
 class Server:
@@ -32,8 +35,15 @@ class Server:
         self._server: asyncio.AbstractServer | None = None
         self._ticker: asyncio.TimerHandle | None = None
 
-    async def serve(self, sock: socket.socket, *, backlog: int = DEFAULT_BACKLOG) -> None:
-        """Starts serving on a bound socket; returns once serving.
+    async def serve(
+        self,
+        sock: socket.socket,
+        *,
+        backlog: int = DEFAULT_BACKLOG,
+        ssl: SSLContext | None = None,
+        ssl_handshake_timeout: float = TLS_HANDSHAKE_TIMEOUT,
+    ) -> None:
+        """Starts serving on a bound socket (HTTPS with ``ssl``); returns once serving.
 
         The loop calls listen() again with `backlog` (asyncio's own default is 100),
         so pass the backlog the socket was meant to have.
@@ -41,7 +51,12 @@ class Server:
         loop = asyncio.get_running_loop()
         sock.setblocking(False)
         self._server = await loop.create_server(
-            lambda: HttpProtocol(self), sock=sock, backlog=backlog, start_serving=True
+            lambda: HttpProtocol(self),
+            sock=sock,
+            backlog=backlog,
+            start_serving=True,
+            ssl=ssl,
+            ssl_handshake_timeout=ssl_handshake_timeout if ssl is not None else None,
         )
 
     def connection_opened(self, conn: HttpProtocol) -> None:

@@ -20,7 +20,8 @@ One module per job:
 - ``listeners``: resolving the address, probing the port, one socket per worker;
 - ``worker``: one serving process (startup report, signals, graceful drain);
 - ``master``: forking, respawn with back-off, rolling replacement, shutdown;
-- ``reload``: polling the project's ``.py`` files for ``--reload``.
+- ``reload``: polling the project's ``.py`` files for ``--reload``;
+- ``tls``: HTTPS settings (uvicorn's option names) and the server's SSL context.
 """
 
 from surge.http.config import DEFAULT_GC_THRESHOLD
@@ -28,6 +29,7 @@ from surge.http.config import DEFAULT_GC_THRESHOLD
 from .errors import AppLoadError, StartupError
 from .listeners import DEFAULT_BACKLOG
 from .main import run
+from .tls import TlsConfig
 from .worker import DEFAULT_GRACE
 
 __all__ = [
@@ -36,5 +38,6 @@ __all__ = [
     "DEFAULT_GRACE",
     "AppLoadError",
     "StartupError",
+    "TlsConfig",
     "run",
 ]

@@ -11,6 +11,7 @@ from surge.http.config import DEFAULT_GC_THRESHOLD
 from .listeners import DEFAULT_BACKLOG, check_bindable, resolve
 from .loader import import_string_of, importing_app, parse_import_string
 from .master import Master
+from .tls import TlsConfig
 from .worker import DEFAULT_GRACE, Config, run_single
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ def run(
     grace: float = DEFAULT_GRACE,
     backlog: int = DEFAULT_BACKLOG,
     gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
+    tls: TlsConfig | None = None,
 ) -> None:
     """Serves ``target`` (an App or ``"module:attr"``) until SIGTERM/SIGINT, then shuts down.
 
@@ -40,6 +42,9 @@ def run(
     While serving, the garbage collector's first threshold is raised to
     ``gc_threshold`` once the app is loaded (see `DEFAULT_GC_THRESHOLD`; never
     lowered); ``None`` leaves the collector as the app set it.
+
+    ``tls`` serves HTTPS (see `surge.serve.tls`); its files are checked here, once,
+    so a bad certificate or password fails before any worker starts.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -58,9 +63,11 @@ def run(
         parse_import_string(target)
     elif reload:
         target = import_string_of(target)
+    if tls is not None:
+        tls.context()
     _configure_logging(debug)
     addr = resolve(host, port)
-    cfg = Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold)
+    cfg = Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold, tls)
     if workers == 1 and not reload:
         run_single(cfg)
         return

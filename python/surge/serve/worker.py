@@ -33,6 +33,7 @@ from surge.http.config import DEFAULT_GC_THRESHOLD
 from .errors import AppLoadError, StartupError
 from .listeners import Address, listen
 from .loader import load_app, module_of
+from .tls import TlsConfig
 
 if TYPE_CHECKING:
     from surge.http.app import App
@@ -62,6 +63,7 @@ class Config:
     grace: float
     backlog: int
     gc_threshold: int | None = DEFAULT_GC_THRESHOLD
+    tls: TlsConfig | None = None
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -104,11 +106,15 @@ async def _serve(
 
     server = Server(app, debug=cfg.debug)
     try:
-        await server.serve(sock, backlog=cfg.backlog)
+        # Made in each worker (contexts do not cross a fork); checked once by `run`.
+        ssl_ctx = cfg.tls.context() if cfg.tls is not None else None
+        await server.serve(sock, backlog=cfg.backlog, ssl=ssl_ctx)
     except BaseException:
         sock.close()
         raise
-    where = cfg.addr.with_port(sock.getsockname()[1])
+    where = str(cfg.addr.with_port(sock.getsockname()[1]))
+    if cfg.tls is not None:
+        where = "https" + where.removeprefix("http")
     log.info("%s %d serving on %s", role, os.getpid(), where)
     if on_ready is not None:
         on_ready(loading_since)

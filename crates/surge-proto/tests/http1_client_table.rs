@@ -6,7 +6,7 @@ mod client_common;
 
 use client_common::{run_bytewise, run_split, run_whole, small_limits, Outcome};
 use surge_proto::http1::client::{Expect, ResponseError as E, ResponseLimits};
-use surge_proto::http1::Version;
+use surge_proto::http1::common::Version;
 
 fn agree(limits: ResponseLimits, expects: &[Expect], input: &[u8], eof: bool) -> Outcome {
     let whole = run_whole(limits, expects, input, eof);

@@ -17,7 +17,8 @@ mod common;
 use common::{run_bytewise, run_split, run_whole, small_limits, Driver, Outcome, Req};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use surge_proto::http1::{Limits, Version};
+use surge_proto::http1::common::Version;
+use surge_proto::http1::server::Limits;
 
 // ---------------------------------------------------------------------------
 // A model of valid requests, and its encoding.

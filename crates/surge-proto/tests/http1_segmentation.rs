@@ -6,7 +6,7 @@
 mod common;
 
 use common::{run_bytewise, run_split, run_whole, small_limits, Outcome};
-use surge_proto::http1::{Error, Limits};
+use surge_proto::http1::server::{Error, Limits};
 
 /// Runs `input` whole, byte by byte and cut once at every offset; all must
 /// agree. Returns the common outcome.

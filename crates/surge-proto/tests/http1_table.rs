@@ -5,7 +5,8 @@
 mod common;
 
 use common::{run_parts, run_whole, Driver, Outcome, Req};
-use surge_proto::http1::{Error, Event, Limits, Parser, Version};
+use surge_proto::http1::common::Version;
+use surge_proto::http1::server::{Error, Event, Limits, Parser};
 
 const D: fn() -> Limits = Limits::default;
 

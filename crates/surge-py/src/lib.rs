@@ -1,21 +1,78 @@
 //! `surge._core`: the Python-facing types built on `surge-proto`.
+//!
+//! Every name the module exports is listed here, once; the modules below
+//! only declare their parts and re-export what this list needs.
 
 use pyo3::prelude::*;
 
-mod headers;
 mod http;
-mod http_client;
 mod postgres;
 mod redis;
 mod tarantool;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    http::register(m)?;
-    http_client::register(m)?;
-    postgres::register(m)?;
-    redis::register(m)?;
-    tarantool::register(m)?;
+
+    // HTTP server.
+    m.add_class::<http::server::Router>()?;
+    m.add_class::<http::server::Request>()?;
+    m.add_class::<http::Headers>()?;
+    m.add_class::<http::server::Response>()?;
+    m.add_class::<http::server::HttpConnection>()?;
+    m.add_class::<http::server::ParseError>()?;
+    m.add_function(wrap_pyfunction!(http::server::encode_response_head, m)?)?;
+    m.add_function(wrap_pyfunction!(http::server::http_date, m)?)?;
+    m.add_function(wrap_pyfunction!(http::server::http_stats, m)?)?;
+    let limits = surge_proto::http1::server::Limits::default();
+    m.add("DEFAULT_MAX_REQUEST_LINE", limits.max_request_line)?;
+    m.add("DEFAULT_MAX_HEADER_LINE", limits.max_header_line)?;
+    m.add("DEFAULT_MAX_HEADERS", limits.max_headers)?;
+    m.add("DEFAULT_MAX_HEAD", limits.max_head)?;
+    m.add("DEFAULT_MAX_BODY", limits.max_body)?;
+
+    // HTTP client.
+    m.add_class::<http::client::HttpClientCodec>()?;
+    m.add_class::<http::client::HttpResponseParser>()?;
+    m.add_class::<http::client::HttpResponse>()?;
+    m.add(
+        "HttpResponseError",
+        py.get_type::<http::client::HttpResponseError>(),
+    )?;
+    m.add_function(wrap_pyfunction!(http::client::encode_request, m)?)?;
+    let limits = surge_proto::http1::client::ResponseLimits::default();
+    m.add("HTTP_CLIENT_MAX_HEAD", limits.max_head)?;
+    m.add("HTTP_CLIENT_MAX_HEADERS", limits.max_headers)?;
+    m.add("HTTP_CLIENT_MAX_BODY", limits.max_body)?;
+
+    // PostgreSQL.
+    m.add_class::<postgres::PgCodec>()?;
+    m.add_class::<postgres::Statement>()?;
+    m.add_class::<postgres::Record>()?;
+    m.add_class::<postgres::ScramClient>()?;
+    m.add_function(wrap_pyfunction!(postgres::pg_md5_password, m)?)?;
+    m.add(
+        "PgProtocolError",
+        py.get_type::<postgres::PgProtocolError>(),
+    )?;
+    m.add("StatementGone", py.get_type::<postgres::StatementGone>())?;
+
+    // Redis.
+    m.add_class::<redis::RespCodec>()?;
+    m.add(
+        "RespProtocolError",
+        py.get_type::<redis::RespProtocolError>(),
+    )?;
+
+    // Tarantool.
+    m.add_class::<tarantool::IprotoCodec>()?;
+    m.add_class::<tarantool::Tuple>()?;
+    m.add(
+        "IprotoProtocolError",
+        py.get_type::<tarantool::IprotoProtocolError>(),
+    )?;
+    m.add_function(wrap_pyfunction!(tarantool::msgpack_packb, m)?)?;
+    m.add_function(wrap_pyfunction!(tarantool::msgpack_unpackb, m)?)?;
     Ok(())
 }

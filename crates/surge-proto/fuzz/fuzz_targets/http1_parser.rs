@@ -1,4 +1,4 @@
-//! Fuzz target for the HTTP/1 request parser (`surge_proto::http1::Parser`).
+//! Fuzz target for the HTTP/1 request parser (`surge_proto::http1::server::Parser`).
 //!
 //! Property checked, for any input bytes:
 //! - feeding and polling never panics, and poll always returns: at most two
@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use surge_proto::http1::Limits;
+use surge_proto::http1::server::Limits;
 
 #[path = "../../tests/common/mod.rs"]
 mod common;

@@ -1,17 +1,13 @@
-//! HTTP/1.x server side: request parsing with strict RFC 9112 framing, and
-//! response head encoding.
+//! HTTP/1.x, sans-IO, in three parts:
+//!
+//! - [`common`]: what both sides share: the version, header indexes, token
+//!   and list syntax, the Connection and Transfer-Encoding rules, and the
+//!   chunked decoder;
+//! - [`server`]: the request parser with strict RFC 9112 framing, its limits
+//!   and errors, and response status lines;
+//! - [`client`]: the request encoder and the response parser, its limits and
+//!   errors.
 
-mod chunked;
 pub mod client;
-mod error;
-mod fields;
-mod head;
-mod limits;
-mod parser;
-mod response;
-
-pub use error::Error;
-pub use head::{HeaderIndex, RequestHead, Version};
-pub use limits::Limits;
-pub use parser::{Event, Parser};
-pub use response::{reason_phrase, write_status_line};
+pub mod common;
+pub mod server;

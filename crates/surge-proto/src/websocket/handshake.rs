@@ -10,7 +10,7 @@ use super::extensions::{
     deflate_offers, is_tchar, parse_extensions, DeflateOffer, PerMessageDeflate,
 };
 use super::HandshakeError;
-use crate::http1::write_status_line;
+use crate::http1::server::write_status_line;
 
 /// The GUID RFC 6455 appends to the client's key before hashing it.
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";

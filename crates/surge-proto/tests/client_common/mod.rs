@@ -7,7 +7,7 @@
 use surge_proto::http1::client::{
     Expect, ResponseError, ResponseEvent, ResponseHead, ResponseLimits, ResponseParser,
 };
-use surge_proto::http1::Version;
+use surge_proto::http1::common::Version;
 
 /// One response as the parser reported it, body concatenated over `Data`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 
 #![allow(dead_code)]
 
-use surge_proto::http1::{Error, Event, Limits, Parser, RequestHead, Version};
+use surge_proto::http1::common::Version;
+use surge_proto::http1::server::{Error, Event, Limits, Parser, RequestHead};
 
 /// One request as the parser reported it: its head, its body concatenated
 /// over all `Data` events, and whether `End` was seen.

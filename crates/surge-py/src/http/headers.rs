@@ -7,7 +7,7 @@ use bytes::Bytes;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use surge_proto::http1::HeaderIndex;
+use surge_proto::http1::common::HeaderIndex;
 
 pub(crate) fn latin1<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
     match std::str::from_utf8(b) {
@@ -33,11 +33,11 @@ impl Headers {
     }
 
     fn name(&self, h: &HeaderIndex) -> &[u8] {
-        &self.bytes[h.name.0 as usize..h.name.1 as usize]
+        h.name_in(&self.bytes)
     }
 
     fn value(&self, h: &HeaderIndex) -> &[u8] {
-        &self.bytes[h.value.0 as usize..h.value.1 as usize]
+        h.value_in(&self.bytes)
     }
 
     fn find(&self, name: &str) -> Option<&HeaderIndex> {

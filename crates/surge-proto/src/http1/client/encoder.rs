@@ -5,6 +5,7 @@
 //! On an error nothing is left in the buffer.
 
 use super::EncodeError;
+use crate::http1::common::is_token;
 
 /// The body of a request, as the encoder frames it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,13 +16,6 @@ pub enum RequestBody<'a> {
     Bytes(&'a [u8]),
     /// A body the caller writes next with [`write_chunk`] and [`write_last_chunk`].
     Chunked,
-}
-
-/// RFC 9110 tchar.
-fn is_token(s: &[u8]) -> bool {
-    !s.is_empty()
-        && s.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn is_target(s: &[u8]) -> bool {

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::http1::common::ChunkError;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResponseError {
     /// The status line does not parse (version, code or reason).
@@ -78,6 +80,17 @@ impl fmt::Display for ResponseError {
 }
 
 impl std::error::Error for ResponseError {}
+
+impl From<ChunkError> for ResponseError {
+    fn from(e: ChunkError) -> Self {
+        match e {
+            ChunkError::BodyTooLarge => ResponseError::BodyTooLarge,
+            ChunkError::InvalidChunkSize => ResponseError::InvalidChunkSize,
+            ChunkError::InvalidChunkTerminator => ResponseError::InvalidChunkTerminator,
+            ChunkError::InvalidTrailers => ResponseError::InvalidTrailers,
+        }
+    }
+}
 
 /// Why a request could not be encoded; nothing was written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,12 +7,10 @@ use std::mem::MaybeUninit;
 use bytes::Bytes;
 
 use super::{ResponseError, ResponseLimits};
-use crate::http1::fields::{list_items, offsets, parse_length, slice};
-use crate::http1::{HeaderIndex, Version};
-
-/// The largest header array the parser keeps on its stack; `max_headers`
-/// above this is clamped to it.
-pub const MAX_HEADERS_CAP: usize = 256;
+use crate::http1::common::{
+    find_header, list_items, offsets, parse_length, slice, ConnectionOptions, HeaderIndex,
+    TransferCodings, Version, MAX_HEADERS_CAP,
+};
 
 /// How the body of a response is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,19 +45,16 @@ impl ResponseHead {
     }
 
     pub fn header_name(&self, h: &HeaderIndex) -> &[u8] {
-        slice(&self.bytes, h.name)
+        h.name_in(&self.bytes)
     }
 
     pub fn header_value(&self, h: &HeaderIndex) -> &[u8] {
-        slice(&self.bytes, h.value)
+        h.value_in(&self.bytes)
     }
 
     /// The first value of a header, matched case-insensitively.
     pub fn header(&self, name: &[u8]) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|h| self.header_name(h).eq_ignore_ascii_case(name))
-            .map(|h| self.header_value(h))
+        find_header(&self.bytes, &self.headers, name)
     }
 
     /// The declared body length: `Some(0)` for no body, `None` when unknown
@@ -174,12 +169,8 @@ pub(crate) fn parse_head(
 
     let mut headers = Vec::with_capacity(resp.headers.len());
     let mut content_length: Option<u64> = None;
-    let mut te_seen = false;
-    let mut te_chunked_last = false;
-    let mut te_chunked_count = 0;
-    let mut te_other = false;
-    let mut close = false;
-    let mut keep_alive_token = false;
+    let mut te = TransferCodings::default();
+    let mut connection = ConnectionOptions::default();
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
         let value = h.value;
@@ -188,15 +179,7 @@ pub(crate) fn parse_head(
             value: offsets(buf, value),
         });
         match name.len() {
-            10 if name.eq_ignore_ascii_case(b"connection") => {
-                for token in list_items(value) {
-                    if token.eq_ignore_ascii_case(b"close") {
-                        close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                        keep_alive_token = true;
-                    }
-                }
-            }
+            10 if name.eq_ignore_ascii_case(b"connection") => connection.add(value),
             14 if name.eq_ignore_ascii_case(b"content-length") => {
                 // RFC 9110 8.6: a list of one repeated value may be taken as
                 // that value; values that differ cannot frame anything.
@@ -212,25 +195,14 @@ pub(crate) fn parse_head(
                     content_length = Some(n);
                 }
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
-                te_seen = true;
-                for coding in list_items(value) {
-                    if coding.eq_ignore_ascii_case(b"chunked") {
-                        te_chunked_count += 1;
-                        te_chunked_last = true;
-                    } else {
-                        te_other = true;
-                        te_chunked_last = false;
-                    }
-                }
-            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => te.add(value),
             _ => {}
         }
     }
 
     let body = if head_request || code == 204 || code == 304 {
         ResponseBody::Empty
-    } else if te_seen {
+    } else if te.seen {
         if version == Version::Http10 {
             return Err(ResponseError::TransferEncodingInHttp10);
         }
@@ -239,7 +211,7 @@ pub(crate) fn parse_head(
         }
         // We ask for no coding but chunked: anything else (gzip, a repeated
         // chunked) would hand the caller bytes it cannot read.
-        if !te_chunked_last || te_chunked_count > 1 || te_other {
+        if !te.chunked_last || te.chunked_count > 1 || te.other {
             return Err(ResponseError::UnsupportedTransferEncoding);
         }
         ResponseBody::Chunked
@@ -248,9 +220,9 @@ pub(crate) fn parse_head(
     } else {
         ResponseBody::UntilClose
     };
-    let keep_alive = !close
+    let keep_alive = !connection.close
         && body != ResponseBody::UntilClose
-        && (version == Version::Http11 || keep_alive_token);
+        && (version == Version::Http11 || connection.keep_alive);
     let reason = resp.reason.unwrap_or("");
     let reason = if reason.is_empty() {
         (0, 0)

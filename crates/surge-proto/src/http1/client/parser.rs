@@ -20,7 +20,7 @@
 //! | Length(0)    | -                             | Head, End                    |
 //! | Length(n)    | k bytes                       | Length(n-k), Data            |
 //! | Length(n)    | end of stream                 | Failed(IncompleteBody)       |
-//! | Chunked(..)  | see `http1/chunked.rs`        | Chunked(..), Data / End      |
+//! | Chunked(..)  | see `http1/common/chunked.rs` | Chunked(..), Data / End      |
 //! | UntilClose   | k bytes                       | UntilClose, Data             |
 //! | UntilClose   | end of stream                 | Head, End                    |
 //! | Failed(e)    | anything                      | Failed(e), error e           |
@@ -31,8 +31,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::head::{parse_head, Parsed, ResponseBody, ResponseHead};
 use super::{ResponseError, ResponseLimits};
-use crate::http1::chunked::{Chunked, Step};
-use crate::http1::{Error as ServerError, Limits};
+use crate::http1::common::{Chunked, Step};
 
 #[derive(Debug)]
 pub enum ResponseEvent {
@@ -62,8 +61,6 @@ enum State {
 pub struct ResponseParser {
     buf: BytesMut,
     limits: ResponseLimits,
-    /// The shared chunked decoder reads only `max_chunk_line` from these.
-    chunk_limits: Limits,
     state: State,
     expects: VecDeque<Expect>,
     body_limit: u64,
@@ -72,25 +69,11 @@ pub struct ResponseParser {
     eof: bool,
 }
 
-fn from_chunked(e: ServerError) -> ResponseError {
-    match e {
-        ServerError::BodyTooLarge => ResponseError::BodyTooLarge,
-        ServerError::InvalidChunkTerminator => ResponseError::InvalidChunkTerminator,
-        ServerError::InvalidTrailers => ResponseError::InvalidTrailers,
-        _ => ResponseError::InvalidChunkSize,
-    }
-}
-
 impl ResponseParser {
     pub fn new(limits: ResponseLimits) -> Self {
-        let chunk_limits = Limits {
-            max_chunk_line: limits.max_chunk_line,
-            ..Limits::default()
-        };
         ResponseParser {
             buf: BytesMut::with_capacity(16 * 1024),
             limits,
-            chunk_limits,
             state: State::Head,
             expects: VecDeque::new(),
             body_limit: limits.max_body,
@@ -241,10 +224,10 @@ impl ResponseParser {
                         &mut self.buf,
                         &mut self.body_seen,
                         self.body_limit,
-                        &self.chunk_limits,
+                        self.limits.max_chunk_line,
                     );
                     return match step {
-                        Err(e) => Err(self.fail(from_chunked(e))),
+                        Err(e) => Err(self.fail(e.into())),
                         Ok(Step::NeedMore) if self.eof => {
                             Err(self.fail(ResponseError::IncompleteBody))
                         }

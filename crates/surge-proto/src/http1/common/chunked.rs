@@ -1,10 +1,23 @@
 //! The chunked transfer coding (RFC 9112 section 7.1), decoded strictly: every
 //! line ends in CRLF, sizes are hex without sign or spaces, extensions are
-//! skipped, trailers are parsed and dropped.
+//! skipped, trailers are parsed and dropped. One decoder for request bodies
+//! (server) and response bodies (client); each side turns a [`ChunkError`]
+//! into its own error.
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Error, Limits};
+/// Why a chunked body cannot be framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkError {
+    /// The chunks so far add up to more than the body limit.
+    BodyTooLarge,
+    /// A chunk-size line does not parse or is too long.
+    InvalidChunkSize,
+    /// Chunk data is not followed by CRLF.
+    InvalidChunkTerminator,
+    /// The trailer section does not parse or is too large.
+    InvalidTrailers,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Chunked {
@@ -24,21 +37,21 @@ pub(crate) enum Step {
     NeedMore,
 }
 
-fn parse_size_line(line: &[u8]) -> Result<u64, Error> {
+fn parse_size_line(line: &[u8]) -> Result<u64, ChunkError> {
     // `line` excludes the CRLF.
     let digits_end = line
         .iter()
         .position(|b| !b.is_ascii_hexdigit())
         .unwrap_or(line.len());
     if digits_end == 0 || digits_end > 16 {
-        return Err(Error::InvalidChunkSize);
+        return Err(ChunkError::InvalidChunkSize);
     }
     let rest = &line[digits_end..];
     if !rest.is_empty() {
         // chunk-ext = *( BWS ";" BWS ext-name [ BWS "=" BWS ext-val ] )
         let ext = rest.trim_ascii_start();
         if !ext.starts_with(b";") || ext.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-            return Err(Error::InvalidChunkSize);
+            return Err(ChunkError::InvalidChunkSize);
         }
     }
     let mut n: u64 = 0;
@@ -48,31 +61,33 @@ fn parse_size_line(line: &[u8]) -> Result<u64, Error> {
             b'a'..=b'f' => d - b'a' + 10,
             _ => d - b'A' + 10,
         };
-        n = n.checked_mul(16).ok_or(Error::InvalidChunkSize)? + u64::from(v);
+        n = n.checked_mul(16).ok_or(ChunkError::InvalidChunkSize)? + u64::from(v);
     }
     Ok(n)
 }
 
 impl Chunked {
-    /// Advances over `buf`; `seen` counts body bytes so far, checked against `limit`.
+    /// Advances over `buf`; `seen` counts body bytes so far, checked against
+    /// `limit`. `max_chunk_line` bounds a chunk-size line (extensions
+    /// included) and the trailer section.
     pub(crate) fn step(
         &mut self,
         buf: &mut BytesMut,
         seen: &mut u64,
         limit: u64,
-        limits: &Limits,
-    ) -> Result<Step, Error> {
+        max_chunk_line: usize,
+    ) -> Result<Step, ChunkError> {
         loop {
             match *self {
                 Chunked::Size => {
                     let Some(nl) = memchr::memchr(b'\n', buf) else {
-                        if buf.len() > limits.max_chunk_line {
-                            return Err(Error::InvalidChunkSize);
+                        if buf.len() > max_chunk_line {
+                            return Err(ChunkError::InvalidChunkSize);
                         }
                         return Ok(Step::NeedMore);
                     };
-                    if nl == 0 || buf[nl - 1] != b'\r' || nl > limits.max_chunk_line {
-                        return Err(Error::InvalidChunkSize);
+                    if nl == 0 || buf[nl - 1] != b'\r' || nl > max_chunk_line {
+                        return Err(ChunkError::InvalidChunkSize);
                     }
                     let size = parse_size_line(&buf[..nl - 1])?;
                     let _ = buf.split_to(nl + 1);
@@ -80,7 +95,7 @@ impl Chunked {
                         *self = Chunked::Trailers;
                     } else {
                         if seen.saturating_add(size) > limit {
-                            return Err(Error::BodyTooLarge);
+                            return Err(ChunkError::BodyTooLarge);
                         }
                         *self = Chunked::Data(size);
                     }
@@ -101,12 +116,12 @@ impl Chunked {
                 Chunked::DataEnd => {
                     if buf.len() < 2 {
                         if buf.first().is_some_and(|&b| b != b'\r') {
-                            return Err(Error::InvalidChunkTerminator);
+                            return Err(ChunkError::InvalidChunkTerminator);
                         }
                         return Ok(Step::NeedMore);
                     }
                     if &buf[..2] != b"\r\n" {
-                        return Err(Error::InvalidChunkTerminator);
+                        return Err(ChunkError::InvalidChunkTerminator);
                     }
                     let _ = buf.split_to(2);
                     *self = Chunked::Size;
@@ -119,25 +134,25 @@ impl Chunked {
                     let mut fields = [httparse::EMPTY_HEADER; 32];
                     match httparse::parse_headers(buf, &mut fields) {
                         Ok(httparse::Status::Complete((n, _))) => {
-                            if n > limits.max_chunk_line {
-                                return Err(Error::InvalidTrailers);
+                            if n > max_chunk_line {
+                                return Err(ChunkError::InvalidTrailers);
                             }
                             // httparse takes a bare LF for a line end; we do not.
                             if memchr::memchr_iter(b'\n', &buf[..n])
                                 .any(|i| i == 0 || buf[i - 1] != b'\r')
                             {
-                                return Err(Error::InvalidTrailers);
+                                return Err(ChunkError::InvalidTrailers);
                             }
                             let _ = buf.split_to(n);
                             return Ok(Step::End);
                         }
                         Ok(httparse::Status::Partial) => {
-                            if buf.len() > limits.max_chunk_line {
-                                return Err(Error::InvalidTrailers);
+                            if buf.len() > max_chunk_line {
+                                return Err(ChunkError::InvalidTrailers);
                             }
                             return Ok(Step::NeedMore);
                         }
-                        Err(_) => return Err(Error::InvalidTrailers),
+                        Err(_) => return Err(ChunkError::InvalidTrailers),
                     }
                 }
             }
@@ -154,13 +169,16 @@ mod tests {
         assert_eq!(parse_size_line(b"1a"), Ok(26));
         assert_eq!(parse_size_line(b"FF;name=value"), Ok(255));
         assert_eq!(parse_size_line(b"0 ;ext"), Ok(0));
-        assert_eq!(parse_size_line(b""), Err(Error::InvalidChunkSize));
-        assert_eq!(parse_size_line(b"-1"), Err(Error::InvalidChunkSize));
-        assert_eq!(parse_size_line(b"0x10"), Err(Error::InvalidChunkSize));
-        assert_eq!(parse_size_line(b"10 garbage"), Err(Error::InvalidChunkSize));
+        assert_eq!(parse_size_line(b""), Err(ChunkError::InvalidChunkSize));
+        assert_eq!(parse_size_line(b"-1"), Err(ChunkError::InvalidChunkSize));
+        assert_eq!(parse_size_line(b"0x10"), Err(ChunkError::InvalidChunkSize));
+        assert_eq!(
+            parse_size_line(b"10 garbage"),
+            Err(ChunkError::InvalidChunkSize)
+        );
         assert_eq!(
             parse_size_line(b"11111111111111111"),
-            Err(Error::InvalidChunkSize)
+            Err(ChunkError::InvalidChunkSize)
         );
     }
 }

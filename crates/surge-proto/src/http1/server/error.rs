@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::http1::common::ChunkError;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Error {
     /// The request line is longer than `max_request_line` (414).
@@ -99,3 +101,14 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<ChunkError> for Error {
+    fn from(e: ChunkError) -> Self {
+        match e {
+            ChunkError::BodyTooLarge => Error::BodyTooLarge,
+            ChunkError::InvalidChunkSize => Error::InvalidChunkSize,
+            ChunkError::InvalidChunkTerminator => Error::InvalidChunkTerminator,
+            ChunkError::InvalidTrailers => Error::InvalidTrailers,
+        }
+    }
+}

@@ -6,25 +6,11 @@ use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 
-use super::fields::{list_items, offsets, parse_length, slice, trim};
 use super::{Error, Limits};
-
-/// The largest header array the parser keeps on its stack; `max_headers`
-/// above this is clamped to it.
-pub const MAX_HEADERS_CAP: usize = 256;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Version {
-    Http10,
-    Http11,
-}
-
-/// Where a header's name and value sit in [`RequestHead::bytes`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeaderIndex {
-    pub name: (u32, u32),
-    pub value: (u32, u32),
-}
+use crate::http1::common::{
+    find_header, offsets, parse_length, slice, trim, ConnectionOptions, HeaderIndex,
+    TransferCodings, Version, MAX_HEADERS_CAP,
+};
 
 /// How the body of a request is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,19 +82,16 @@ impl RequestHead {
     }
 
     pub fn header_name(&self, h: &HeaderIndex) -> &[u8] {
-        slice(&self.bytes, h.name)
+        h.name_in(&self.bytes)
     }
 
     pub fn header_value(&self, h: &HeaderIndex) -> &[u8] {
-        slice(&self.bytes, h.value)
+        h.value_in(&self.bytes)
     }
 
     /// The first value of a header, matched case-insensitively.
     pub fn header(&self, name: &[u8]) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|h| self.header_name(h).eq_ignore_ascii_case(name))
-            .map(|h| self.header_value(h))
+        find_header(&self.bytes, &self.headers, name)
     }
 
     /// The content length declared, 0 for no body, `None` for chunked.
@@ -306,13 +289,9 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
 
     let mut headers = Vec::with_capacity(req.headers.len());
     let mut content_length: Option<u64> = None;
-    let mut te_last_chunked = false;
-    let mut te_seen = false;
-    let mut te_other = false;
-    let mut te_chunked_count = 0;
+    let mut te = TransferCodings::default();
     let mut hosts = 0;
-    let mut close = false;
-    let mut keep_alive_token = false;
+    let mut connection = ConnectionOptions::default();
     let mut expect_continue = false;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
@@ -327,33 +306,14 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
             6 if name.eq_ignore_ascii_case(b"expect") => {
                 expect_continue = trim(value).eq_ignore_ascii_case(b"100-continue");
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
-                for token in list_items(value) {
-                    if token.eq_ignore_ascii_case(b"close") {
-                        close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                        keep_alive_token = true;
-                    }
-                }
-            }
+            10 if name.eq_ignore_ascii_case(b"connection") => connection.add(value),
             14 if name.eq_ignore_ascii_case(b"content-length") => {
                 if content_length.is_some() {
                     return Err(Error::DuplicateContentLength);
                 }
                 content_length = Some(parse_content_length(value)?);
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
-                te_seen = true;
-                for coding in list_items(value) {
-                    if coding.eq_ignore_ascii_case(b"chunked") {
-                        te_chunked_count += 1;
-                        te_last_chunked = true;
-                    } else {
-                        te_other = true;
-                        te_last_chunked = false;
-                    }
-                }
-            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => te.add(value),
             _ => {}
         }
     }
@@ -363,17 +323,17 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
     if hosts > 1 {
         return Err(Error::DuplicateHost);
     }
-    let body = if te_seen {
+    let body = if te.seen {
         if version == Version::Http10 {
             return Err(Error::TransferEncodingInHttp10);
         }
         if content_length.is_some() {
             return Err(Error::LengthAndTransferEncoding);
         }
-        if !te_last_chunked || te_chunked_count > 1 {
+        if !te.chunked_last || te.chunked_count > 1 {
             return Err(Error::ChunkedNotLast);
         }
-        if te_other {
+        if te.other {
             return Err(Error::UnsupportedTransferEncoding);
         }
         BodyKind::Chunked
@@ -381,8 +341,8 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
         BodyKind::Length(content_length.unwrap_or(0))
     };
     let keep_alive = match version {
-        Version::Http11 => !close,
-        Version::Http10 => keep_alive_token && !close,
+        Version::Http11 => !connection.close,
+        Version::Http10 => connection.keep_alive && !connection.close,
     };
     Ok(Some(RawHead {
         len,

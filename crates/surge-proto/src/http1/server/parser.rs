@@ -12,19 +12,14 @@
 //! | Head          | complete head              | Length(n) or Chunked, Head|
 //! | Length(0)     | -                          | Head, End                 |
 //! | Length(n)     | k bytes                    | Length(n-k), Data         |
-//! | Chunked(..)   | see `chunked.rs`           | Chunked(..), Data / End   |
+//! | Chunked(..)   | see `common/chunked.rs`    | Chunked(..), Data / End   |
 //! | Failed(e)     | anything                   | Failed(e), error e        |
 
 use bytes::{Bytes, BytesMut};
 
-use super::chunked::{Chunked, Step};
 use super::head::{parse_head, BodyKind, RequestHead};
 use super::{Error, Limits};
-
-/// RFC 9110 tchar: the bytes a header name is made of.
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+use crate::http1::common::{is_tchar, Chunked, Step};
 
 #[derive(Debug)]
 pub enum Event {
@@ -210,10 +205,10 @@ impl Parser {
                     &mut self.buf,
                     &mut self.body_seen,
                     self.body_limit,
-                    &self.limits,
+                    self.limits.max_chunk_line,
                 );
                 match step {
-                    Err(e) => Err(self.fail(e)),
+                    Err(e) => Err(self.fail(e.into())),
                     Ok(Step::NeedMore) => {
                         self.state = State::Chunked(c);
                         Ok(None)

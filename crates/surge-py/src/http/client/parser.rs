@@ -5,6 +5,8 @@
 //! costs little more than the parse itself.
 
 use bytes::Bytes;
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use surge_proto::http1::client::{
@@ -13,7 +15,13 @@ use surge_proto::http1::client::{
 };
 
 use super::response::{join_body, HttpResponse};
-use super::HttpResponseError;
+
+create_exception!(
+    _core,
+    HttpResponseError,
+    PyValueError,
+    "The bytes from the server are not a valid HTTP/1.x response stream."
+);
 
 pub(crate) fn limits(max_head: usize, max_headers: usize, max_body: u64) -> ResponseLimits {
     ResponseLimits {

@@ -6,9 +6,9 @@ use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use surge_proto::http1::client::ResponseHead;
-use surge_proto::http1::Version;
+use surge_proto::http1::common::Version;
 
-use crate::headers::{latin1, Headers};
+use crate::http::headers::{latin1, Headers};
 
 /// One response: status line, headers and (unless streamed) the whole body.
 #[pyclass(module = "surge._core", frozen)]

@@ -25,7 +25,8 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use surge_proto::http1::{Event, Limits, Parser, RequestHead, Version};
+use surge_proto::http1::common::Version;
+use surge_proto::http1::server::{Event, Limits, Parser, RequestHead};
 
 use super::request::{Outcome, Request};
 use super::response::{encode_result, write_head, Reply, TEXT};

@@ -6,10 +6,11 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
-use surge_proto::http1::{RequestHead, Version};
+use surge_proto::http1::common::Version;
+use surge_proto::http1::server::RequestHead;
 
 use super::router::percent_decode;
-use crate::headers::Headers;
+use crate::http::Headers;
 
 static ORJSON_LOADS: GILOnceCell<PyObject> = GILOnceCell::new();
 static PARSE_QUERY: GILOnceCell<PyObject> = GILOnceCell::new();

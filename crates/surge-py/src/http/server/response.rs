@@ -5,7 +5,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
-use surge_proto::http1::write_status_line;
+use surge_proto::http1::common::is_token;
+use surge_proto::http1::server::write_status_line;
 
 use super::date::with_date;
 
@@ -23,14 +24,8 @@ fn dumps(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     Ok(b.downcast_bound::<PyBytes>(py)?.as_bytes().to_vec())
 }
 
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
 fn check_header(name: &str, value: &str) -> PyResult<()> {
-    if !is_token(name) {
+    if !is_token(name.as_bytes()) {
         return Err(PyValueError::new_err(format!(
             "invalid header name {name:?}"
         )));
@@ -191,7 +186,7 @@ impl Response {
         httponly: bool,
         samesite: Option<&str>,
     ) -> PyResult<()> {
-        if !is_token(key) {
+        if !is_token(key.as_bytes()) {
             return Err(PyValueError::new_err(format!(
                 "invalid cookie name {key:?}"
             )));

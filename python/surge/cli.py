@@ -49,9 +49,10 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     serve = subparsers.add_parser(
         "serve",
         help="serve an HTTP app",
-        description="Serve a surge.http.App, e.g. `surge serve examples.app:app --workers 4`.",
+        description="Serve a surge.http.App or an ASGI 3 app (FastAPI, Starlette...), "
+        "e.g. `surge serve examples.app:app --workers 4`.",
     )
-    serve.add_argument("app", metavar="MODULE:APP", help="import string of the App")
+    serve.add_argument("app", metavar="MODULE:APP", help="import string of the app")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     serve.add_argument(
         "--port", type=_int_in(0, 65535), default=8080, help="port to bind (default %(default)s)"
@@ -89,6 +90,25 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="N",
         help="raise the garbage collector's first threshold to N while serving; "
         "0 leaves Python's (default %(default)s)",
+    )
+    serve.add_argument(
+        "--interface",
+        choices=["auto", "surge", "asgi", "wsgi"],
+        default="auto",
+        help="what the app is; auto detects a surge App or an ASGI 3 app (default %(default)s)",
+    )
+    serve.add_argument(
+        "--root-path",
+        default="",
+        metavar="PATH",
+        help="ASGI: the path the app is mounted at, behind a proxy (scope root_path)",
+    )
+    serve.add_argument(
+        "--lifespan",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="ASGI lifespan protocol: auto carries on when the app does not support it, "
+        "on fails startup then (default %(default)s)",
     )
     tls = serve.add_argument_group("HTTPS (uvicorn's option names)")
     tls.add_argument(
@@ -140,6 +160,9 @@ def _serve(args: argparse.Namespace) -> int:
             backlog=args.backlog,
             gc_threshold=args.gc_threshold or None,
             tls=tls,
+            interface=args.interface,
+            root_path=args.root_path,
+            lifespan=args.lifespan,
         )
     except StartupError as exc:
         if exc.detail:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from surge._core import Router
 
@@ -66,3 +66,13 @@ class Plan:
     def has_hooks(self) -> bool:
         """True when any before/after hook is registered (every route is deferred)."""
         return bool(self.before_request_hooks or self.after_request_hooks)
+
+
+class Servable(Protocol):
+    """What a `Server` serves: a surge `App`, or another dispatcher (`surge.asgi.AsgiApp`)."""
+
+    debug: bool
+
+    def freeze(self) -> Plan:
+        """The frozen plan every connection serves by."""
+        ...

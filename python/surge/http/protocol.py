@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 from surge._core import HttpConnection, ParseError, Request, encode_response_head
 
 from .errors import ClientDisconnected, HTTPException
-from .response import FileResponse, Response, StreamingResponse
+from .response import FileResponse, Response, StreamingResponse, WriterResponse
 
 if TYPE_CHECKING:
     from .server import Server
@@ -63,7 +63,7 @@ class _Slot:
         #: The handler's result, rendered only when its turn to be written comes
         #: (see `HttpProtocol._finish`); `data` is None meanwhile.
         self.lazy: Any = _EAGER
-        self.body: StreamingResponse | FileResponse | None = None
+        self.body: StreamingResponse | FileResponse | WriterResponse | None = None
         self.done = False
         self.close = False
         #: The task running an async handler for this slot (see `_handle`).
@@ -109,6 +109,32 @@ class BodyStream:
         """The rest of the body at once."""
         return b"".join([chunk async for chunk in self])
 
+    async def read_some(self) -> tuple[bytes, bool]:
+        """Every body byte that has arrived (waiting for some), and whether more follow.
+
+        One call per wakeup rather than one per native chunk: an ASGI app gets
+        one `http.request` message for what one read brought.
+        """
+        try:
+            first = await self.__anext__()
+        except StopAsyncIteration:
+            return b"", False
+        parts = [first, *self._ready]
+        self._ready.clear()
+        chunks = self._request._take_chunks()
+        if chunks:
+            parts.extend(chunks)
+            self._protocol._stream_drained()
+        more = not self._request._eof
+        if not more and self._protocol._body_stream is self:
+            self._protocol._body_stream = None
+        return (b"".join(parts) if len(parts) > 1 else first), more
+
+    @property
+    def connection(self) -> HttpProtocol:
+        """The connection the body arrives on."""
+        return self._protocol
+
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
@@ -124,6 +150,7 @@ class HttpProtocol(asyncio.Protocol):
         "_held",
         "_high_water",
         "_loop",
+        "_lost",
         "_max_pipeline",
         "_paused_queue",
         "_paused_stream",
@@ -140,6 +167,7 @@ class HttpProtocol(asyncio.Protocol):
         "_transport",
         "_unsent",
         "_writer_busy",
+        "dispatcher_data",
     )
 
     def __init__(self, server: Server) -> None:
@@ -168,6 +196,10 @@ class HttpProtocol(asyncio.Protocol):
         self._resume_scheduled = False
         #: Bytes rendered into queued slots and not yet written.
         self._unsent = 0
+        #: Resolved in `connection_lost`; made only when a dispatcher asks (`lost`).
+        self._lost: asyncio.Future[None] | None = None
+        #: What a dispatcher keeps per connection (the ASGI scope's constant part).
+        self.dispatcher_data: Any = None
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -277,6 +309,8 @@ class HttpProtocol(asyncio.Protocol):
         if self._drain is not None and not self._drain.done():
             self._drain.set_exception(ConnectionResetError("client went away"))
             self._drain.exception()  # mark retrieved
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
 
     def pause_writing(self) -> None:
         self._paused_writing = True
@@ -291,6 +325,35 @@ class HttpProtocol(asyncio.Protocol):
             self._flush()  # responses held back at the high-water mark
         if self._held:
             self._schedule_continue()
+
+    # The connection as a `WriterResponse` sees it --------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closed or closing."""
+        return self._closed or self._transport.is_closing()
+
+    def write(self, data: bytes) -> None:
+        """Writes `data` to the client (dropped once the connection is closed)."""
+        if not self._closed:
+            self._transport.write(data)
+
+    async def drain(self) -> None:
+        """Waits while the transport is over its high-water mark; raises
+        ConnectionResetError once the client is gone."""
+        await self._wait_writable()
+
+    def lost(self) -> asyncio.Future[None]:
+        """A future resolved when the connection is lost."""
+        if self._lost is None:
+            self._lost = self._loop.create_future()
+            if self._closed:  # closing or closed: nothing more reaches the client
+                self._lost.set_result(None)
+        return self._lost
+
+    def extra_info(self, name: str) -> Any:
+        """The transport's `get_extra_info(name)` (sockname, peername, sslcontext...)."""
+        return self._transport.get_extra_info(name)
 
     # Slow path ----------------------------------------------------------------------
 
@@ -351,14 +414,22 @@ class HttpProtocol(asyncio.Protocol):
                 req._stream = stream
                 self._body_stream = stream
                 self._stream_failed = False
+                if not (route.is_async or route.threaded or self._plan.has_hooks):
+                    # A dispatcher's handler (ASGI): it starts the app and returns
+                    # its `WriterResponse` at once, so no task is spent calling it.
+                    self._call_inline(slot, req, route)
+                    return
             self._start(self._run(slot, req, route))
         else:
-            try:
-                result = route.handler(req, **req.path_params)
-            except Exception as exc:
-                self._start(self._answer_exception(slot, req, exc))
-                return
-            self._finish(slot, req, result)
+            self._call_inline(slot, req, route)
+
+    def _call_inline(self, slot: _Slot, req: Request, route: Any) -> None:
+        try:
+            result = route.handler(req, **req.path_params)
+        except Exception as exc:
+            self._start(self._answer_exception(slot, req, exc))
+            return
+        self._finish(slot, req, result)
 
     def _start(self, coro: Any) -> None:
         task = self._loop.create_task(coro)
@@ -416,7 +487,7 @@ class HttpProtocol(asyncio.Protocol):
     def _finish(self, slot: _Slot, req: Request, result: Any) -> None:
         if (
             self._unsent + self._transport.get_write_buffer_size() >= self._high_water
-            and not isinstance(result, StreamingResponse | FileResponse)
+            and not isinstance(result, StreamingResponse | FileResponse | WriterResponse)
             and not inspect.isawaitable(result)
         ):
             # Over the high-water mark: keep the result as the handler made it and
@@ -436,7 +507,7 @@ class HttpProtocol(asyncio.Protocol):
             # Rendering first: the rare awaitable result is asked about only here.
             if inspect.isawaitable(result):
                 self._start(self._await_result(slot, req, result))
-            elif isinstance(result, StreamingResponse | FileResponse):
+            elif isinstance(result, StreamingResponse | FileResponse | WriterResponse):
                 slot.body = result
             else:
                 wrong = TypeError(
@@ -631,6 +702,8 @@ class HttpProtocol(asyncio.Protocol):
         try:
             if isinstance(slot.body, FileResponse):
                 keep_alive = await self._send_file(slot.body, keep_alive, http10, head_only)
+            elif isinstance(slot.body, WriterResponse):
+                keep_alive = await slot.body.write(self)
             else:
                 keep_alive = await self._send_stream(slot.body, keep_alive, http10, head_only)
         except asyncio.CancelledError:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import mimetypes
 import os
 from collections.abc import AsyncIterable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from surge._core import Response
+
+if TYPE_CHECKING:
+    from .protocol import HttpProtocol
 
 __all__ = [
     "FileResponse",
@@ -18,6 +21,7 @@ __all__ = [
     "RedirectResponse",
     "Response",
     "StreamingResponse",
+    "WriterResponse",
 ]
 
 HeadersArg = Mapping[str, str] | list[tuple[str, str]] | None
@@ -131,3 +135,19 @@ class FileResponse(_HeadersMixin):
             self.headers.append(
                 ("Content-Disposition", f"attachment; filename*=utf-8''{quote(filename)}")
             )
+
+
+class WriterResponse:
+    """A response that writes itself through the connection when its turn comes.
+
+    Other dispatchers (ASGI, WSGI) return one from their handler: the slot is
+    queued like a `StreamingResponse`, and once every response before it has
+    left, `write` runs with the connection (``conn.write``, ``await
+    conn.drain()``) and returns whether the connection may stay open.
+    """
+
+    __slots__ = ()
+
+    async def write(self, conn: HttpProtocol) -> bool:
+        """Writes the whole response; True to keep the connection alive."""
+        raise NotImplementedError

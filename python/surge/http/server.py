@@ -1,4 +1,4 @@
-"""Serving an App on a listening socket inside one event loop."""
+"""Serving an App (or another dispatcher's plan) on a listening socket inside one event loop."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .protocol import HttpProtocol
 
 if TYPE_CHECKING:
     from .app import App
+    from .plan import Servable
 
 log = logging.getLogger("surge.http")
 
@@ -24,7 +25,7 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 class Server:
     """One worker's server: accepts connections and keeps their timeouts."""
 
-    def __init__(self, app: App, *, debug: bool = False) -> None:
+    def __init__(self, app: Servable, *, debug: bool = False) -> None:
         self.app = app
         if debug:
             app.debug = True

@@ -1,4 +1,5 @@
-"""Loading the target: an App as it is, or the App that an import string ``"module:attr"`` names.
+"""Loading the target: an App as it is, or what an import string ``"module:attr"`` names,
+served by the dispatcher its kind needs (a surge App, or an ASGI 3 app in an `AsgiApp`).
 
 The master never loads an import string itself (so a reload sees fresh code);
 each worker does, after the fork.
@@ -12,10 +13,14 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from .errors import AppLoadError
+from .errors import AppLoadError, StartupError
 
 if TYPE_CHECKING:
     from surge.http.app import App
+    from surge.http.plan import Servable
+
+#: Values of ``--interface``.
+INTERFACES = ("auto", "surge", "asgi", "wsgi")
 
 
 def parse_import_string(ref: str) -> tuple[str, str]:
@@ -31,14 +36,26 @@ def parse_import_string(ref: str) -> tuple[str, str]:
     return module, attr
 
 
-def load_app(target: App | str) -> App:
-    """Returns ``target`` itself, or imports the App an import string names."""
-    from surge.http.app import App
+def load_app(
+    target: App | str | object, interface: str = "auto", *, root_path: str = ""
+) -> Servable:
+    """The dispatcher serving ``target`` (or what an import string names): a surge
+    App as it is, an ASGI 3 application wrapped in an `AsgiApp`.
 
-    if not isinstance(target, str):
-        if isinstance(target, App):
-            return target
-        raise AppLoadError(f"{_describe(target)} is not a surge.http.App")
+    ``interface`` is "auto" (detect), "surge", "asgi" or "wsgi" (not yet served).
+    """
+    if interface not in INTERFACES:
+        raise ValueError(f"interface must be one of {', '.join(INTERFACES)}, got {interface!r}")
+    if isinstance(target, str):
+        obj = _import(target)
+        what = f"{target!r} is {_describe(obj)}"
+    else:
+        obj = target
+        what = _describe(target)
+    return _dispatcher(obj, what, interface, root_path)
+
+
+def _import(target: str) -> Any:
     module_name, attr = parse_import_string(target)
     cwd = os.getcwd()
     if "" not in sys.path and cwd not in sys.path:
@@ -68,9 +85,38 @@ def load_app(target: App | str) -> App:
             obj = getattr(obj, part)
         except AttributeError:
             raise AppLoadError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, App):
-        raise AppLoadError(f"{target!r} is {_describe(obj)}, not a surge.http.App")
     return obj
+
+
+def _dispatcher(obj: Any, what: str, interface: str, root_path: str) -> Servable:
+    from surge.asgi.detect import asgi_version
+    from surge.http.app import App
+
+    if interface == "wsgi":
+        raise StartupError("--interface wsgi: WSGI applications are not served yet")
+    if isinstance(obj, App):
+        if interface == "asgi":
+            raise AppLoadError(f"{what}, a surge.http.App: serve it with --interface surge")
+        return obj
+    kind = asgi_version(obj) if interface != "surge" else None
+    if kind == "asgi3":
+        from surge.asgi import AsgiApp
+
+        return AsgiApp(obj, root_path=root_path)
+    if interface == "surge":
+        raise AppLoadError(f"{what}, not a surge.http.App")
+    if kind == "wsgi" and interface == "auto":
+        raise StartupError(f"{what}: it looks like a WSGI application, not served yet")
+    if kind == "asgi2":
+        hint = (
+            ": it looks like an ASGI 2 application (a callable taking the scope); "
+            "surge serves ASGI 3 (async def app(scope, receive, send))"
+        )
+    else:
+        hint = " nor an ASGI 3 application (async def app(scope, receive, send))"
+    if interface == "asgi":
+        raise AppLoadError(f"{what}, not an ASGI 3 application{hint if kind == 'asgi2' else ''}")
+    raise AppLoadError(f"{what}, not a surge.http.App{hint}")
 
 
 # True while load_app imports the app's module: an unguarded app.run() at the
@@ -83,7 +129,7 @@ def importing_app() -> bool:
     return _importing_app
 
 
-def import_string_of(app: App) -> str:
+def import_string_of(app: object) -> str:
     """``"module:attr"`` for an App defined in the ``__main__`` script, so it can reload.
 
     The workers import the script again under its module name, where its
@@ -125,7 +171,7 @@ def _describe(obj: object) -> str:
     return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
 
 
-def module_of(target: App | str) -> tuple[str, str]:
+def module_of(target: App | str | Any) -> tuple[str, str]:
     """(module name, file) the app came from; ("", "") when unknown."""
     if not isinstance(target, str):
         return "", ""

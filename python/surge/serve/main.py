@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from surge.http.config import DEFAULT_GC_THRESHOLD
 
 from .listeners import DEFAULT_BACKLOG, check_bindable, resolve
-from .loader import import_string_of, importing_app, parse_import_string
+from .loader import INTERFACES, import_string_of, importing_app, parse_import_string
 from .master import Master
 from .tls import TlsConfig
 from .worker import DEFAULT_GRACE, Config, run_single
@@ -21,7 +21,7 @@ __all__ = ["run"]
 
 
 def run(
-    target: App | str,
+    target: App | str | Any,
     *,
     host: str = "127.0.0.1",
     port: int = 8080,
@@ -32,8 +32,11 @@ def run(
     backlog: int = DEFAULT_BACKLOG,
     gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
     tls: TlsConfig | None = None,
+    interface: str = "auto",
+    root_path: str = "",
+    lifespan: str = "auto",
 ) -> None:
-    """Serves ``target`` (an App or ``"module:attr"``) until SIGTERM/SIGINT, then shuts down.
+    """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
     One process when ``workers == 1`` and not ``reload``; otherwise a master
     forking ``workers`` processes. Raises :class:`AppLoadError` when the app
@@ -42,6 +45,10 @@ def run(
     While serving, the garbage collector's first threshold is raised to
     ``gc_threshold`` once the app is loaded (see `DEFAULT_GC_THRESHOLD`; never
     lowered); ``None`` leaves the collector as the app set it.
+
+    ``interface`` ("auto", "surge", "asgi"; "wsgi" not yet) overrides detecting what
+    the target is; ``root_path`` and ``lifespan`` ("auto", "on", "off") apply to
+    ASGI apps, as uvicorn's options of those names.
 
     ``tls`` serves HTTPS (see `surge.serve.tls`); its files are checked here, once,
     so a bad certificate or password fails before any worker starts.
@@ -54,6 +61,10 @@ def run(
         raise ValueError(f"backlog must be >= 1, got {backlog}")
     if gc_threshold is not None and gc_threshold < 1:
         raise ValueError(f"gc_threshold must be >= 1 or None, got {gc_threshold}")
+    if interface not in INTERFACES:
+        raise ValueError(f"interface must be one of {', '.join(INTERFACES)}, got {interface!r}")
+    if lifespan not in ("auto", "on", "off"):
+        raise ValueError(f"lifespan must be auto, on or off, got {lifespan!r}")
     if importing_app():
         raise RuntimeError(
             "run() was called while importing the app: "
@@ -67,7 +78,20 @@ def run(
         tls.context()
     _configure_logging(debug)
     addr = resolve(host, port)
-    cfg = Config(target, addr, workers, reload, debug, grace, backlog, gc_threshold, tls)
+    cfg = Config(
+        target,
+        addr,
+        workers,
+        reload,
+        debug,
+        grace,
+        backlog,
+        gc_threshold,
+        tls,
+        interface=interface,
+        root_path=root_path,
+        lifespan=lifespan,
+    )
     if workers == 1 and not reload:
         run_single(cfg)
         return

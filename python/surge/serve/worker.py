@@ -36,7 +36,9 @@ from .loader import load_app, module_of
 from .tls import TlsConfig
 
 if TYPE_CHECKING:
+    from surge.asgi import Lifespan
     from surge.http.app import App
+    from surge.http.plan import Servable
 
 log = logging.getLogger("surge")
 
@@ -55,7 +57,8 @@ FORK_BLOCKED = STOP_SIGNALS | {signal.SIGHUP}
 
 @dataclass(frozen=True)
 class Config:
-    target: App | str
+    #: A surge App, an ASGI app, or an import string naming one.
+    target: App | str | Any
     addr: Address
     workers: int
     reload: bool
@@ -64,6 +67,12 @@ class Config:
     backlog: int
     gc_threshold: int | None = DEFAULT_GC_THRESHOLD
     tls: TlsConfig | None = None
+    #: "auto", "surge", "asgi" or "wsgi" (see `loader.load_app`).
+    interface: str = "auto"
+    #: ASGI: the scope's root_path (uvicorn's --root-path).
+    root_path: str = ""
+    #: ASGI: "auto", "on" or "off" (uvicorn's --lifespan; see `surge.asgi.lifespan`).
+    lifespan: str = "auto"
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -99,7 +108,40 @@ async def _serve(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORK_BLOCKED)
 
     loading_since = time.time_ns()
-    app = load_app(cfg.target)
+    app = load_app(cfg.target, cfg.interface, root_path=cfg.root_path)
+    lifespan = await _start_lifespan(app, cfg.lifespan)
+    try:
+        await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)
+    finally:
+        if lifespan is not None:
+            try:
+                await asyncio.wait_for(lifespan.shutdown(), cfg.grace + SHUTDOWN_MARGIN)
+            except TimeoutError:
+                log.warning(
+                    "%s %d: ASGI lifespan shutdown did not finish in time", role, os.getpid()
+                )
+
+
+async def _start_lifespan(app: Servable, mode: str) -> Lifespan | None:
+    """Runs an ASGI app's lifespan startup (raises LifespanError when it fails)."""
+    from surge.asgi import AsgiApp, Lifespan
+
+    if not isinstance(app, AsgiApp) or mode == "off":
+        return None
+    lifespan = Lifespan(app.app, mode, app.state)
+    await lifespan.startup()
+    return lifespan
+
+
+async def _serve_app(
+    cfg: Config,
+    app: Servable,
+    role: str,
+    reuse_port: bool,
+    loading_since: int,
+    stop: asyncio.Event,
+    on_ready: Callable[[int], None] | None,
+) -> None:
     _tune_gc(cfg.gc_threshold)
     sock = listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
     from surge.http.server import Server

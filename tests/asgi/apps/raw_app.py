@@ -1,0 +1,177 @@
+"""A raw ASGI 3 application (no framework) for the scope, framing and flow tests.
+
+Routes (by path):
+  /scope         the scope as JSON, bytes shown as lists of ints' latin-1 text
+  /echo          the request body back, and how many http.request messages it took
+  /stream?n=N    N chunks of "chunk i\\n" without content-length (chunked / close-delimited)
+  /length        a fixed body with content-length, sent in two parts
+  /error-before  raises before http.response.start (500)
+  /error-after   raises after sending part of a streamed body (connection closed)
+  /wait-disconnect  answers after receive() gave http.disconnect, recorded for /last-disconnect
+  /last-disconnect  what the last /wait-disconnect saw
+  /big?n=N       N chunks of 64 KiB, counting in `events` how many were sent
+  /slow?ms=N     sleeps N ms, then answers with the path (pipelining order)
+  /state         the lifespan state
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from urllib.parse import parse_qs
+
+events: dict[str, object] = {}
+
+
+def _text(scope_value: object) -> object:
+    if isinstance(scope_value, bytes):
+        return {"bytes": scope_value.decode("latin-1")}
+    if isinstance(scope_value, tuple):
+        return {"tuple": [_text(v) for v in scope_value]}
+    if isinstance(scope_value, list):
+        return [_text(v) for v in scope_value]
+    if isinstance(scope_value, dict):
+        return {k: _text(v) for k, v in scope_value.items()}
+    return scope_value
+
+
+def _types(scope: dict) -> dict:
+    return {
+        "client": [type(v).__name__ for v in scope["client"]],
+        "server": [type(v).__name__ for v in scope["server"]],
+        "client_type": type(scope["client"]).__name__,
+        "server_type": type(scope["server"]).__name__,
+        "raw_path": type(scope["raw_path"]).__name__,
+        "query_string": type(scope["query_string"]).__name__,
+        "path": type(scope["path"]).__name__,
+        "headers": type(scope["headers"]).__name__,
+        "header_items": sorted(
+            {f"{type(n).__name__},{type(v).__name__}" for n, v in scope["headers"]}
+        ),
+    }
+
+
+async def send_body(send, status: int, body: bytes, content_type: bytes = b"text/plain") -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                scope["state"]["started"] = "yes"
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    assert scope["type"] == "http"
+    path = scope["path"].removeprefix(scope["root_path"])
+    query = parse_qs(scope["query_string"].decode())
+    if path.startswith("/scope"):
+        body = json.dumps(
+            {
+                "scope": _text({k: v for k, v in scope.items() if k != "state"}),
+                "types": _types(scope),
+            }
+        ).encode()
+        await send_body(send, 200, body, b"application/json")
+    elif path == "/echo":
+        chunks = []
+        messages = 0
+        while True:
+            message = await receive()
+            assert message["type"] == "http.request", message
+            messages += 1
+            chunks.append(message["body"])
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/octet-stream"),
+                    (b"x-messages", str(messages).encode()),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+    elif path == "/stream":
+        n = int(query.get("n", ["3"])[0])
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
+        for i in range(n):
+            await send({"type": "http.response.body", "body": b"chunk %d\n" % i, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/length":
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"10")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"01234", "more_body": True})
+        await send({"type": "http.response.body", "body": b"56789"})
+    elif path == "/error-before":
+        raise RuntimeError("boom before start")
+    elif path == "/error-after":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+        raise RuntimeError("boom after start")
+    elif path == "/wait-disconnect":
+        seen = []
+        while True:
+            message = await receive()
+            seen.append(message["type"])
+            if message["type"] == "http.disconnect":
+                break
+        events["disconnect"] = seen
+    elif path == "/stream-until-disconnect":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        sent = 0
+        try:
+            while True:
+                await send({"type": "http.response.body", "body": b"x" * 65536, "more_body": True})
+                sent += 1
+                await asyncio.sleep(0)
+        except OSError as exc:
+            events["send_error"] = type(exc).__name__
+            events["send_error_is_oserror"] = True
+    elif path == "/big":
+        n = int(query.get("n", ["100"])[0])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        events["big_sent"] = 0
+        for _ in range(n):
+            await send({"type": "http.response.body", "body": b"y" * 65536, "more_body": True})
+            events["big_sent"] = int(events["big_sent"]) + 1  # type: ignore[call-overload]
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/last-event":
+        await asyncio.sleep(0.05)
+        await send_body(send, 200, json.dumps(events).encode(), b"application/json")
+    elif path == "/slow":
+        ms = int(query.get("ms", ["0"])[0])
+        await asyncio.sleep(ms / 1000)
+        await send_body(send, 200, scope["path"].encode() + b"?" + scope["query_string"])
+    elif path == "/state":
+        await send_body(send, 200, json.dumps(scope["state"]).encode(), b"application/json")
+    else:
+        await send_body(send, 404, b"not found")

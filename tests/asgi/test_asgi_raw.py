@@ -1,0 +1,290 @@
+"""The ASGI dispatcher seen from raw sockets: the scope's exact types, framing,
+pipelining, body streaming, disconnects, back-pressure and startup behaviour."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import APPS, AsgiServer, AsgiServers, free_port
+from rawhttp import IncompleteResponse, build_request
+
+pytestmark = pytest.mark.timeout(60)
+
+SURGE = [sys.executable, "-m", "surge"]
+
+
+def last_events(server: AsgiServer) -> dict:
+    conn = server.connect()
+    try:
+        return json.loads(conn.request("GET", "/last-event").body)
+    finally:
+        conn.sock.close()
+
+
+def test_scope_keys_and_types_exact(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    headers = [("X-Mixed-Case", "Value"), ("x-mixed-case", "second"), ("Accept", "*/*")]
+    resp = conn.request("GET", "/scope/a%20b%2Fc?x=1&y=%20z", headers=headers)
+    assert resp.status == 200
+    got = json.loads(resp.body)
+    scope, types = got["scope"], got["types"]
+    assert scope["type"] == "http"
+    assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert scope["http_version"] == "1.1"
+    assert scope["method"] == "GET"
+    assert scope["scheme"] == "http"
+    assert scope["path"] == "/scope/a b/c"
+    assert scope["raw_path"] == {"bytes": "/scope/a%20b%2Fc"}
+    assert scope["query_string"] == {"bytes": "x=1&y=%20z"}
+    assert scope["root_path"] == ""
+    assert scope["server"] == {"tuple": ["127.0.0.1", raw_surge.port]}
+    assert scope["client"] == {"tuple": ["127.0.0.1", conn.sock.getsockname()[1]]}
+    # Lower-cased names, bytes, in arrival order, repeats kept.
+    assert [(h["tuple"][0]["bytes"], h["tuple"][1]["bytes"]) for h in scope["headers"]] == [
+        ("host", "test"),
+        ("x-mixed-case", "Value"),
+        ("x-mixed-case", "second"),
+        ("accept", "*/*"),
+    ]
+    assert types == {
+        "client": ["str", "int"],
+        "server": ["str", "int"],
+        "client_type": "tuple",
+        "server_type": "tuple",
+        "raw_path": "bytes",
+        "query_string": "bytes",
+        "path": "str",
+        "headers": "list",
+        "header_items": ["bytes,bytes"],
+    }
+
+
+def test_lifespan_state_reaches_requests(raw_surge: AsgiServer) -> None:
+    resp = raw_surge.connect().request("GET", "/state")
+    assert json.loads(resp.body) == {"started": "yes"}
+
+
+def test_pipelined_requests_answered_in_order(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    delays = [120, 0, 60, 0, 30]
+    conn.send(b"".join(build_request("GET", f"/slow?ms={ms}&i={i}") for i, ms in enumerate(delays)))
+    bodies = [conn.read_response().body for _ in delays]
+    assert bodies == [f"/slow?ms={ms}&i={i}".encode() for i, ms in enumerate(delays)]
+
+
+def test_http10_client_gets_no_chunked_encoding(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    resp = conn.request("GET", "/stream?n=4", version="HTTP/1.0")
+    assert resp.status == 200
+    assert resp.header("transfer-encoding") is None
+    assert resp.until_close
+    assert resp.body == b"".join(b"chunk %d\n" % i for i in range(4))
+    assert conn.is_closed()
+
+
+def test_http10_keep_alive_with_content_length(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    for _ in range(2):
+        resp = conn.request(
+            "GET", "/length", version="HTTP/1.0", headers={"Connection": "keep-alive"}
+        )
+        assert resp.body == b"0123456789"
+        assert resp.header("connection") == "keep-alive"
+
+
+def test_http11_streamed_response_is_chunked(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    resp = conn.request("GET", "/stream?n=3")
+    assert resp.header("transfer-encoding") == "chunked"
+    assert resp.chunks == [b"chunk 0\n", b"chunk 1\n", b"chunk 2\n"]
+    # The connection stays usable.
+    assert conn.request("GET", "/length").body == b"0123456789"
+
+
+def test_content_length_sent_exactly_in_parts(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    resp = conn.request("GET", "/length")
+    assert resp.header("content-length") == "10"
+    assert resp.header("transfer-encoding") is None
+    assert resp.body == b"0123456789"
+    assert resp.header("server") == "surge" and resp.header("date")
+
+
+def test_head_request_gets_no_body(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    resp = conn.request("HEAD", "/length")
+    assert resp.header("content-length") == "10"
+    assert conn.request("GET", "/length").body == b"0123456789"
+
+
+def test_exception_before_start_is_500(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    resp = conn.request("GET", "/error-before")
+    assert resp.status == 500
+    assert resp.body == b"Internal Server Error"
+    assert conn.is_closed()
+    assert "boom before start" in raw_surge.log()
+
+
+def test_exception_after_start_closes_connection(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    with pytest.raises(IncompleteResponse):
+        conn.request("GET", "/error-after")
+    assert "boom after start" in raw_surge.log()
+
+
+def test_request_body_streamed_in_several_messages(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    body = os.urandom(256 * 1024)
+    conn.send(build_request("POST", "/echo", body=body)[: -len(body)])
+    for i in range(0, len(body), 32 * 1024):
+        conn.send(body[i : i + 32 * 1024])
+        time.sleep(0.02)
+    resp = conn.read_response()
+    assert resp.body == body
+    assert int(resp.header("x-messages") or 0) > 1
+
+
+def test_chunked_request_body(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    body = os.urandom(100_000)
+    resp = conn.request("POST", "/echo", body=body, chunked=True, chunk_size=4096)
+    assert resp.body == body
+
+
+def test_client_leaving_mid_request_gives_http_disconnect(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    conn.send(build_request("POST", "/wait-disconnect", headers={"Content-Length": "1000"}))
+    conn.send(b"0123456789")
+    time.sleep(0.1)
+    conn.sock.close()
+    deadline = time.monotonic() + 5
+    while "disconnect" not in (events := last_events(raw_surge)):
+        assert time.monotonic() < deadline
+    assert events["disconnect"][-1] == "http.disconnect"
+    assert events["disconnect"][0] == "http.request"
+
+
+def test_client_leaving_during_streamed_response_fails_send(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    conn.send(build_request("GET", "/stream-until-disconnect"))
+    conn.read_head()
+    conn.sock.recv(65536)
+    conn.sock.close()
+    deadline = time.monotonic() + 5
+    while "send_error" not in (events := last_events(raw_surge)):
+        assert time.monotonic() < deadline
+    assert events["send_error_is_oserror"] is True
+
+
+def test_streamed_response_respects_write_back_pressure(raw_surge: AsgiServer) -> None:
+    """A client that does not read holds the app back (no 25 MB buffered in the server)."""
+    conn = raw_surge.connect()
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    conn.send(build_request("GET", "/big?n=400"))
+    time.sleep(1.0)
+    sent = last_events(raw_surge)["big_sent"]
+    assert sent < 200, f"the app sent {sent} x 64 KiB to a client that reads nothing"
+    conn.read_head()
+    total = len(conn.buf)  # body bytes read with the head
+    while total < 400 * 65536 + 5:  # the chunks' payload and their framing
+        data = conn.sock.recv(1 << 20)
+        assert data
+        total += len(data)
+        if data.endswith(b"0\r\n\r\n"):
+            break
+    assert last_events(raw_surge)["big_sent"] == 400
+
+
+def test_root_path(asgi_servers: AsgiServers) -> None:
+    server = asgi_servers.get("surge", "raw_app:app")
+    del server  # the default one has no root path; start one with it below
+    port = free_port()
+    proc = subprocess.Popen(
+        [*SURGE, "serve", "raw_app:app", "--port", str(port), "--root-path", "/api"],
+        cwd=APPS,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        scope = json.loads(_get_when_up(port, "/scope"))["scope"]
+        assert scope["root_path"] == "/api"
+        assert scope["path"] == "/api/scope"
+        assert scope["raw_path"] == {"bytes": "/api/scope"}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _get_when_up(port: int, path: str, timeout: float = 15.0) -> bytes:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+                # HTTP/1.0: the body ends at the close, whatever its framing would be.
+                sock.sendall(build_request("GET", path, version="HTTP/1.0"))
+                data = b""
+                while chunk := sock.recv(65536):
+                    data += chunk
+                return data.partition(b"\r\n\r\n")[2]
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+def _serve(*args: str, timeout: float = 15.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "surge", "serve", *args, "--port", str(free_port())],
+        cwd=APPS,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["odd_apps:failing_startup"], 1, "ASGI lifespan startup failed: database unreachable"),
+        (["odd_apps:no_lifespan", "--lifespan", "on"], 1, "ASGI lifespan startup failed"),
+        (["odd_apps:Asgi2App"], 2, "looks like an ASGI 2 application"),
+        (["odd_apps:wsgi_app"], 1, "WSGI application, not served yet"),
+        (["raw_app:app", "--interface", "wsgi"], 1, "WSGI applications are not served yet"),
+        (["raw_app:app", "--interface", "surge"], 2, "not a surge.http.App"),
+    ],
+)
+def test_refused_targets_exit_with_one_clear_line(args: list[str], code: int, message: str) -> None:
+    done = _serve(*args)
+    assert done.returncode == code, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("surge: error: ") and message in last, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "extra", "body"),
+    [
+        ("odd_apps:no_lifespan", [], b"no lifespan here"),
+        ("odd_apps:no_lifespan", ["--lifespan", "off"], b"no lifespan here"),
+        ("odd_apps:asgi3_instance", [], b"from a class instance"),
+        ("odd_apps:asgi3_instance", ["--interface", "asgi"], b"from a class instance"),
+    ],
+)
+def test_detected_and_served(target: str, extra: list[str], body: bytes) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "surge", "serve", target, "--port", str(port), *extra],
+        cwd=APPS,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _get_when_up(port, "/") == body
+    finally:
+        proc.terminate()
+        proc.wait(10)

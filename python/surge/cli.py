@@ -44,12 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``surge serve``."""
+    from surge.http.config import DEFAULT_THREADS
     from surge.serve import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
 
     serve = subparsers.add_parser(
         "serve",
         help="serve an HTTP app",
-        description="Serve a surge.http.App or an ASGI 3 app (FastAPI, Starlette...), "
+        description="Serve a surge.http.App, an ASGI 3 app (FastAPI, Starlette...) "
+        "or a WSGI app (Flask, Django...), "
         "e.g. `surge serve examples.app:app --workers 4`.",
     )
     serve.add_argument("app", metavar="MODULE:APP", help="import string of the app")
@@ -95,13 +97,15 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "--interface",
         choices=["auto", "surge", "asgi", "wsgi"],
         default="auto",
-        help="what the app is; auto detects a surge App or an ASGI 3 app (default %(default)s)",
+        help="what the app is; auto detects a surge App, an ASGI 3 app or a WSGI app "
+        "(default %(default)s)",
     )
     serve.add_argument(
         "--root-path",
         default="",
         metavar="PATH",
-        help="ASGI: the path the app is mounted at, behind a proxy (scope root_path)",
+        help="ASGI/WSGI: the path the app is mounted at, behind a proxy "
+        "(scope root_path, SCRIPT_NAME)",
     )
     serve.add_argument(
         "--lifespan",
@@ -109,6 +113,14 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         default="auto",
         help="ASGI lifespan protocol: auto carries on when the app does not support it, "
         "on fails startup then (default %(default)s)",
+    )
+    serve.add_argument(
+        "--threads",
+        type=_int_in(1, 4096),
+        default=DEFAULT_THREADS,
+        metavar="N",
+        help="WSGI: threads running the app in each worker; more requests wait for one "
+        "(default %(default)s)",
     )
     tls = serve.add_argument_group("HTTPS (uvicorn's option names)")
     tls.add_argument(
@@ -163,6 +175,7 @@ def _serve(args: argparse.Namespace) -> int:
             interface=args.interface,
             root_path=args.root_path,
             lifespan=args.lifespan,
+            threads=args.threads,
         )
     except StartupError as exc:
         if exc.detail:

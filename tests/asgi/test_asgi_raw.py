@@ -254,8 +254,7 @@ def _serve(*args: str, timeout: float = 15.0) -> subprocess.CompletedProcess[str
         (["odd_apps:failing_startup"], 1, "ASGI lifespan startup failed: database unreachable"),
         (["odd_apps:no_lifespan", "--lifespan", "on"], 1, "ASGI lifespan startup failed"),
         (["odd_apps:Asgi2App"], 2, "looks like an ASGI 2 application"),
-        (["odd_apps:wsgi_app"], 1, "WSGI application, not served yet"),
-        (["raw_app:app", "--interface", "wsgi"], 1, "WSGI applications are not served yet"),
+        (["raw_app:app", "--interface", "wsgi"], 2, "an ASGI 3 application, not a WSGI one"),
         (["raw_app:app", "--interface", "surge"], 2, "not a surge.http.App"),
     ],
 )
@@ -273,6 +272,8 @@ def test_refused_targets_exit_with_one_clear_line(args: list[str], code: int, me
         ("odd_apps:no_lifespan", ["--lifespan", "off"], b"no lifespan here"),
         ("odd_apps:asgi3_instance", [], b"from a class instance"),
         ("odd_apps:asgi3_instance", ["--interface", "asgi"], b"from a class instance"),
+        ("odd_apps:wsgi_app", [], b"wsgi"),
+        ("odd_apps:wsgi_app", ["--interface", "wsgi"], b"wsgi"),
     ],
 )
 def test_detected_and_served(target: str, extra: list[str], body: bytes) -> None:

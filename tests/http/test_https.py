@@ -62,7 +62,7 @@ def _start(*tls_args: str, log: Path) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = open(log, "wb")  # noqa: SIM115 - the process owns it
     proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30  # a busy 2-core machine
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -103,7 +103,7 @@ def _client_ctx(pki, cert: str | None = None) -> ssl.SSLContext:
 
 
 def _exchange(port: int, ctx: ssl.SSLContext, raw: bytes) -> tuple[bytes, ssl.SSLSocket]:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
     tls = ctx.wrap_socket(sock, server_hostname="localhost")
     tls.sendall(raw)
     data = b""
@@ -213,7 +213,7 @@ def test_encrypted_key_with_and_without_its_password(pki, tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=60,
     )
     assert bad.returncode != 0
     assert "cannot load the TLS certificate" in bad.stderr

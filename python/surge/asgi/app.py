@@ -104,6 +104,9 @@ class AsgiApp:
         }
         return HttpCycle(self.app, scope, request, stream, conn, self.limits.write_high_water)
 
+    #: The connection calls `_handle` without path parameters (see protocol.py).
+    _handle.surge_dispatcher = True  # type: ignore[attr-defined]
+
 
 def _connection_scope(
     conn: HttpProtocol,

@@ -50,6 +50,26 @@ _ERROR_500 = b"Internal Server Error"
 
 #: The tasks running apps (see `HttpCycle.__init__`).
 _running: set[asyncio.Task[None]] = set()
+#: The name of every app task (a name given skips formatting one per request).
+_TASK_NAME = "surge-asgi"
+
+#: Status lines, made once per status.
+_STATUS_LINES: dict[int, bytes] = {}
+#: A response header as the app gives it -> (what it is, its line). Apps send the
+#: same headers again and again: each is checked and encoded once.
+_HEADER_LINES: dict[tuple[bytes, bytes], tuple[int, bytes]] = {}
+_HEADER_CACHE_MAX = 4096
+# What a response header is, for framing.
+_H_OTHER, _H_LENGTH, _H_TE, _H_CONNECTION, _H_SERVER, _H_DATE = range(6)
+_HEADER_KINDS = {
+    b"content-length": _H_LENGTH,
+    b"transfer-encoding": _H_TE,
+    b"connection": _H_CONNECTION,
+    b"server": _H_SERVER,
+    b"date": _H_DATE,
+}
+#: The last `http_date()` and its header line (the date changes once a second).
+_date_line: list[Any] = ["", b""]
 
 # How the body is framed, chosen at `http.response.start`.
 _NONE, _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2, 3
@@ -66,6 +86,35 @@ def _check_header(name: bytes, value: bytes) -> None:
     for bad in _BAD_VALUE:
         if bad in value:
             raise RuntimeError(f"invalid HTTP header value for {name!r}")
+
+
+def _header_line(name: bytes, value: bytes) -> tuple[int, bytes]:
+    """What the header `name: value` is, and its line (checked; cached)."""
+    key = (name, value)
+    try:
+        return _HEADER_LINES[key]
+    except (KeyError, TypeError):
+        pass
+    _check_header(name, value)
+    entry = (_HEADER_KINDS.get(bytes(name).lower(), _H_OTHER), b"%s: %s\r\n" % (name, value))
+    if type(name) is bytes and type(value) is bytes and len(_HEADER_LINES) < _HEADER_CACHE_MAX:
+        _HEADER_LINES[key] = entry
+    return entry
+
+
+def _status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
+    return line
+
+
+def _date() -> bytes:
+    now = http_date()
+    if now != _date_line[0]:
+        _date_line[0] = now
+        _date_line[1] = b"date: %s\r\n" % now.encode()
+    return _date_line[1]  # type: ignore[no-any-return]
 
 
 class HttpCycle(WriterResponse):
@@ -93,9 +142,12 @@ class HttpCycle(WriterResponse):
         "_started",
         "_stream",
         "_task",
+        "_waiting",
         "_writer",
         "failed",
     )
+
+    inline = True
 
     def __init__(
         self,
@@ -128,11 +180,13 @@ class HttpCycle(WriterResponse):
         self._space: asyncio.Future[None] | None = None
         self._writer: asyncio.Future[None] | None = None
         self._gone: asyncio.Future[None] | None = None
-        self._task = task = asyncio.get_running_loop().create_task(self._run(app, scope))
+        #: The connection waits for `writer_done` (see `begin`).
+        self._waiting = False
+        self._task = task = conn._loop.create_task(self._run(app, scope), name=_TASK_NAME)
         # The loop keeps only weak references to tasks; an app awaiting something
-        # only it references (after its response left) must not be collected.
+        # only it references (after its response left) must not be collected
+        # (`_run` takes it out: no done callback per request).
         _running.add(task)
-        task.add_done_callback(_running.discard)
 
     # The app's side ----------------------------------------------------------------
 
@@ -163,6 +217,7 @@ class HttpCycle(WriterResponse):
                 log.error("ASGI callable returned without completing response")
                 self._fail()
         finally:
+            _running.discard(self._task)
             self._wake_writer()
 
     async def receive(self) -> Message:
@@ -206,36 +261,36 @@ class HttpCycle(WriterResponse):
         if type(status) is not int or not 100 <= status <= 999:
             raise RuntimeError(f"invalid HTTP status {status!r}")
         self._started = True
-        parts = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+        parts = [_status_line(status)]
         length: int | None = None
         app_chunked = has_server = has_date = has_connection = False
         for name, value in message.get("headers", ()):
-            _check_header(name, value)
-            lower = name.lower()
-            if lower == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise RuntimeError(f"invalid content-length {value!r}") from None
-            elif lower == b"transfer-encoding":
-                if b"chunked" not in value.lower():
-                    raise RuntimeError(f"unsupported transfer-encoding {value!r}")
-                app_chunked = True
-                if self._http10:
-                    continue  # an HTTP/1.0 client cannot read chunks: close-delimited
-            elif lower == b"connection":
-                has_connection = True
-                if value.lower() == b"close":
-                    self._keep_alive = False
-            elif lower == b"server":
-                has_server = True
-            elif lower == b"date":
-                has_date = True
-            parts.append(b"%s: %s\r\n" % (name, value))
+            kind, line = _header_line(name, value)
+            if kind:
+                if kind == _H_LENGTH:
+                    try:
+                        length = int(value)
+                    except ValueError:
+                        raise RuntimeError(f"invalid content-length {value!r}") from None
+                elif kind == _H_TE:
+                    if b"chunked" not in value.lower():
+                        raise RuntimeError(f"unsupported transfer-encoding {value!r}")
+                    app_chunked = True
+                    if self._http10:
+                        continue  # an HTTP/1.0 client cannot read chunks: close-delimited
+                elif kind == _H_CONNECTION:
+                    has_connection = True
+                    if value.lower() == b"close":
+                        self._keep_alive = False
+                elif kind == _H_SERVER:
+                    has_server = True
+                else:
+                    has_date = True
+            parts.append(line)
         if not has_server:
             parts.insert(1, _SERVER)
         if not has_date:
-            parts.insert(1, b"date: %s\r\n" % http_date().encode())
+            parts.insert(1, _date())
         if self._head_only or status < 200 or status in (204, 304):
             self._framing = _NONE
         elif length is not None and not app_chunked:
@@ -282,14 +337,16 @@ class HttpCycle(WriterResponse):
                 self._closing = True
         if data:
             if self._active:
-                self._conn.write(data)
+                conn = self._conn
+                if not conn._closed:
+                    conn._transport.write(data)
             else:
                 self._pending.append(data)
                 self._pending_size += len(data)
         if not more:
-            self._wake_writer()
             if self._gone is not None and not self._gone.done():
                 self._gone.set_result(None)
+            self._wake_writer()
             return
         if self._active:
             await self._conn.drain()
@@ -316,6 +373,7 @@ class HttpCycle(WriterResponse):
         ]
         if self._active:
             self._conn.write(self._pending.pop())
+            self._wake_writer()
 
     def _fail(self) -> None:
         # The head may be out: the only honest signal left is to close.
@@ -332,11 +390,60 @@ class HttpCycle(WriterResponse):
     # The connection's side (`WriterResponse`) ---------------------------------------
 
     def _wake_writer(self) -> None:
-        if self._writer is not None and not self._writer.done():
+        # The response is complete (or failed): tell the connection, if it waits.
+        if self._waiting:
+            self._waiting = False
+            keep_alive = self._keep_alive_after()
+            if keep_alive is not None:
+                self._conn.writer_done(keep_alive)
+        elif self._writer is not None and not self._writer.done():
             self._writer.set_result(None)
 
+    def begin(self, conn: HttpProtocol) -> bool | None:
+        """Its turn came: flushes what the app sent before, then lets it write
+        directly; the connection learns the end from `writer_done` unless the
+        response is complete already."""
+        self._active = True
+        if self._pending:
+            conn.write(b"".join(self._pending) if len(self._pending) > 1 else self._pending[0])
+            self._pending.clear()
+            self._pending_size = 0
+        if self._space is not None and not self._space.done():
+            self._space.set_result(None)
+        if not self._complete:
+            self._waiting = True
+            return None
+        return self._keep_alive_after()
+
+    def _keep_alive_after(self) -> bool | None:
+        """Whether the connection may stay open after the complete response; None
+        when the rest of the request body must be read away first (then a task
+        does it and calls `writer_done`)."""
+        if self.failed or self._closing or not self._keep_alive:
+            return False
+        if self._request._eof:
+            return True
+        # The app answered without reading the whole body: read the rest away
+        # (if it is not reading itself) so the next request can be parsed.
+        if self._receiving:
+            return False
+        task = self._conn._loop.create_task(self._discard_body())
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+        return None
+
+    async def _discard_body(self) -> None:
+        try:
+            while (await self._stream.read_some())[1]:
+                pass
+        except ClientDisconnected:
+            self._conn.writer_done(False)
+        else:
+            self._conn.writer_done(True)
+
     async def write(self, conn: HttpProtocol) -> bool:
-        """Flushes what the app sent before its turn, then lets it write directly."""
+        """Flushes what the app sent before its turn, then lets it write directly
+        (when the connection does not call `begin`)."""
         self._active = True
         if self._pending:
             conn.write(b"".join(self._pending))
@@ -350,8 +457,6 @@ class HttpCycle(WriterResponse):
         if self.failed or self._closing or not self._keep_alive:
             return False
         if not self._request._eof:
-            # The app answered without reading the whole body: read the rest away
-            # (if it is not reading itself) so the next request can be parsed.
             if self._receiving:
                 return False
             try:

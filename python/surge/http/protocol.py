@@ -343,6 +343,16 @@ class HttpProtocol(asyncio.Protocol):
         ConnectionResetError once the client is gone."""
         await self._wait_writable()
 
+    def writer_done(self, keep_alive: bool) -> None:
+        """Called by an inline `WriterResponse` (see `WriterResponse.begin`) once its
+        response is complete: the next responses may go, or the connection closes."""
+        self._writer_busy = False
+        if not keep_alive:
+            self._drop_queue()
+            self._close()
+            return
+        self._flush()
+
     def lost(self) -> asyncio.Future[None]:
         """A future resolved when the connection is lost."""
         if self._lost is None:
@@ -415,9 +425,27 @@ class HttpProtocol(asyncio.Protocol):
                 self._body_stream = stream
                 self._stream_failed = False
                 if not (route.is_async or route.threaded or self._plan.has_hooks):
-                    # A dispatcher's handler (ASGI): it starts the app and returns
-                    # its `WriterResponse` at once, so no task is spent calling it.
-                    self._call_inline(slot, req, route)
+                    # A dispatcher's handler (ASGI, WSGI): it starts the app and
+                    # returns its `WriterResponse` at once, so no task is spent
+                    # calling it, and nothing is rendered natively.
+                    handler = route.handler
+                    try:
+                        # A dispatcher that routes by itself takes no path parameters
+                        # (making their dict is not free).
+                        if getattr(handler, "surge_dispatcher", False):
+                            result = handler(req)
+                        else:
+                            result = handler(req, **req.path_params)
+                    except Exception as exc:
+                        self._start(self._answer_exception(slot, req, exc))
+                        return
+                    if isinstance(result, WriterResponse):
+                        slot.body = result
+                        slot.done = True
+                        if not self._writer_busy and self._queue[0] is slot:
+                            self._flush()
+                        return
+                    self._finish(slot, req, result)
                     return
             self._start(self._run(slot, req, route))
         else:
@@ -635,11 +663,24 @@ class HttpProtocol(asyncio.Protocol):
             else:
                 self._unsent -= len(slot.data) if slot.data is not None else 0
             queue.popleft()
-            if slot.body is not None:
+            body = slot.body
+            if body is not None:
                 if parts:
                     self._transport.write(b"".join(parts))
                     parts = []
                 self._writer_busy = True
+                if isinstance(body, WriterResponse) and body.inline:
+                    # It writes itself from its own task (no writer task): done
+                    # already, or `writer_done` is called once it is.
+                    keep_alive = body.begin(self)
+                    if keep_alive is None:
+                        break
+                    self._writer_busy = False
+                    if keep_alive:
+                        continue
+                    close = True
+                    self._drop_queue()
+                    break
                 self._start(self._write_body(slot))
                 break
             parts.append(slot.data)  # type: ignore[arg-type]

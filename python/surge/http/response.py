@@ -6,7 +6,7 @@ from __future__ import annotations
 import mimetypes
 import os
 from collections.abc import AsyncIterable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 from surge._core import Response
@@ -148,6 +148,17 @@ class WriterResponse:
 
     __slots__ = ()
 
+    #: True when the class implements `begin` (no writer task is spent on it).
+    inline: ClassVar[bool] = False
+
     async def write(self, conn: HttpProtocol) -> bool:
         """Writes the whole response; True to keep the connection alive."""
+        raise NotImplementedError
+
+    def begin(self, conn: HttpProtocol) -> bool | None:
+        """Instead of `write` when `inline`: called (synchronously) when its turn
+        comes, it writes what it has and returns whether the connection may stay
+        open if the response is complete; None when it goes on writing by itself,
+        in which case it calls ``conn.writer_done(keep_alive)`` exactly once, when
+        it is complete."""
         raise NotImplementedError

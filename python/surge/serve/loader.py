@@ -1,5 +1,6 @@
 """Loading the target: an App as it is, or what an import string ``"module:attr"`` names,
-served by the dispatcher its kind needs (a surge App, or an ASGI 3 app in an `AsgiApp`).
+served by the dispatcher its kind needs (a surge App, an ASGI 3 app in an `AsgiApp`,
+a WSGI app in a `WsgiApp`).
 
 The master never loads an import string itself (so a reload sees fresh code);
 each worker does, after the fork.
@@ -13,7 +14,9 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from .errors import AppLoadError, StartupError
+from surge.http.config import DEFAULT_THREADS
+
+from .errors import AppLoadError
 
 if TYPE_CHECKING:
     from surge.http.app import App
@@ -37,12 +40,18 @@ def parse_import_string(ref: str) -> tuple[str, str]:
 
 
 def load_app(
-    target: App | str | object, interface: str = "auto", *, root_path: str = ""
+    target: App | str | object,
+    interface: str = "auto",
+    *,
+    root_path: str = "",
+    threads: int = DEFAULT_THREADS,
+    workers: int = 1,
 ) -> Servable:
     """The dispatcher serving ``target`` (or what an import string names): a surge
-    App as it is, an ASGI 3 application wrapped in an `AsgiApp`.
+    App as it is, an ASGI 3 application wrapped in an `AsgiApp`, a WSGI one in a
+    `WsgiApp` running it in ``threads`` threads.
 
-    ``interface`` is "auto" (detect), "surge", "asgi" or "wsgi" (not yet served).
+    ``interface`` is "auto" (detect), "surge", "asgi" or "wsgi".
     """
     if interface not in INTERFACES:
         raise ValueError(f"interface must be one of {', '.join(INTERFACES)}, got {interface!r}")
@@ -52,7 +61,31 @@ def load_app(
     else:
         obj = target
         what = _describe(target)
+    if interface == "wsgi" or (interface == "auto" and _is_wsgi(obj)):
+        from surge.asgi.detect import asgi_version
+        from surge.wsgi import WsgiApp
+
+        if not callable(obj) or isinstance(obj, _surge_app()):
+            raise AppLoadError(f"{what}, not a WSGI application")
+        if asgi_version(obj) == "asgi3":
+            # Forced or not, a coroutine function can never answer a WSGI call.
+            raise AppLoadError(f"{what}, an ASGI 3 application, not a WSGI one")
+        return WsgiApp(obj, root_path=root_path, threads=threads, workers=workers)
     return _dispatcher(obj, what, interface, root_path)
+
+
+def _surge_app() -> type:
+    from surge.http.app import App
+
+    return App
+
+
+def _is_wsgi(obj: object) -> bool:
+    """True for what auto-detection serves as WSGI: a callable taking
+    (environ, start_response) that is neither a surge App nor an ASGI app."""
+    from surge.asgi.detect import asgi_version
+
+    return not isinstance(obj, _surge_app()) and asgi_version(obj) == "wsgi"
 
 
 def _import(target: str) -> Any:
@@ -92,8 +125,6 @@ def _dispatcher(obj: Any, what: str, interface: str, root_path: str) -> Servable
     from surge.asgi.detect import asgi_version
     from surge.http.app import App
 
-    if interface == "wsgi":
-        raise StartupError("--interface wsgi: WSGI applications are not served yet")
     if isinstance(obj, App):
         if interface == "asgi":
             raise AppLoadError(f"{what}, a surge.http.App: serve it with --interface surge")
@@ -105,8 +136,6 @@ def _dispatcher(obj: Any, what: str, interface: str, root_path: str) -> Servable
         return AsgiApp(obj, root_path=root_path)
     if interface == "surge":
         raise AppLoadError(f"{what}, not a surge.http.App")
-    if kind == "wsgi" and interface == "auto":
-        raise StartupError(f"{what}: it looks like a WSGI application, not served yet")
     if kind == "asgi2":
         hint = (
             ": it looks like an ASGI 2 application (a callable taking the scope); "

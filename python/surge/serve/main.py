@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
-from surge.http.config import DEFAULT_GC_THRESHOLD
+from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
 
 from .listeners import DEFAULT_BACKLOG, check_bindable, resolve
 from .loader import INTERFACES, import_string_of, importing_app, parse_import_string
@@ -35,6 +35,7 @@ def run(
     interface: str = "auto",
     root_path: str = "",
     lifespan: str = "auto",
+    threads: int = DEFAULT_THREADS,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -46,9 +47,10 @@ def run(
     ``gc_threshold`` once the app is loaded (see `DEFAULT_GC_THRESHOLD`; never
     lowered); ``None`` leaves the collector as the app set it.
 
-    ``interface`` ("auto", "surge", "asgi"; "wsgi" not yet) overrides detecting what
-    the target is; ``root_path`` and ``lifespan`` ("auto", "on", "off") apply to
-    ASGI apps, as uvicorn's options of those names.
+    ``interface`` ("auto", "surge", "asgi", "wsgi") overrides detecting what the
+    target is; ``root_path`` applies to ASGI and WSGI apps and ``lifespan``
+    ("auto", "on", "off") to ASGI apps, as uvicorn's options of those names.
+    ``threads`` sizes each worker's thread pool running a WSGI app.
 
     ``tls`` serves HTTPS (see `surge.serve.tls`); its files are checked here, once,
     so a bad certificate or password fails before any worker starts.
@@ -63,6 +65,8 @@ def run(
         raise ValueError(f"gc_threshold must be >= 1 or None, got {gc_threshold}")
     if interface not in INTERFACES:
         raise ValueError(f"interface must be one of {', '.join(INTERFACES)}, got {interface!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     if lifespan not in ("auto", "on", "off"):
         raise ValueError(f"lifespan must be auto, on or off, got {lifespan!r}")
     if importing_app():
@@ -91,6 +95,7 @@ def run(
         interface=interface,
         root_path=root_path,
         lifespan=lifespan,
+        threads=threads,
     )
     if workers == 1 and not reload:
         run_single(cfg)

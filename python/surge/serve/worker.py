@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from surge.http.config import DEFAULT_GC_THRESHOLD
+from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
 
 from .errors import AppLoadError, StartupError
 from .listeners import Address, listen
@@ -73,6 +73,8 @@ class Config:
     root_path: str = ""
     #: ASGI: "auto", "on" or "off" (uvicorn's --lifespan; see `surge.asgi.lifespan`).
     lifespan: str = "auto"
+    #: WSGI: threads running the app in each worker (`surge.wsgi.WsgiApp`).
+    threads: int = DEFAULT_THREADS
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -108,7 +110,13 @@ async def _serve(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORK_BLOCKED)
 
     loading_since = time.time_ns()
-    app = load_app(cfg.target, cfg.interface, root_path=cfg.root_path)
+    app = load_app(
+        cfg.target,
+        cfg.interface,
+        root_path=cfg.root_path,
+        threads=cfg.threads,
+        workers=cfg.workers,
+    )
     lifespan = await _start_lifespan(app, cfg.lifespan)
     try:
         await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)

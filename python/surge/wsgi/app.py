@@ -1,0 +1,147 @@
+"""`WsgiApp`: a WSGI (PEP 3333) application served over surge's connections.
+
+A dispatcher like `surge.asgi.AsgiApp`: `freeze()` yields a `Plan` whose router
+sends every method and path to one deferred, streaming route. Its handler runs
+on the event loop: it builds the environ (cheap, no I/O) and returns a
+`WsgiCycle`, which runs the app in the plan's bounded thread pool and is written
+by the connection in request order. The loop never waits on the app.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
+
+from surge._core import Router
+from surge.http.app import Route
+from surge.http.config import DEFAULT_THREADS, Limits
+from surge.http.plan import LazyExecutor, Plan
+
+from .cycle import WSGIApp, WsgiCycle
+from .input import FileWrapper
+
+if TYPE_CHECKING:
+    from surge._core import Request
+    from surge.http.protocol import HttpProtocol
+
+#: `Router.add` kind of a route the connection hands to Python (see router.rs).
+_DEFERRED = 2
+
+#: Request headers that PEP 3333 puts in the environ without the HTTP_ prefix.
+_UNPREFIXED = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
+
+
+class WsgiApp:
+    """Serves the WSGI callable `app` (mounted at `root_path`) in `threads` threads."""
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        *,
+        root_path: str = "",
+        threads: int = DEFAULT_THREADS,
+        workers: int = 1,
+        limits: Limits | None = None,
+        debug: bool = False,
+    ) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.app = app
+        self.root_path = root_path.rstrip("/")
+        self.threads = threads
+        self.workers = workers
+        self.limits = limits or Limits()
+        self.debug = debug
+        self._plan: Plan | None = None
+        # The environ's constant part, copied into every request's environ.
+        self._base: dict[str, Any] = {
+            "SCRIPT_NAME": _bytes_as_str(self.root_path),
+            "wsgi.version": (1, 0),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": workers > 1,
+            "wsgi.run_once": False,
+            "wsgi.file_wrapper": FileWrapper,
+            # The body's end is signalled by read() returning b"" even without
+            # CONTENT_LENGTH (chunked requests): werkzeug and gunicorn use this key.
+            "wsgi.input_terminated": True,
+        }
+
+    def freeze(self) -> Plan:
+        """The serving plan: one catch-all streaming route for every method."""
+        if self._plan is None:
+            router = Router()
+            max_body = self.limits.max_body
+            # Empty method lists allow every method; "/" needs its own entry
+            # because the path converter does not match an empty rest.
+            router.add("/", [], self._handle, _DEFERRED, max_body, True)
+            router.add("/{path:path}", [], self._handle, _DEFERRED, max_body, True)
+            route = Route(
+                path="/{path:path}",
+                methods=(),
+                handler=self._handle,
+                is_async=False,
+                threaded=False,
+                stream=True,
+                max_body=max_body,
+            )
+            self._plan = Plan(
+                router=router,
+                routes=(route, route),
+                limits=self.limits,
+                debug=self.debug,
+                executor=LazyExecutor(self.threads),
+            )
+        return self._plan
+
+    def _handle(self, request: Request, **_params: Any) -> WsgiCycle:
+        stream = request._stream
+        conn: HttpProtocol = stream.connection
+        per_conn = conn.dispatcher_data
+        if per_conn is None:
+            per_conn = conn.dispatcher_data = _connection_environ(conn)
+        environ = self._base.copy()
+        environ.update(per_conn)
+        environ["REQUEST_METHOD"] = request.method
+        raw_path = request.raw_path.partition(b"?")[0]
+        # PEP 3333: native strings holding the bytes as sent (latin-1), percent-decoded.
+        environ["PATH_INFO"] = unquote_to_bytes(raw_path).decode("latin-1")
+        environ["QUERY_STRING"] = request.query_string
+        environ["SERVER_PROTOCOL"] = "HTTP/" + request.version
+        for name, value in request.headers.items():
+            key = _UNPREFIXED.get(name.lower())
+            if key is None:
+                if "_" in name:
+                    # "X_Forwarded_For" would collide with "X-Forwarded-For" once
+                    # hyphens become underscores: dropped, as nginx and gunicorn do.
+                    continue
+                key = "HTTP_" + name.upper().replace("-", "_")
+            old = environ.get(key)
+            environ[key] = value if old is None else old + "," + value
+        plan = self.freeze()
+        return WsgiCycle(
+            self.app, environ, request, stream, conn, plan.executor, self.limits.write_high_water
+        )
+
+
+def _connection_environ(conn: HttpProtocol) -> dict[str, Any]:
+    """The environ keys that are the same for every request of a connection."""
+    scheme = "https" if conn.extra_info("sslcontext") is not None else "http"
+    out: dict[str, Any] = {"wsgi.url_scheme": scheme}
+    sock = conn.extra_info("sockname")
+    if isinstance(sock, tuple) and len(sock) >= 2:
+        out["SERVER_NAME"], out["SERVER_PORT"] = str(sock[0]), str(sock[1])
+    else:  # a Unix socket: no port to give
+        out["SERVER_NAME"], out["SERVER_PORT"] = str(sock or "localhost"), ""
+    peer = conn.extra_info("peername")
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        out["REMOTE_ADDR"], out["REMOTE_PORT"] = str(peer[0]), str(peer[1])
+    else:
+        out["REMOTE_ADDR"] = ""
+    return out
+
+
+def _bytes_as_str(text: str) -> str:
+    """A str as PEP 3333's "bytes as str": its UTF-8 bytes, decoded as latin-1."""
+    return text.encode().decode("latin-1")

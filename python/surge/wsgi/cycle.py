@@ -1,0 +1,409 @@
+"""One WSGI request/response cycle: the app runs in a pool thread, the loop writes.
+
+Theory of operation: the dispatcher's handler (`surge.wsgi.app`) makes a
+`WsgiCycle` on the event loop and returns it at once, so the connection queues
+it (in request order) while the app runs in the plan's thread pool. The thread
+calls the app, iterates its response and frames every chunk itself; framed
+bytes go into `_queue` under a lock, and the loop is poked with one
+`call_soon_threadsafe` per batch (not per chunk). When every earlier response
+has left, the connection calls `write`, which writes what is queued and waits
+for the transport to drain. The thread blocks on `_gate` once a high-water
+mark's worth is queued and not written (before its turn, or while the client
+is slow to read): write back-pressure reaches the app's iterator, and the loop
+never waits on a thread.
+
+PEP 3333's rules are kept: headers leave with the first non-empty body chunk
+(so `start_response` with `exc_info` may still replace them until then), the
+iterable's `close()` is always called, an error before the headers left is
+answered with a 500, and one after closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from surge._core import http_date
+from surge.http.errors import ClientDisconnected
+from surge.http.response import WriterResponse
+
+from .input import FileWrapper, InputStream
+
+if TYPE_CHECKING:
+    from surge._core import Request
+    from surge.http.plan import LazyExecutor
+    from surge.http.protocol import BodyStream, HttpProtocol
+
+log = logging.getLogger("surge.wsgi")
+
+StartResponse = Callable[..., Callable[[bytes], None]]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+#: PEP 3333 forbids these in an application's response headers.
+_HOP_BY_HOP = frozenset(
+    (
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    )
+)
+_TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ERROR_500 = b"Internal Server Error"
+#: Block size for `wsgi.file_wrapper` bodies copied by the thread.
+_FILE_BLOCK = 64 * 1024
+
+# How the body is framed, chosen when the head is built.
+_NONE, _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2, 3
+
+
+class _Gone(Exception):
+    """The client left: the app's iteration stops (never seen by the app)."""
+
+
+def _answer_500() -> bytes:
+    return (
+        b"HTTP/1.1 500 Internal Server Error\r\ndate: %s\r\nserver: surge\r\n"
+        b"content-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+        b"connection: close\r\n\r\n%s" % (http_date().encode(), len(_ERROR_500), _ERROR_500)
+    )
+
+
+class WsgiCycle(WriterResponse):
+    """Runs one request through a WSGI app in a thread; written in its turn."""
+
+    __slots__ = (
+        "_closing",
+        "_conn",
+        "_done",
+        "_failed",
+        "_framing",
+        "_gate",
+        "_gone",
+        "_head_only",
+        "_head_sent",
+        "_headers",
+        "_high_water",
+        "_http10",
+        "_keep_alive",
+        "_lock",
+        "_loop",
+        "_notified",
+        "_queue",
+        "_queued",
+        "_remaining",
+        "_request",
+        "_status",
+        "_stream",
+        "_wakeup",
+    )
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        environ: dict[str, Any],
+        request: Request,
+        stream: BodyStream,
+        conn: HttpProtocol,
+        executor: LazyExecutor,
+        high_water: int,
+    ) -> None:
+        self._loop = loop = asyncio.get_running_loop()
+        self._conn = conn
+        self._request = request
+        self._stream = stream
+        self._high_water = high_water
+        self._http10 = request.version == "1.0"
+        self._head_only = request.method == "HEAD"
+        self._keep_alive = request.keep_alive
+        # Response state, touched by the thread only.
+        self._status: str | None = None
+        self._headers: list[tuple[str, str]] = []
+        self._head_sent = False
+        self._framing = _NONE
+        self._remaining = 0
+        # Shared with the loop, under `_lock`.
+        self._lock = threading.Lock()
+        self._queue: list[bytes] = []
+        self._queued = 0
+        self._notified = False
+        self._done = False
+        self._failed = False  # the response is cut short: close after what was sent
+        self._closing = False  # complete, but not framed for keep-alive
+        self._gone = False
+        self._gate = threading.Event()
+        self._gate.set()
+        self._wakeup: asyncio.Future[None] | None = None
+        environ["wsgi.input"] = InputStream(loop, stream, *self._prefetch())
+        conn.lost().add_done_callback(self._on_lost)
+        loop.run_in_executor(executor.get(), self._run, app, environ)
+
+    def _prefetch(self) -> tuple[bytes, bool]:
+        """The whole body when it has already arrived (the usual case), else (b"", True)."""
+        if not self._request._eof:
+            return b"", True
+        # With the body complete, read_some never suspends: run it to its end here.
+        coro = self._stream.read_some()
+        try:
+            coro.send(None)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        except Exception:
+            return b"", True  # the thread's first read raises it again
+        coro.close()
+        return b"", True
+
+    # The thread's side ---------------------------------------------------------------
+
+    def _run(self, app: WSGIApp, environ: dict[str, Any]) -> None:
+        result: Any = None
+        try:
+            result = app(environ, self._start_response)
+            if isinstance(result, FileWrapper):
+                read = result.filelike.read
+                chunks: Iterable[bytes] = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
+            else:
+                chunks = result
+            for chunk in chunks:
+                if chunk:
+                    self._send(chunk)
+            self._finish()
+        except _Gone:
+            log.debug("WSGI response stopped: the client went away")
+            self._end(failed=True)
+        except BaseException as exc:
+            self._app_failed(exc)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    log.exception("Exception in the WSGI response's close()")
+
+    def _app_failed(self, exc: BaseException) -> None:
+        log.error("Exception in WSGI application", exc_info=exc)
+        if self._head_sent:
+            self._end(failed=True)
+        else:
+            self._keep_alive = False
+            self._end(_answer_500())
+
+    def _start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]:
+        """PEP 3333's start_response: sets status and headers; returns `write`."""
+        if exc_info is not None:
+            try:
+                if self._head_sent:
+                    raise exc_info[1].with_traceback(exc_info[2])
+            finally:
+                exc_info = None  # no cycle through the traceback's frames
+        elif self._status is not None:
+            raise AssertionError("start_response() called again without exc_info")
+        if type(status) is not str or len(status) < 4 or status[3] != " ":
+            raise ValueError(f"invalid WSGI status {status!r}: expected e.g. '200 OK'")
+        if not status[:3].isdigit() or any(c in status for c in "\r\n\0"):
+            raise ValueError(f"invalid WSGI status {status!r}")
+        if type(headers) is not list:
+            raise TypeError(f"response headers must be a list, got {type(headers).__name__}")
+        for item in headers:
+            if type(item) is not tuple or len(item) != 2:
+                raise TypeError(f"response header {item!r} is not a (name, value) tuple")
+            name, value = item
+            if type(name) is not str or type(value) is not str:
+                raise TypeError(f"response header {item!r}: name and value must be str")
+            if not name or not set(name) <= _TCHARS:
+                raise ValueError(f"invalid response header name {name!r}")
+            if any(c in value for c in "\r\n\0"):
+                raise ValueError(f"response header {name!r}: value may not contain CR, LF or NUL")
+            if name.lower() in _HOP_BY_HOP:
+                raise ValueError(f"hop-by-hop header {name!r} not allowed in a WSGI response")
+        self._status = status
+        self._headers = headers
+        return self._send
+
+    def _head(self) -> bytes:
+        """The response head, choosing the body's framing."""
+        status = self._status
+        assert status is not None
+        code = int(status[:3])
+        parts = [b"HTTP/1.1 %s\r\n" % status.encode("latin-1")]
+        length: int | None = None
+        has_date = has_server = False
+        for name, value in self._headers:
+            lower = name.lower()
+            if lower == "content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    raise ValueError(f"invalid Content-Length {value!r}") from None
+            elif lower == "date":
+                has_date = True
+            elif lower == "server":
+                has_server = True
+            parts.append(b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1")))
+        if not has_date:
+            parts.insert(1, b"date: %s\r\n" % http_date().encode())
+        if not has_server:
+            parts.insert(1, b"server: surge\r\n")
+        if self._head_only or code < 200 or code in (204, 304):
+            self._framing = _NONE
+        elif length is not None:
+            self._framing = _LENGTH
+            self._remaining = length
+        elif not self._http10:
+            self._framing = _CHUNKED
+            parts.append(b"transfer-encoding: chunked\r\n")
+        else:
+            # An HTTP/1.0 client cannot read chunks: the body ends when we close.
+            self._framing = _UNTIL_CLOSE
+            self._keep_alive = False
+        if not self._keep_alive:
+            parts.append(b"connection: close\r\n")
+        elif self._http10:
+            parts.append(b"connection: keep-alive\r\n")
+        parts.append(b"\r\n")
+        return b"".join(parts)
+
+    def _send(self, data: bytes) -> None:
+        """The `write` callable, and each chunk of the iterable: framed and queued."""
+        if self._status is None:
+            raise AssertionError("response body sent before start_response()")
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"WSGI response chunks must be bytes, got {type(data).__name__}")
+        if not data:
+            return
+        head = b""
+        if not self._head_sent:
+            head = self._head()
+            self._head_sent = True
+        framing = self._framing
+        if framing == _CHUNKED:
+            out = b"%x\r\n%b\r\n" % (len(data), data)
+        elif framing == _LENGTH:
+            if len(data) > self._remaining:
+                # More than Content-Length promised: the rest cannot be framed.
+                data = data[: self._remaining]
+            self._remaining -= len(data)
+            out = bytes(data)
+        elif framing == _UNTIL_CLOSE:
+            out = bytes(data)
+        else:
+            out = b""
+        self._put(head + out if head else out)
+
+    def _finish(self) -> None:
+        if self._status is None:
+            raise AssertionError("the WSGI application returned without calling start_response()")
+        out = b"" if self._head_sent else self._head()
+        self._head_sent = True
+        if self._framing == _CHUNKED:
+            out += b"0\r\n\r\n"
+        elif self._framing == _LENGTH and self._remaining > 0:
+            log.error("WSGI response shorter than its Content-Length: closing the connection")
+            self._closing = True
+        self._end(out)
+
+    def _put(self, data: bytes) -> None:
+        """Queues bytes for the loop; blocks while a high-water mark's worth waits."""
+        with self._lock:
+            if self._gone:
+                raise _Gone
+            self._queue.append(data)
+            self._queued += len(data)
+            over = self._queued >= self._high_water
+            if over:
+                self._gate.clear()
+            notify = not self._notified
+            self._notified = True
+        if notify:
+            self._poke()
+        if over:
+            self._gate.wait()
+            if self._gone:
+                raise _Gone
+
+    def _end(self, data: bytes = b"", failed: bool = False) -> None:
+        """Queues the last bytes and marks the response complete (or cut short)."""
+        with self._lock:
+            if data:
+                self._queue.append(data)
+            self._failed = failed
+            self._done = True
+            notify = not self._notified
+            self._notified = True
+        if notify:
+            self._poke()
+
+    def _poke(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:  # the loop is closed: nobody is left to write
+            self._gone = True
+            self._gate.set()
+
+    # The loop's side -----------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._notified = False
+        waiter = self._wakeup
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_lost(self, _lost: object = None) -> None:
+        with self._lock:
+            self._gone = True
+        self._gate.set()
+
+    async def write(self, conn: HttpProtocol) -> bool:
+        """Writes what the thread queued until the response is complete."""
+        try:
+            return await self._write(conn)
+        finally:
+            conn.lost().remove_done_callback(self._on_lost)
+
+    async def _write(self, conn: HttpProtocol) -> bool:
+        while True:
+            with self._lock:
+                queue, self._queue, self._queued = self._queue, [], 0
+                done = self._done
+            if queue:
+                conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
+            if done:
+                break
+            try:
+                await conn.drain()
+            except ConnectionResetError:
+                self._on_lost()
+                return False
+            with self._lock:
+                self._gate.set()
+                idle = not self._queue and not self._done
+                if idle:
+                    self._wakeup = self._loop.create_future()
+            if idle:
+                assert self._wakeup is not None
+                try:
+                    await self._wakeup
+                finally:
+                    self._wakeup = None
+        if self._failed or self._closing or not self._keep_alive:
+            return False
+        if not self._request._eof:
+            # The app answered without reading the whole body: read the rest away
+            # so the next request can be parsed (its thread has finished reading).
+            try:
+                while (await self._stream.read_some())[1]:
+                    pass
+            except ClientDisconnected:
+                return False
+        return True

@@ -1,0 +1,1 @@
+"""WSGI serving tests (a package, so its conftest does not shadow tests/asgi's `conftest`)."""

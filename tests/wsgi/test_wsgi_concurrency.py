@@ -1,0 +1,49 @@
+"""Seed 003's experiment: a Django view that sleeps 2 s does not hold up other requests."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from wsgiservers import WsgiServers
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_django_slow_views_run_together_and_fast_view_stays_fast(
+    wsgi_servers: WsgiServers,
+) -> None:
+    server = wsgi_servers.get("surge", "django_app:app")
+    assert server.fetch("GET", "/fast").status == 200  # warm: Django's URLconf loaded
+    finished: list[float] = []
+    errors: list[BaseException] = []
+
+    def slow() -> None:
+        try:
+            resp = server.fetch("GET", "/slow")
+            assert resp.status == 200 and resp.body == b'{"slept": 2}'
+            finished.append(time.monotonic() - start)
+        except BaseException as exc:
+            errors.append(exc)
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=slow) for _ in range(4)]
+    for t in threads:
+        t.start()
+    fast_times = []
+    time.sleep(0.2)  # the slow views are running now
+    while time.monotonic() - start < 1.8:
+        t0 = time.monotonic()
+        resp = server.fetch("GET", "/fast")
+        fast_times.append(time.monotonic() - t0)
+        assert resp.status == 200 and resp.body == b"fast"
+        time.sleep(0.05)
+    for t in threads:
+        t.join(10)
+    assert not errors, errors
+    assert len(finished) == 4
+    print(f"slow views finished at {sorted(finished)}; fast view max {max(fast_times):.4f}s")
+    assert max(finished) < 3.5, finished
+    assert max(finished) - min(finished) < 0.5, finished
+    assert len(fast_times) >= 10 and max(fast_times) < 0.2, fast_times

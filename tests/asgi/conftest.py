@@ -7,117 +7,38 @@ alive and must not have logged anything that marks a bug on the server's side.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "http"))
-from rawhttp import RawConnection
+from peer_servers import PeerServer, PeerServers, free_port, surge_command
 
 APPS = Path(__file__).parent / "apps"
 
-#: Log lines that only a bug in the server (not a failing app) produces.
-BUG_MARKERS = (
-    "internal error while handling a request",
-    "Exception in callback",
-    "exception was never retrieved",
-    "Task was destroyed but it is pending",
-    "Fatal error on transport",
-    "panicked",
-    "Segmentation fault",
-)
+AsgiServer = PeerServer
+__all__ = ["APPS", "AsgiServer", "AsgiServers", "free_port"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def command(kind: str, target: str, port: int) -> list[str]:
+    """`surge serve` or uvicorn (uvloop, httptools) for `target`."""
+    if kind == "surge":
+        return surge_command(target, port)
+    args = [sys.executable, "-m", "uvicorn", target, "--port", str(port)]
+    return [*args, "--loop", "uvloop", "--http", "httptools", "--no-access-log"]
 
 
-class AsgiServer:
-    """`surge serve` or uvicorn serving `target` from `apps/`, in a subprocess."""
+class AsgiServers(PeerServers):
+    """The apps of `apps/` under surge and uvicorn, started on first use."""
 
-    def __init__(self, kind: str, target: str, log_dir: Path, *extra: str) -> None:
-        self.kind = kind
-        self.port = free_port()
-        self.log_path = log_dir / f"{kind}-{target.replace(':', '-')}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        if kind == "surge":
-            args = [sys.executable, "-m", "surge", "serve", target, "--port", str(self.port)]
-        else:
-            args = [sys.executable, "-m", "uvicorn", target, "--port", str(self.port)]
-            args += ["--loop", "uvloop", "--http", "httptools", "--no-access-log"]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [*args, *extra], cwd=APPS, stdout=self._log, stderr=subprocess.STDOUT, env=env
-        )
-        self.checked = 0
-        self._wait_accepting()
-
-    def _wait_accepting(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail(f"{self.kind} exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{self.kind} not accepting after {timeout} s:\n{self.log()}")
-                time.sleep(0.05)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def connect(self, timeout: float = 5.0) -> RawConnection:
-        return RawConnection(self.port, timeout=timeout)
-
-    def check_health(self) -> None:
-        text = self.log()
-        new, self.checked = text[self.checked :], len(text)
-        if self.proc.poll() is not None:
-            pytest.fail(f"{self.kind} died:\n{text[-5000:]}")
-        bugs = [m for m in BUG_MARKERS if m in new]
-        if bugs:
-            pytest.fail(f"{self.kind} logged {bugs}:\n{new[-5000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
-class AsgiServers:
     def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.running: dict[tuple[str, str], AsgiServer] = {}
-
-    def get(self, kind: str, target: str) -> AsgiServer:
-        key = (kind, target)
-        if key not in self.running:
-            self.running[key] = AsgiServer(kind, target, self.log_dir)
-        return self.running[key]
-
-    def stop_all(self) -> None:
-        for server in self.running.values():
-            server.stop()
+        super().__init__(log_dir, APPS, command)
 
 
 @pytest.fixture(scope="session")
-def asgi_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsgiServers]:
+def asgi_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerServers]:
     servers = AsgiServers(tmp_path_factory.mktemp("asgi-logs"))
     yield servers
     servers.stop_all()
@@ -132,6 +53,6 @@ def _asgi_servers_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def raw_surge(asgi_servers: AsgiServers) -> AsgiServer:
+def raw_surge(asgi_servers: PeerServers) -> PeerServer:
     """The raw ASGI app under `surge serve`."""
     return asgi_servers.get("surge", "raw_app:app")

@@ -80,12 +80,7 @@ CASES: dict[str, tuple[str, str, dict[str, str], bytes | None]] = {
 
 
 def fetch(server: AsgiServer, method: str, target: str, headers: dict, body: bytes | None):
-    conn = server.connect()
-    try:
-        conn.send(build_request(method, target, headers, body))
-        return conn.read_response(method)
-    finally:
-        conn.sock.close()
+    return server.fetch(method, target, headers, body)
 
 
 def summary(resp: RawResponse) -> dict:
@@ -127,18 +122,10 @@ def test_fastapi_background_task_runs_after_response(pair) -> None:
 def test_fastapi_keep_alive_sequence_same_as_uvicorn(pair) -> None:
     """Several requests on one connection, answered in order by both servers."""
     order = ["root", "json_validation_422", "streaming_response", "file_response", "form"]
-    results = []
-    for server in pair:
-        conn = server.connect()
-        try:
-            got = []
-            for name in order:
-                method, target, headers, body = CASES[name]
-                conn.send(build_request(method, target, headers, body))
-                got.append(summary(conn.read_response(method)))
-            results.append(got)
-        finally:
-            conn.sock.close()
+    results = [
+        [summary(r) for r in server.fetch_in_turn([CASES[name] for name in order])]
+        for server in pair
+    ]
     assert results[0] == results[1]
 
 

@@ -114,18 +114,10 @@ def test_django_same_as_gunicorn(django_pair, case: str) -> None:
 def test_flask_keep_alive_sequence_same_as_gunicorn(flask_pair) -> None:
     """Several requests on one connection, answered in order by both servers."""
     order = ["root", "upload", "streaming_generator", "file_wrapper", "form_post", "crash_500"]
-    results = []
-    for server in flask_pair:
-        conn = server.connect()
-        try:
-            got = []
-            for name in order:
-                method, target, headers, body = FLASK_CASES[name]
-                conn.send(build_request(method, target, headers, body))
-                got.append(summary(conn.read_response(method)))
-            results.append(got)
-        finally:
-            conn.sock.close()
+    results = [
+        [summary(r) for r in server.fetch_in_turn([FLASK_CASES[name] for name in order])]
+        for server in flask_pair
+    ]
     assert results[0] == results[1]
 
 

@@ -7,120 +7,28 @@ be alive and must not have logged anything that marks a bug on the server's side
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent.parent / "http"))
-from rawhttp import RawConnection, RawResponse, build_request
+from peer_servers import PeerServer, PeerServers, free_port, surge_command
 
 APPS = Path(__file__).parent / "apps"
 
-#: Log lines that only a bug in the server (not a failing app) produces.
-BUG_MARKERS = (
-    "internal error while handling a request",
-    "Exception in callback",
-    "exception was never retrieved",
-    "Task was destroyed but it is pending",
-    "Fatal error on transport",
-    "panicked",
-    "Segmentation fault",
-)
+WsgiServer = PeerServer
+__all__ = ["APPS", "WsgiServer", "WsgiServers", "free_port"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def command(kind: str, target: str, port: int) -> list[str]:
+    """`surge serve` or `gunicorn -k gthread` for `target`."""
+    if kind == "surge":
+        return surge_command(target, port)
+    args = [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", "32"]
+    return [*args, "-b", f"127.0.0.1:{port}", target]
 
 
-class WsgiServer:
-    """`surge serve` or `gunicorn -k gthread` serving `target` from `apps/`."""
+class WsgiServers(PeerServers):
+    """The apps of `apps/` under surge and gunicorn, started on first use."""
 
-    def __init__(self, kind: str, target: str, log_dir: Path, *extra: str) -> None:
-        self.kind = kind
-        self.port = free_port()
-        self.log_path = log_dir / f"{kind}-{target.replace(':', '-')}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        if kind == "surge":
-            args = [sys.executable, "-m", "surge", "serve", target, "--port", str(self.port)]
-        else:
-            args = [sys.executable, "-m", "gunicorn", "-k", "gthread", "--threads", "32"]
-            args += ["-b", f"127.0.0.1:{self.port}", target]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [*args, *extra], cwd=APPS, stdout=self._log, stderr=subprocess.STDOUT, env=env
-        )
-        self.checked = 0
-        self._wait_accepting()
-
-    def _wait_accepting(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail(f"{self.kind} exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{self.kind} not accepting after {timeout} s:\n{self.log()}")
-                time.sleep(0.05)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def connect(self, timeout: float = 5.0) -> RawConnection:
-        return RawConnection(self.port, timeout=timeout)
-
-    def fetch(
-        self, method: str, target: str, headers: dict | None = None, body: bytes | None = None
-    ) -> RawResponse:
-        """One request on a new connection."""
-        conn = self.connect()
-        try:
-            conn.send(build_request(method, target, headers or {}, body))
-            return conn.read_response(method)
-        finally:
-            conn.sock.close()
-
-    def check_health(self) -> None:
-        text = self.log()
-        new, self.checked = text[self.checked :], len(text)
-        if self.proc.poll() is not None:
-            pytest.fail(f"{self.kind} died:\n{text[-5000:]}")
-        bugs = [m for m in BUG_MARKERS if m in new]
-        if bugs:
-            pytest.fail(f"{self.kind} logged {bugs}:\n{new[-5000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
-class WsgiServers:
     def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.running: dict[tuple[str, str], WsgiServer] = {}
-
-    def get(self, kind: str, target: str) -> WsgiServer:
-        key = (kind, target)
-        if key not in self.running:
-            self.running[key] = WsgiServer(kind, target, self.log_dir)
-        return self.running[key]
-
-    def stop_all(self) -> None:
-        for server in self.running.values():
-            server.stop()
+        super().__init__(log_dir, APPS, command)

@@ -6,6 +6,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+from tests.loops import arun_fixture
+
 # Property tests here talk to real servers: no per-example deadline (timing varies
 # on a loaded 2-core machine), and fixtures that start servers are shared across
 # examples on purpose. SURGE_HYPOTHESIS_PROFILE=thorough runs ten times more examples.
@@ -16,3 +18,7 @@ _common = {
 settings.register_profile("default", **_common)
 settings.register_profile("thorough", max_examples=1000, **_common)
 settings.load_profile(os.environ.get("SURGE_HYPOTHESIS_PROFILE", "default"))
+
+#: Every async test directory's ``arun`` (tests/loops.py); redis/ and postgres/
+#: keep shorter default bounds of their own.
+arun = arun_fixture()

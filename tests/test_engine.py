@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import uvloop
 from surge import services
 from surge.engine import EARLY_FLUSH, PipelinedConnection
 from surge.errors import ConnectionLostError, RequestTimeoutError
@@ -81,16 +80,6 @@ class RespCodec:
 def redis_svc():
     with services.redis() as svc:
         yield svc
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def arun(request):
-    def run(coro):
-        factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
-        with asyncio.Runner(loop_factory=factory) as r:
-            return r.run(asyncio.wait_for(coro, 30))
-
-    return run
 
 
 def _conn(svc, **kw) -> tuple[PipelinedConnection, RespCodec]:

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 import pytest
 import surge.http
 import surge.redis
-import uvloop
 from surge import services
 from surge.engine import (
     DEFAULT_LIVENESS_INTERVAL,
@@ -43,16 +42,6 @@ pytestmark = pytest.mark.timeout(90)
 def redis_svc():
     with services.redis() as svc:
         yield svc
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def arun(request):
-    def run(coro, timeout: float = 30):
-        factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
-        with asyncio.Runner(loop_factory=factory) as r:
-            return r.run(asyncio.wait_for(coro, timeout))
-
-    return run
 
 
 class RawServer:

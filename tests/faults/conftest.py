@@ -6,31 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import uvloop
 from proxy import FaultProxy
 from surge import services
 from surge.http import App, serve
-
-
-def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
-    return uvloop.new_event_loop() if kind == "uvloop" else asyncio.new_event_loop()
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def arun(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """Run a coroutine to completion on a fresh loop of each kind, with a bound."""
-    kind = request.param
-
-    def run(coro: Coroutine[Any, Any, Any], timeout: float = 30.0) -> Any:
-        with asyncio.Runner(loop_factory=lambda: _new_loop(kind)) as runner:
-            return runner.run(asyncio.wait_for(coro, timeout))
-
-    run.kind = kind  # type: ignore[attr-defined]
-    return run
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-import uvloop
 from surge import services
+
+from tests.loops import arun_fixture
 
 #: The password every test role gets.
 PASSWORD = "s3cret-pw"
@@ -52,18 +53,4 @@ def dsn(pg_svc: services.Service) -> str:
     return pg_svc.url
 
 
-def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
-    return uvloop.new_event_loop() if kind == "uvloop" else asyncio.new_event_loop()
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def arun(request):
-    """Run a coroutine to completion on a fresh loop of each kind, with a bound."""
-    kind = request.param
-
-    def run(coro, timeout: float = 15.0):
-        with asyncio.Runner(loop_factory=lambda: _new_loop(kind)) as runner:
-            return runner.run(asyncio.wait_for(coro, timeout))
-
-    run.kind = kind
-    return run
+arun = arun_fixture(15.0)

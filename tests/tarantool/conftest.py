@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-import uvloop
 from surge import services
 
 SPACES_LUA = """
@@ -33,23 +32,6 @@ def tnt() -> Iterator[services.Service]:
     """A Tarantool 2.6 with the test spaces, for the whole session."""
     with services.tarantool(extra_lua=SPACES_LUA) as svc:
         yield svc
-
-
-def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
-    return uvloop.new_event_loop() if kind == "uvloop" else asyncio.new_event_loop()
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def arun(request):
-    """Run a coroutine to completion on a fresh loop of each kind, with a bound."""
-    kind = request.param
-
-    def run(coro, timeout: float = 30.0):
-        with asyncio.Runner(loop_factory=lambda: _new_loop(kind)) as runner:
-            return runner.run(asyncio.wait_for(coro, timeout))
-
-    run.kind = kind
-    return run
 
 
 class Proxy:

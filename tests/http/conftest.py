@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from rawhttp import RawConnection
+from surge.services import free_port
 
 APPS = Path(__file__).parent / "apps"
 RUNNER = APPS / "serve_httpapp.py"
@@ -34,12 +35,6 @@ BUG_MARKERS = (
     "panicked",
     "Segmentation fault",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ServerProcess:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from rawhttp import RawConnection, RawResponse, build_request
+from surge.services import free_port
 
 #: Log lines that only a bug in the server (not a failing app) produces.
 BUG_MARKERS = (
@@ -33,12 +34,6 @@ BUG_MARKERS = (
 
 #: (kind, target, port) -> the command line of a peer server.
 PeerCommand = Callable[[str, str, int], list[str]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def surge_command(target: str, port: int) -> list[str]:

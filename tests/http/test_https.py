@@ -21,17 +21,12 @@ from pathlib import Path
 import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
+from surge.services import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-key-pw"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

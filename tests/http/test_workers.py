@@ -23,17 +23,12 @@ import pytest
 from surge import cli
 from surge.cli import main
 from surge.serve.reload import FileWatcher, watch_roots
+from surge.services import free_port
 
 APPS = Path(__file__).parent / "apps"
 SURGE = [sys.executable, "-m", "surge"]
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:

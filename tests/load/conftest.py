@@ -18,15 +18,12 @@ from pathlib import Path
 
 import pytest
 from rawservers import RawServer
-from surge.services import postgres_service  # noqa: F401 - a real PostgreSQL, per session
+from surge.services import (
+    free_port,
+    postgres_service,  # noqa: F401 - a real PostgreSQL, per session
+)
 
 HERE = Path(__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SurgeServer:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from surge._core import Router
-from surge.http.app import Route
+from surge.http.app import catch_all_plan
 from surge.http.config import Limits
 from surge.http.plan import Plan
 
@@ -25,9 +24,6 @@ if TYPE_CHECKING:
     from surge.http.protocol import HttpProtocol
 
 log = logging.getLogger("surge.asgi")
-
-#: `Router.add` kind of a route the connection hands to Python (see router.rs).
-_DEFERRED = 2
 
 
 class AsgiApp:
@@ -53,22 +49,7 @@ class AsgiApp:
     def freeze(self) -> Plan:
         """The serving plan: one catch-all streaming route for every method."""
         if self._plan is None:
-            router = Router()
-            max_body = self.limits.max_body
-            # Empty method lists allow every method; "/" needs its own entry
-            # because the path converter does not match an empty rest.
-            router.add("/", [], self._handle, _DEFERRED, max_body, True)
-            router.add("/{path:path}", [], self._handle, _DEFERRED, max_body, True)
-            route = Route(
-                path="/{path:path}",
-                methods=(),
-                handler=self._handle,
-                is_async=False,
-                threaded=False,
-                stream=True,
-                max_body=max_body,
-            )
-            self._plan = Plan(router=router, routes=(route, route), limits=self.limits)
+            self._plan = catch_all_plan(self._handle, self.limits)
         return self._plan
 
     def _handle(self, request: Request, **_params: Any) -> HttpCycle:

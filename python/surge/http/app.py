@@ -43,6 +43,28 @@ class Route:
     lean: bool = False
 
 
+def catch_all_plan(handler: Handler, limits: Limits, **plan_options: Any) -> Plan:
+    """The plan of a dispatcher that takes every request itself (ASGI, WSGI): one
+    streaming route for every method and path, so bodies arrive with read
+    back-pressure over the same connection, parser, limits and deadlines."""
+    router = Router()
+    max_body = limits.max_body
+    # Empty method lists allow every method; "/" needs its own entry because the
+    # path converter does not match an empty rest.
+    router.add("/", [], handler, _DEFERRED, max_body, True)
+    router.add("/{path:path}", [], handler, _DEFERRED, max_body, True)
+    route = Route(
+        path="/{path:path}",
+        methods=(),
+        handler=handler,
+        is_async=False,
+        threaded=False,
+        stream=True,
+        max_body=max_body,
+    )
+    return Plan(router=router, routes=(route, route), limits=limits, **plan_options)
+
+
 class App:
     """A surge web application.
 

@@ -13,8 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 
-from surge._core import Router
-from surge.http.app import Route
+from surge.http.app import catch_all_plan
 from surge.http.config import DEFAULT_THREADS, Limits
 from surge.http.plan import LazyExecutor, Plan
 
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
     from surge._core import Request
     from surge.http.protocol import HttpProtocol
 
-#: `Router.add` kind of a route the connection hands to Python (see router.rs).
-_DEFERRED = 2
 
 #: Request headers that PEP 3333 puts in the environ without the HTTP_ prefix.
 _UNPREFIXED = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
@@ -71,25 +68,9 @@ class WsgiApp:
     def freeze(self) -> Plan:
         """The serving plan: one catch-all streaming route for every method."""
         if self._plan is None:
-            router = Router()
-            max_body = self.limits.max_body
-            # Empty method lists allow every method; "/" needs its own entry
-            # because the path converter does not match an empty rest.
-            router.add("/", [], self._handle, _DEFERRED, max_body, True)
-            router.add("/{path:path}", [], self._handle, _DEFERRED, max_body, True)
-            route = Route(
-                path="/{path:path}",
-                methods=(),
-                handler=self._handle,
-                is_async=False,
-                threaded=False,
-                stream=True,
-                max_body=max_body,
-            )
-            self._plan = Plan(
-                router=router,
-                routes=(route, route),
-                limits=self.limits,
+            self._plan = catch_all_plan(
+                self._handle,
+                self.limits,
                 debug=self.debug,
                 executor=LazyExecutor(self.threads),
             )

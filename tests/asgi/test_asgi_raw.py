@@ -65,6 +65,40 @@ def test_scope_keys_and_types_exact(raw_surge: AsgiServer) -> None:
     }
 
 
+def _raw_scope(server: AsgiServer, request: bytes) -> dict:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    return json.loads(body)["scope"]
+
+
+def test_asterisk_form_target_reaches_the_app(raw_surge: AsgiServer) -> None:
+    # RFC 9112 3.2.4: `OPTIONS *` is for the server as a whole; the app decides.
+    scope = _raw_scope(
+        raw_surge, b"OPTIONS * HTTP/1.1\r\nHost: test\r\nContent-Length: 3\r\n\r\nabc"
+    )
+    assert scope["method"] == "OPTIONS"
+    assert scope["path"] == "*"
+    assert scope["raw_path"] == {"bytes": "*"}
+
+
+def test_absolute_form_target_is_served_by_its_path(raw_surge: AsgiServer) -> None:
+    # RFC 9112 3.2.2: a server must accept the absolute form; the path is routed.
+    scope = _raw_scope(
+        raw_surge, b"GET http://example.com/scope/x%20y?q=1 HTTP/1.1\r\nHost: test\r\n\r\n"
+    )
+    assert scope["path"] == "/scope/x y"
+    assert scope["raw_path"] == {"bytes": "/scope/x%20y"}
+    assert scope["query_string"] == {"bytes": "q=1"}
+
+
 def test_lifespan_state_reaches_requests(raw_surge: AsgiServer) -> None:
     resp = raw_surge.connect().request("GET", "/state")
     assert json.loads(resp.body) == {"started": "yes"}

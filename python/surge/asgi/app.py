@@ -43,50 +43,41 @@ class AsgiApp:
         self.debug = debug
         #: The lifespan state; every request's scope gets a shallow copy.
         self.state: dict[str, Any] = {}
-        self._root_raw = self.root_path.encode()
         self._plan: Plan | None = None
 
     def freeze(self) -> Plan:
-        """The serving plan: one catch-all streaming route for every method."""
+        """The serving plan: a dispatcher taking every request (see `Plan.dispatch`),
+        over a catch-all streaming route that frames the bodies."""
         if self._plan is None:
-            self._plan = catch_all_plan(self._handle, self.limits)
+            self._plan = catch_all_plan(_unrouted, self.limits, dispatch=self._dispatch)
         return self._plan
 
-    def _handle(self, request: Request, **_params: Any) -> HttpCycle:
-        stream = request._stream
-        conn: HttpProtocol = stream.connection
-        per_conn = conn.dispatcher_data
-        if per_conn is None:
-            per_conn = conn.dispatcher_data = _connection_scope(conn)
-        scheme, server, client = per_conn
-        path = request.path
-        raw_path = request.raw_path
-        if self.root_path:
-            path = self.root_path + path
-            raw_path = self._root_raw + raw_path
-        scope = {
+    def _dispatch(self, request: Request, conn: HttpProtocol) -> HttpCycle:
+        base = conn.dispatcher_data
+        if base is None:
+            base = conn.dispatcher_data = self._connection_base(conn)
+        # The scope is built natively (`Request._asgi_scope`): the connection's
+        # constant keys copied, the request's own keys added.
+        scope = request._asgi_scope(base, self.root_path, self.state)
+        return HttpCycle(
+            self.app, scope, request, conn.body_stream(request), conn, self.limits.write_high_water
+        )
+
+    def _connection_base(self, conn: HttpProtocol) -> dict[str, Any]:
+        """The scope keys that are the same for every request of a connection."""
+        scheme, server, client = _connection_scope(conn)
+        return {
             "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": request.version,
+            "scheme": scheme,
             "server": server,
             "client": client,
-            "scheme": scheme,
-            "method": request.method,
             "root_path": self.root_path,
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": request.query_string.encode(),
-            # Values arrive latin-1 decoded: encoding back gives the bytes as sent.
-            "headers": [
-                (name.encode("latin-1"), value.encode("latin-1"))
-                for name, value in request.headers.items()
-            ],
-            "state": self.state.copy(),
         }
-        return HttpCycle(self.app, scope, request, stream, conn, self.limits.write_high_water)
 
-    #: The connection calls `_handle` without path parameters (see protocol.py).
-    _handle.surge_dispatcher = True  # type: ignore[attr-defined]
+
+def _unrouted(request: Request, **_params: Any) -> None:
+    # The plan's dispatcher takes every request before any route would.
+    raise RuntimeError("the ASGI plan routes every request through its dispatcher")
 
 
 def _connection_scope(

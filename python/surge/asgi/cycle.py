@@ -154,7 +154,7 @@ class HttpCycle(WriterResponse):
         app: ASGIApp,
         scope: Scope,
         request: Request,
-        stream: BodyStream,
+        stream: BodyStream | None,
         conn: HttpProtocol,
         high_water: int,
     ) -> None:
@@ -223,6 +223,17 @@ class HttpCycle(WriterResponse):
     async def receive(self) -> Message:
         """The ASGI `receive`: body chunks, then `http.disconnect` once the client is gone."""
         if not self._body_done and not self._complete:
+            if self._stream is None:
+                # The whole body had arrived when the request was dispatched.
+                self._body_done = True
+                request = self._request
+                chunks = request._take_chunks()
+                if chunks:
+                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                else:
+                    # No route framed it (an `OPTIONS *` target): read whole.
+                    body = request.body if request._route < 0 else b""
+                return {"type": "http.request", "body": body, "more_body": False}
             self._receiving = True
             try:
                 body, more = await self._stream.read_some()
@@ -421,7 +432,7 @@ class HttpCycle(WriterResponse):
         does it and calls `writer_done`)."""
         if self.failed or self._closing or not self._keep_alive:
             return False
-        if self._request._eof:
+        if self._stream is None or self._request._eof:
             return True
         # The app answered without reading the whole body: read the rest away
         # (if it is not reading itself) so the next request can be parsed.
@@ -433,8 +444,10 @@ class HttpCycle(WriterResponse):
         return None
 
     async def _discard_body(self) -> None:
+        stream = self._stream
+        assert stream is not None  # the body had not all arrived
         try:
-            while (await self._stream.read_some())[1]:
+            while (await stream.read_some())[1]:
                 pass
         except ClientDisconnected:
             self._conn.writer_done(False)
@@ -456,11 +469,13 @@ class HttpCycle(WriterResponse):
             await self._writer
         if self.failed or self._closing or not self._keep_alive:
             return False
-        if not self._request._eof:
+        if self._stream is not None and not self._request._eof:
             if self._receiving:
                 return False
+            stream = self._stream
+            assert stream is not None  # the body had not all arrived
             try:
-                while (await self._stream.read_some())[1]:
+                while (await stream.read_some())[1]:
                     pass
             except ClientDisconnected:
                 return False

@@ -20,7 +20,11 @@ from surge._core import Router
 from .config import Limits
 
 if TYPE_CHECKING:
+    from surge._core import Request
+
     from .app import Route
+    from .protocol import HttpProtocol
+    from .response import WriterResponse
 
 
 class LazyExecutor:
@@ -61,6 +65,12 @@ class Plan:
     )
     debug: bool = False
     executor: LazyExecutor = field(default_factory=lambda: LazyExecutor(1))
+    #: A dispatcher that takes every request itself (ASGI): called as
+    #: ``dispatch(request, connection)`` for each request in arrival order, it
+    #: returns the request's `WriterResponse` at once (the routes then only
+    #: frame bodies: every request is deferred and streamed). It asks the
+    #: connection for the body with `HttpProtocol.body_stream`.
+    dispatch: Callable[[Request, HttpProtocol], WriterResponse] | None = None
 
     @property
     def has_hooks(self) -> bool:

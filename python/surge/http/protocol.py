@@ -145,6 +145,7 @@ class HttpProtocol(asyncio.Protocol):
         "_body_stream",
         "_closed",
         "_conn",
+        "_dispatcher",
         "_drain",
         "_eof",
         "_held",
@@ -174,6 +175,7 @@ class HttpProtocol(asyncio.Protocol):
         self._server = server
         self._plan = plan = server.plan
         self._routes = plan.routes
+        self._dispatcher = plan.dispatch
         self._loop = asyncio.get_running_loop()
         self._queue: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -365,6 +367,19 @@ class HttpProtocol(asyncio.Protocol):
         """The transport's `get_extra_info(name)` (sockname, peername, sslcontext...)."""
         return self._transport.get_extra_info(name)
 
+    def body_stream(self, req: Request) -> BodyStream | None:
+        """The `BodyStream` a dispatcher reads `req`'s body from (read back-pressure
+        follows its pace), or None when the whole body has arrived already: then
+        `req._take_chunks()` holds all of it (or `req.body`, for a target no route
+        matches, such as `OPTIONS *`) and nothing waits on this connection."""
+        if req._eof or req._route < 0:
+            return None
+        stream = BodyStream(self, req)
+        req._stream = stream
+        self._body_stream = stream
+        self._stream_failed = False
+        return stream
+
     # Slow path ----------------------------------------------------------------------
 
     def _dispatch(self, items: list[Any]) -> None:
@@ -396,6 +411,20 @@ class HttpProtocol(asyncio.Protocol):
     def _handle(self, req: Request) -> None:
         slot = _Slot(req)
         self._queue.append(slot)
+        if self._dispatcher is not None:
+            # A dispatcher taking every request (ASGI): it starts the app and
+            # returns its `WriterResponse` at once; no route, task or native
+            # rendering is involved here.
+            try:
+                writer = self._dispatcher(req, self)
+            except Exception as exc:
+                self._start(self._answer_exception(slot, req, exc))
+                return
+            slot.body = writer
+            slot.done = True
+            if not self._writer_busy and self._queue[0] is slot:
+                self._flush()
+            return
         rid = req._route
         if rid < 0:
             self._finish_error(slot, req, HTTPException(_NOT_FOUND if rid == -1 else 405))

@@ -1,7 +1,7 @@
 """A raw ASGI 3 application (no framework) for the scope, framing and flow tests.
 
 Routes (by path):
-  /scope         the scope as JSON, bytes shown as lists of ints' latin-1 text
+  /scope         the scope as JSON, bytes shown as lists of ints' latin-1 text (also `*`)
   /echo          the request body back, and how many http.request messages it took
   /stream?n=N    N chunks of "chunk i\\n" without content-length (chunked / close-delimited)
   /length        a fixed body with content-length, sent in two parts
@@ -78,7 +78,7 @@ async def app(scope, receive, send):
     assert scope["type"] == "http"
     path = scope["path"].removeprefix(scope["root_path"])
     query = parse_qs(scope["query_string"].decode())
-    if path.startswith("/scope"):
+    if path.startswith("/scope") or path == "*":
         body = json.dumps(
             {
                 "scope": _text({k: v for k, v in scope.items() if k != "state"}),

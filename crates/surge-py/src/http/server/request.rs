@@ -3,9 +3,10 @@
 
 use bytes::Bytes;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use surge_proto::http1::common::Version;
 use surge_proto::http1::server::RequestHead;
 
@@ -321,6 +322,70 @@ impl Request {
             .collect();
         self.chunk_bytes = 0;
         PyList::new(py, chunks)
+    }
+
+    /// The ASGI HTTP scope of this request (spec 2.4), built here in one call:
+    /// a copy of `base` (the keys constant for the connection: type, scheme,
+    /// server, client, root_path), a fresh `asgi` dict, a shallow copy of the
+    /// lifespan `state`, and the request's own keys. Header names are lowercased
+    /// bytes and values the bytes as received, in arrival order; the query
+    /// string is the raw bytes (never decoded and re-encoded, so nothing is lost).
+    /// Written natively because it runs once per request on the ASGI hot path.
+    fn _asgi_scope<'py>(
+        &mut self,
+        py: Python<'py>,
+        base: &Bound<'py, PyDict>,
+        root_path: &str,
+        state: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let scope = base.copy()?;
+        let asgi = PyDict::new(py);
+        asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
+        asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
+        scope.set_item(intern!(py, "asgi"), asgi)?;
+        let version = match self.head.version {
+            Version::Http11 => intern!(py, "1.1"),
+            Version::Http10 => intern!(py, "1.0"),
+        };
+        scope.set_item(intern!(py, "http_version"), version)?;
+        scope.set_item(intern!(py, "method"), self.method(py))?;
+        let path = self.path(py);
+        let raw = self.head.path();
+        if root_path.is_empty() {
+            scope.set_item(intern!(py, "path"), path)?;
+            scope.set_item(intern!(py, "raw_path"), PyBytes::new(py, raw))?;
+        } else {
+            let decoded = path.bind(py).to_str()?;
+            let mut full = String::with_capacity(root_path.len() + decoded.len());
+            full.push_str(root_path);
+            full.push_str(decoded);
+            scope.set_item(intern!(py, "path"), full)?;
+            let mut raw_full = Vec::with_capacity(root_path.len() + raw.len());
+            raw_full.extend_from_slice(root_path.as_bytes());
+            raw_full.extend_from_slice(raw);
+            scope.set_item(intern!(py, "raw_path"), PyBytes::new(py, &raw_full))?;
+        }
+        scope.set_item(
+            intern!(py, "query_string"),
+            PyBytes::new(py, self.head.query()),
+        )?;
+        let headers = PyList::empty(py);
+        let mut lower = Vec::new();
+        for h in &self.head.headers {
+            let name = self.head.header_name(h);
+            let name = if name.iter().any(u8::is_ascii_uppercase) {
+                lower.clear();
+                lower.extend(name.iter().map(u8::to_ascii_lowercase));
+                PyBytes::new(py, &lower)
+            } else {
+                PyBytes::new(py, name)
+            };
+            let value = PyBytes::new(py, self.head.header_value(h));
+            headers.append(PyTuple::new(py, [name, value])?)?;
+        }
+        scope.set_item(intern!(py, "headers"), headers)?;
+        scope.set_item(intern!(py, "state"), state.copy()?)?;
+        Ok(scope)
     }
 
     /// True once the whole streamed body has arrived.

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``surge serve``."""
-    from surge.http.config import DEFAULT_THREADS
+    from surge.http.config import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_THREADS
     from surge.serve import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
 
     serve = subparsers.add_parser(
@@ -122,6 +122,22 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="WSGI: threads running the app in each worker; more requests wait for one "
         "(default %(default)s)",
     )
+    serve.add_argument(
+        "--limit-concurrency",
+        type=_int_in(1, 1 << 30),
+        default=None,
+        metavar="N",
+        help="connections each worker serves at once; a connection opened beyond them "
+        "gets 503 Service Unavailable and is closed (default: no limit)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="close a keep-alive connection that sends nothing for S seconds "
+        f"(default: the app's keepalive_timeout, {DEFAULT_KEEPALIVE_TIMEOUT:g})",
+    )
     tls = serve.add_argument_group("HTTPS (uvicorn's option names)")
     tls.add_argument(
         "--ssl-certfile", metavar="FILE", help="serve HTTPS with this certificate (PEM)"
@@ -176,6 +192,8 @@ def _serve(args: argparse.Namespace) -> int:
             root_path=args.root_path,
             lifespan=args.lifespan,
             threads=args.threads,
+            limit_concurrency=args.limit_concurrency,
+            timeout_keep_alive=args.timeout_keep_alive,
         )
     except StartupError as exc:
         if exc.detail:
@@ -239,4 +257,11 @@ def _non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value >= 0:  # also rejects nan
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
     return value

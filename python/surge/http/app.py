@@ -263,9 +263,12 @@ class App:
         grace: float = 10.0,
         gc_threshold: int | None = DEFAULT_GC_THRESHOLD,
         tls: TlsConfig | None = None,
+        limit_concurrency: int | None = None,
     ) -> None:
         """Serves the app (blocking); see `surge serve` for the options (``tls``:
-        HTTPS, a `surge.serve.TlsConfig`)."""
+        HTTPS, a `surge.serve.TlsConfig`; ``limit_concurrency``: connections served
+        at once per worker, more get 503). The keep-alive timeout is the app's
+        ``keepalive_timeout`` limit."""
         from surge.serve import run
 
         if debug is not None:
@@ -280,4 +283,5 @@ class App:
             grace=grace,
             gc_threshold=gc_threshold,
             tls=tls,
+            limit_concurrency=limit_concurrency,
         )

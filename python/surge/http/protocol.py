@@ -208,6 +208,9 @@ class HttpProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)
         self._transport = transport
+        busy = self._server.over_limit()
+        if busy is not None:  # over --limit-concurrency: every request gets a 503
+            self._plan, self._routes, self._dispatcher = busy, busy.routes, busy.dispatch
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -933,6 +936,73 @@ class HttpProtocol(asyncio.Protocol):
     def abort(self) -> None:
         self._closed = True
         self._transport.abort()
+
+    async def sendfile(self, file: Any, offset: int, count: int) -> None:
+        """Writes `count` bytes of the regular file `file` (with a ``fileno()``) from
+        `offset`, after everything written before. For a writer that has the
+        connection to itself (a `WriterResponse` in its turn): nothing else writes
+        meanwhile.
+
+        Plain TCP gets the kernel's sendfile on a duplicate of the socket's
+        descriptor (uvloop has no ``loop.sendfile`` and owns the socket's own
+        descriptor), once the transport's buffer is empty, waiting for the socket
+        to be writable between calls; TLS copies the file in blocks with write
+        back-pressure. Raises ConnectionResetError once the client is gone, and
+        RuntimeError when the file ends before `count` bytes.
+        """
+        transport = self._transport
+        sock = transport.get_extra_info("socket")
+        if sock is None or transport.get_extra_info("sslcontext") is not None:
+            while count > 0:
+                data = os.pread(file.fileno(), min(count, _FILE_CHUNK), offset)
+                if not data:
+                    raise RuntimeError(f"file ended {count} bytes early")
+                self.write(data)
+                offset += len(data)
+                count -= len(data)
+                await self._wait_writable()
+            return
+        if transport.get_write_buffer_size():
+            # What is buffered goes first: pause_writing now, resume_writing once empty.
+            transport.set_write_buffer_limits(high=0)
+            try:
+                await self._wait_writable()
+            finally:
+                if not self._closed:
+                    transport.set_write_buffer_limits(high=self._high_water)
+        # The duplicate keeps the socket open after the transport closes its own
+        # descriptor: a lost connection must wake the wait below, not only writability.
+        lost = self.lost()
+        fd = os.dup(sock.fileno())
+        try:
+            while count > 0:
+                if self._closed or transport.is_closing():
+                    raise ConnectionResetError("client went away")
+                try:
+                    sent = os.sendfile(fd, file.fileno(), offset, count)
+                except BlockingIOError:
+                    writable = self._loop.create_future()
+
+                    def wake(*_: Any, w: asyncio.Future[None] = writable) -> None:
+                        if not w.done():
+                            w.set_result(None)
+
+                    self._loop.add_writer(fd, wake)
+                    lost.add_done_callback(wake)
+                    try:
+                        await writable
+                    finally:
+                        self._loop.remove_writer(fd)
+                        lost.remove_done_callback(wake)
+                    continue
+                except (BrokenPipeError, ConnectionError) as exc:
+                    raise ConnectionResetError("client went away") from exc
+                if sent == 0:
+                    raise RuntimeError(f"file ended {count} bytes early")
+                offset += sent
+                count -= sent
+        finally:
+            os.close(fd)
 
 
 class _Resumed:

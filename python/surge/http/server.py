@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 from ssl import SSLContext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from surge._core import Request, encode_response_head
 
 from .protocol import HttpProtocol
+from .response import WriterResponse
 
 if TYPE_CHECKING:
     from .app import App
-    from .plan import Servable
+    from .plan import Plan, Servable
 
 log = logging.getLogger("surge.http")
 
@@ -20,21 +24,55 @@ log = logging.getLogger("surge.http")
 DEFAULT_BACKLOG = 2048
 #: Seconds a client has to finish the TLS handshake.
 TLS_HANDSHAKE_TIMEOUT = 10.0
+#: Seconds between two sweeps of the connections' deadlines (header, keep-alive);
+#: shorter when a deadline is, so a deadline is kept within half of itself.
+TICK = 1.0
+#: Seconds between two "over the concurrency limit" warnings (each counts the
+#: connections refused since the previous one), so an overload does not flood the log.
+OVERLOAD_LOG_EVERY = 1.0
 
 
 class Server:
-    """One worker's server: accepts connections and keeps their timeouts."""
+    """One worker's server: accepts connections and keeps their timeouts.
 
-    def __init__(self, app: Servable, *, debug: bool = False) -> None:
+    ``keepalive_timeout`` overrides the plan's limit of that name (uvicorn's
+    ``--timeout-keep-alive``). With ``limit_concurrency`` N (uvicorn's
+    ``--limit-concurrency``), a connection opened while N are open already is
+    served by `refusing_plan`: each request it sends gets ``503 Service
+    Unavailable`` and the connection closes, so at most N connections (and the
+    requests on them) are served at once by this worker, whatever the interface.
+    """
+
+    def __init__(
+        self,
+        app: Servable,
+        *,
+        debug: bool = False,
+        keepalive_timeout: float | None = None,
+        limit_concurrency: int | None = None,
+    ) -> None:
         self.app = app
         if debug:
             app.debug = True
+        if limit_concurrency is not None and limit_concurrency < 1:
+            raise ValueError(f"limit_concurrency must be >= 1 or None, got {limit_concurrency}")
+        plan = app.freeze()
+        if keepalive_timeout is not None:
+            limits = dataclasses.replace(plan.limits, keepalive_timeout=keepalive_timeout)
+            plan = dataclasses.replace(plan, limits=limits)
         #: What every connection serves by (the transport never reads the App).
-        self.plan = app.freeze()
+        self.plan = plan
+        self.limit_concurrency = limit_concurrency
         self.connections: set[HttpProtocol] = set()
         self.closing = False
         self._server: asyncio.AbstractServer | None = None
         self._ticker: asyncio.TimerHandle | None = None
+        self._tick_every = min(
+            TICK, plan.limits.header_timeout / 2, plan.limits.keepalive_timeout / 2
+        )
+        self._refusing: Plan | None = None
+        self._refused = 0
+        self._refused_logged_at = -OVERLOAD_LOG_EVERY
 
     async def serve(
         self,
@@ -60,12 +98,33 @@ class Server:
             ssl_handshake_timeout=ssl_handshake_timeout if ssl is not None else None,
         )
 
+    def over_limit(self) -> Plan | None:
+        """Asked by a connection as it opens: None to serve it by `plan`, or, when
+        `limit_concurrency` connections are open already, the plan answering its
+        requests with 503 (see `refusing_plan`)."""
+        limit = self.limit_concurrency
+        if limit is None or len(self.connections) < limit:
+            return None
+        self._refused += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._refused_logged_at >= OVERLOAD_LOG_EVERY:
+            log.warning(
+                "exceeded the concurrency limit (%d connections): %d connection(s) answered 503",
+                limit,
+                self._refused,
+            )
+            self._refused = 0
+            self._refused_logged_at = now
+        if self._refusing is None:
+            self._refusing = refusing_plan(self.plan)
+        return self._refusing
+
     def connection_opened(self, conn: HttpProtocol) -> None:
         """Tracks a new connection; the timeout sweep runs only while there are any,
         so an idle worker does not wake up at all."""
         self.connections.add(conn)
         if self._ticker is None:
-            self._ticker = asyncio.get_running_loop().call_later(1.0, self._tick)
+            self._ticker = asyncio.get_running_loop().call_later(self._tick_every, self._tick)
 
     def _tick(self) -> None:
         if not self.connections:
@@ -74,7 +133,7 @@ class Server:
         limits = self.plan.limits
         for conn in list(self.connections):
             conn.check_timeouts(limits.header_timeout, limits.keepalive_timeout)
-        self._ticker = asyncio.get_running_loop().call_later(1.0, self._tick)
+        self._ticker = asyncio.get_running_loop().call_later(self._tick_every, self._tick)
 
     async def shutdown(self, grace: float = 10.0) -> None:
         """Stops accepting, lets in-flight requests finish within `grace`, closes the rest."""
@@ -97,6 +156,44 @@ class Server:
         if self._server is not None:
             await self._server.wait_closed()
         self.plan.executor.shutdown()
+
+
+def refusing_plan(plan: Plan) -> Plan:
+    """The plan of a connection over the concurrency limit: every request, whatever
+    its method and path, is answered ``503 Service Unavailable`` (text/plain, as
+    uvicorn answers it) and the connection closes after it. Same limits and parser,
+    so a malformed request still gets its 4xx."""
+    from .app import catch_all_plan
+
+    return catch_all_plan(_unavailable, plan.limits, debug=plan.debug)
+
+
+_UNAVAILABLE_BODY = b"Service Unavailable"
+
+
+class _Unavailable(WriterResponse):
+    """A 503 written at once, ending the connection."""
+
+    __slots__ = ("_head_only", "_http10")
+    inline = True
+
+    def __init__(self, head_only: bool, http10: bool) -> None:
+        self._head_only = head_only
+        self._http10 = http10
+
+    def begin(self, conn: HttpProtocol) -> bool:
+        head = encode_response_head(
+            503, None, "text/plain; charset=utf-8", len(_UNAVAILABLE_BODY), False, self._http10
+        )
+        conn.write(head if self._head_only else head + _UNAVAILABLE_BODY)
+        return False
+
+    async def write(self, conn: HttpProtocol) -> bool:
+        return self.begin(conn)
+
+
+def _unavailable(request: Request, **_params: Any) -> _Unavailable:
+    return _Unavailable(request.method == "HEAD", request.version == "1.0")
 
 
 async def serve(app: App, host: str = "127.0.0.1", port: int = 8080) -> Server:

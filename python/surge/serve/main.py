@@ -36,6 +36,8 @@ def run(
     root_path: str = "",
     lifespan: str = "auto",
     threads: int = DEFAULT_THREADS,
+    limit_concurrency: int | None = None,
+    timeout_keep_alive: float | None = None,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -52,6 +54,13 @@ def run(
     ("auto", "on", "off") to ASGI apps, as uvicorn's options of those names.
     ``threads`` sizes each worker's thread pool running a WSGI app.
 
+    ``limit_concurrency`` and ``timeout_keep_alive`` are uvicorn's options of
+    those names, for every interface and per worker: with ``limit_concurrency``
+    N, a connection opened while N are open gets ``503 Service Unavailable`` for
+    its request and is closed; ``timeout_keep_alive`` (seconds) closes a
+    connection idle for that long (default: the app's
+    `Limits.keepalive_timeout`, 15 s).
+
     ``tls`` serves HTTPS (see `surge.serve.tls`); its files are checked here, once,
     so a bad certificate or password fails before any worker starts.
     """
@@ -67,6 +76,10 @@ def run(
         raise ValueError(f"interface must be one of {', '.join(INTERFACES)}, got {interface!r}")
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if limit_concurrency is not None and limit_concurrency < 1:
+        raise ValueError(f"limit_concurrency must be >= 1 or None, got {limit_concurrency}")
+    if timeout_keep_alive is not None and not timeout_keep_alive > 0:
+        raise ValueError(f"timeout_keep_alive must be > 0 or None, got {timeout_keep_alive}")
     if lifespan not in ("auto", "on", "off"):
         raise ValueError(f"lifespan must be auto, on or off, got {lifespan!r}")
     if importing_app():
@@ -96,6 +109,8 @@ def run(
         root_path=root_path,
         lifespan=lifespan,
         threads=threads,
+        limit_concurrency=limit_concurrency,
+        timeout_keep_alive=timeout_keep_alive,
     )
     if workers == 1 and not reload:
         run_single(cfg)

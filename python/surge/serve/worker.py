@@ -75,6 +75,12 @@ class Config:
     lifespan: str = "auto"
     #: WSGI: threads running the app in each worker (`surge.wsgi.WsgiApp`).
     threads: int = DEFAULT_THREADS
+    #: Connections each worker serves at once; more get 503 (uvicorn's
+    #: --limit-concurrency; see `surge.http.server.Server`). None: no limit.
+    limit_concurrency: int | None = None
+    #: Seconds an idle keep-alive connection stays open (uvicorn's
+    #: --timeout-keep-alive); None keeps the app's `Limits.keepalive_timeout`.
+    timeout_keep_alive: float | None = None
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -154,7 +160,12 @@ async def _serve_app(
     sock = listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
     from surge.http.server import Server
 
-    server = Server(app, debug=cfg.debug)
+    server = Server(
+        app,
+        debug=cfg.debug,
+        keepalive_timeout=cfg.timeout_keep_alive,
+        limit_concurrency=cfg.limit_concurrency,
+    )
     try:
         # Made in each worker (contexts do not cross a fork); checked once by `run`.
         ssl_ctx = cfg.tls.context() if cfg.tls is not None else None

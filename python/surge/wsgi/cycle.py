@@ -12,6 +12,12 @@ mark's worth is queued and not written (before its turn, or while the client
 is slow to read): write back-pressure reaches the app's iterator, and the loop
 never waits on a thread.
 
+A `wsgi.file_wrapper` over a regular file is not copied through the queue: the
+thread frames it (the head, a chunk-size line when chunked), queues that, and
+hands the file to the loop (`_file`), which sends it with the kernel's sendfile
+(`HttpProtocol.sendfile`) in its turn, after every byte queued before it; the
+thread waits for that before it goes on (to the last chunk, and to close()).
+
 PEP 3333's rules are kept: headers leave with the first non-empty body chunk
 (so `start_response` with `exc_info` may still replace them until then), the
 iterable's `close()` is always called, an error before the headers left is
@@ -84,6 +90,8 @@ class WsgiCycle(WriterResponse):
         "_conn",
         "_done",
         "_failed",
+        "_file",
+        "_file_sent",
         "_framing",
         "_gate",
         "_gone",
@@ -140,6 +148,10 @@ class WsgiCycle(WriterResponse):
         self._gone = False
         self._gate = threading.Event()
         self._gate.set()
+        # A file for the loop to sendfile: (file, offset, count, bytes after it);
+        # `_file_sent` is set once it is sent, or will never be.
+        self._file: tuple[Any, int, int, bytes] | None = None
+        self._file_sent = threading.Event()
         self._wakeup: asyncio.Future[None] | None = None
         environ["wsgi.input"] = InputStream(loop, stream, *self._prefetch())
         conn.lost().add_done_callback(self._on_lost)
@@ -166,9 +178,11 @@ class WsgiCycle(WriterResponse):
         result: Any = None
         try:
             result = app(environ, self._start_response)
-            if isinstance(result, FileWrapper):
+            if isinstance(result, FileWrapper) and self._offer_file(result):
+                chunks: Iterable[bytes] = ()
+            elif isinstance(result, FileWrapper):
                 read = result.filelike.read
-                chunks: Iterable[bytes] = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
+                chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
             else:
                 chunks = result
             for chunk in chunks:
@@ -187,6 +201,46 @@ class WsgiCycle(WriterResponse):
                     close()
                 except Exception:
                     log.exception("Exception in the WSGI response's close()")
+
+    def _offer_file(self, wrapper: FileWrapper) -> bool:
+        """Has the loop sendfile the rest of a regular file (waiting until it is
+        sent); False when the file is to be read and queued like any body."""
+        size = wrapper.size_left()
+        if not size or self._status is None:
+            return False  # not a regular file, nothing left to send, or an app error
+        head = b"" if self._head_sent else self._head()
+        self._head_sent = True
+        framing = self._framing
+        if framing == _NONE:  # HEAD, 204, 304: no body to read at all
+            if head:
+                self._put(head)
+            return True
+        count = min(size, self._remaining) if framing == _LENGTH else size
+        if framing == _LENGTH:
+            self._remaining -= count
+        if count == 0:
+            if head:
+                self._put(head)
+            return True
+        prefix, tail = (b"%x\r\n" % count, b"\r\n") if framing == _CHUNKED else (b"", b"")
+        if head or prefix:
+            self._put(head + prefix)
+        file = wrapper.filelike
+        offset = file.tell()
+        with self._lock:
+            if self._gone:
+                raise _Gone
+            self._file = (file, offset, count, tail)
+            notify = not self._notified
+            self._notified = True
+        if notify:
+            self._poke()
+        self._file_sent.wait()
+        with self._lock:
+            if self._gone or self._file is not None:
+                raise _Gone  # not (wholly) sent: the response is cut short
+        file.seek(offset + count)
+        return True
 
     def _app_failed(self, exc: BaseException) -> None:
         log.error("Exception in WSGI application", exc_info=exc)
@@ -349,6 +403,7 @@ class WsgiCycle(WriterResponse):
         except RuntimeError:  # the loop is closed: nobody is left to write
             self._gone = True
             self._gate.set()
+            self._file_sent.set()
 
     # The loop's side -----------------------------------------------------------------
 
@@ -363,6 +418,7 @@ class WsgiCycle(WriterResponse):
         with self._lock:
             self._gone = True
         self._gate.set()
+        self._file_sent.set()
 
     async def write(self, conn: HttpProtocol) -> bool:
         """Writes what the thread queued until the response is complete."""
@@ -376,8 +432,11 @@ class WsgiCycle(WriterResponse):
             with self._lock:
                 queue, self._queue, self._queued = self._queue, [], 0
                 done = self._done
+                file = self._file
             if queue:
                 conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
+            if file is not None and not await self._send_file(conn, *file):
+                return False
             if done:
                 break
             try:
@@ -387,7 +446,7 @@ class WsgiCycle(WriterResponse):
                 return False
             with self._lock:
                 self._gate.set()
-                idle = not self._queue and not self._done
+                idle = not self._queue and not self._done and self._file is None
                 if idle:
                     self._wakeup = self._loop.create_future()
             if idle:
@@ -406,4 +465,25 @@ class WsgiCycle(WriterResponse):
                     pass
             except ClientDisconnected:
                 return False
+        return True
+
+    async def _send_file(
+        self, conn: HttpProtocol, file: Any, offset: int, count: int, tail: bytes
+    ) -> bool:
+        """Sends the file the thread handed over; False when the connection must end."""
+        try:
+            await conn.sendfile(file, offset, count)
+        except ConnectionResetError:
+            self._on_lost()
+            return False
+        except Exception:
+            # The head is out: the only honest signal left is to cut the connection.
+            log.exception("error while sending a wsgi.file_wrapper file")
+            self._on_lost()
+            return False
+        if tail:
+            conn.write(tail)
+        with self._lock:
+            self._file = None
+        self._file_sent.set()
         return True

@@ -99,6 +99,49 @@ def test_absolute_form_target_is_served_by_its_path(raw_surge: AsgiServer) -> No
     assert scope["query_string"] == {"bytes": "q=1"}
 
 
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, bytes]:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    path = tmp_path_factory.mktemp("pathsend") / "big.bin"
+    path.write_bytes(data)
+    return str(path), data
+
+
+def test_pathsend_with_content_length(raw_surge: AsgiServer, big_file: tuple[str, bytes]) -> None:
+    path, data = big_file
+    assert (
+        "http.response.pathsend"
+        in json.loads(raw_surge.connect().request("GET", "/scope").body)["scope"]["extensions"]
+    )
+    conn = raw_surge.connect()
+    resp = conn.request("GET", f"/pathsend?file={path}&length={len(data)}")
+    assert resp.status == 200
+    assert resp.header("content-length") == str(len(data))
+    assert resp.body == data
+    # The connection stays usable after the file.
+    again = conn.request("GET", f"/pathsend?file={path}&length={len(data)}")
+    assert again.body == data
+
+
+def test_pathsend_chunked_and_head(raw_surge: AsgiServer, big_file: tuple[str, bytes]) -> None:
+    path, data = big_file
+    conn = raw_surge.connect()
+    resp = conn.request("GET", f"/pathsend?file={path}")
+    assert resp.header("transfer-encoding") == "chunked"
+    assert resp.body == data
+    head = conn.request("HEAD", f"/pathsend?file={path}&length={len(data)}")
+    assert head.status == 200 and head.body == b""
+    assert conn.request("GET", "/state").status == 200
+
+
+def test_pathsend_length_mismatch_is_500(
+    raw_surge: AsgiServer, big_file: tuple[str, bytes]
+) -> None:
+    path, data = big_file
+    resp = raw_surge.connect().request("GET", f"/pathsend?file={path}&length={len(data) - 1}")
+    assert resp.status == 500
+
+
 def test_lifespan_state_reaches_requests(raw_surge: AsgiServer) -> None:
     resp = raw_surge.connect().request("GET", "/state")
     assert json.loads(resp.body) == {"started": "yes"}

@@ -72,6 +72,8 @@ class AsgiApp:
             "server": server,
             "client": client,
             "root_path": self.root_path,
+            # Served with the kernel's sendfile (see `HttpCycle._pathsend`).
+            "extensions": {"http.response.pathsend": {}},
         }
 
 

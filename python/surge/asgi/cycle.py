@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from functools import partial
 from http import HTTPStatus
@@ -197,7 +198,9 @@ class HttpCycle(WriterResponse):
             self._fail()
             raise
         except BaseException as exc:
-            if not self._started:
+            if not self._started or self._head is not None:
+                # Nothing of the response has left (the head waits for the body):
+                # the client can still get an honest 500.
                 log.error("Exception in ASGI application", exc_info=exc)
                 self._answer_500()
             elif not self._complete and not self._conn.closed:
@@ -264,6 +267,12 @@ class HttpCycle(WriterResponse):
             if self._complete:
                 raise RuntimeError("'http.response.body' sent after the response completed")
             await self._body(message.get("body", b""), message.get("more_body", False))
+        elif kind == "http.response.pathsend":
+            if not self._started:
+                raise RuntimeError("'http.response.pathsend' sent before 'http.response.start'")
+            if self._complete:
+                raise RuntimeError("'http.response.pathsend' sent after the response completed")
+            await self._pathsend(message["path"])
         else:
             raise RuntimeError(f"unexpected ASGI message type {kind!r} for an HTTP request")
 
@@ -362,16 +371,54 @@ class HttpCycle(WriterResponse):
         if self._active:
             await self._conn.drain()
         elif self._pending_size >= self._high_water:
-            # Not our turn yet and a high-water mark's worth kept: wait for it
-            # (or for the client to leave, when it never comes).
+            # Not our turn yet and a high-water mark's worth kept: wait for it.
+            await self._wait_turn()
+
+    async def _wait_turn(self) -> None:
+        """Waits until every earlier response has left (`begin`/`write`), or the
+        client has left (ClientDisconnected)."""
+        if not self._active:
             space = self._space = asyncio.get_running_loop().create_future()
             self._conn.lost().add_done_callback(partial(_resolve, space))
             try:
-                await self._space
+                await space
             finally:
                 self._space = None
-            if self._conn.closed:
-                raise ClientDisconnected("the client went away")
+        if self._conn.closed:
+            raise ClientDisconnected("the client went away")
+
+    async def _pathsend(self, path: str) -> None:
+        """`http.response.pathsend`: the body is the file at `path`, sent with the
+        kernel's sendfile where the transport allows (see `HttpProtocol.sendfile`)."""
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise RuntimeError(f"'http.response.pathsend' needs an absolute path, got {path!r}")
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            framing = self._framing
+            if framing == _LENGTH and size != self._remaining:
+                raise RuntimeError(
+                    f"'http.response.pathsend' of {size} bytes for a content-length "
+                    f"of {self._remaining}"
+                )
+            head = self._head or b""
+            self._head = None
+            await self._wait_turn()
+            conn = self._conn
+            if framing == _NONE or size == 0:
+                conn.write(head + (b"0\r\n\r\n" if framing == _CHUNKED else b""))
+            else:
+                conn.write(head + (b"%x\r\n" % size if framing == _CHUNKED else b""))
+                try:
+                    await conn.sendfile(file, 0, size)
+                except ConnectionResetError:
+                    raise ClientDisconnected("the client went away") from None
+                if framing == _CHUNKED:
+                    conn.write(b"\r\n0\r\n\r\n")
+        self._remaining = 0
+        self._complete = True
+        if self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
+        self._wake_writer()
 
     def _answer_500(self) -> None:
         self._started = self._complete = True

@@ -4,6 +4,7 @@ Routes (by path):
   /scope         the scope as JSON, bytes shown as lists of ints' latin-1 text (also `*`)
   /echo          the request body back, and how many http.request messages it took
   /stream?n=N    N chunks of "chunk i\\n" without content-length (chunked / close-delimited)
+  /pathsend?file=F[&length=N]  the file F through http.response.pathsend
   /length        a fixed body with content-length, sent in two parts
   /error-before  raises before http.response.start (500)
   /error-after   raises after sending part of a streamed body (connection closed)
@@ -121,6 +122,14 @@ async def app(scope, receive, send):
         for i in range(n):
             await send({"type": "http.response.body", "body": b"chunk %d\n" % i, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+    elif path == "/pathsend":
+        # ?file=ABS&length=N: the file through the pathsend extension, with the
+        # given content-length (absent: chunked / close-delimited).
+        headers = [(b"content-type", b"application/octet-stream")]
+        if "length" in query:
+            headers.append((b"content-length", query["length"][0].encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.pathsend", "path": query["file"][0]})
     elif path == "/length":
         await send(
             {

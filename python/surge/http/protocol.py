@@ -338,6 +338,12 @@ class HttpProtocol(asyncio.Protocol):
         """True once the connection is closed or closing."""
         return self._closed or self._transport.is_closing()
 
+    @property
+    def writing_paused(self) -> bool:
+        """True while the transport holds more than the high-water mark (a writer
+        should wait for `drain` before producing more)."""
+        return self._paused_writing
+
     def write(self, data: bytes) -> None:
         """Writes `data` to the client (dropped once the connection is closed)."""
         if not self._closed:

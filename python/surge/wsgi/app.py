@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote_to_bytes
 
 from surge.http.app import catch_all_plan
 from surge.http.config import DEFAULT_THREADS, Limits
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 
 
 #: Request headers that PEP 3333 puts in the environ without the HTTP_ prefix.
-_UNPREFIXED = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
 
 
 class WsgiApp:
@@ -79,27 +77,11 @@ class WsgiApp:
     def _handle(self, request: Request, **_params: Any) -> WsgiCycle:
         stream = request._stream
         conn: HttpProtocol = stream.connection
-        per_conn = conn.dispatcher_data
-        if per_conn is None:
-            per_conn = conn.dispatcher_data = _connection_environ(conn)
-        environ = self._base.copy()
-        environ.update(per_conn)
-        environ["REQUEST_METHOD"] = request.method
-        raw_path = request.raw_path.partition(b"?")[0]
-        # PEP 3333: native strings holding the bytes as sent (latin-1), percent-decoded.
-        environ["PATH_INFO"] = unquote_to_bytes(raw_path).decode("latin-1")
-        environ["QUERY_STRING"] = request.query_string
-        environ["SERVER_PROTOCOL"] = "HTTP/" + request.version
-        for name, value in request.headers.items():
-            key = _UNPREFIXED.get(name.lower())
-            if key is None:
-                if "_" in name:
-                    # "X_Forwarded_For" would collide with "X-Forwarded-For" once
-                    # hyphens become underscores: dropped, as nginx and gunicorn do.
-                    continue
-                key = "HTTP_" + name.upper().replace("-", "_")
-            old = environ.get(key)
-            environ[key] = value if old is None else old + "," + value
+        base = conn.dispatcher_data
+        if base is None:
+            base = conn.dispatcher_data = {**self._base, **_connection_environ(conn)}
+        # Built natively (`Request._wsgi_environ`): PEP 3333's keys from the head.
+        environ = request._wsgi_environ(base)
         plan = self.freeze()
         return WsgiCycle(
             self.app, environ, request, stream, conn, plan.executor, self.limits.write_high_water

@@ -70,6 +70,10 @@ _FILE_BLOCK = 64 * 1024
 _NONE, _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2, 3
 
 
+#: Tasks finishing a response `_pump` could not (held here: the loop keeps weak ones).
+_carrying: set[asyncio.Task[None]] = set()
+
+
 class _Gone(Exception):
     """The client left: the app's iteration stops (never seen by the app)."""
 
@@ -104,6 +108,7 @@ class WsgiCycle(WriterResponse):
         "_lock",
         "_loop",
         "_notified",
+        "_pumping",
         "_queue",
         "_queued",
         "_remaining",
@@ -112,6 +117,8 @@ class WsgiCycle(WriterResponse):
         "_stream",
         "_wakeup",
     )
+
+    inline = True
 
     def __init__(
         self,
@@ -146,16 +153,21 @@ class WsgiCycle(WriterResponse):
         self._failed = False  # the response is cut short: close after what was sent
         self._closing = False  # complete, but not framed for keep-alive
         self._gone = False
-        self._gate = threading.Event()
-        self._gate.set()
+        # Made only when needed (most responses never wait): the thread waits on
+        # `_gate` while a high-water mark's worth is queued and not written.
+        self._gate: threading.Event | None = None
         # A file for the loop to sendfile: (file, offset, count, bytes after it);
         # `_file_sent` is set once it is sent, or will never be.
         self._file: tuple[Any, int, int, bytes] | None = None
-        self._file_sent = threading.Event()
+        self._file_sent: threading.Event | None = None
         self._wakeup: asyncio.Future[None] | None = None
+        #: Its turn has come and the loop writes from `_wake`, without a task.
+        self._pumping = False
         environ["wsgi.input"] = InputStream(loop, stream, *self._prefetch())
         conn.lost().add_done_callback(self._on_lost)
-        loop.run_in_executor(executor.get(), self._run, app, environ)
+        # Not `run_in_executor`: `_run` reports through the queue itself, so no
+        # asyncio future (and no second cross-thread wakeup) is made per request.
+        executor.get().submit(self._run, app, environ)
 
     def _prefetch(self) -> tuple[bytes, bool]:
         """The whole body when it has already arrived (the usual case), else (b"", True)."""
@@ -231,11 +243,12 @@ class WsgiCycle(WriterResponse):
             if self._gone:
                 raise _Gone
             self._file = (file, offset, count, tail)
+            sent = self._file_sent = threading.Event()
             notify = not self._notified
             self._notified = True
         if notify:
             self._poke()
-        self._file_sent.wait()
+        sent.wait()
         with self._lock:
             if self._gone or self._file is not None:
                 raise _Gone  # not (wholly) sent: the response is cut short
@@ -373,15 +386,15 @@ class WsgiCycle(WriterResponse):
                 raise _Gone
             self._queue.append(data)
             self._queued += len(data)
-            over = self._queued >= self._high_water
-            if over:
-                self._gate.clear()
+            gate = None
+            if self._queued >= self._high_water:
+                gate = self._gate = threading.Event()
             notify = not self._notified
             self._notified = True
         if notify:
             self._poke()
-        if over:
-            self._gate.wait()
+        if gate is not None:
+            gate.wait()
             if self._gone:
                 raise _Gone
 
@@ -401,15 +414,18 @@ class WsgiCycle(WriterResponse):
         try:
             self._loop.call_soon_threadsafe(self._wake)
         except RuntimeError:  # the loop is closed: nobody is left to write
-            self._gone = True
-            self._gate.set()
-            self._file_sent.set()
+            self._on_lost()
 
     # The loop's side -----------------------------------------------------------------
 
     def _wake(self) -> None:
         with self._lock:
             self._notified = False
+        if self._pumping:
+            keep_alive = self._pump()
+            if keep_alive is not None:
+                self._conn.writer_done(keep_alive)
+            return
         waiter = self._wakeup
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -417,8 +433,56 @@ class WsgiCycle(WriterResponse):
     def _on_lost(self, _lost: object = None) -> None:
         with self._lock:
             self._gone = True
-        self._gate.set()
-        self._file_sent.set()
+            self._open_gate()
+            if self._file_sent is not None:
+                self._file_sent.set()
+
+    def _open_gate(self) -> None:
+        # Under `_lock`: a thread waiting for room may go on.
+        if self._gate is not None:
+            self._gate.set()
+            self._gate = None
+
+    def begin(self, conn: HttpProtocol) -> bool | None:
+        """Its turn came: writes what the thread queued; from then on each batch
+        the thread hands over is written from `_wake`, with no task, while the
+        transport keeps up (see `_pump`)."""
+        self._pumping = True
+        return self._pump()
+
+    def _pump(self) -> bool | None:
+        """Writes what is queued. Returns whether the connection may stay open once
+        the response is complete; None while more is to come, or when the rest
+        needs waiting (the transport's drain, a file, a body to read away): then
+        a task carries on (`_carry_on`) and calls ``writer_done``."""
+        conn = self._conn
+        with self._lock:
+            queue, self._queue, self._queued = self._queue, [], 0
+            done = self._done
+            file = self._file
+        if queue:
+            conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
+        if file is None:
+            if done and (self._request._eof or not self._reusable()):
+                self._pumping = False
+                conn.lost().remove_done_callback(self._on_lost)
+                return self._reusable()
+            if not done and not conn.writing_paused and not conn.closed:
+                with self._lock:
+                    self._open_gate()
+                return None
+        self._pumping = False
+        task = self._loop.create_task(self._carry_on(conn))
+        _carrying.add(task)
+        task.add_done_callback(_carrying.discard)
+        return None
+
+    def _reusable(self) -> bool:
+        return not (self._failed or self._closing or not self._keep_alive)
+
+    async def _carry_on(self, conn: HttpProtocol) -> None:
+        keep_alive = await self.write(conn)
+        conn.writer_done(keep_alive)
 
     async def write(self, conn: HttpProtocol) -> bool:
         """Writes what the thread queued until the response is complete."""
@@ -445,7 +509,7 @@ class WsgiCycle(WriterResponse):
                 self._on_lost()
                 return False
             with self._lock:
-                self._gate.set()
+                self._open_gate()
                 idle = not self._queue and not self._done and self._file is None
                 if idle:
                     self._wakeup = self._loop.create_future()
@@ -485,5 +549,6 @@ class WsgiCycle(WriterResponse):
             conn.write(tail)
         with self._lock:
             self._file = None
-        self._file_sent.set()
+            if self._file_sent is not None:
+                self._file_sent.set()
         return True

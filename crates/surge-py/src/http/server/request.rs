@@ -11,6 +11,7 @@ use surge_proto::http1::common::Version;
 use surge_proto::http1::server::RequestHead;
 
 use super::router::percent_decode;
+use crate::http::headers::latin1;
 use crate::http::Headers;
 
 static ORJSON_LOADS: GILOnceCell<PyObject> = GILOnceCell::new();
@@ -388,6 +389,62 @@ impl Request {
         Ok(scope)
     }
 
+    /// The WSGI environ of this request (PEP 3333), built here in one call: a
+    /// copy of `base` (the keys constant for the app and the connection) plus
+    /// REQUEST_METHOD, PATH_INFO (percent-decoded, its bytes as latin-1 text),
+    /// QUERY_STRING, SERVER_PROTOCOL, CONTENT_TYPE, CONTENT_LENGTH and an
+    /// `HTTP_*` key per header (repeats joined with ","; a name holding "_" is
+    /// dropped, as nginx and gunicorn do, since it would collide with its
+    /// hyphenated twin). Written natively: it runs once per request.
+    fn _wsgi_environ<'py>(
+        &mut self,
+        py: Python<'py>,
+        base: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let env = base.copy()?;
+        env.set_item(intern!(py, "REQUEST_METHOD"), self.method(py))?;
+        let path = percent_decode_bytes(self.head.path());
+        env.set_item(intern!(py, "PATH_INFO"), latin1(py, &path))?;
+        env.set_item(intern!(py, "QUERY_STRING"), latin1(py, self.head.query()))?;
+        let protocol = match self.head.version {
+            Version::Http11 => intern!(py, "HTTP/1.1"),
+            Version::Http10 => intern!(py, "HTTP/1.0"),
+        };
+        env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
+        let mut key = String::new();
+        for h in &self.head.headers {
+            let name = self.head.header_name(h);
+            let key_obj = if name.eq_ignore_ascii_case(b"content-type") {
+                intern!(py, "CONTENT_TYPE").clone()
+            } else if name.eq_ignore_ascii_case(b"content-length") {
+                intern!(py, "CONTENT_LENGTH").clone()
+            } else if name.contains(&b'_') {
+                continue;
+            } else {
+                key.clear();
+                key.push_str("HTTP_");
+                key.extend(name.iter().map(|&c| match c {
+                    b'-' => '_',
+                    c => c.to_ascii_uppercase() as char,
+                }));
+                PyString::new(py, &key)
+            };
+            let value = self.head.header_value(h);
+            match env.get_item(&key_obj)? {
+                Some(old) => {
+                    let joined = format!(
+                        "{},{}",
+                        old.downcast::<PyString>()?.to_str()?,
+                        latin1(py, value).to_str()?
+                    );
+                    env.set_item(key_obj, joined)?;
+                }
+                None => env.set_item(key_obj, latin1(py, value))?,
+            }
+        }
+        Ok(env)
+    }
+
     /// True once the whole streamed body has arrived.
     #[getter]
     fn _eof(&self) -> bool {
@@ -408,4 +465,29 @@ impl Request {
             String::from_utf8_lossy(self.head.target())
         )
     }
+}
+
+/// `%XX` escapes decoded to bytes (a malformed escape stays as sent), for
+/// PATH_INFO, which holds the path's bytes whatever their encoding.
+fn percent_decode_bytes(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    fn hex(c: u8) -> Option<u8> {
+        (c as char).to_digit(16).map(|d| d as u8)
+    }
+    if !raw.contains(&b'%') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' && i + 2 < raw.len() {
+            if let (Some(h), Some(l)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(raw[i]);
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
 }

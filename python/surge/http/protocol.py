@@ -463,17 +463,10 @@ class HttpProtocol(asyncio.Protocol):
                 self._body_stream = stream
                 self._stream_failed = False
                 if not (route.is_async or route.threaded or self._plan.has_hooks):
-                    # A dispatcher's handler (ASGI, WSGI): it starts the app and
-                    # returns its `WriterResponse` at once, so no task is spent
-                    # calling it, and nothing is rendered natively.
-                    handler = route.handler
+                    # A plain function reading a streamed body: called at once
+                    # (it may return a `WriterResponse`), no task is spent on it.
                     try:
-                        # A dispatcher that routes by itself takes no path parameters
-                        # (making their dict is not free).
-                        if getattr(handler, "surge_dispatcher", False):
-                            result = handler(req)
-                        else:
-                            result = handler(req, **req.path_params)
+                        result = route.handler(req, **req.path_params)
                     except Exception as exc:
                         self._start(self._answer_exception(slot, req, exc))
                         return

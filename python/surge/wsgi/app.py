@@ -67,16 +67,15 @@ class WsgiApp:
         """The serving plan: one catch-all streaming route for every method."""
         if self._plan is None:
             self._plan = catch_all_plan(
-                self._handle,
+                _unrouted,
                 self.limits,
+                dispatch=self._dispatch,
                 debug=self.debug,
                 executor=LazyExecutor(self.threads),
             )
         return self._plan
 
-    def _handle(self, request: Request, **_params: Any) -> WsgiCycle:
-        stream = request._stream
-        conn: HttpProtocol = stream.connection
+    def _dispatch(self, request: Request, conn: HttpProtocol) -> WsgiCycle:
         base = conn.dispatcher_data
         if base is None:
             base = conn.dispatcher_data = {**self._base, **_connection_environ(conn)}
@@ -84,8 +83,19 @@ class WsgiApp:
         environ = request._wsgi_environ(base)
         plan = self.freeze()
         return WsgiCycle(
-            self.app, environ, request, stream, conn, plan.executor, self.limits.write_high_water
+            self.app,
+            environ,
+            request,
+            conn.body_stream(request),
+            conn,
+            plan.executor,
+            self.limits.write_high_water,
         )
+
+
+def _unrouted(request: Request, **_params: Any) -> None:
+    # The plan's dispatcher takes every request before any route would.
+    raise RuntimeError("the WSGI plan routes every request through its dispatcher")
 
 
 def _connection_environ(conn: HttpProtocol) -> dict[str, Any]:

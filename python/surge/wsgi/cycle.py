@@ -125,7 +125,7 @@ class WsgiCycle(WriterResponse):
         app: WSGIApp,
         environ: dict[str, Any],
         request: Request,
-        stream: BodyStream,
+        stream: BodyStream | None,
         conn: HttpProtocol,
         executor: LazyExecutor,
         high_water: int,
@@ -171,6 +171,13 @@ class WsgiCycle(WriterResponse):
 
     def _prefetch(self) -> tuple[bytes, bool]:
         """The whole body when it has already arrived (the usual case), else (b"", True)."""
+        if self._stream is None:  # it had all arrived at dispatch (`body_stream`)
+            request = self._request
+            chunks = request._take_chunks()
+            if chunks:
+                return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), False
+            # No route framed it (an `OPTIONS *` target): read whole.
+            return (request.body if request._route < 0 else b""), False
         if not self._request._eof:
             return b"", True
         # With the body complete, read_some never suspends: run it to its end here.
@@ -463,7 +470,7 @@ class WsgiCycle(WriterResponse):
         if queue:
             conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
         if file is None:
-            if done and (self._request._eof or not self._reusable()):
+            if done and (self._body_read() or not self._reusable()):
                 self._pumping = False
                 conn.lost().remove_done_callback(self._on_lost)
                 return self._reusable()
@@ -476,6 +483,10 @@ class WsgiCycle(WriterResponse):
         _carrying.add(task)
         task.add_done_callback(_carrying.discard)
         return None
+
+    def _body_read(self) -> bool:
+        """True once the whole request body has been taken from the connection."""
+        return self._stream is None or self._request._eof
 
     def _reusable(self) -> bool:
         return not (self._failed or self._closing or not self._keep_alive)
@@ -521,9 +532,10 @@ class WsgiCycle(WriterResponse):
                     self._wakeup = None
         if self._failed or self._closing or not self._keep_alive:
             return False
-        if not self._request._eof:
+        if not self._body_read():
             # The app answered without reading the whole body: read the rest away
             # so the next request can be parsed (its thread has finished reading).
+            assert self._stream is not None
             try:
                 while (await self._stream.read_some())[1]:
                     pass

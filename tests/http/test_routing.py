@@ -243,6 +243,25 @@ def test_after_hook_can_replace_the_response(hooks_server):
     assert (r.status, r.text) == (200, "replaced by after hook")
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/no/such/page", 404),  # answered by an errorhandler(404)
+        ("POST", "/", 405),  # the server's own 405, with Allow
+        ("GET", "/error/boom", 500),  # answered by an errorhandler(500)
+        ("GET", "/error/http", 418),  # an HTTPException without a handler
+        ("GET", "/error/handler-fails", 500),  # the error handler itself failed
+        ("GET", "/hooks/blocked", 403),  # a before hook's answer
+    ],
+)
+def test_after_hooks_see_every_error_response(hooks_server, method, path, status):
+    # CORS or security headers added in an after hook must be there exactly when
+    # a browser gets an error.
+    r = fetch(hooks_server.port, path, method=method)
+    assert r.status == status
+    assert r.header("X-After") == "1"
+
+
 def test_error_handlers_for_404_and_500(hooks_server):
     r = fetch(hooks_server.port, "/no/such/page")
     assert (r.status, r.text) == (404, "no such page: /no/such/page")

@@ -623,6 +623,11 @@ class HttpProtocol(asyncio.Protocol):
         if exc.status == _METHOD_NOT_ALLOWED and req._allowed is not None:
             allowed = sorted(set(req._allowed) | ({"HEAD"} if "GET" in req._allowed else set()))
             headers.append(("Allow", ", ".join(allowed)))
+        if self._plan.after_request_hooks:
+            self._start(
+                self._answer_hooked(slot, req, _error_response(exc.status, exc.detail, headers))
+            )
+            return
         slot.data = self._conn.render_error(exc.status, exc.detail, req, headers=headers)
         slot.done = True
         slot.close = not req.keep_alive
@@ -653,6 +658,8 @@ class HttpProtocol(asyncio.Protocol):
                 result = handler(req, exc)
                 if inspect.isawaitable(result):
                     result = await result
+                if plan.after_request_hooks:
+                    result = await self._after(req, result)
                 data = self._conn.render(req, result)
                 if data is None:
                     raise TypeError(f"error handler returned {type(result).__name__}")
@@ -671,7 +678,27 @@ class HttpProtocol(asyncio.Protocol):
         message = "Internal Server Error"
         if plan.debug:
             message = "".join(traceback.format_exception(exc))
+        if plan.after_request_hooks:
+            await self._answer_hooked(slot, req, _error_response(500, message, []))
+            return
         slot.data = self._conn.render_error(500, message, req)
+        slot.done = True
+        slot.close = not req.keep_alive
+        self._flush()
+
+    async def _answer_hooked(self, slot: _Slot, req: Request, response: Response) -> None:
+        """An error response the server made, through the after_request hooks like
+        any other (CORS or security headers must be there exactly on errors); a
+        hook failing on it leaves a plain 500, logged."""
+        try:
+            result = await self._after(req, response)
+            data = self._conn.render(req, result)
+            if data is None:
+                raise TypeError(f"after_request hook returned {type(result).__name__}")
+        except Exception:
+            log.exception("after_request hook failed for %s %s", req.method, req.path)
+            data = self._conn.render_error(500, "Internal Server Error", req)
+        slot.data = data
         slot.done = True
         slot.close = not req.keep_alive
         self._flush()
@@ -1032,6 +1059,14 @@ class _Resumed:
                     awaited = coro.send(value)
                 except StopIteration as stop:
                     return stop.value
+
+
+def _error_response(status: int, message: str, headers: list[tuple[str, str]]) -> Response:
+    """The response `render_error` would make, as an object hooks can change."""
+    return Response(message, status=status, headers=headers, content_type=_TEXT_PLAIN)
+
+
+_TEXT_PLAIN = "text/plain; charset=utf-8"
 
 
 def _to_response(result: Any) -> Response:

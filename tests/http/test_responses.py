@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rawhttp import IncompleteResponse, build_request, fetch
+from surge.http.response import content_disposition
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -235,8 +236,30 @@ def test_empty_file_response(server):
 
 def test_file_download_sets_content_disposition(server):
     r = fetch(server.port, "/file/download")
-    assert r.header("Content-Disposition") == "attachment; filename*=utf-8''app%20source.py"
+    # Both RFC 6266 forms: the plain one for clients that know only it.
+    assert r.header("Content-Disposition") == (
+        "attachment; filename=\"app source.py\"; filename*=utf-8''app%20source.py"
+    )
     assert r.body == APP_SOURCE
+
+
+def test_curl_saves_a_download_under_its_name(uv_server, run_curl, tmp_path):
+    url = f"http://127.0.0.1:{uv_server.port}/file/download"
+    run_curl("-sS", "-OJ", "--output-dir", str(tmp_path), url)
+    assert (tmp_path / "app source.py").read_bytes() == APP_SOURCE
+
+
+@pytest.mark.parametrize(
+    ("name", "header"),
+    [
+        ("café.pdf", "attachment; filename=\"cafe.pdf\"; filename*=utf-8''caf%C3%A9.pdf"),
+        ('a"b\\c', 'attachment; filename="a\\"b\\\\c"; filename*=utf-8\'\'a%22b%5Cc'),
+        ("日本", "attachment; filename=\"download\"; filename*=utf-8''%E6%97%A5%E6%9C%AC"),
+        ("x\r\ny", "attachment; filename=\"xy\"; filename*=utf-8''x%0D%0Ay"),
+    ],
+)
+def test_content_disposition_forms(name, header):
+    assert content_disposition(name) == header
 
 
 def test_missing_file_is_404(server):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import unicodedata
 from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
@@ -132,9 +133,18 @@ class FileResponse(_HeadersMixin):
         self.content_type = content_type
         self.filename = filename
         if filename is not None:
-            self.headers.append(
-                ("Content-Disposition", f"attachment; filename*=utf-8''{quote(filename)}")
-            )
+            self.headers.append(("Content-Disposition", content_disposition(filename)))
+
+
+def content_disposition(filename: str) -> str:
+    """`attachment` with the name in both RFC 6266 forms: ``filename="..."`` (an
+    ASCII fallback, for clients that know only that one, such as ``curl -OJ``)
+    and ``filename*=utf-8''...`` (the exact name, which newer clients prefer)."""
+    ascii_name = unicodedata.normalize("NFKD", filename).encode("ascii", "ignore").decode("ascii")
+    # A quoted-string holds no control characters; `\` and `"` are escaped.
+    ascii_name = "".join(c for c in ascii_name if " " <= c < "\x7f")
+    ascii_name = ascii_name.replace("\\", "\\\\").replace('"', '\\"') or "download"
+    return f"attachment; filename=\"{ascii_name}\"; filename*=utf-8''{quote(filename, safe='')}"
 
 
 class WriterResponse:

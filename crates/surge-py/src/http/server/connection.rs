@@ -201,7 +201,10 @@ impl HttpConnection {
         drop(router);
         self.parser.set_body_limit(limit);
         let has_body = request.head.content_length() != Some(0);
-        if request.head.expect_continue && has_body && self.parser.buffered() == 0 {
+        // A declared body over the limit gets its 413 at once (the parser's next
+        // step), never a 100 Continue first: the client would send it in vain.
+        let fits = request.head.content_length().is_none_or(|n| n <= limit);
+        if request.head.expect_continue && has_body && fits && self.parser.buffered() == 0 {
             // The client waits for this before sending the body. Only safe to
             // send when no earlier response is still owed.
             if self.fast && deferred.is_none() {

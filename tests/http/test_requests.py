@@ -513,3 +513,21 @@ def test_absolute_form_target(server):
         assert r.status == 200
         data = json.loads(r.body)
         assert (data["path"], data["query"]) == ("/echo", "a=1")
+
+
+def test_absolute_form_target_host_wins_over_the_host_header(server):
+    # RFC 9112 3.2.2: the origin server uses the target's host, not Host.
+    with server.connect() as c:
+        c.send(b"GET http://api.example:8080/echo?a=1 HTTP/1.1\r\nHost: other\r\n\r\n")
+        data = json.loads(c.read_response().body)
+        assert (data["host"], data["path"], data["query"]) == ("api.example:8080", "/echo", "a=1")
+        c.send(b"GET /echo HTTP/1.1\r\nHost: other\r\n\r\n")
+        assert json.loads(c.read_response().body)["host"] == "other"
+
+
+def test_fragment_is_not_part_of_path_or_query(server):
+    with server.connect() as c:
+        c.send(b"GET /echo?a=1#frag HTTP/1.1\r\nHost: t\r\n\r\n")
+        data = json.loads(c.read_response().body)
+        assert (data["path"], data["raw_path"], data["query"]) == ("/echo", "/echo", "a=1")
+        assert data["params"] == [["a", "1"]]

@@ -241,6 +241,47 @@ fn head_accessors() {
     assert!(p.is_idle());
 }
 
+#[test]
+fn target_forms() {
+    // (target, path, query, authority)
+    let cases: [(&str, &[u8], &[u8], Option<&[u8]>); 9] = [
+        ("/a?x=1#frag", b"/a", b"x=1", None),
+        ("/a#frag?not-a-query", b"/a", b"", None),
+        (
+            "http://example.com/p?q=1",
+            b"/p",
+            b"q=1",
+            Some(b"example.com"),
+        ),
+        (
+            "HTTPS://Example.com:8443/p",
+            b"/p",
+            b"",
+            Some(b"Example.com:8443"),
+        ),
+        ("http://example.com?q=2", b"/", b"q=2", Some(b"example.com")),
+        ("http://example.com", b"/", b"", Some(b"example.com")),
+        (
+            "http://user:pw@example.com/x",
+            b"/x",
+            b"",
+            Some(b"example.com"),
+        ),
+        ("http://example.com#f", b"/", b"", Some(b"example.com")),
+        ("*", b"*", b"", None),
+    ];
+    for (target, path, query, authority) in cases {
+        let mut p = Parser::new(D());
+        p.feed(format!("OPTIONS {target} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        let Ok(Some(Event::Head(h))) = p.poll() else {
+            panic!("no head for {target}")
+        };
+        assert_eq!(h.path(), path, "{target}");
+        assert_eq!(h.query(), query, "{target}");
+        assert_eq!(h.authority(), authority, "{target}");
+    }
+}
+
 fn head_with(extra: &str) -> Vec<u8> {
     format!("GET / HTTP/1.1\r\nHost: a\r\n{extra}\r\n").into_bytes()
 }

@@ -62,6 +62,7 @@ def echo_data(request: Any) -> dict[str, Any]:
         "query": request.query_string,
         "params": request.query_params.multi_items(),
         "version": request.version,
+        "host": request.host,
         "headers": [[k, v] for k, v in request.headers.items() if k.startswith("x-")],
         "content_length": request.content_length,
         "body_len": len(body),

@@ -49,32 +49,46 @@ impl RequestHead {
     /// (`http://host/path?q`, RFC 9112 3.2.2) loses its scheme and authority.
     pub fn origin_target(&self) -> &[u8] {
         let t = self.target();
-        let rest = if t.len() > 7 && t[..7].eq_ignore_ascii_case(b"http://") {
-            &t[7..]
-        } else if t.len() > 8 && t[..8].eq_ignore_ascii_case(b"https://") {
-            &t[8..]
-        } else {
+        let Some(rest) = strip_scheme(t) else {
             return t;
         };
-        match memchr::memchr2(b'/', b'?', rest) {
+        match memchr::memchr3(b'/', b'?', b'#', rest) {
             Some(i) if rest[i] == b'/' => &rest[i..],
             // `http://host?q` or `http://host`: the path is "/".
             _ => b"/",
         }
     }
 
-    /// The target up to `?`.
+    /// The authority (`host[:port]`) of an absolute-form target (RFC 9112
+    /// 3.2.2), which a server uses instead of the Host header; None for the
+    /// other forms.
+    pub fn authority(&self) -> Option<&[u8]> {
+        let rest = strip_scheme(self.target())?;
+        let end = memchr::memchr3(b'/', b'?', b'#', rest).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        // Userinfo (`user@host`) is not part of the host.
+        Some(match memchr::memrchr(b'@', authority) {
+            Some(i) => &authority[i + 1..],
+            None => authority,
+        })
+    }
+
+    /// The target up to `?` (or a `#fragment` a client should not have sent).
     pub fn path(&self) -> &[u8] {
         let t = self.origin_target();
-        match memchr::memchr(b'?', t) {
+        match memchr::memchr2(b'?', b'#', t) {
             Some(i) => &t[..i],
             None => t,
         }
     }
 
-    /// The target after `?`, empty when there is none.
+    /// The target after `?`, up to a `#fragment`; empty when there is none.
     pub fn query(&self) -> &[u8] {
         let t = self.target();
+        let t = match memchr::memchr(b'#', t) {
+            Some(i) => &t[..i],
+            None => t,
+        };
         match memchr::memchr(b'?', t) {
             Some(i) => &t[i + 1..],
             None => b"",
@@ -354,4 +368,15 @@ pub(crate) fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<RawHead>,
         expect_continue: expect_continue && version == Version::Http11,
         body,
     }))
+}
+
+/// An absolute-form target (`http://` or `https://`, any case) without its scheme.
+fn strip_scheme(t: &[u8]) -> Option<&[u8]> {
+    if t.len() > 7 && t[..7].eq_ignore_ascii_case(b"http://") {
+        Some(&t[7..])
+    } else if t.len() > 8 && t[..8].eq_ignore_ascii_case(b"https://") {
+        Some(&t[8..])
+    } else {
+        None
+    }
 }

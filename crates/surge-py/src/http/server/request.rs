@@ -224,11 +224,14 @@ impl Request {
         Ok(c)
     }
 
-    /// The Host header ("" when absent).
+    /// The host the client asked for: the authority of an absolute-form target
+    /// (RFC 9112 3.2.2: it overrides the Host header), else the Host header
+    /// ("" when absent).
     #[getter]
     fn host(&self) -> String {
         self.head
-            .header(b"host")
+            .authority()
+            .or_else(|| self.head.header(b"host"))
             .map(|h| String::from_utf8_lossy(h).into_owned())
             .unwrap_or_default()
     }

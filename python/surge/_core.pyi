@@ -130,6 +130,7 @@ class HttpConnection:
     continue_owed: bool
     idle: bool
     held: bool
+    draining: bool
     def __init__(
         self,
         router: Router,

@@ -194,6 +194,60 @@ def test_killed_worker_is_replaced(surge: Callable[..., Surge]) -> None:
     assert f"worker {victim} died (killed by SIGKILL)" in server.log()
 
 
+def test_sighup_under_load_loses_no_request(surge: Callable[..., Surge]) -> None:
+    """A rolling restart (SIGHUP, three times) under steady load, from clients on
+    fresh connections and on keep-alive ones: every request is answered."""
+    server = surge("pid_app:app", "--workers", "2")
+    server.wait_ready()
+    before = server.pids(2)
+    stop = threading.Event()
+    answered: list[int] = []
+    failures: list[str] = []
+
+    def fresh_connections() -> None:
+        while not stop.is_set():
+            try:
+                status, body = server.get("/pid", timeout=10.0)
+                assert status == 200
+                answered.append(int(body))
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                failures.append(f"fresh: {exc!r}")
+
+    def keep_alive() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10.0)
+        while not stop.is_set():
+            try:
+                conn.request("GET", "/pid")
+                response = conn.getresponse()
+                body = response.read()
+                assert response.status == 200
+                answered.append(int(body))
+                if response.will_close:  # the server said Connection: close
+                    conn.close()
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"keep-alive: {exc!r}")
+                conn.close()
+        conn.close()
+
+    threads = [threading.Thread(target=fresh_connections) for _ in range(3)]
+    threads += [threading.Thread(target=keep_alive) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(3):
+            time.sleep(1.0)
+            server.proc.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+    assert not failures, failures[:5]
+    assert len(answered) > 300
+    # The restarts happened: the workers serving at the end are new ones.
+    assert not (set(answered[-50:]) & before)
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie nobody reaped yet does not count)."""
     try:

@@ -241,10 +241,12 @@ fn head_accessors() {
     assert!(p.is_idle());
 }
 
+/// (target, path, query, authority)
+type TargetCase = (&'static str, &'static [u8], &'static [u8], Option<&'static [u8]>);
+
 #[test]
 fn target_forms() {
-    // (target, path, query, authority)
-    let cases: [(&str, &[u8], &[u8], Option<&[u8]>); 9] = [
+    let cases: [TargetCase; 9] = [
         ("/a?x=1#frag", b"/a", b"x=1", None),
         ("/a#frag?not-a-query", b"/a", b"", None),
         (

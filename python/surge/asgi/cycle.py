@@ -281,6 +281,8 @@ class HttpCycle(WriterResponse):
         if type(status) is not int or not 100 <= status <= 999:
             raise RuntimeError(f"invalid HTTP status {status!r}")
         self._started = True
+        if self._conn.draining:  # the server is shutting down: this is the last one
+            self._keep_alive = False
         parts = [_status_line(status)]
         length: int | None = None
         app_chunked = has_server = has_date = has_connection = False

@@ -952,12 +952,25 @@ class HttpProtocol(asyncio.Protocol):
         elif not self._queue and not self._writer_busy:
             self._close()
 
-    def close_if_idle(self) -> bool:
-        """Closes the connection if no request is in progress; True if it did."""
-        if not self._queue and not self._writer_busy and self._conn.idle:
+    def close_if_idle(self, linger: float = 0.0) -> bool:
+        """Closes the connection if no request is in progress and none came for
+        `linger` seconds; True if it did."""
+        conn = self._conn
+        if not self._queue and not self._writer_busy and conn.idle and conn.idle_for() >= linger:
             self._close()
             return True
         return False
+
+    def stop_keep_alive(self) -> None:
+        """The server is shutting down: every response from now on says
+        `Connection: close` and the connection closes after it."""
+        self._conn.draining = True
+
+    @property
+    def draining(self) -> bool:
+        """True once `stop_keep_alive` was called (dispatchers then frame their
+        responses for a close)."""
+        return self._conn.draining
 
     def abort(self) -> None:
         self._closed = True

@@ -14,6 +14,10 @@ from surge._core import Request, encode_response_head
 from .protocol import HttpProtocol
 from .response import WriterResponse
 
+#: Seconds an idle keep-alive connection is left open after a shutdown starts,
+#: so that a client between two requests gets its next one answered.
+DRAIN_LINGER = 0.5
+
 if TYPE_CHECKING:
     from .app import App
     from .plan import Plan, Servable
@@ -142,9 +146,15 @@ class Server:
             self._server.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
+        for conn in self.connections:
+            conn.stop_keep_alive()
         while True:
             for conn in list(self.connections):
-                conn.close_if_idle()
+                # An idle keep-alive connection is closed only once its client has
+                # sent nothing for a moment: one about to send its next request
+                # gets it answered (with `Connection: close`) instead of racing
+                # the close, which would fail that request.
+                conn.close_if_idle(DRAIN_LINGER)
             if not self.connections or loop.time() >= deadline:
                 break
             await asyncio.sleep(0.05)

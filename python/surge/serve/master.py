@@ -17,23 +17,34 @@ count of quick deaths and backs off exponentially, so an app that crashes on
 start cannot fork-bomb the machine. SIGTERM/SIGINT are forwarded to the
 workers as SIGTERM; stragglers get SIGKILL after the grace period plus
 ``KILL_MARGIN``. SIGHUP (and, with ``--reload``, a change to a watched file)
-replaces all workers: new ones are forked at once while the old ones drain.
+replaces all workers: new ones are forked at once, and each old one is told to
+drain (SIGTERM) once its successor reports that it serves, so the port is never
+without a worker accepting.
+
+The listening sockets belong to the master: one ``SO_REUSEPORT`` socket per
+worker slot, made once and inherited by every worker forked into the slot. A
+worker that exits closes only its copy, so connections the kernel queued on
+the socket wait for the slot's next worker instead of being reset, and a
+restart, rolling or not, refuses or drops no connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import selectors
 import signal
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import AppLoadError, StartupError
+from .listeners import listen
 from .reload import POLL_INTERVAL, FileWatcher, watch_roots
 from .worker import FORK_BLOCKED, STOP_SIGNALS, Config, worker_process
 
@@ -59,6 +70,8 @@ class _Slot:
     restart_at: float | None = None
     status_fd: int = -1
     status: bytearray = field(default_factory=bytearray)
+    #: The slot's listening socket (see the module docstring).
+    sock: socket.socket | None = None
     #: Reload mode: the app failed to load; wait for a file change before restarting.
     broken: bool = False
 
@@ -77,6 +90,9 @@ class Master:
         self.by_pid: dict[int, _Slot] = {}
         #: Replaced workers still draining: pid -> when to SIGKILL it.
         self.retiring: dict[int, float] = {}
+        #: A new worker's pid -> the worker it replaces, told to drain once the
+        #: new one serves (or fails to).
+        self.successors: dict[int, int] = {}
         self.signals: deque[int] = deque()
         self.stopping = False
         self.watcher: FileWatcher | None = None
@@ -186,11 +202,13 @@ class Master:
         if self.watcher is not None:
             deadlines.append(next_poll)
         deadlines += [s.restart_at for s in self.slots if not s.pid and s.restart_at is not None]
-        deadlines += self.retiring.values()
+        # A worker waiting for its successor has no deadline yet (inf).
+        deadlines += [d for d in self.retiring.values() if d != float("inf")]
         return min(deadlines, default=None)
 
     def _shutdown(self) -> None:
         self.stopping = True
+        self.successors.clear()
         live = [s.pid for s in self.slots if s.pid] + list(self.retiring)
         for pid in live:
             _kill(pid, signal.SIGTERM)
@@ -213,20 +231,28 @@ class Master:
                     self._drain_wakeups()
             if self._take_stop_signal():
                 forced = True  # a second Ctrl+C: do not wait any longer
+        for slot in self.slots:
+            if slot.sock is not None:
+                slot.sock.close()
+                slot.sock = None
         if live:
             log.info("master %d stopped", os.getpid())
 
     # workers
 
     def _spawn(self, slot: _Slot) -> None:
+        if slot.sock is None:
+            slot.sock = listen(self.cfg.addr, self.cfg.backlog, reuse_port=True)
+        cfg = dataclasses.replace(self.cfg, listen_fd=slot.sock.fileno())
         status_r, status_w = os.pipe()
         inherited = [self.wake_r, self.wake_w, status_r]
         inherited += [s.status_fd for s in self.slots if s.status_fd >= 0]
+        inherited += [s.sock.fileno() for s in self.slots if s.sock is not None and s is not slot]
         signal.pthread_sigmask(signal.SIG_BLOCK, FORK_BLOCKED)
         try:
             pid = os.fork()
             if pid == 0:
-                worker_process(self.cfg, status_w, inherited)
+                worker_process(cfg, status_w, inherited)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORK_BLOCKED)
         os.close(status_w)
@@ -240,19 +266,29 @@ class Master:
         self.selector.register(status_r, selectors.EVENT_READ, slot)
 
     def _replace_all(self) -> None:
-        """Forks a fresh set of workers; the current ones drain and exit."""
-        deadline = time.monotonic() + self.cfg.grace + KILL_MARGIN
+        """Forks a fresh set of workers; each current one drains and exits once
+        its successor serves (`_retire_predecessor`)."""
         self.load_error_logged = False
         for slot in self.slots:
-            if slot.pid:
-                self.by_pid.pop(slot.pid, None)
-                self.retiring[slot.pid] = deadline
-                _kill(slot.pid, signal.SIGTERM)
+            old = slot.pid
+            if old:
+                self.by_pid.pop(old, None)
+                # Killed only if it outlives the grace period after its SIGTERM.
+                self.retiring[old] = float("inf")
                 self._close_status(slot)
                 slot.pid = 0
             slot.broken = False
             slot.quick_deaths = 0
             self._spawn(slot)
+            if old:
+                self.successors[slot.pid] = old
+
+    def _retire_predecessor(self, pid: int) -> None:
+        """The worker `pid` serves, failed or exited: the one it replaces drains now."""
+        old = self.successors.pop(pid, None)
+        if old is not None and old in self.retiring:
+            self.retiring[old] = time.monotonic() + self.cfg.grace + KILL_MARGIN
+            _kill(old, signal.SIGTERM)
 
     def _read_status(self, slot: _Slot, *, eof_if_empty: bool = False) -> dict[str, Any] | None:
         """Reads the slot's report pipe: the report once at EOF ({} if none), else None.
@@ -291,6 +327,7 @@ class Master:
         slot.status.clear()
 
     def _on_report(self, slot: _Slot, report: dict[str, Any]) -> None:
+        self._retire_predecessor(slot.pid)
         if not report or report.get("ok"):
             return
         if report.get("kind") == "load" and self.cfg.reload:
@@ -328,6 +365,7 @@ class Master:
             self._on_exit(pid, status)
 
     def _on_exit(self, pid: int, status: int) -> None:
+        self._retire_predecessor(pid)
         if self.retiring.pop(pid, None) is not None:
             return
         slot = self.by_pid.pop(pid, None)

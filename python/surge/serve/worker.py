@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -81,6 +82,10 @@ class Config:
     #: Seconds an idle keep-alive connection stays open (uvicorn's
     #: --timeout-keep-alive); None keeps the app's `Limits.keepalive_timeout`.
     timeout_keep_alive: float | None = None
+    #: A listening socket inherited from the master (its worker slot's: it
+    #: outlives the worker, so a restart drops no queued connection); None: the
+    #: worker opens its own.
+    listen_fd: int | None = None
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -157,7 +162,12 @@ async def _serve_app(
     on_ready: Callable[[int], None] | None,
 ) -> None:
     _tune_gc(cfg.gc_threshold)
-    sock = listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
+    if cfg.listen_fd is not None:
+        # This process's copy of its slot's socket: closing it (at shutdown)
+        # leaves the socket and its queue to the next worker of the slot.
+        sock = socket.socket(fileno=cfg.listen_fd)
+    else:
+        sock = listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
     from surge.http.server import Server
 
     server = Server(

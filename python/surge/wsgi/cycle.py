@@ -340,6 +340,8 @@ class WsgiCycle(WriterResponse):
             # An HTTP/1.0 client cannot read chunks: the body ends when we close.
             self._framing = _UNTIL_CLOSE
             self._keep_alive = False
+        if self._conn.draining:  # the server is shutting down: this is the last one
+            self._keep_alive = False
         if not self._keep_alive:
             parts.append(b"connection: close\r\n")
         elif self._http10:

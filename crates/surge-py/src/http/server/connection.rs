@@ -88,6 +88,11 @@ pub struct HttpConnection {
     /// feed again (with `b""`) when there is room.
     #[pyo3(get)]
     held: bool,
+    /// The server is shutting down: every response from now on says
+    /// `Connection: close` and ends the connection, so a keep-alive client
+    /// learns it from the response instead of racing a close.
+    #[pyo3(get, set)]
+    draining: bool,
 }
 
 fn reply_for(head: &RequestHead) -> Reply {
@@ -105,7 +110,7 @@ impl HttpConnection {
         request: Request,
         deferred: &mut Option<Bound<'py, PyList>>,
     ) -> PyResult<()> {
-        if !request.head.keep_alive {
+        if !request.head.keep_alive || self.draining {
             self.closing = true;
         }
         let router = self.router.bind(py).borrow();
@@ -119,7 +124,8 @@ impl HttpConnection {
         let Some((handler, kind)) = fast_route else {
             return push(py, deferred, Py::new(py, request)?.into_any());
         };
-        let reply = reply_for(&request.head);
+        let mut reply = reply_for(&request.head);
+        reply.keep_alive &= !self.draining;
         let params = request.params.as_ref().map(|p| p.clone_ref(py));
         let req = Py::new(py, request)?;
         let mut result = match params {
@@ -323,6 +329,7 @@ impl HttpConnection {
             stream_buffered: 0,
             continue_owed: false,
             held: false,
+            draining: false,
         }
     }
 
@@ -428,7 +435,8 @@ impl HttpConnection {
         request: &Bound<'py, Request>,
         value: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let reply = reply_for(&request.borrow().head);
+        let mut reply = reply_for(&request.borrow().head);
+        reply.keep_alive &= !self.draining;
         let mut out = Vec::with_capacity(256);
         if encode_result(py, value, reply, &mut out)? {
             Ok(Some(PyBytes::new(py, &out)))
@@ -456,7 +464,7 @@ impl HttpConnection {
                 head_only: false,
             },
         };
-        reply.keep_alive &= !close;
+        reply.keep_alive &= !close && !self.draining;
         let mut out = Vec::with_capacity(256);
         let headers = headers.unwrap_or_default();
         let body = message.as_bytes();

@@ -1,9 +1,10 @@
-"""Listening sockets: resolving the address, probing the port, one socket per worker.
+"""Listening sockets: resolving the address, probing the port, one socket per worker slot.
 
-Each worker opens its own socket with ``SO_REUSEPORT`` and the kernel spreads
-new connections between the workers' sockets, so no socket is shared across
-``fork``. Before forking, the master probes the port once without it
-(`check_bindable`), so a port that is taken is one clear error.
+The master opens one socket with ``SO_REUSEPORT`` per worker slot and the
+kernel spreads new connections between them; each worker forked into a slot
+inherits that slot's socket only, and the socket outlives its workers (see
+`surge.serve.master`). Before forking, the master probes the port once without
+``SO_REUSEPORT`` (`check_bindable`), so a port that is taken is one clear error.
 """
 
 from __future__ import annotations

@@ -396,3 +396,27 @@ class ScramClient:
     def verify(self, server_final: bytes) -> None: ...
 
 def pg_md5_password(user: bytes, password: bytes, salt: bytes) -> bytes: ...
+
+class TlsConfigError(Exception): ...
+
+class TlsServerConfig:
+    def __init__(
+        self,
+        certfile: str,
+        keyfile: str | None = None,
+        ca_certs: str | None = None,
+        cert_reqs: int = 0,
+        alpn: list[bytes] | None = None,
+    ) -> None: ...
+    def session(self) -> TlsSession: ...
+
+class TlsSession:
+    handshaking: bool
+    peer_closed: bool
+    alpn_protocol: bytes | None
+    version: str | None
+    cipher: str | None
+    peer_certificates: list[bytes] | None
+    def feed(self, data: bytes) -> tuple[bytes | None, bytes | None, str | None]: ...
+    def encrypt(self, data: bytes) -> bytes: ...
+    def close(self) -> bytes: ...

@@ -157,6 +157,13 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="client certificates: 0 none, 1 optional, 2 required (default %(default)s)",
     )
     tls.add_argument("--ssl-ciphers", metavar="LIST", help="OpenSSL cipher list (TLS 1.2)")
+    tls.add_argument(
+        "--ssl-backend",
+        choices=("auto", "rustls", "python"),
+        default="auto",
+        help="TLS stack: rustls (native, faster) or python (the ssl module); auto picks "
+        "rustls unless --ssl-keyfile-password or --ssl-ciphers need python (default auto)",
+    )
     serve.set_defaults(func=_serve)
 
 
@@ -172,6 +179,7 @@ def _serve(args: argparse.Namespace) -> int:
             ca_certs=args.ssl_ca_certs,
             cert_reqs=args.ssl_cert_reqs,
             ciphers=args.ssl_ciphers,
+            backend=args.ssl_backend,
         )
     elif args.ssl_keyfile or args.ssl_ca_certs:
         print("surge: error: --ssl-keyfile and --ssl-ca-certs need --ssl-certfile", file=sys.stderr)

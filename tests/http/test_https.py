@@ -6,6 +6,7 @@ when asked for, and a bad key password stops `surge serve` with a clear error.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -77,11 +78,20 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def https(pki, tmp_path_factory) -> Iterator[tuple[int, Path]]:
+BACKENDS = ["rustls", "python"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def https(pki, tmp_path_factory, request) -> Iterator[tuple[int, Path]]:
     log = tmp_path_factory.mktemp("log") / "serve.log"
     proc, port = _start(
-        "--ssl-certfile", str(pki["cert"]), "--ssl-keyfile", str(pki["key"]), log=log
+        "--ssl-certfile",
+        str(pki["cert"]),
+        "--ssl-keyfile",
+        str(pki["key"]),
+        "--ssl-backend",
+        request.param,
+        log=log,
     )
     yield port, log
     _stop(proc)
@@ -161,8 +171,41 @@ def test_plain_http_to_the_tls_port_is_dropped(https, pki):
     assert data.endswith(b"ok")  # the worker is fine
 
 
-def test_client_certificates_when_required(pki, tmp_path):
+def test_large_upload_over_tls(https, pki):
+    port, _ = https
+    body = os.urandom(6 << 20)
+    head = b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % len(body)
+    data, _ = _exchange(port, _client_ctx(pki), head + b"Connection: close\r\n\r\n" + body)
+    answer = json.loads(data.partition(b"\r\n\r\n")[2])
+    assert answer == {"len": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+def test_garbage_and_stalled_handshakes_leave_the_worker_healthy(https, pki):
+    port, _ = https
+    socks = []
+    for i in range(20):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        # Garbage, a TLS record header that never completes, or nothing at all.
+        s.sendall([os.urandom(300), b"\x16\x03\x01\x02\x00", b""][i % 3])
+        socks.append(s)
+    raw = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    assert _exchange(port, _client_ctx(pki), raw)[0].endswith(b"ok")
+    # The garbage is refused at once (closed, maybe after an alert).
+    for s in socks[::3]:
+        try:
+            while s.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+    for s in socks:
+        s.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_client_certificates_when_required(pki, tmp_path, backend):
     proc, port = _start(
+        "--ssl-backend",
+        backend,
         "--ssl-certfile",
         str(pki["cert"]),
         "--ssl-keyfile",
@@ -212,4 +255,22 @@ def test_encrypted_key_with_and_without_its_password(pki, tmp_path):
     )
     assert bad.returncode != 0
     assert "cannot load the TLS certificate" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_rustls_backend_refuses_python_only_options(pki):
+    # rustls reads only unencrypted keys: asking for it with a password is one clear line.
+    args = [sys.executable, "-m", "surge", "serve", "tests.http.apps.bigapp:app"]
+    args += ["--port", str(_free_port()), "--ssl-certfile", str(pki["cert"])]
+    args += ["--ssl-keyfile", str(pki["key-enc"]), "--ssl-keyfile-password", PASSWORD]
+    args += ["--ssl-backend", "rustls"]
+    bad = subprocess.run(
+        args,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0
+    assert "--ssl-keyfile-password need the python TLS backend" in bad.stderr
     assert "Traceback" not in bad.stderr

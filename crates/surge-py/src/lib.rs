@@ -9,6 +9,7 @@ mod http;
 mod postgres;
 mod redis;
 mod tarantool;
+mod tls;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,6 +17,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
 
     // HTTP server.
+    m.add_class::<tls::TlsServerConfig>()?;
+    m.add_class::<tls::TlsSession>()?;
+    m.add("TlsConfigError", m.py().get_type::<tls::TlsConfigError>())?;
     m.add_class::<http::server::Router>()?;
     m.add_class::<http::server::Request>()?;
     m.add_class::<http::Headers>()?;

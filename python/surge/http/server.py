@@ -6,10 +6,11 @@ import asyncio
 import dataclasses
 import logging
 import socket
+from collections.abc import Callable
 from ssl import SSLContext
 from typing import TYPE_CHECKING, Any
 
-from surge._core import Request, encode_response_head
+from surge._core import Request, TlsServerConfig, encode_response_head
 
 from .protocol import HttpProtocol
 from .response import WriterResponse
@@ -85,16 +86,29 @@ class Server:
         backlog: int = DEFAULT_BACKLOG,
         ssl: SSLContext | None = None,
         ssl_handshake_timeout: float = TLS_HANDSHAKE_TIMEOUT,
+        tls: TlsServerConfig | None = None,
     ) -> None:
-        """Starts serving on a bound socket (HTTPS with ``ssl``); returns once serving.
+        """Starts serving on a bound socket (HTTPS with ``tls``, the native stack, or
+        ``ssl``, Python's); returns once serving.
 
         The loop calls listen() again with `backlog` (asyncio's own default is 100),
         so pass the backlog the socket was meant to have.
         """
         loop = asyncio.get_running_loop()
         sock.setblocking(False)
+        factory: Callable[[], asyncio.Protocol]
+        if tls is not None:
+            from surge.serve.rustls import TlsProtocol
+
+            def factory() -> asyncio.Protocol:
+                return TlsProtocol(HttpProtocol(self), tls, ssl_handshake_timeout)
+        else:
+
+            def factory() -> asyncio.Protocol:
+                return HttpProtocol(self)
+
         self._server = await loop.create_server(
-            lambda: HttpProtocol(self),
+            factory,
             sock=sock,
             backlog=backlog,
             start_serving=True,

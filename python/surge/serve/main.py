@@ -92,7 +92,7 @@ def run(
     elif reload:
         target = import_string_of(target)
     if tls is not None:
-        tls.context()
+        tls.check()
     _configure_logging(debug)
     addr = resolve(host, port)
     cfg = Config(

@@ -1,10 +1,15 @@
 """HTTPS on the listening socket: the TLS settings (uvicorn's option names) and
-the server-side `ssl.SSLContext` built from them.
+the TLS stack serving them.
 
-The handshake and record layer run in Python's `ssl` module on the event loop
-(uvloop's or asyncio's SSL transport). ALPN offers ``http/1.1`` only; TLS 1.2 is
-the oldest version accepted. A client that speaks plain HTTP to the TLS port
-fails the handshake and is disconnected; the worker goes on serving.
+Two stacks, picked by `TlsConfig.backend`: ``rustls``, in surge's Rust core
+(`surge.serve.rustls`: one native call per read and per write), and
+``python``, Python's `ssl` module on the event loop (uvloop's or asyncio's SSL
+transport). ``auto`` (the default) is rustls, measured faster (see the README's
+HTTPS row), unless an option only OpenSSL understands is given: a key file
+password (``--ssl-keyfile-password``: rustls reads only unencrypted PEM keys)
+or an OpenSSL cipher list (``--ssl-ciphers``). ALPN offers ``http/1.1`` only;
+TLS 1.2 is the oldest version accepted. A client that speaks plain HTTP to the
+TLS port fails the handshake and is disconnected; the worker goes on serving.
 """
 
 from __future__ import annotations
@@ -12,7 +17,12 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
+from surge._core import TlsConfigError, TlsServerConfig
+
 from .errors import StartupError
+
+#: The TLS stacks (see the module docstring).
+BACKENDS = ("auto", "rustls", "python")
 
 #: What a client certificate is required to be, by uvicorn's `--ssl-cert-reqs`
 #: numbers: 0 none (default), 1 optional, 2 required (verified against `ca_certs`).
@@ -29,6 +39,41 @@ class TlsConfig:
     ca_certs: str | None = None
     cert_reqs: int = 0
     ciphers: str | None = None
+    backend: str = "auto"
+
+    def uses_rustls(self) -> bool:
+        """Whether connections get the native stack (see the module docstring)."""
+        if self.backend not in BACKENDS:
+            raise StartupError(f"ssl backend must be one of {', '.join(BACKENDS)}")
+        python_only = [
+            option
+            for option, given in (
+                ("--ssl-keyfile-password", self.keyfile_password),
+                ("--ssl-ciphers", self.ciphers),
+            )
+            if given
+        ]
+        if self.backend == "rustls" and python_only:
+            raise StartupError(
+                f"{' and '.join(python_only)} need the python TLS backend (--ssl-backend python)"
+            )
+        return self.backend == "rustls" or (self.backend == "auto" and not python_only)
+
+    def native(self) -> TlsServerConfig:
+        """The rustls settings; a bad file raises `StartupError`."""
+        if self.cert_reqs not in CERT_REQS:
+            raise StartupError(f"ssl cert_reqs must be 0, 1 or 2, not {self.cert_reqs}")
+        try:
+            return TlsServerConfig(self.certfile, self.keyfile, self.ca_certs, self.cert_reqs)
+        except TlsConfigError as exc:
+            raise StartupError(f"cannot use the TLS settings: {exc}") from None
+
+    def check(self) -> None:
+        """Builds the settings once, so a bad file is one clear error at startup."""
+        if self.uses_rustls():
+            self.native()
+        else:
+            self.context()
 
     def context(self) -> ssl.SSLContext:
         """The server context; a bad file or password raises `StartupError`."""

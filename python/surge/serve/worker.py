@@ -178,8 +178,12 @@ async def _serve_app(
     )
     try:
         # Made in each worker (contexts do not cross a fork); checked once by `run`.
-        ssl_ctx = cfg.tls.context() if cfg.tls is not None else None
-        await server.serve(sock, backlog=cfg.backlog, ssl=ssl_ctx)
+        tls = cfg.tls
+        if tls is not None and tls.uses_rustls():
+            await server.serve(sock, backlog=cfg.backlog, tls=tls.native())
+        else:
+            ssl_ctx = tls.context() if tls is not None else None
+            await server.serve(sock, backlog=cfg.backlog, ssl=ssl_ctx)
     except BaseException:
         sock.close()
         raise

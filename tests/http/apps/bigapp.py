@@ -1,5 +1,6 @@
 """App for the pipelining memory tests: large responses of every kind."""
 
+import hashlib
 import os
 import tempfile
 
@@ -61,3 +62,14 @@ async def anone(request):
 @app.get("/abad")
 async def abad(request):
     return object()
+
+
+@app.post("/upload", stream=True, max_body_size=64 << 20)
+async def upload(request):
+    """The streamed body's length and SHA-256 (uploads over TLS)."""
+    digest = hashlib.sha256()
+    size = 0
+    async for chunk in request.stream():
+        digest.update(chunk)
+        size += len(chunk)
+    return {"len": size, "sha256": digest.hexdigest()}

@@ -242,7 +242,12 @@ fn head_accessors() {
 }
 
 /// (target, path, query, authority)
-type TargetCase = (&'static str, &'static [u8], &'static [u8], Option<&'static [u8]>);
+type TargetCase = (
+    &'static str,
+    &'static [u8],
+    &'static [u8],
+    Option<&'static [u8]>,
+);
 
 #[test]
 fn target_forms() {

@@ -37,6 +37,9 @@ PACKAGES: dict[str, list[str]] = {
     "granian": ["granian[uvloop]"],
     "uvicorn": ["uvicorn[standard]", "httptools", "uvloop"],
     "aiohttp": ["aiohttp", "uvloop"],
+    # ASGI/WSGI apps for the interfaces suite (served by granian, uvicorn, gunicorn)
+    "fastapi": ["fastapi", "granian[uvloop]", "uvicorn[standard]", "httptools", "uvloop"],
+    "flask": ["flask", "granian", "gunicorn"],
     "tornado": ["tornado"],
     # database peers (used by benchmarks.tarantool / .postgres / .redis)
     "asynctnt": ["asynctnt", "uvloop"],
@@ -51,6 +54,9 @@ REPORTED = [
     "socketify",
     "granian",
     "uvicorn",
+    "gunicorn",
+    "fastapi",
+    "flask",
     "httptools",
     "uvloop",
     "aiohttp",

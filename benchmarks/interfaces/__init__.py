@@ -1,0 +1,1 @@
+"""Benchmark suite: surge serving ASGI, WSGI and HTTPS apps beside granian, uvicorn and gunicorn."""

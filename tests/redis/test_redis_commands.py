@@ -93,8 +93,8 @@ def test_hashes_lists_sets_zsets(url, arun, protocol):
         assert await r.sadd("s", "a", "b", "c") == 3
         assert await r.srem("s", "c", "zz") == 1
         assert await r.smembers("s") == {b"a", b"b"}
-        assert await r.sismember("s", "a") is True
-        assert await r.sismember("s", "zz") is False
+        assert await r.sismember("s", "a") == 1  # an int, as redis-py gives it
+        assert await r.sismember("s", "zz") == 0
 
         assert await r.zadd("z", {"a": 1, "b": 2.5, "c": -1}) == 3
         assert await r.zadd("z", {"a": 5}, nx=True) == 0

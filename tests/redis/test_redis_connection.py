@@ -92,7 +92,10 @@ def _wait_refused(port: int) -> None:
 def test_server_killed_mid_flight_then_restarted(arun, tmp_path):
     port = services.free_port()
     svc = services.start_redis(port=port, base_dir=str(tmp_path))
-    r = surge.redis.connect(f"redis://127.0.0.1:{port}", connect_timeout=5)
+    # Each BLPOP on a connection of its own (all 50 at once).
+    r = surge.redis.connect(
+        f"redis://127.0.0.1:{port}", connect_timeout=5, max_blocking_connections=50
+    )
 
     async def main():
         nonlocal svc

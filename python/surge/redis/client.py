@@ -19,6 +19,12 @@ from surge.engine import (
 )
 from surge.errors import ProtocolError
 from surge.redis import replies
+from surge.redis.blocking import (
+    DEFAULT_BLOCKING_POOL_TIMEOUT,
+    DEFAULT_MAX_BLOCKING_CONNECTIONS,
+    BlockingPool,
+    is_blocking,
+)
 from surge.redis.commands import Commands, Reply
 from surge.redis.errors import DataError, make_error
 
@@ -55,6 +61,23 @@ async def _then(aw: Any, reply: Any) -> Any:
     return reply(await aw)
 
 
+async def _value(v: Any) -> Any:
+    return v
+
+
+def _plain(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    # The codec takes bytes, str, int and float; a memoryview is copied to bytes
+    # (inside a pipeline's list of commands too).
+    return tuple(
+        bytes(a)
+        if isinstance(a, memoryview)
+        else [_plain(c) for c in a]
+        if isinstance(a, list) and a and isinstance(a[0], tuple)
+        else a
+        for a in args
+    )
+
+
 class Redis(Commands):
     """A Redis client on one pipelined connection; made outside a loop, it connects on
     first use. Command methods return awaitables; a bad argument raises `DataError`
@@ -67,6 +90,12 @@ class Redis(Commands):
     goes silent with commands pending is found dead within ``liveness_interval +
     2 * liveness_timeout`` seconds (20 s by default, see `surge.engine`) even with
     no timeout set, where redis-py relies on its 5 s socket timeout.
+
+    Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN/MAX,
+    BZMPOP, XREAD/XREADGROUP with BLOCK, WAIT, WAITAOF; by method or by
+    `execute_command`) go on connections of their own, at most
+    ``max_blocking_connections`` (16) at a time; more callers wait for one at most
+    ``blocking_pool_timeout`` seconds. They never hold up the pipelined connection.
     """
 
     def __init__(
@@ -87,6 +116,8 @@ class Redis(Commands):
         liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
         liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
         tcp_keepalive: bool = True,
+        max_blocking_connections: int = DEFAULT_MAX_BLOCKING_CONNECTIONS,
+        blocking_pool_timeout: float | None = DEFAULT_BLOCKING_POOL_TIMEOUT,
     ) -> None:
         if protocol not in (2, 3):
             raise DataError(f"protocol must be 2 or 3, not {protocol!r}")
@@ -106,10 +137,13 @@ class Redis(Commands):
         liveness(liveness_interval, liveness_timeout)
         self._liveness = (liveness_interval, liveness_timeout)
         self._codec = RespCodec(decode_responses, False, make_error, DataError, ProtocolError)
-        self._engine = self.new_engine(self._codec, max_in_flight=max_in_flight)
-        self._req = self._engine.request
+        self._engine = self.new_engine(
+            self._codec, max_in_flight=max_in_flight, on_lost=self._use_cold_path
+        )
+        self._use_cold_path()
         self._command = self._codec.command
         self._command_ok = self._codec.command_ok
+        self._blocking = BlockingPool(self, max_blocking_connections, blocking_pool_timeout)
 
     def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
         """A connection to the same server with the same handshake (pub/sub uses one)."""
@@ -126,6 +160,16 @@ class Redis(Commands):
             **{**self._engine_options, **kwargs},
         )
         return guard.engine
+
+    def _use_cold_path(self, err: BaseException | None = None) -> None:
+        # Not connected, a command's encoding waits inside the engine, where a
+        # memoryview could not be caught and retried: until the connection is
+        # up, arguments are made plain first. Once up, the engine's own request
+        # (the hot path; `_exec` retries a refused memoryview there).
+        self._req = self._request_cold
+
+    def _request_cold(self, encode: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._engine.request(encode, *_plain(args), **kwargs)
 
     async def _handshake(self, engine: PipelinedConnection) -> None:
         # Every step is sent at once and awaited together: one round trip.
@@ -151,6 +195,8 @@ class Redis(Commands):
             for r in results:
                 if isinstance(r, BaseException):
                     raise r
+        if engine is getattr(self, "_engine", None):
+            self._req = engine.request
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -174,6 +220,7 @@ class Redis(Commands):
 
     async def close(self) -> None:
         """Close; pending commands fail with ClosedError."""
+        await self._blocking.close()
         await self._engine.close()
 
     aclose = close
@@ -190,12 +237,37 @@ class Redis(Commands):
     # -- commands -------------------------------------------------------------------
 
     def _exec(self, reply: Reply, *args: Any) -> Any:
-        if reply is None:
-            return self._req(self._command, *args)
-        if reply is replies.ok or reply is replies.pong:
-            # The codec answers +OK with True itself: no wrapper per SET.
-            return self._req(self._command_ok, *args)
-        return _then(self._req(self._command, *args), reply)
+        try:
+            if reply is None:
+                return self._req(self._command, *args)
+            if reply is replies.ok or reply is replies.pong:
+                # The codec answers +OK with True itself: no wrapper per SET.
+                return self._req(self._command_ok, *args)
+            return _then(self._req(self._command, *args), reply)
+        except DataError:
+            # Off the hot path: the codec refused an argument; a memoryview is
+            # taken as its bytes, anything else raises again.
+            if not any(isinstance(a, memoryview) for a in args):
+                raise
+            return self._exec(reply, *_plain(args))
+
+    def _exec_blocking(self, reply: Reply, *args: Any) -> Any:
+        return self._blocking.run(reply, _plain(args))
+
+    def _const(self, value: Any) -> Any:
+        return _value(value)
+
+    def execute_command(self, *args: Any) -> Any:
+        """Any command; `execute_command("OBJECT", "ENCODING", k)` (blocking ones
+        go on a connection of their own, as the methods do)."""
+        if is_blocking(args):
+            return self._blocking.run(None, _plain(args))
+        return self._exec(None, *args)
+
+    @property
+    def blocking_pool(self) -> BlockingPool:
+        """The connections blocking commands run on."""
+        return self._blocking
 
     def get(self, name: Any) -> Any:
         """GET: the value or None."""
@@ -222,6 +294,42 @@ class Redis(Commands):
             cursor, keys = await self.scan(max(cursor, 0), match=match, count=count, _type=_type)
             for k in keys:
                 yield k
+
+    async def hscan_iter(
+        self, name: Any, match: Any = None, count: int | None = None
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        """Every (field, value) of a hash, HSCAN by HSCAN."""
+        cursor = -1
+        while cursor != 0:
+            cursor, data = await self.hscan(name, max(cursor, 0), match=match, count=count)
+            for item in data.items():
+                yield item
+
+    async def sscan_iter(
+        self, name: Any, match: Any = None, count: int | None = None
+    ) -> AsyncIterator[Any]:
+        """Every member of a set, SSCAN by SSCAN."""
+        cursor = -1
+        while cursor != 0:
+            cursor, data = await self.sscan(name, max(cursor, 0), match=match, count=count)
+            for m in data:
+                yield m
+
+    async def zscan_iter(
+        self,
+        name: Any,
+        match: Any = None,
+        count: int | None = None,
+        score_cast_func: Any = float,
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        """Every (member, score) of a sorted set, ZSCAN by ZSCAN."""
+        cursor = -1
+        while cursor != 0:
+            cursor, data = await self.zscan(
+                name, max(cursor, 0), match=match, count=count, score_cast_func=score_cast_func
+            )
+            for item in data:
+                yield item
 
 
 def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> Redis:

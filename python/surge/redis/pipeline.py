@@ -51,6 +51,15 @@ class Pipeline(Commands):
         self._replies.append(reply)
         return self
 
+    @property
+    def protocol(self) -> int:
+        """The client's RESP version."""
+        return self._client.protocol
+
+    def _const(self, value: Any) -> Any:
+        # Queued as a PING whose reply is replaced: the result keeps its place.
+        return self._exec(lambda _: value, "PING")
+
     def __len__(self) -> int:
         return len(self._commands)
 
@@ -104,6 +113,19 @@ class Pipeline(Commands):
     async def __aexit__(self, *exc: object) -> None:
         await self.reset()
 
+    def _send(self, commands: list[tuple[Any, ...]]) -> Any:
+        c = self._client
+        try:
+            return c._req(c._codec.pipeline, commands, self.transaction)
+        except DataError:
+            # Off the hot path: a memoryview argument is sent as its bytes.
+            if not any(isinstance(a, memoryview) for x in commands for a in x):
+                raise
+            plain = [
+                tuple(bytes(a) if isinstance(a, memoryview) else a for a in x) for x in commands
+            ]
+            return c._req(c._codec.pipeline, plain, self.transaction)
+
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Send the queued commands; their replies in order. The first error reply
         is raised when `raise_on_error` (else left in the list as an exception)."""
@@ -116,8 +138,7 @@ class Pipeline(Commands):
             if own is not None and codec is not None:
                 got = await own.request(codec.pipeline, commands, self.transaction)
             else:
-                c = self._client
-                got = await c._req(c._codec.pipeline, commands, self.transaction)
+                got = await self._send(commands)
         finally:
             if own is not None:
                 await self._release()

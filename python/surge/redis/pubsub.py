@@ -9,6 +9,7 @@ the call after it reconnects and subscribes again to every channel and pattern.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -135,7 +136,7 @@ class PubSub:
         if self._engine.is_connected:
             await self._send(max(1, len(names)), "PUNSUBSCRIBE", *names)
 
-    def _message(self, raw: list[Any]) -> dict[str, Any] | None:
+    def _message(self, raw: list[Any]) -> tuple[dict[str, Any] | None, Handler]:
         kind = _text(raw[0]).lower()
         if kind == "pmessage":
             msg = {"type": kind, "pattern": raw[1], "channel": raw[2], "data": raw[3]}
@@ -150,13 +151,10 @@ class PubSub:
                 else None
             )
         else:
-            return None
+            return None, None
         if kind in _SUBSCRIBE_KINDS and self.ignore_subscribe_messages:
-            return None
-        if handler is not None:
-            handler(msg)
-            return None
-        return msg
+            return None, None
+        return msg, handler
 
     async def get_message(
         self, ignore_subscribe_messages: bool = False, timeout: float | None = 0.0
@@ -168,8 +166,14 @@ class PubSub:
                 raw = self._queue.popleft()
                 if not isinstance(raw, list) or not raw:
                     continue
-                msg = self._message(raw)
+                msg, handler = self._message(raw)
                 if msg is None:
+                    continue
+                if handler is not None:
+                    # An async def handler is awaited (as redis-py does), in order.
+                    result = handler(msg)
+                    if inspect.isawaitable(result):
+                        await result
                     continue
                 if ignore_subscribe_messages and msg["type"] in _SUBSCRIBE_KINDS:
                     continue

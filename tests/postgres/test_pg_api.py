@@ -321,5 +321,6 @@ def test_dsn_parsing(monkeypatch):
     assert (p.user, p.port, p.database) == ("envuser", 7777, "envuser")
     with pytest.raises(InterfaceError):
         dsn.parse("mysql://x")
-    with pytest.raises(InterfaceError, match="TLS"):
-        dsn.parse("postgresql://h/d?sslmode=require")
+    assert dsn.parse("postgresql://h/d?sslmode=require").sslmode == "require"
+    with pytest.raises(InterfaceError, match="sslmode must be one of"):
+        dsn.parse("postgresql://h/d?sslmode=required")

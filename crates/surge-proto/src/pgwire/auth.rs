@@ -1,12 +1,13 @@
 //! Password authentication: md5 and SCRAM-SHA-256 (RFC 5802 / RFC 7677, no
-//! channel binding: surge speaks to PostgreSQL without TLS, so it sends the
-//! `n,,` GS2 header, which servers accept for the plain `SCRAM-SHA-256` mechanism).
+//! channel binding: the client sends the `n,,` GS2 header, "no channel binding
+//! wanted", which servers accept for the plain `SCRAM-SHA-256` mechanism, over
+//! TLS too).
 //!
 //! The client nonce is given by the caller (sans-IO: no randomness here; the
 //! Python side passes `os.urandom` bytes), which also makes RFC test vectors
-//! reproducible. Passwords are used as given, without SASLprep: the same bytes
-//! as libpq sends for any ASCII password (non-ASCII passwords that SASLprep
-//! would change may fail to authenticate).
+//! reproducible. The password comes already prepared: the Python side applies
+//! SASLprep (`surge/postgres/saslprep.py`) as libpq does, so these are the
+//! bytes the server hashed when it stored the verifier.
 
 use std::fmt;
 

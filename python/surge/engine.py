@@ -754,9 +754,11 @@ class PipelinedConnection:
         deadline = loop.time() + self.connect_timeout
         delay = RECONNECT_DELAY_MIN
         first_round = True
+        failures: list[tuple[Endpoint, BaseException]] = []
         try:
             while True:
-                failures: list[tuple[Endpoint, BaseException]] = []
+                # The last round's reasons are reported if this one has no time left.
+                tried, failures = failures, []
                 unreachable: set[tuple[str, int, str | None]] = set()
                 for ep in self.endpoints:
                     if self._closed:
@@ -786,8 +788,10 @@ class PipelinedConnection:
                     left <= 0
                     or not self.retry_connect
                     or (self._ever_connected and not self.reconnect)
+                    # A certificate refused now is refused on a retry too.
+                    or all(isinstance(e, ssl.SSLCertVerificationError) for _, e in failures)
                 ):
-                    raise _connect_error(failures)
+                    raise _connect_error(failures or tried)
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, RECONNECT_DELAY_MAX)
         finally:

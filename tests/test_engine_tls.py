@@ -129,7 +129,12 @@ def test_tls_refusals_name_the_endpoint(redis_svc, ca, arun):
             # TLS to a plaintext server: the handshake fails, the engine says where.
             plain = Endpoint(redis_svc.host, redis_svc.port, tls=Tls(_client_ctx(ca), "localhost"))
             conn = PipelinedConnection(
-                redis_svc.host, redis_svc.port, RespCodec(), endpoints=[plain], retry_connect=False
+                redis_svc.host,
+                redis_svc.port,
+                RespCodec(),
+                endpoints=[plain],
+                retry_connect=False,
+                connect_timeout=1,
             )
             with pytest.raises(ConnectError, match=f"{redis_svc.host}:{redis_svc.port}"):
                 await conn.connect()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from surge import services
 from surge.errors import ConnectError, InterfaceError
 from surge.postgres.connection import PROBE
 from surge.postgres.saslprep import saslprep, scram_password
+
+from tests.loops import runner
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -106,8 +109,11 @@ def no_pg_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
 
 
+SSL_QUERY = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+
+
 async def _is_ssl(conn: pg.Connection) -> bool:
-    return bool(await conn.fetchval("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"))
+    return bool(await conn.fetchval(SSL_QUERY))
 
 
 async def _tls_of(svc: services.Service, **kw: object) -> bool:
@@ -184,6 +190,54 @@ def test_verify_modes(arun, tls_svc, certs):
             await _tls_of(tls_svc, sslmode="verify-ca", sslrootcert="/nonexistent/ca.pem")
 
     arun(main())
+
+
+def _psql_is_ssl(svc: services.Service, conninfo: str, home: str) -> bool | None:
+    """libpq's answer (psql): True/False for TLS or not, None when it cannot connect."""
+    psql = services._postgres_bindir() / "psql"
+    r = subprocess.run(
+        [str(psql), f"port={svc.port} dbname=postgres {conninfo}", "-Atc", SSL_QUERY],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": home},
+        timeout=30,
+    )
+    return r.stdout.strip() == "t" if r.returncode == 0 else None
+
+
+def test_sslmodes_as_libpq(tls_svc, certs, tmp_path):
+    """Every sslmode x role x root certificate (none, the right CA, a wrong one) x
+    host name: surge connects (with TLS or not) exactly when libpq (psql) does."""
+
+    async def surge_is_ssl(conninfo: str) -> bool | None:
+        try:
+            conn = await pg.connect(f"port={tls_svc.port} dbname=postgres {conninfo}")
+        except (ConnectError, pg.PostgresError):
+            return None
+        try:
+            return await _is_ssl(conn)
+        finally:
+            await conn.close()
+
+    async def main() -> list[str]:
+        differ = []
+        for host in ("127.0.0.1", "localhost"):
+            for user in ("postgres", "surge_sslonly", "surge_nossl"):
+                for mode in ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"):
+                    for root in (None, certs["ca"], certs["other_ca"]):
+                        conninfo = f"host={host} user={user} sslmode={mode}"
+                        if root:
+                            conninfo += f" sslrootcert={root}"
+                        want = _psql_is_ssl(tls_svc, conninfo, str(tmp_path))
+                        try:
+                            got = await surge_is_ssl(conninfo)
+                        except InterfaceError:
+                            got = None  # a setup refused before connecting
+                        if got != want:
+                            differ.append(f"{conninfo}: libpq {want}, surge {got}")
+        return differ
+
+    assert runner("asyncio", 60)(main()) == []
 
 
 def test_home_root_certificate(arun, tls_svc, certs, tmp_path):

@@ -15,9 +15,10 @@ Per host (in the given order):
 the connection's handshake turns down one that is not of it; ``prefer-standby``
 walks the hosts once wanting a standby, then once taking any.
 
-Certificates as libpq: ``require`` checks nothing unless a root certificate is
-there (``sslrootcert``, or ``~/.postgresql/root.crt``), then it checks the chain
-(verify-ca); ``verify-ca`` and ``verify-full`` need one (``sslrootcert=system``:
+Certificates as libpq: ``allow``, ``prefer`` and ``require`` check nothing unless
+a root certificate is there (``sslrootcert``, or ``~/.postgresql/root.crt``), then
+they check the chain (and ``prefer`` goes on in plaintext when the check fails, as
+libpq does); ``verify-ca`` and ``verify-full`` need one (``sslrootcert=system``:
 the default trust store, which honours SSL_CERT_FILE); ``verify-full`` checks
 the host name too. A client certificate (``sslcert``/``sslkey``, or
 ``~/.postgresql/postgresql.crt``/``.key``) is presented when the server asks.
@@ -74,7 +75,7 @@ def build_context(p: ConnectParams) -> tuple[ssl.SSLContext | None, str]:
     ctx.minimum_version = MIN_TLS_VERSION
     ctx.check_hostname = mode == "verify-full"
     root = p.sslrootcert or _home_file("root.crt")
-    if mode in ("allow", "prefer") or (mode == "require" and root is None):
+    if root is None and mode in ("allow", "prefer", "require"):
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     elif root is None:

@@ -8,6 +8,8 @@ The failover test runs last in this module, once: it ends the pair."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -89,6 +91,47 @@ def test_target_session_attrs(arun, pair, attrs, order, want):
         await conn.close()
 
     arun(main())
+
+
+def test_target_session_attrs_as_libpq(pair, tmp_path):
+    """Each target_session_attrs over host lists in several orders (an unreachable
+    host first): surge reaches the server libpq (psql) reaches, or fails with it."""
+    primary, standby = pair
+    by = {"p": primary, "s": standby}
+    psql = services._postgres_bindir() / "psql"
+
+    async def main() -> list[str]:
+        differ = []
+        for attrs in ("any", "read-write", "read-only", "primary", "standby", "prefer-standby"):
+            for order in ("ps", "sp", "p", "s"):
+                ports = [DEAD_PORT] + [by[c].port for c in order]
+                conninfo = (
+                    "host="
+                    + ",".join(["127.0.0.1"] * len(ports))
+                    + " port="
+                    + ",".join(map(str, ports))
+                    + f" user=postgres dbname=postgres target_session_attrs={attrs}"
+                )
+                r = subprocess.run(
+                    [str(psql), conninfo, "-Atc", "SELECT inet_server_port()"],
+                    capture_output=True,
+                    text=True,
+                    env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+                    timeout=30,
+                )
+                want = int(r.stdout) if r.returncode == 0 else None
+                try:
+                    conn = await pg.connect(conninfo)
+                except ConnectError:
+                    got = None
+                else:
+                    got = await conn.fetchval("SELECT inet_server_port()")
+                    await conn.close()
+                if got != want:
+                    differ.append(f"{attrs} {order}: libpq {want}, surge {got}")
+        return differ
+
+    assert runner("asyncio", 60)(main()) == []
 
 
 def test_no_server_of_the_kind(arun, pair):

@@ -789,7 +789,10 @@ class PipelinedConnection:
                     or not self.retry_connect
                     or (self._ever_connected and not self.reconnect)
                     # A certificate refused now is refused on a retry too.
-                    or all(isinstance(e, ssl.SSLCertVerificationError) for _, e in failures)
+                    or (
+                        failures
+                        and all(isinstance(e, ssl.SSLCertVerificationError) for _, e in failures)
+                    )
                 ):
                     raise _connect_error(failures or tried)
                 await asyncio.sleep(min(delay, left))

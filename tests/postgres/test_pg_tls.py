@@ -354,6 +354,10 @@ def test_unix_sockets(arun, tls_svc, monkeypatch):
                 assert not await _is_ssl(conn)
             finally:
                 await conn.close()
+        # sslmode does not apply to sockets, verify-full included (as libpq).
+        conn = await pg.connect(host=sock, port=port, user="postgres", sslmode="verify-full")
+        assert not await _is_ssl(conn)
+        await conn.close()
         monkeypatch.setenv("PGHOST", sock)
         monkeypatch.setenv("PGPORT", str(port))
         conn = await pg.connect(user="postgres")

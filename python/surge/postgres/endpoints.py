@@ -107,7 +107,10 @@ def build_context(p: ConnectParams) -> tuple[ssl.SSLContext | None, str]:
 
 def endpoints(p: ConnectParams) -> list[Endpoint]:
     """Every attempt, in order (see the module's docstring)."""
-    ctx, mode = build_context(p)
+    ctx, mode = None, "disable"
+    if any(not host.startswith("/") for host, _ in p.hosts):
+        # Only TCP hosts use TLS: libpq ignores sslmode (even verify-full) on sockets.
+        ctx, mode = build_context(p)
     if p.target_session_attrs == "prefer-standby":
         passes = ["standby", "any"]
     else:

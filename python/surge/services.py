@@ -6,6 +6,8 @@ loopback port, and is stopped (and its directory removed) by ``stop()``. Three w
 * Python: ``with services.tarantool() as tnt: tnt.url`` (or ``start_*``/``stop``);
 * pytest: the ``tarantool_service``/``redis_service``/``postgres_service`` fixtures
   (``pytest_plugins = ["surge.services"]`` in a conftest);
+* PostgreSQL extras: TLS (`PostgresTls`), pg_hba lines, a streaming standby
+  (`start_postgres_standby`, `postgres_pair`), `promote_postgres`, `stop_postgres_now`;
 * CLI: ``surge services up`` prints URLs and records the servers in ``.services/``
   so that ``surge services down`` can stop them.
 
@@ -536,6 +538,18 @@ def redis(**kwargs) -> contextlib.AbstractContextManager[Service]:
 def postgres(**kwargs) -> contextlib.AbstractContextManager[Service]:
     """``with postgres() as svc:`` a PostgreSQL for the block."""
     return running("postgres", **kwargs)
+
+
+@contextlib.contextmanager
+def postgres_pair(**kwargs) -> Iterator[tuple[Service, Service]]:
+    """``with postgres_pair() as (primary, standby):`` a primary and its streaming
+    hot standby for the block (``kwargs`` go to the primary's `start_postgres`)."""
+    with postgres(**kwargs) as primary:
+        standby = start_postgres_standby(primary)
+        try:
+            yield primary, standby
+        finally:
+            standby.stop()
 
 
 # -- `surge services up|down` state ----------------------------------------------------

@@ -29,12 +29,8 @@ DEAD_PORT = services.free_port()
 @pytest.fixture(scope="module")
 def pair() -> Iterator[tuple[services.Service, services.Service]]:
     """A primary and its hot standby, streaming."""
-    with services.postgres() as primary:
-        standby = services.start_postgres_standby(primary)
-        try:
-            yield primary, standby
-        finally:
-            standby.stop()
+    with services.postgres_pair() as (primary, standby):
+        yield primary, standby
 
 
 async def _where(conn: pg.Connection) -> tuple[int, bool]:

@@ -32,10 +32,39 @@ SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 #: libpq's target_session_attrs values.
 TARGET_SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
 
+#: libpq parameters surge does not implement and that change what is safe (a
+#: connection string asking for them must fail, not connect without them).
+UNSUPPORTED = {
+    "hostaddr",
+    "sslcrl",
+    "sslcrldir",
+    "sslnegotiation",
+    "channel_binding",
+    "gssencmode",
+    "requirepeer",
+    "require_auth",
+    "service",
+    "passfile",
+    "replication",
+}
+#: libpq parameters accepted and left alone: the engine has its own TCP keepalive
+#: and TCP_USER_TIMEOUT, SNI is always sent for host names, no compression.
+IGNORED = {
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "sslsni",
+    "sslcompression",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "load_balance_hosts",
+    "fallback_application_name",
+}
 #: DSN parameters that are the driver's (the others go to the server as settings).
 _OWN = {
     "host",
-    "hostaddr",
     "port",
     "user",
     "password",
@@ -137,7 +166,11 @@ def parse(
         for k, v in given.items():
             if k in _OWN:
                 opts["dbname" if k == "database" else k] = v
-            else:
+            elif k in UNSUPPORTED:
+                raise InterfaceError(f"the connection parameter {k} is not supported by surge")
+            elif k == "options":
+                settings.update(_options(v))
+            elif k not in IGNORED:
                 settings[k] = v
     p = ConnectParams()
     hosts = _split(opts.get("host", ""))
@@ -184,6 +217,27 @@ def parse(
     if not p.database:
         p.database = p.user
     return p
+
+
+def _options(value: str) -> dict[str, str]:
+    """libpq's ``options``: ``-c name=value`` (or ``--name=value``) settings."""
+    out: dict[str, str] = {}
+    words = value.split()
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "-c" and i + 1 < len(words):
+            w, i = words[i + 1], i + 1
+        elif w.startswith(("-c", "--")):
+            w = w[2:]
+        else:
+            raise InterfaceError(f"options: expected -c name=value, not {w!r}")
+        name, eq, v = w.partition("=")
+        if not eq or not name:
+            raise InterfaceError(f"options: expected -c name=value, not {w!r}")
+        out[name.replace("-", "_")] = v
+        i += 1
+    return out
 
 
 def _take_ssl(p: ConnectParams, ssl: _ssl.SSLContext | bool | str) -> None:

@@ -143,3 +143,40 @@ def test_tls_refusals_name_the_endpoint(redis_svc, ca, arun):
             await term.close()
 
     arun(main())
+
+
+def test_redis_driver_over_tls_and_unix_socket(redis_svc, ca, arun, tmp_path):
+    """The Redis driver on the same engine TLS: rediss:// with redis-py's options."""
+    import surge.redis
+
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    other = tmp_path / "other.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+
+    async def main():
+        term = TlsTerminator(ca, (redis_svc.host, redis_svc.port))
+        port = await term.start()
+        try:
+            r = surge.redis.connect(f"rediss://localhost:{port}/0?ssl_ca_certs={ca_file}")
+            got = await asyncio.gather(*(r.echo(f"x{i}") for i in range(500)))
+            assert got == [f"x{i}".encode() for i in range(500)]
+            assert r._engine.tls_active and term.accepted == 1
+            await r.close()
+            bad = surge.redis.connect(f"rediss://localhost:{port}/0", ssl_ca_certs=str(other))
+            with pytest.raises(ConnectError, match="certificate refused"):
+                await bad.ping()
+            await bad.close()
+            # Unix socket: unix:///path?db=N
+            u = surge.redis.connect(f"unix://{redis_svc.extra['socket']}?db=2")
+            await u.set("where", "unix")
+            assert await u.get("where") == b"unix"
+            assert u._engine.endpoint.path == redis_svc.extra["socket"]
+            await u.close()
+            tcp = surge.redis.connect(redis_svc.url.replace("/0", "/2"))
+            assert await tcp.get("where") == b"unix"
+            await tcp.close()
+        finally:
+            await term.close()
+
+    arun(main())

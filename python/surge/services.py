@@ -250,6 +250,7 @@ def start_redis(
     conf.write_text(
         f"bind {host}\nport {port}\ndir {workdir}\nlogfile {workdir}/redis.log\n"
         'save ""\nappendonly no\ndaemonize no\nprotected-mode no\n'
+        f"unixsocket {workdir}/redis.sock\nunixsocketperm 700\n"
     )
     proc = subprocess.Popen(
         [binary, str(conf)],
@@ -265,7 +266,10 @@ def start_redis(
         _terminate(proc.pid, 1.0)
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return Service("redis", host, port, proc.pid, str(workdir), f"redis://{host}:{port}/0")
+    url = f"redis://{host}:{port}/0"
+    return Service(
+        "redis", host, port, proc.pid, str(workdir), url, {"socket": f"{workdir}/redis.sock"}
+    )
 
 
 def _postgres_bindir() -> Path:

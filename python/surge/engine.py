@@ -955,7 +955,7 @@ class PipelinedConnection:
             self._watchdog = None
         msg = f"connection to {self.endpoint} lost"
         err: ConnectionLostError = self._dead or ConnectionLostError(
-            f"{msg}: {exc!r}" if exc else msg
+            f"{msg}: {exc!r}" if exc else f"{msg}: the server closed it"
         )
         self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():

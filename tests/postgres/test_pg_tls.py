@@ -407,3 +407,46 @@ def test_scram_non_ascii_password(arun, tls_svc, password):
             )
 
     arun(main())
+
+
+def test_password_file(arun, tls_svc, tmp_path, monkeypatch):
+    """~/.pgpass (HOME is tmp_path), PGPASSFILE and passfile=, as libpq reads them."""
+    from surge.postgres import pgpass
+
+    home = tmp_path / ".pgpass"
+    lines = [
+        "# comment",
+        "otherhost:*:*:surge_scram:wrong",
+        f"{tls_svc.host}:{tls_svc.port}:postgres:surge_scram:{NON_ASCII_PASSWORD}",
+        "*:*:*:*:fallback",
+    ]
+    home.write_text("\n".join(lines) + "\n")
+    home.chmod(0o600)
+    entries = pgpass.read(str(home))
+    assert pgpass.lookup(entries, "otherhost", 1, "db", "surge_scram") == "wrong"
+    assert pgpass.lookup(entries, "h", 1, "db", "u") == "fallback"
+    assert pgpass._fields(r"h\:x:1:d:u:p\\w:x") == ["h:x", "1", "d", "u", "p\\w:x"]
+    url = f"postgresql://surge_scram@{tls_svc.host}:{tls_svc.port}/postgres"
+
+    async def main():
+        conn = await pg.connect(url)
+        assert await conn.fetchval("SELECT current_user") == "surge_scram"
+        await conn.close()
+        # Readable by others: ignored, as libpq.
+        home.chmod(0o644)
+        with pytest.raises(InterfaceError, match="password file"):
+            await pg.connect(url)
+        home.chmod(0o600)
+        other = tmp_path / "other.pgpass"
+        other.write_text(f"*:*:*:surge_scram:{PREPARED_PASSWORD}\n")
+        other.chmod(0o600)
+        conn = await pg.connect(f"{url}?passfile={other}")
+        await conn.close()
+        monkeypatch.setenv("PGPASSFILE", str(other))
+        conn = await pg.connect(url)
+        await conn.close()
+        other.write_text("*:*:*:surge_scram:nope\n")
+        with pytest.raises(pg.InvalidPasswordError):
+            await pg.connect(url)
+
+    arun(main())

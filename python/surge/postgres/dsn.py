@@ -44,7 +44,6 @@ UNSUPPORTED = {
     "requirepeer",
     "require_auth",
     "service",
-    "passfile",
     "replication",
 }
 #: libpq parameters accepted and left alone: the engine has its own TCP keepalive
@@ -77,6 +76,7 @@ _OWN = {
     "sslpassword",
     "target_session_attrs",
     "connect_timeout",
+    "passfile",
 }
 
 
@@ -101,6 +101,8 @@ class ConnectParams:
     target_session_attrs: str = "any"
     #: ``connect_timeout`` from the DSN (seconds), if given there.
     connect_timeout: float | None = None
+    #: The password file read when no password is given (see `pgpass`).
+    passfile: str | None = None
 
     @property
     def host(self) -> str:
@@ -190,6 +192,7 @@ def parse(
     p.hosts = _pair(hosts, ports)
     p.user = user if user is not None else opts.get("user", "")
     p.password = password if password is not None else opts.get("password")
+    p.passfile = opts.get("passfile")
     p.database = database if database is not None else opts.get("dbname", "")
     p.server_settings = {**settings, **(server_settings or {})}
     p.sslrootcert = sslrootcert if sslrootcert is not None else opts.get("sslrootcert")

@@ -32,6 +32,7 @@ import ssl
 
 from surge.engine import Endpoint, Tls
 from surge.errors import InterfaceError
+from surge.postgres import pgpass
 from surge.postgres.dsn import ConnectParams
 
 #: SSLRequest: length 8, code 80877103; the server answers b"S" or b"N".
@@ -49,6 +50,8 @@ class Attempt:
     #: Another attempt at the same address follows (the other side of
     #: allow/prefer): a pg_hba refusal turns this one down instead of failing.
     fallback: bool = False
+    #: This host's password from the password file (when none was given).
+    password: str | None = None
 
 
 def _home_file(name: str) -> str | None:
@@ -115,27 +118,30 @@ def endpoints(p: ConnectParams) -> list[Endpoint]:
         passes = ["standby", "any"]
     else:
         passes = [p.target_session_attrs]
+    entries = [] if p.password is not None else pgpass.read(p.passfile or pgpass.default_passfile())
     out: list[Endpoint] = []
     for want in passes:
         for host, port in p.hosts:
+            pw = pgpass.lookup(entries, host, port, p.database, p.user) if entries else None
             if host.startswith("/"):
                 path = f"{host}/.s.PGSQL.{port}"
-                out.append(Endpoint(host, port, path=path, tag=Attempt(want)))
+                out.append(Endpoint(host, port, path=path, tag=Attempt(want, password=pw)))
                 continue
             if ctx is None:
-                out.append(Endpoint(host, port, tag=Attempt(want)))
+                out.append(Endpoint(host, port, tag=Attempt(want, password=pw)))
                 continue
 
             def tls(optional: bool, host: str = host) -> Tls:
                 assert ctx is not None
                 return Tls(ctx, host, SSL_REQUEST, b"S", optional)
 
+            first, second = Attempt(want, True, pw), Attempt(want, False, pw)
             if mode == "prefer":
-                out.append(Endpoint(host, port, tls=tls(True), tag=Attempt(want, True)))
-                out.append(Endpoint(host, port, tag=Attempt(want)))
+                out.append(Endpoint(host, port, tls=tls(True), tag=first))
+                out.append(Endpoint(host, port, tag=second))
             elif mode == "allow":
-                out.append(Endpoint(host, port, tag=Attempt(want, True)))
-                out.append(Endpoint(host, port, tls=tls(False), tag=Attempt(want)))
+                out.append(Endpoint(host, port, tag=first))
+                out.append(Endpoint(host, port, tls=tls(False), tag=second))
             else:
-                out.append(Endpoint(host, port, tls=tls(False), tag=Attempt(want)))
+                out.append(Endpoint(host, port, tls=tls(False), tag=second))
     return out

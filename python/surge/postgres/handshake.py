@@ -33,10 +33,15 @@ AUTH_SASL_CONTINUE = 11
 SCRAM_NONCE_BYTES = 18
 
 
-def _need_password(params: ConnectParams) -> bytes:
-    if params.password is None:
-        raise InterfaceError(f"the server asks a password for {params.user!r} and none was given")
-    return params.password.encode()
+def _password(params: ConnectParams, attempt: Attempt) -> str:
+    """The password given, else this host's from the password file."""
+    pw = params.password if params.password is not None else attempt.password
+    if pw is None:
+        raise InterfaceError(
+            f"the server asks a password for {params.user!r} and none was given"
+            " (nor found in the password file)"
+        )
+    return pw
 
 
 async def handshake(engine: PipelinedConnection, params: ConnectParams) -> None:
@@ -67,17 +72,16 @@ async def handshake(engine: PipelinedConnection, params: ConnectParams) -> None:
             break
         _, code, data = reply
         if code == AUTH_CLEARTEXT:
-            fut = engine.submit_raw(codec.password, _need_password(params))
+            fut = engine.submit_raw(codec.password, _password(params, attempt).encode())
         elif code == AUTH_MD5:
-            digest = pg_md5_password(params.user.encode(), _need_password(params), data)
+            pw = _password(params, attempt).encode()
+            digest = pg_md5_password(params.user.encode(), pw, data)
             fut = engine.submit_raw(codec.password, digest)
         elif code == AUTH_SASL:
             mechanisms = [m for m in data.split(b"\0") if m]
             if b"SCRAM-SHA-256" not in mechanisms:
                 raise UnsupportedAuthError(f"SASL mechanisms {mechanisms!r}: none is SCRAM-SHA-256")
-            _need_password(params)
-            assert params.password is not None
-            password = scram_password(params.password)
+            password = scram_password(_password(params, attempt))
             scram = ScramClient(password, os.urandom(SCRAM_NONCE_BYTES))
             fut = engine.submit_raw(codec.sasl_initial, "SCRAM-SHA-256", scram.client_first())
         elif code == AUTH_SASL_CONTINUE and scram is not None:

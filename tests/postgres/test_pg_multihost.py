@@ -194,8 +194,17 @@ def test_pool_follows_failover(pair):
             min_size=3,
             max_size=3,
         )
+        patient = await pg.connect(
+            host=[primary.host, standby.host],
+            port=[primary.port, standby.port],
+            user="postgres",
+            target_session_attrs="read-write",
+            retry_connect=True,
+            connect_timeout=20,
+        )
         try:
             assert await pool.fetchval("SELECT inet_server_port()") == primary.port
+            assert await patient.fetchval("SELECT inet_server_port()") == primary.port
             await pool.execute("CREATE TABLE failover (n int)")
             # Queries in flight on the primary when it dies.
             sleepers = [
@@ -209,11 +218,17 @@ def test_pool_follows_failover(pair):
                     await asyncio.wait_for(s, 10)
             failed_in = time.monotonic() - t0
             assert failed_in < 10
-            # Before the promotion: no primary anywhere, and the error says why.
+            # Before the promotion: no primary anywhere, and the error says why ...
             with pytest.raises(ConnectError, match="is a standby"):
                 await pool.fetchval("SELECT 1")
+            # ... or, with retry_connect, the query waits (within the connect timeout).
+            waiting = asyncio.ensure_future(patient.fetchval("SELECT inet_server_port()"))
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
             await asyncio.to_thread(services.promote_postgres, standby)
             promoted = time.monotonic()
+            assert await asyncio.wait_for(waiting, 10) == standby.port
+            waited = time.monotonic() - promoted
             while True:
                 try:
                     port = await pool.fetchval("SELECT inet_server_port()")
@@ -233,8 +248,10 @@ def test_pool_follows_failover(pair):
             print(
                 f"in-flight queries failed {failed_in:.2f} s after the crash stop began"
                 f" ({lost.value}); new primary reached {took:.2f} s after pg_ctl promote"
+                f" (a waiting query: {waited:.2f} s)"
             )
         finally:
             await pool.close()
+            await patient.close()
 
     runner("uvloop", 60)(main())

@@ -297,7 +297,11 @@ class _StreamProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         if self.reply is not None and not self.reply.done():
-            self.reply.set_exception(ConnectionLostError(f"connection closed: {exc!r}"))
+            self.reply.set_exception(
+                ConnectionLostError(f"connection lost before the TLS answer: {exc!r}")
+                if exc
+                else ConnectionLostError("the server closed the connection before its TLS answer")
+            )
         self._engine._on_lost(self, exc)
 
     def pause_writing(self) -> None:

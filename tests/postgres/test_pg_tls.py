@@ -450,3 +450,36 @@ def test_password_file(arun, tls_svc, tmp_path, monkeypatch):
             await pg.connect(url)
 
     arun(main())
+
+
+def test_tls_answer_tampering(arun):
+    """A peer that answers the SSLRequest with more than the one byte (what a man in
+    the middle injecting plaintext would do, CVE-2021-23222), with something else,
+    or not at all: each attempt is refused with a clear error, nothing hangs."""
+
+    async def main():
+        answers = iter([b"Sjunk", b"E", b""])
+
+        async def peer(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            await r.readexactly(8)
+            answer = next(answers)
+            if answer:
+                w.write(answer)
+                await w.drain()
+                await r.read()  # until the client gives up on the connection
+            w.close()
+
+        server = await asyncio.start_server(peer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            for why in (
+                "5 bytes in answer to the TLS request",
+                "does not accept TLS",
+                "closed the connection before its TLS answer",
+            ):
+                with pytest.raises(ConnectError, match=why):
+                    await pg.connect(host="127.0.0.1", port=port, user="x", sslmode="require")
+        finally:
+            server.close()
+
+    arun(main())

@@ -334,6 +334,8 @@ def test_dsn_parsing(monkeypatch):
     assert (p.hosts, p.user, p.database) == ([("a", 7), ("b", 7)], "o'k", "x")
     assert p.server_settings == {"search_path": "s", "work_mem": "8MB"}
     assert dsn.parse("postgresql:///d?host=/run/pg&port=6").hosts == [("/run/pg", 6)]
+    assert dsn.parse(host="a,b", port="1,2").hosts == [("a", 1), ("b", 2)]
+    assert dsn.parse(host=["a", "b"], port=3).hosts == [("a", 3), ("b", 3)]
     assert dsn.parse("postgresql://h/d?keepalives=1").server_settings == {}
     with pytest.raises(InterfaceError, match="sslcrl is not supported"):
         dsn.parse("postgresql://h/d?sslcrl=x.pem")

@@ -483,3 +483,35 @@ def test_tls_answer_tampering(arun):
             server.close()
 
     arun(main())
+
+
+def test_hostaddr(arun, tls_svc, certs, tmp_path):
+    """libpq's hostaddr: the socket goes to the address, the certificate is checked
+    against the host name; psql agrees on each case."""
+    ca = certs["ca"]
+    cases = {
+        f"host=localhost hostaddr=127.0.0.1 sslmode=verify-full sslrootcert={ca}": True,
+        f"host=db.invalid hostaddr=127.0.0.1 sslmode=verify-full sslrootcert={ca}": None,
+        f"hostaddr=127.0.0.1 sslmode=verify-ca sslrootcert={ca}": True,
+    }
+
+    async def main():
+        for conninfo, want in cases.items():
+            assert _psql_is_ssl(tls_svc, f"user=postgres {conninfo}", str(tmp_path)) is want
+            dsn = f"port={tls_svc.port} dbname=postgres user=postgres {conninfo}"
+            if want is None:
+                with pytest.raises(ConnectError, match="certificate refused"):
+                    await pg.connect(dsn)
+                continue
+            conn = await pg.connect(dsn)
+            try:
+                assert await conn.fetchval("SELECT host(inet_server_addr())") == "127.0.0.1"
+                assert await _is_ssl(conn)
+            finally:
+                await conn.close()
+        with pytest.raises(InterfaceError, match="hostaddr takes IP addresses"):
+            await pg.connect("hostaddr=localhost")
+        with pytest.raises(InterfaceError, match="2 hostaddrs for 1 hosts"):
+            await pg.connect("host=a hostaddr=127.0.0.1,127.0.0.2")
+
+    arun(main())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import ipaddress
 import os
 import ssl as _ssl
 from collections.abc import Sequence
@@ -35,7 +36,6 @@ TARGET_SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", 
 #: libpq parameters surge does not implement and that change what is safe (a
 #: connection string asking for them must fail, not connect without them).
 UNSUPPORTED = {
-    "hostaddr",
     "sslcrl",
     "sslcrldir",
     "sslnegotiation",
@@ -64,6 +64,7 @@ IGNORED = {
 #: DSN parameters that are the driver's (the others go to the server as settings).
 _OWN = {
     "host",
+    "hostaddr",
     "port",
     "user",
     "password",
@@ -86,6 +87,9 @@ class ConnectParams:
 
     #: (host or socket directory, port), tried in order.
     hosts: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: libpq's hostaddr: per host, the IP address to connect to ("" none), the host
+    #: name then only checked against the certificate and looked up in the password file.
+    hostaddrs: list[str] = dataclasses.field(default_factory=list)
     user: str = ""
     password: str | None = None
     database: str = ""
@@ -150,6 +154,7 @@ def parse(
     opts: dict[str, str] = {}
     for name, var in (
         ("host", "PGHOST"),
+        ("hostaddr", "PGHOSTADDR"),
         ("port", "PGPORT"),
         ("user", "PGUSER"),
         ("password", "PGPASSWORD"),
@@ -177,8 +182,9 @@ def parse(
     p = ConnectParams()
     hosts = _split(opts.get("host", ""))
     ports = _split(opts.get("port", ""))
+    addrs = _split(opts.get("hostaddr", ""))
     if host is not None:
-        hosts = [host] if isinstance(host, str) else list(host)
+        hosts = _split(host) if isinstance(host, str) else list(host)
         if port is None and len(ports) not in (0, 1):
             ports = []
     if port is not None:
@@ -189,6 +195,20 @@ def parse(
             if isinstance(port, int)
             else [str(x) for x in port]
         )
+    if addrs:
+        if not hosts:
+            hosts = list(addrs)
+        elif len(addrs) != len(hosts):
+            raise InterfaceError(
+                f"{len(addrs)} hostaddrs for {len(hosts)} hosts: give one per host"
+            )
+        for a in addrs:
+            try:
+                if a:
+                    ipaddress.ip_address(a)
+            except ValueError:
+                raise InterfaceError(f"hostaddr takes IP addresses, not {a!r}") from None
+        p.hostaddrs = addrs
     p.hosts = _pair(hosts, ports)
     p.user = user if user is not None else opts.get("user", "")
     p.password = password if password is not None else opts.get("password")

@@ -111,7 +111,8 @@ def build_context(p: ConnectParams) -> tuple[ssl.SSLContext | None, str]:
 def endpoints(p: ConnectParams) -> list[Endpoint]:
     """Every attempt, in order (see the module's docstring)."""
     ctx, mode = None, "disable"
-    if any(not host.startswith("/") for host, _ in p.hosts):
+    addrs = p.hostaddrs or [""] * len(p.hosts)
+    if any(a or not h.startswith("/") for (h, _), a in zip(p.hosts, addrs, strict=True)):
         # Only TCP hosts use TLS: libpq ignores sslmode (even verify-full) on sockets.
         ctx, mode = build_context(p)
     if p.target_session_attrs == "prefer-standby":
@@ -121,19 +122,22 @@ def endpoints(p: ConnectParams) -> list[Endpoint]:
     entries = [] if p.password is not None else pgpass.read(p.passfile or pgpass.default_passfile())
     out: list[Endpoint] = []
     for want in passes:
-        for host, port in p.hosts:
-            pw = pgpass.lookup(entries, host, port, p.database, p.user) if entries else None
-            if host.startswith("/"):
-                path = f"{host}/.s.PGSQL.{port}"
-                out.append(Endpoint(host, port, path=path, tag=Attempt(want, password=pw)))
+        for i, (name, port) in enumerate(p.hosts):
+            pw = pgpass.lookup(entries, name, port, p.database, p.user) if entries else None
+            if name.startswith("/") and not addrs[i]:
+                path = f"{name}/.s.PGSQL.{port}"
+                out.append(Endpoint(name, port, path=path, tag=Attempt(want, password=pw)))
                 continue
+            # With hostaddr the socket goes to that address; the name is what the
+            # certificate must show.
+            host = addrs[i] or name
             if ctx is None:
                 out.append(Endpoint(host, port, tag=Attempt(want, password=pw)))
                 continue
 
-            def tls(optional: bool, host: str = host) -> Tls:
+            def tls(optional: bool, name: str = name) -> Tls:
                 assert ctx is not None
-                return Tls(ctx, host, SSL_REQUEST, b"S", optional)
+                return Tls(ctx, name, SSL_REQUEST, b"S", optional)
 
             first, second = Attempt(want, True, pw), Attempt(want, False, pw)
             if mode == "prefer":

@@ -54,7 +54,8 @@ with one byte (PostgreSQL's SSLRequest: ``S`` yes, ``N`` no, then
 middle could have injected it). The engine writes to the TLS transport exactly
 as to a plain one, so requests still leave in one write per loop iteration (the
 TLS layer turns that write into records and one socket write), and the liveness
-probe opens its side connection the same way, with the same ``ssl.SSLContext``.
+probe opens its side connection the same way, with the same ``ssl.SSLContext``
+(`Endpoint`, `Tls` and the opening steps live in `surge.endpoint`).
 
 Liveness (a dead path is found without any timeout set)
 -------------------------------------------------------
@@ -94,15 +95,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from surge.endpoint import Endpoint, Upgradable, connect_error, start_tls
+from surge.endpoint import Tls as Tls  # re-exported: drivers build endpoints from here
 from surge.errors import (
     ClosedError,
     ConnectError,
     ConnectionDeadError,
     ConnectionLostError,
-    EndpointRejectedError,
     ProtocolError,
     RequestTimeoutError,
-    SurgeError,
 )
 
 #: Flush before the end of the loop iteration when this many bytes are buffered.
@@ -189,48 +190,6 @@ def liveness(
     return Liveness(float(interval), float(timeout), ping, probe)
 
 
-@dataclass(frozen=True, slots=True)
-class Tls:
-    """How a connection turns to TLS (the liveness probe uses the same settings)."""
-
-    #: The context of every handshake (certificates, verification, client cert).
-    context: ssl.SSLContext
-    #: The name checked against the server's certificate (and sent as SNI);
-    #: None: no SNI (a context that checks host names then refuses to connect).
-    server_hostname: str | None = None
-    #: Plaintext bytes sent first, which the server answers with one byte
-    #: (PostgreSQL's SSLRequest); None: TLS from the first byte.
-    request: bytes | None = None
-    #: The one-byte answer to ``request`` that means "go ahead with TLS".
-    accept: bytes = b"S"
-    #: When the server declines: go on in plaintext (True) or turn the endpoint
-    #: down (False).
-    optional: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One place to connect to: a TCP host and port, or a Unix socket's path."""
-
-    host: str = ""
-    port: int = 0
-    #: A Unix socket; ``host`` and ``port`` then only name it in messages.
-    path: str | None = None
-    tls: Tls | None = None
-    #: The driver's own notes for its ``on_connect`` hook (which server it wants).
-    tag: Any = None
-
-    @property
-    def address(self) -> tuple[str, int, str | None]:
-        """Where the socket goes (two endpoints may differ only in TLS or tag)."""
-        return (self.host, self.port, self.path)
-
-    def __str__(self) -> str:
-        if self.path is not None:
-            return self.path
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
 def set_tcp_keepalive(transport: asyncio.BaseTransport) -> None:
     """Turn on TCP keepalive with `TCP_KEEPALIVE_*` and `TCP_USER_TIMEOUT` (Linux
     names; where the platform lacks one, it is left at the system's default)."""
@@ -262,21 +221,18 @@ class Codec(Protocol):
     def reset(self) -> None: ...
 
 
-class _StreamProtocol(asyncio.Protocol):
+class _StreamProtocol(Upgradable):
     """Hands a connection's events to its engine, as long as it is the engine's
     current one: a protocol left behind (a connect cancelled or timed out after the
     transport came up) must never feed bytes into the codec of the next one."""
 
-    __slots__ = ("_engine", "lost", "reply", "transport")
+    __slots__ = ("_engine", "lost")
 
     def __init__(self, engine: PipelinedConnection) -> None:
+        super().__init__()
         self._engine = engine
         #: The connection is gone (it may go before `create_connection` returns).
         self.lost = False
-        self.transport: asyncio.Transport | None = None
-        #: Set while a plaintext request before TLS waits for its answer: the
-        #: bytes go there, not to the codec.
-        self.reply: asyncio.Future[bytes] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -798,7 +754,7 @@ class PipelinedConnection:
                         and all(isinstance(e, ssl.SSLCertVerificationError) for _, e in failures)
                     )
                 ):
-                    raise _connect_error(failures or tried)
+                    raise connect_error(failures or tried)
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, RECONNECT_DELAY_MAX)
         finally:
@@ -845,7 +801,7 @@ class PipelinedConnection:
             if self.tcp_keepalive:
                 set_tcp_keepalive(transport)
             if ep.tls is not None:
-                transport, self.tls_active = await _start_tls(loop, transport, protocol, ep)
+                transport, self.tls_active = await start_tls(loop, transport, protocol, ep)
         except BaseException:
             # Cancelled (connect timeout) or failed after the transport came up:
             # abort what was made, and forget the protocol so nothing it still
@@ -1117,64 +1073,6 @@ class PipelinedConnection:
                     log.info("reconnected to %s", self.endpoint)
         finally:
             self._keeper = None
-
-
-#: Longest answer to a plaintext request before TLS: one byte (more could be a
-#: man in the middle's injection, CVE-2021-23222).
-_TLS_ANSWER_SIZE = 1
-
-
-async def _start_tls(
-    loop: asyncio.AbstractEventLoop,
-    transport: asyncio.Transport,
-    protocol: _StreamProtocol,
-    ep: Endpoint,
-) -> tuple[asyncio.Transport, bool]:
-    """Turn a new connection to TLS as ``ep.tls`` says; returns the transport to use
-    and whether it is TLS (False: the server declined and TLS is optional)."""
-    tls = ep.tls
-    assert tls is not None
-    if tls.request is not None:
-        protocol.reply = loop.create_future()
-        transport.write(tls.request)
-        answer = await protocol.reply
-        if len(answer) > _TLS_ANSWER_SIZE:
-            raise EndpointRejectedError(
-                f"{ep} sent {len(answer)} bytes in answer to the TLS request, where one is"
-                " due: refused (unencrypted bytes could be a third party's)"
-            )
-        if answer != tls.accept:
-            if tls.optional:
-                return transport, False
-            raise EndpointRejectedError(f"{ep} does not accept TLS (answered {answer!r})")
-    new = await loop.start_tls(
-        transport,
-        protocol,
-        tls.context,
-        server_hostname=tls.server_hostname,
-    )
-    if new is None:
-        raise ConnectionLostError(f"{ep} closed the connection during the TLS handshake")
-    protocol.transport = new
-    return new, True
-
-
-def _connect_error(failures: list[tuple[Endpoint, BaseException]]) -> ConnectError:
-    """One error naming every endpoint tried and why each failed."""
-    if not failures:
-        return ConnectError("cannot connect: the connect timeout passed")
-    why = "; ".join(f"{ep}: {_describe(exc)}" for ep, exc in failures)
-    err = ConnectError(f"cannot connect to {why}")
-    err.__cause__ = failures[-1][1]
-    return err
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS certificate refused: {exc.verify_message or exc.reason}"
-    if isinstance(exc, SurgeError) or (isinstance(exc, TimeoutError) and str(exc)):
-        return str(exc)
-    return repr(exc)
 
 
 def _retrieve(task: asyncio.Future) -> None:

@@ -515,3 +515,37 @@ def test_hostaddr(arun, tls_svc, certs, tmp_path):
             await pg.connect("host=a hostaddr=127.0.0.1,127.0.0.2")
 
     arun(main())
+
+
+def test_scram_channel_binding(arun, tls_svc, certs, monkeypatch):
+    """SCRAM-SHA-256-PLUS over TLS: the server checks the binding (a wrong
+    certificate hash is refused), and channel_binding=require refuses any login
+    not bound to the channel, as libpq."""
+    from surge.postgres import handshake, tls_binding
+
+    scram = {
+        "host": tls_svc.host,
+        "port": tls_svc.port,
+        "user": "surge_scram",
+        "password": NON_ASCII_PASSWORD,
+        "database": "postgres",
+    }
+    der = Path(certs["server_crt"]).read_text()
+    assert tls_binding.signature_hash(ssl.PEM_cert_to_DER_cert(der)) == "sha256"
+
+    async def main():
+        conn = await pg.connect(**scram, sslmode="require", channel_binding="require")
+        assert await _is_ssl(conn)
+        await conn.close()
+        with pytest.raises(InterfaceError, match="offers no SCRAM-SHA-256-PLUS"):
+            await pg.connect(**scram, sslmode="disable", channel_binding="require")
+        with pytest.raises(InterfaceError, match="without SCRAM channel binding"):
+            await pg.connect(tls_svc.url, sslmode="require", channel_binding="require")
+        # The binding really is checked: the hash of another certificate fails.
+        monkeypatch.setattr(handshake, "channel_binding_data", lambda e: b"\0" * 32)
+        with pytest.raises(pg.PostgresError, match="channel binding"):
+            await pg.connect(**scram, sslmode="require")
+        conn = await pg.connect(**scram, sslmode="require", channel_binding="disable")
+        await conn.close()
+
+    arun(main())

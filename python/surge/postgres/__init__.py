@@ -101,6 +101,7 @@ async def connect(
     sslkey: str | None = None,
     sslpassword: str | None = None,
     target_session_attrs: str | None = None,
+    channel_binding: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     command_timeout: float | None = None,
@@ -130,6 +131,7 @@ async def connect(
         sslkey=sslkey,
         sslpassword=sslpassword,
         target_session_attrs=target_session_attrs,
+        channel_binding=channel_binding,
     )
     if timeout is not None:
         connect_timeout = timeout
@@ -166,6 +168,7 @@ def create_pool(
     sslkey: str | None = None,
     sslpassword: str | None = None,
     target_session_attrs: str | None = None,
+    channel_binding: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     command_timeout: float | None = None,
@@ -192,6 +195,7 @@ def create_pool(
         sslkey=sslkey,
         sslpassword=sslpassword,
         target_session_attrs=target_session_attrs,
+        channel_binding=channel_binding,
     )
     if params.connect_timeout is not None:
         connect_timeout = params.connect_timeout

@@ -30,6 +30,8 @@ DEFAULT_SOCKET_DIRS = ("/run/postgresql", "/var/run/postgresql", "/tmp")
 DEFAULT_TCP_HOST = "localhost"
 #: libpq's sslmode values, weakest first.
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+#: libpq's channel_binding values.
+CHANNEL_BINDING = ("disable", "prefer", "require")
 #: libpq's target_session_attrs values.
 TARGET_SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
 
@@ -39,7 +41,6 @@ UNSUPPORTED = {
     "sslcrl",
     "sslcrldir",
     "sslnegotiation",
-    "channel_binding",
     "gssencmode",
     "requirepeer",
     "require_auth",
@@ -78,6 +79,7 @@ _OWN = {
     "target_session_attrs",
     "connect_timeout",
     "passfile",
+    "channel_binding",
 }
 
 
@@ -107,6 +109,9 @@ class ConnectParams:
     connect_timeout: float | None = None
     #: The password file read when no password is given (see `pgpass`).
     passfile: str | None = None
+    #: libpq's channel_binding: disable, prefer (SCRAM-SHA-256-PLUS over TLS when
+    #: the server offers it), require (refuse any login not bound to the channel).
+    channel_binding: str = "prefer"
 
     @property
     def host(self) -> str:
@@ -147,6 +152,7 @@ def parse(
     sslkey: str | None = None,
     sslpassword: str | None = None,
     target_session_attrs: str | None = None,
+    channel_binding: str | None = None,
 ) -> ConnectParams:
     """Merge a DSN, keyword arguments and the environment into `ConnectParams`."""
     env = os.environ
@@ -164,6 +170,7 @@ def parse(
         ("sslcert", "PGSSLCERT"),
         ("sslkey", "PGSSLKEY"),
         ("target_session_attrs", "PGTARGETSESSIONATTRS"),
+        ("channel_binding", "PGCHANNELBINDING"),
     ):
         if env.get(var):
             opts[name] = env[var]
@@ -213,6 +220,12 @@ def parse(
     p.user = user if user is not None else opts.get("user", "")
     p.password = password if password is not None else opts.get("password")
     p.passfile = opts.get("passfile")
+    cb = channel_binding or opts.get("channel_binding") or "prefer"
+    if cb not in CHANNEL_BINDING:
+        raise InterfaceError(
+            f"channel_binding must be one of {', '.join(CHANNEL_BINDING)}, not {cb!r}"
+        )
+    p.channel_binding = cb
     p.database = database if database is not None else opts.get("dbname", "")
     p.server_settings = {**settings, **(server_settings or {})}
     p.sslrootcert = sslrootcert if sslrootcert is not None else opts.get("sslrootcert")

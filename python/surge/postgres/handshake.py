@@ -18,6 +18,7 @@ from surge.postgres._sqlstate import (
 from surge.postgres.endpoints import Attempt
 from surge.postgres.errors import UnsupportedAuthError
 from surge.postgres.saslprep import scram_password
+from surge.postgres.tls_binding import channel_binding_data
 
 if TYPE_CHECKING:
     from surge.engine import PipelinedConnection
@@ -82,12 +83,27 @@ async def handshake(engine: PipelinedConnection, params: ConnectParams) -> None:
             if b"SCRAM-SHA-256" not in mechanisms:
                 raise UnsupportedAuthError(f"SASL mechanisms {mechanisms!r}: none is SCRAM-SHA-256")
             password = scram_password(_password(params, attempt))
-            scram = ScramClient(password, os.urandom(SCRAM_NONCE_BYTES))
-            fut = engine.submit_raw(codec.sasl_initial, "SCRAM-SHA-256", scram.client_first())
+            binding = None
+            if params.channel_binding != "disable" and b"SCRAM-SHA-256-PLUS" in mechanisms:
+                binding = channel_binding_data(engine)
+            if binding is None and params.channel_binding == "require":
+                raise InterfaceError(
+                    "channel_binding=require, but the server offers no SCRAM-SHA-256-PLUS"
+                    " on this connection (it needs TLS and PostgreSQL 11+)"
+                )
+            scram = ScramClient(password, os.urandom(SCRAM_NONCE_BYTES), binding)
+            mechanism = "SCRAM-SHA-256-PLUS" if binding is not None else "SCRAM-SHA-256"
+            fut = engine.submit_raw(codec.sasl_initial, mechanism, scram.client_first())
         elif code == AUTH_SASL_CONTINUE and scram is not None:
             fut = engine.submit_raw(codec.sasl_response, scram.client_final(data))
         else:
             raise UnsupportedAuthError(f"authentication method {code} is not supported")
+    if scram is None and params.channel_binding == "require":
+        # libpq's rule: a login that proved nothing about the channel (trust, md5,
+        # a password) is refused when binding is required.
+        raise InterfaceError(
+            "channel_binding=require, but the server logged in without SCRAM channel binding"
+        )
     if scram is not None:
         final = codec.sasl_final
         if final is None:

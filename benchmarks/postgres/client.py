@@ -250,6 +250,8 @@ def main() -> None:
     secs, port = float(sys.argv[5]), int(sys.argv[6])
     names = sys.argv[7].split(",")
     dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    if os.environ.get("PG_BENCH_SSLMODE"):  # run.py --sslmode: the same for every driver
+        dsn += f"?sslmode={os.environ['PG_BENCH_SSLMODE']}"
     if driver == "surge":
         coro = surge_main(conc, nconn, secs, dsn, names)
     elif driver == "asyncpg":

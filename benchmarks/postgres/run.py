@@ -23,6 +23,12 @@ rows/s, client CPU seconds per 10k queries, and from one extra run under
 core, the clients to the other.
 
     python -m benchmarks.postgres [--quick] [--seconds 3] [--repeats 3] [--loops uvloop,asyncio]
+                                  [--sslmode require]
+
+``--sslmode MODE`` (other than disable): the server runs with ssl=on (a CA and
+certificate made for the run) and every client connects with that sslmode; the
+results go to ``bench-results/postgres-MODE.*``. Without it, no TLS on the server
+(every driver's default ``prefer`` then goes on in plaintext).
 """
 
 from __future__ import annotations
@@ -201,6 +207,17 @@ def _server_settings(port: int) -> dict[str, str]:
     return out
 
 
+def _make_tls(d: Path) -> services.PostgresTls:
+    """A CA and a server certificate for this run (trustme, in surge's venv)."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(str(d / "server.crt"))
+    cert.private_key_pem.write_to_path(str(d / "server.key"))
+    return services.PostgresTls(str(d / "server.crt"), str(d / "server.key"))
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the suite; write bench-results/postgres.{json,md,png}; return the markdown."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.postgres")
@@ -213,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument("--drivers", default=None, help="subset of surge,asyncpg,psycopg,asyncpg-1conn")
     ap.add_argument("--no-strace", action="store_true")
+    ap.add_argument("--sslmode", default=None, help="TLS for every client: require, ...")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     secs = 1.0 if args.quick else args.seconds
     strace_secs = STRACE_SECS / 2 if args.quick else STRACE_SECS
@@ -240,7 +258,13 @@ def main(argv: list[str] | None = None) -> dict:
         plan.append((cfg, []))
 
     results = []
-    with services.postgres() as svc:
+    tls_dir = None
+    server_kw: dict = {}
+    if args.sslmode and args.sslmode != "disable":
+        tls_dir = tempfile.TemporaryDirectory(prefix="surge-bench-tls-")
+        server_kw["tls"] = _make_tls(Path(tls_dir.name))
+        os.environ["PG_BENCH_SSLMODE"] = args.sslmode
+    with services.postgres(**server_kw) as svc:
         _pin_tree(svc.pid, SERVER_CORE)
         _psql(svc.port, SETUP_SQL)
         settings = _server_settings(svc.port)
@@ -299,8 +323,11 @@ def main(argv: list[str] | None = None) -> dict:
                 file=sys.stderr,
             )
 
+    if tls_dir is not None:
+        tls_dir.cleanup()
     md = _markdown(results, workloads, secs, repeats, missing)
     RESULTS.mkdir(exist_ok=True)
+    stem = f"postgres-{args.sslmode}" if tls_dir is not None else "postgres"
     data = {
         "server": settings,
         "seconds": secs,
@@ -309,9 +336,9 @@ def main(argv: list[str] | None = None) -> dict:
         "missing": missing,
         "results": results,
     }
-    (RESULTS / "postgres.json").write_text(json.dumps(data, indent=2))
-    (RESULTS / "postgres.md").write_text(md)
-    _chart(results, workloads, RESULTS / "postgres.png")
+    (RESULTS / f"{stem}.json").write_text(json.dumps(data, indent=2))
+    (RESULTS / f"{stem}.md").write_text(md)
+    _chart(results, workloads, RESULTS / f"{stem}.png")
     print(md)
     vers = data["versions"]
     setup = [

@@ -38,6 +38,25 @@ finish a reply that the end of the stream completes. A connection that must
 stay up with nothing pending (a LISTEN, a pub/sub subscription: ``keep_connected``
 says so) reconnects by itself, with backoff, until it is closed.
 
+Addresses and TLS
+-----------------
+A connection has one or more `Endpoint`s (a TCP host and port or a Unix socket,
+each with its own `Tls` settings), tried in order on every (re)connect, so a
+reconnect after a failover walks the list again. An endpoint that cannot be
+reached, fails its TLS handshake or is turned down by the driver's ``on_connect``
+hook (`EndpointRejectedError`: a standby where a primary is wanted) makes way for
+the next one; an address that could not be reached at all is not tried again in
+that round. Other handshake errors (a wrong password) end the connect at once.
+
+TLS: either from the first byte, or after a plaintext request the server answers
+with one byte (PostgreSQL's SSLRequest: ``S`` yes, ``N`` no, then
+``loop.start_tls``); a byte more before the handshake is refused (a man in the
+middle could have injected it). The engine writes to the TLS transport exactly
+as to a plain one, so requests still leave in one write per loop iteration (the
+TLS layer turns that write into records and one socket write), and the liveness
+probe opens its side connection the same way, with the same ``ssl.SSLContext``
+(`Endpoint`, `Tls` and the opening steps live in `surge.endpoint`).
+
 Liveness (a dead path is found without any timeout set)
 -------------------------------------------------------
 Two layers, both on by default:
@@ -68,13 +87,16 @@ import contextlib
 import heapq
 import logging
 import socket
+import ssl
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from surge.endpoint import Endpoint, Upgradable, connect_error, start_tls
+from surge.endpoint import Tls as Tls  # re-exported: drivers build endpoints from here
 from surge.errors import (
     ClosedError,
     ConnectError,
@@ -199,23 +221,28 @@ class Codec(Protocol):
     def reset(self) -> None: ...
 
 
-class _StreamProtocol(asyncio.Protocol):
+class _StreamProtocol(Upgradable):
     """Hands a connection's events to its engine, as long as it is the engine's
     current one: a protocol left behind (a connect cancelled or timed out after the
     transport came up) must never feed bytes into the codec of the next one."""
 
-    __slots__ = ("_engine", "lost", "transport")
+    __slots__ = ("_engine", "lost")
 
     def __init__(self, engine: PipelinedConnection) -> None:
+        super().__init__()
         self._engine = engine
         #: The connection is gone (it may go before `create_connection` returns).
         self.lost = False
-        self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self.reply is not None:
+            reply, self.reply = self.reply, None
+            if not reply.done():
+                reply.set_result(data)
+            return
         if self._engine._protocol is self:
             self._engine._on_data(data)
 
@@ -225,6 +252,12 @@ class _StreamProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        if self.reply is not None and not self.reply.done():
+            self.reply.set_exception(
+                ConnectionLostError(f"connection lost before the TLS answer: {exc!r}")
+                if exc
+                else ConnectionLostError("the server closed the connection before its TLS answer")
+            )
         self._engine._on_lost(self, exc)
 
     def pause_writing(self) -> None:
@@ -260,9 +293,18 @@ class PipelinedConnection:
         tcp_keepalive: bool = True,
         liveness: Liveness | None = None,
         keep_connected: Callable[[], bool] | None = None,
+        endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
-        self.host = host
-        self.port = port
+        #: Where to connect, tried in order on every connect (default: host:port).
+        self.endpoints: tuple[Endpoint, ...] = tuple(endpoints or (Endpoint(host, port),))
+        if not self.endpoints:
+            raise ValueError("no endpoint to connect to")
+        #: The endpoint connected to (or tried last); ``host`` and ``port`` name it.
+        self.endpoint = self.endpoints[0]
+        self.host = self.endpoint.host
+        self.port = self.endpoint.port
+        #: True while the current connection runs over TLS.
+        self.tls_active = False
         self.codec = codec
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -310,6 +352,7 @@ class PipelinedConnection:
         self._watchdog: asyncio.Task | None = None
         self._dead: ConnectionDeadError | None = None
         self._keeper: asyncio.Task | None = None
+        self._unreached = False
         #: Counts connections made; a request pinned to one names it (see `request_pinned`).
         self.generation = 0
         #: Counters for benchmarks, tests and `surge.stats`: writes made, requests sent,
@@ -394,9 +437,7 @@ class PipelinedConnection:
         """Like `request`, but only on connection `generation`: raises
         `ConnectionLostError` if that one is gone, and goes out while draining."""
         if self._transport is None or generation != self.generation:
-            raise ConnectionLostError(
-                f"connection to {self.host}:{self.port} was lost since this began"
-            )
+            raise ConnectionLostError(f"connection to {self.endpoint} was lost since this began")
         if not self._must_wait():
             return self._submit(encode, args, timeout)
         return self._pinned_slow(generation, encode, args, timeout)
@@ -411,7 +452,7 @@ class PipelinedConnection:
             await self._wait_capacity(deadline)
             if self._transport is None or generation != self.generation:
                 raise ConnectionLostError(
-                    f"connection to {self.host}:{self.port} was lost since this began"
+                    f"connection to {self.endpoint} was lost since this began"
                 )
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         return await self._submit(encode, args, left)
@@ -480,7 +521,7 @@ class PipelinedConnection:
             self._connecting = None
             if self._closed:
                 raise ClosedError("connection closed")
-            raise ConnectionLostError(f"{self.host}:{self.port} closed gracefully")
+            raise ConnectionLostError(f"{self.endpoint} closed gracefully")
         await self._connect()
 
     async def connect(self) -> None:
@@ -514,7 +555,7 @@ class PipelinedConnection:
     def submit_raw(self, encode: Callable[..., int], *args: Any) -> asyncio.Future:
         """Send a request during the handshake (before the connection is ready)."""
         if self._transport is None:
-            raise ConnectionLostError(f"connection to {self.host}:{self.port} lost")
+            raise ConnectionLostError(f"connection to {self.endpoint} lost")
         fut = self._submit(encode, args, None)
         self._flush()
         return fut
@@ -562,7 +603,7 @@ class PipelinedConnection:
             if not self._ready:
                 if self._ever_connected and self._transport is None and time.monotonic() >= give_up:
                     raise ConnectError(
-                        f"cannot connect to {self.host}:{self.port}: the connection"
+                        f"cannot connect to {self.endpoint}: the connection"
                         " was lost each time right after it opened"
                     )
                 await self._ensure_ready()
@@ -672,44 +713,77 @@ class PipelinedConnection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.connect_timeout
         delay = RECONNECT_DELAY_MIN
+        first_round = True
+        failures: list[tuple[Endpoint, BaseException]] = []
         try:
             while True:
-                if self._closed:
-                    raise ClosedError("connection closed")
-                try:
-                    await asyncio.wait_for(self._open(), max(0.001, deadline - loop.time()))
-                    if self._closed:  # closed while the handshake ran
-                        self._drop_transport()
-                        raise ClosedError("connection closed")
-                    self._ever_connected = True
-                    return
-                except (OSError, TimeoutError, ConnectionLostError) as exc:
-                    self._drop_transport()
+                # The last round's reasons are reported if this one has no time left.
+                tried, failures = failures, []
+                unreachable: set[tuple[str, int, str | None]] = set()
+                for ep in self.endpoints:
                     if self._closed:
-                        raise ClosedError("connection closed") from exc
-                    left = deadline - loop.time()
-                    if (
-                        left <= 0
-                        or not self.retry_connect
-                        or (self._ever_connected and not self.reconnect)
-                    ):
-                        raise ConnectError(
-                            f"cannot connect to {self.host}:{self.port}: {exc!r}"
-                        ) from exc
-                    await asyncio.sleep(min(delay, left))
-                    delay = min(delay * 2, RECONNECT_DELAY_MAX)
-                except BaseException:
-                    self._drop_transport()
-                    raise
+                        raise ClosedError("connection closed")
+                    if ep.address in unreachable:
+                        continue
+                    # Each endpoint gets the whole connect timeout in the first round
+                    # (libpq's connect_timeout is per host: one blackholed host must
+                    # not starve the next); retries share what is left of it.
+                    bound = self.connect_timeout if first_round else deadline - loop.time()
+                    if bound <= 0:
+                        break
+                    try:
+                        await self._attempt(ep, bound)
+                        return
+                    except (OSError, TimeoutError, ConnectionLostError) as exc:
+                        # EndpointRejectedError is a ConnectionError, so an OSError.
+                        self._drop_transport()
+                        if self._closed:
+                            raise ClosedError("connection closed") from exc
+                        failures.append((ep, exc))
+                        if self._unreached:
+                            unreachable.add(ep.address)
+                first_round = False
+                left = deadline - loop.time()
+                if (
+                    left <= 0
+                    or not self.retry_connect
+                    or (self._ever_connected and not self.reconnect)
+                    # A certificate refused now is refused on a retry too.
+                    or (
+                        failures
+                        and all(isinstance(e, ssl.SSLCertVerificationError) for _, e in failures)
+                    )
+                ):
+                    raise connect_error(failures or tried)
+                await asyncio.sleep(min(delay, left))
+                delay = min(delay * 2, RECONNECT_DELAY_MAX)
         finally:
             self._connecting = None
 
-    async def _open(self) -> None:
+    async def _attempt(self, ep: Endpoint, bound: float) -> None:
+        self.endpoint = ep
+        self.host, self.port = ep.host, ep.port
+        try:
+            await asyncio.wait_for(self._open(ep), max(0.001, bound))
+            if self._closed:  # closed while the handshake ran
+                self._drop_transport()
+                raise ClosedError("connection closed")
+            self._ever_connected = True
+        except TimeoutError as exc:
+            raise TimeoutError(f"no connection within {bound:.3g} s") from exc
+        except BaseException:
+            self._drop_transport()
+            raise
+
+    async def _open(self, ep: Endpoint) -> None:
         loop = asyncio.get_running_loop()
         self.codec.reset()
         self._pending.clear()
         self._lost_waiter = loop.create_future()
         self._dead = None
+        self.tls_active = False
+        #: True until the socket is up: a failure then means "unreachable".
+        self._unreached = True
 
         def make_protocol() -> _StreamProtocol:
             # Known before connection_made: a peer that accepts and resets at once
@@ -717,8 +791,17 @@ class PipelinedConnection:
             p = self._protocol = _StreamProtocol(self)
             return p
 
+        transport: asyncio.Transport
         try:
-            transport, protocol = await loop.create_connection(make_protocol, self.host, self.port)
+            if ep.path is not None:
+                transport, protocol = await loop.create_unix_connection(make_protocol, ep.path)
+            else:
+                transport, protocol = await loop.create_connection(make_protocol, ep.host, ep.port)
+            self._unreached = False
+            if self.tcp_keepalive:
+                set_tcp_keepalive(transport)
+            if ep.tls is not None:
+                transport, self.tls_active = await start_tls(loop, transport, protocol, ep)
         except BaseException:
             # Cancelled (connect timeout) or failed after the transport came up:
             # abort what was made, and forget the protocol so nothing it still
@@ -730,9 +813,7 @@ class PipelinedConnection:
             raise
         if protocol.lost or transport.is_closing():
             transport.abort()
-            raise ConnectionLostError(f"{self.host}:{self.port} closed the connection at once")
-        if self.tcp_keepalive:
-            set_tcp_keepalive(transport)
+            raise ConnectionLostError(f"{self.endpoint} closed the connection at once")
         self._transport = transport  # type: ignore[assignment]
         self._protocol = protocol
         self._rx_at = loop.time()
@@ -781,7 +862,7 @@ class PipelinedConnection:
         self._resolve(replies)
 
     def _on_bad_reply(self, exc: Exception) -> None:
-        self._fail_all(ProtocolError(f"{self.host}:{self.port}: {exc}"))
+        self._fail_all(ProtocolError(f"{self.endpoint}: {exc}"))
         if self._transport is not None:
             self._transport.abort()
 
@@ -832,9 +913,9 @@ class PipelinedConnection:
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        msg = f"connection to {self.host}:{self.port} lost"
+        msg = f"connection to {self.endpoint} lost"
         err: ConnectionLostError = self._dead or ConnectionLostError(
-            f"{msg}: {exc!r}" if exc else msg
+            f"{msg}: {exc!r}" if exc else f"{msg}: the server closed it"
         )
         self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():
@@ -918,11 +999,30 @@ class PipelinedConnection:
                 self._watchdog = None
 
     async def _probe(self, probe: bytes, timeout: float) -> bool:
-        """True if the server answers a new connection with at least one byte."""
+        """True if the server answers a new connection, opened as the current one
+        (same address, same TLS request and ``ssl.SSLContext``), with a byte.
+
+        With a plaintext TLS request (PostgreSQL's SSLRequest), the server's answer
+        to it is the byte; when the connection runs TLS the handshake must then
+        succeed too (the probe bytes are not sent: after the handshake the server
+        expects a login)."""
+        ep = self.endpoint
+        tls = ep.tls
         writer = None
         try:
             async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(self.host, self.port)
+                if ep.path is not None:
+                    reader, writer = await asyncio.open_unix_connection(ep.path)
+                else:
+                    reader, writer = await asyncio.open_connection(ep.host, ep.port)
+                if tls is not None and tls.request is not None:
+                    writer.write(tls.request)
+                    answer = await reader.read(1)
+                    if answer == tls.accept and self.tls_active:
+                        await writer.start_tls(tls.context, server_hostname=tls.server_hostname)
+                    return bool(answer)
+                if tls is not None and self.tls_active:
+                    await writer.start_tls(tls.context, server_hostname=tls.server_hostname)
                 if probe:
                     writer.write(probe)
                 return bool(await reader.read(1))
@@ -937,7 +1037,7 @@ class PipelinedConnection:
         assert live is not None
         self._counts["dead"] += 1
         self._dead = ConnectionDeadError(
-            f"{self.host}:{self.port} sent nothing for {quiet:.1f} s with requests pending"
+            f"{self.endpoint} sent nothing for {quiet:.1f} s with requests pending"
             f" and answered neither a ping nor a probe within {live.timeout} s: the path"
             f" is dead, the connection was dropped (liveness interval {live.interval} s)"
         )
@@ -970,7 +1070,7 @@ class PipelinedConnection:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RECONNECT_DELAY_MAX)
                 else:
-                    log.info("reconnected to %s:%s", self.host, self.port)
+                    log.info("reconnected to %s", self.endpoint)
         finally:
             self._keeper = None
 

@@ -40,3 +40,8 @@ class ConnectionDeadError(ConnectionLostError):
     """The liveness check found the path dead: nothing arrived for the liveness
     interval while requests were pending, and neither an in-band ping nor a probe
     on a new connection was answered. The connection was dropped."""
+
+
+class EndpointRejectedError(ConnectError):
+    """A server was reached but is not the one wanted (a standby where a primary
+    is needed, no TLS where TLS is required); the next address is tried."""

@@ -6,6 +6,8 @@ loopback port, and is stopped (and its directory removed) by ``stop()``. Three w
 * Python: ``with services.tarantool() as tnt: tnt.url`` (or ``start_*``/``stop``);
 * pytest: the ``tarantool_service``/``redis_service``/``postgres_service`` fixtures
   (``pytest_plugins = ["surge.services"]`` in a conftest);
+* PostgreSQL extras: TLS (`PostgresTls`), pg_hba lines, a streaming standby
+  (`start_postgres_standby`, `postgres_pair`), `promote_postgres`, `stop_postgres_now`;
 * CLI: ``surge services up`` prints URLs and records the servers in ``.services/``
   so that ``surge services down`` can stop them.
 
@@ -27,7 +29,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 #: How long a server may take to accept connections before start fails.
@@ -248,6 +250,7 @@ def start_redis(
     conf.write_text(
         f"bind {host}\nport {port}\ndir {workdir}\nlogfile {workdir}/redis.log\n"
         'save ""\nappendonly no\ndaemonize no\nprotected-mode no\n'
+        f"unixsocket {workdir}/redis.sock\nunixsocketperm 700\n"
     )
     proc = subprocess.Popen(
         [binary, str(conf)],
@@ -263,7 +266,10 @@ def start_redis(
         _terminate(proc.pid, 1.0)
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    return Service("redis", host, port, proc.pid, str(workdir), f"redis://{host}:{port}/0")
+    url = f"redis://{host}:{port}/0"
+    return Service(
+        "redis", host, port, proc.pid, str(workdir), url, {"socket": f"{workdir}/redis.sock"}
+    )
 
 
 def _postgres_bindir() -> Path:
@@ -297,67 +303,74 @@ def _wait_pg_ready(bindir: Path, host: str, port: int, timeout: float) -> None:
     raise ServiceError(f"postgres on {host}:{port} not ready within {timeout}s")
 
 
-def start_postgres(
-    *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
-) -> Service:
-    """initdb with trust auth in a temporary directory and run postgres on loopback."""
-    bindir = _postgres_bindir()
-    host = "127.0.0.1"
-    port = port or free_port(host)
+@dataclasses.dataclass(frozen=True)
+class PostgresTls:
+    """Files that turn TLS on in a test PostgreSQL (PEM): the server's certificate
+    chain and key, and optionally the CA that client certificates must chain to."""
+
+    cert_file: str
+    key_file: str
+    ca_file: str | None = None
+
+
+def _pg_user() -> tuple[int, int] | None:
+    """(uid, gid) to run PostgreSQL's programs as when we are root, else None."""
+    if os.geteuid() != 0:
+        return None
+    pw = pwd.getpwnam("postgres")
+    return pw.pw_uid, pw.pw_gid
+
+
+def _demote(ids: tuple[int, int] | None) -> Callable[[], None] | None:
+    if ids is None:
+        return None
+
+    def demote() -> None:
+        os.setgid(ids[1])
+        os.setuid(ids[0])
+
+    return demote
+
+
+def _pg_workdir(base_dir: str | None, ids: tuple[int, int] | None) -> tuple[Path, Path]:
     workdir = _mkdtemp("postgres", base_dir)
-    data = workdir / "data"
     sockdir = workdir / "sock"
     sockdir.mkdir()
-    demote = None
-    if os.geteuid() == 0:
-        pw = pwd.getpwnam("postgres")
+    if ids is not None:
         os.chmod(workdir, 0o755)
         for p in (workdir, sockdir):
-            os.chown(p, pw.pw_uid, pw.pw_gid)
+            os.chown(p, *ids)
+    return workdir, sockdir
 
-        def demote() -> None:
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
 
+def _run_postgres(
+    bindir: Path,
+    data: Path,
+    workdir: Path,
+    host: str,
+    port: int,
+    socket_dirs: list[str],
+    settings: dict[str, str],
+    ids: tuple[int, int] | None,
+    timeout: float,
+) -> subprocess.Popen:
     log = workdir / "postgres.log"
-    subprocess.run(
-        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=demote,
-        cwd=workdir,
-    )
-    # Password auth for the dedicated test roles (created by the tests, not here);
-    # every other role keeps trust. First match wins, so these go on top.
-    hba = data / "pg_hba.conf"
-    hba_lines = "".join(
-        f"host all {role} {host}/32 {method}\n" for role, method in POSTGRES_PASSWORD_ROLES.items()
-    )
-    hba.write_text(hba_lines + hba.read_text())
+    cmd = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-h", host]
+    cmd += ["-k", ",".join(socket_dirs)]
+    for k, v in {
+        "fsync": "off",
+        "synchronous_commit": "off",
+        "full_page_writes": "off",
+        **settings,
+    }.items():
+        cmd += ["-c", f"{k}={v}"]
     proc = subprocess.Popen(
-        [
-            str(bindir / "postgres"),
-            "-D",
-            str(data),
-            "-p",
-            str(port),
-            "-h",
-            host,
-            "-k",
-            str(sockdir),
-            "-c",
-            "fsync=off",
-            "-c",
-            "synchronous_commit=off",
-            "-c",
-            "full_page_writes=off",
-        ],
+        cmd,
         cwd=workdir,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=open(log, "wb"),  # noqa: SIM115 - child owns it
-        preexec_fn=demote,
+        stderr=open(log, "ab"),  # noqa: SIM115 - child owns it
+        preexec_fn=_demote(ids),
         start_new_session=True,
     )
     try:
@@ -367,6 +380,63 @@ def start_postgres(
         _terminate(proc.pid, 1.0)
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    return proc
+
+
+def start_postgres(
+    *,
+    port: int | None = None,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+    tls: PostgresTls | None = None,
+    hba: Sequence[str] = (),
+    socket_dirs: Sequence[str] = (),
+    settings: dict[str, str] | None = None,
+) -> Service:
+    """initdb with trust auth in a temporary directory and run postgres on loopback.
+
+    ``tls``: ssl=on with these files; ``hba``: pg_hba.conf lines put first (first
+    match wins); ``socket_dirs``: more directories for the Unix socket (besides
+    the private one in ``extra["socket_dir"]``); ``settings``: more ``-c`` options.
+    """
+    bindir = _postgres_bindir()
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    ids = _pg_user()
+    workdir, sockdir = _pg_workdir(base_dir, ids)
+    data = workdir / "data"
+    subprocess.run(
+        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_demote(ids),
+        cwd=workdir,
+    )
+    # Password auth for the dedicated test roles (created by the tests, not here);
+    # every other role keeps trust. First match wins, so these go on top.
+    hba_file = data / "pg_hba.conf"
+    hba_lines = "".join(line + "\n" for line in hba) + "".join(
+        f"host all {role} {host}/32 {method}\n" for role, method in POSTGRES_PASSWORD_ROLES.items()
+    )
+    hba_file.write_text(hba_lines + hba_file.read_text())
+    opts = dict(settings or {})
+    if tls is not None:
+        # The server refuses a key others may read, and reads it as its own user.
+        for name, src in (("server.crt", tls.cert_file), ("server.key", tls.key_file)):
+            shutil.copyfile(src, data / name)
+        os.chmod(data / "server.key", 0o600)
+        opts.update(ssl="on", ssl_cert_file="server.crt", ssl_key_file="server.key")
+        if tls.ca_file:
+            shutil.copyfile(tls.ca_file, data / "root.crt")
+            opts["ssl_ca_file"] = "root.crt"
+        if ids is not None:
+            for name in ("server.crt", "server.key", "root.crt"):
+                if (data / name).exists():
+                    os.chown(data / name, *ids)
+    proc = _run_postgres(
+        bindir, data, workdir, host, port, [str(sockdir), *socket_dirs], opts, ids, timeout
+    )
     return Service(
         "postgres",
         host,
@@ -374,8 +444,76 @@ def start_postgres(
         proc.pid,
         str(workdir),
         f"postgresql://postgres@{host}:{port}/postgres",
-        {"socket_dir": str(sockdir)},
+        {"socket_dir": str(sockdir), "data_dir": str(data)},
     )
+
+
+def start_postgres_standby(
+    primary: Service,
+    *,
+    port: int | None = None,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+) -> Service:
+    """A hot standby of ``primary`` streaming its WAL: ``pg_basebackup -R`` (which
+    writes standby.signal and primary_conninfo), then postgres on a port of its own."""
+    bindir = _postgres_bindir()
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    ids = _pg_user()
+    workdir, sockdir = _pg_workdir(base_dir, ids)
+    data = workdir / "data"
+    r = subprocess.run(
+        [
+            str(bindir / "pg_basebackup"),
+            *("-h", primary.host, "-p", str(primary.port), "-U", "postgres"),
+            *("-D", str(data), "-R", "-X", "stream", "-c", "fast"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_demote(ids),
+        cwd=workdir,
+        timeout=timeout,
+    )
+    if r.returncode != 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise ServiceError(f"pg_basebackup failed: {r.stderr.decode(errors='replace')}")
+    proc = _run_postgres(bindir, data, workdir, host, port, [str(sockdir)], {}, ids, timeout)
+    return Service(
+        "postgres",
+        host,
+        port,
+        proc.pid,
+        str(workdir),
+        f"postgresql://postgres@{host}:{port}/postgres",
+        {"socket_dir": str(sockdir), "data_dir": str(data), "standby_of": primary.address},
+    )
+
+
+def _pg_ctl(svc: Service, *args: str, timeout: float = DEFAULT_START_TIMEOUT) -> None:
+    bindir = _postgres_bindir()
+    r = subprocess.run(
+        [str(bindir / "pg_ctl"), "-D", svc.extra["data_dir"], *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_demote(_pg_user()),
+        timeout=timeout,
+    )
+    if r.returncode != 0:
+        raise ServiceError(f"pg_ctl {' '.join(args)}: {r.stderr.decode(errors='replace')}")
+
+
+def promote_postgres(svc: Service, timeout: float = DEFAULT_START_TIMEOUT) -> None:
+    """``pg_ctl promote``: the standby becomes a primary (returns once it is)."""
+    _pg_ctl(svc, "promote", "-w", "-t", str(int(timeout)), timeout=timeout + 5)
+
+
+def stop_postgres_now(svc: Service) -> None:
+    """Stop a PostgreSQL as a crash would (``pg_ctl stop -m immediate``: every
+    backend quits at once, clients see their connections drop); ``stop()`` still
+    removes its directory afterwards."""
+    _pg_ctl(svc, "stop", "-m", "immediate", "-w")
+    _wait_exit(svc.pid, DEFAULT_STOP_TIMEOUT)
 
 
 STARTERS = {"tarantool": start_tarantool, "redis": start_redis, "postgres": start_postgres}
@@ -404,6 +542,18 @@ def redis(**kwargs) -> contextlib.AbstractContextManager[Service]:
 def postgres(**kwargs) -> contextlib.AbstractContextManager[Service]:
     """``with postgres() as svc:`` a PostgreSQL for the block."""
     return running("postgres", **kwargs)
+
+
+@contextlib.contextmanager
+def postgres_pair(**kwargs) -> Iterator[tuple[Service, Service]]:
+    """``with postgres_pair() as (primary, standby):`` a primary and its streaming
+    hot standby for the block (``kwargs`` go to the primary's `start_postgres`)."""
+    with postgres(**kwargs) as primary:
+        standby = start_postgres_standby(primary)
+        try:
+            yield primary, standby
+        finally:
+            standby.stop()
 
 
 # -- `surge services up|down` state ----------------------------------------------------

@@ -321,5 +321,25 @@ def test_dsn_parsing(monkeypatch):
     assert (p.user, p.port, p.database) == ("envuser", 7777, "envuser")
     with pytest.raises(InterfaceError):
         dsn.parse("mysql://x")
-    with pytest.raises(InterfaceError, match="TLS"):
-        dsn.parse("postgresql://h/d?sslmode=require")
+    assert dsn.parse("postgresql://h/d?sslmode=require").sslmode == "require"
+    with pytest.raises(InterfaceError, match="sslmode must be one of"):
+        dsn.parse("postgresql://h/d?sslmode=required")
+    # Host lists, per-host ports, IPv6, a socket directory, libpq's key=value form.
+    p = dsn.parse("postgresql://u@h1:1,[::1]:2,%2Ftmp%2Fs/d?target_session_attrs=primary")
+    assert p.hosts == [("h1", 1), ("::1", 2), ("/tmp/s", 5432)]
+    assert p.target_session_attrs == "primary"
+    p = dsn.parse(
+        "host=a,b port=7 user='o\\'k' dbname = x options='-c search_path=s --work-mem=8MB'"
+    )
+    assert (p.hosts, p.user, p.database) == ([("a", 7), ("b", 7)], "o'k", "x")
+    assert p.server_settings == {"search_path": "s", "work_mem": "8MB"}
+    assert dsn.parse("postgresql:///d?host=/run/pg&port=6").hosts == [("/run/pg", 6)]
+    assert dsn.parse(host="a,b", port="1,2").hosts == [("a", 1), ("b", 2)]
+    assert dsn.parse(host=["a", "b"], port=3).hosts == [("a", 3), ("b", 3)]
+    assert dsn.parse("postgresql://h/d?keepalives=1").server_settings == {}
+    with pytest.raises(InterfaceError, match="sslcrl is not supported"):
+        dsn.parse("postgresql://h/d?sslcrl=x.pem")
+    with pytest.raises(InterfaceError, match="2 ports for 3 hosts"):
+        dsn.parse("host=a,b,c port=1,2")
+    with pytest.raises(InterfaceError, match="bad port"):
+        dsn.parse("postgresql://h:x/d")

@@ -103,7 +103,12 @@ def test_server_killed_mid_flight_then_restarted(arun, tmp_path):
         blocked = [
             asyncio.ensure_future(r.execute_command("BLPOP", f"q{i}", "10")) for i in range(50)
         ]
-        await asyncio.sleep(0.05)
+        # All 50 connected and blocked in the server before it dies (connecting
+        # takes longer than a fixed sleep on a busy machine).
+        deadline = time.monotonic() + 10
+        while (await r.info("clients"))["blocked_clients"] < 50:
+            assert time.monotonic() < deadline, "the BLPOPs never all blocked"
+            await asyncio.sleep(0.02)
         t0 = time.monotonic()
         os.kill(svc.pid, signal.SIGKILL)
         res = await asyncio.gather(*blocked, return_exceptions=True)

@@ -27,12 +27,18 @@ SQLSTATE exception classes. Where surge differs, and why:
 - A timed-out query is cancelled on the server only when it is the only one in
   flight (a CancelRequest hits whichever pipelined query runs when it lands);
   otherwise it is left to finish and later queries queue behind it.
-- No TLS, no Unix sockets yet; COPY data is sent whole rather than streamed;
-  copy_from_query takes no arguments.
+- Connection options as libpq and asyncpg spell them (see `surge.postgres.dsn`
+  and `surge.postgres.endpoints`): TLS with ``sslmode`` (``prefer`` when not
+  given) or ``ssl=``, Unix sockets (a host that is a directory), several hosts
+  tried in order with ``target_session_attrs``. A connection that is lost
+  reconnects by walking the host list again, so it follows a failover.
+- COPY data is sent whole rather than streamed; copy_from_query takes no arguments.
 """
 
 from __future__ import annotations
 
+import ssl as _ssl
+from collections.abc import Sequence
 from typing import Any
 
 from surge._core import Record
@@ -82,12 +88,20 @@ def _options(
 async def connect(
     dsn: str | None = None,
     *,
-    host: str | None = None,
-    port: int | None = None,
+    host: str | Sequence[str] | None = None,
+    port: int | str | Sequence[int | str] | None = None,
     user: str | None = None,
     password: str | None = None,
     database: str | None = None,
     server_settings: dict[str, str] | None = None,
+    ssl: _ssl.SSLContext | bool | str | None = None,
+    sslmode: str | None = None,
+    sslrootcert: str | None = None,
+    sslcert: str | None = None,
+    sslkey: str | None = None,
+    sslpassword: str | None = None,
+    target_session_attrs: str | None = None,
+    channel_binding: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     command_timeout: float | None = None,
@@ -99,9 +113,9 @@ async def connect(
     tcp_keepalive: bool = True,
 ) -> Connection:
     """Connect and authenticate; keyword arguments win over the DSN (``timeout`` is
-    asyncpg's name for ``connect_timeout``)."""
-    if timeout is not None:
-        connect_timeout = timeout
+    asyncpg's name for ``connect_timeout``). ``host``/``port`` may be lists (tried
+    in order); ``ssl`` takes an ``ssl.SSLContext``, True (verify-full against the
+    default trust store) or an sslmode, as asyncpg."""
     params = _dsn.parse(
         dsn,
         host=host,
@@ -110,7 +124,19 @@ async def connect(
         password=password,
         database=database,
         server_settings=server_settings,
+        ssl=ssl,
+        sslmode=sslmode,
+        sslrootcert=sslrootcert,
+        sslcert=sslcert,
+        sslkey=sslkey,
+        sslpassword=sslpassword,
+        target_session_attrs=target_session_attrs,
+        channel_binding=channel_binding,
     )
+    if timeout is not None:
+        connect_timeout = timeout
+    elif params.connect_timeout is not None:
+        connect_timeout = params.connect_timeout
     opts = _options(
         statement_cache_size,
         connect_timeout,
@@ -129,12 +155,20 @@ def create_pool(
     *,
     min_size: int = DEFAULT_MIN_SIZE,
     max_size: int = DEFAULT_MAX_SIZE,
-    host: str | None = None,
-    port: int | None = None,
+    host: str | Sequence[str] | None = None,
+    port: int | str | Sequence[int | str] | None = None,
     user: str | None = None,
     password: str | None = None,
     database: str | None = None,
     server_settings: dict[str, str] | None = None,
+    ssl: _ssl.SSLContext | bool | str | None = None,
+    sslmode: str | None = None,
+    sslrootcert: str | None = None,
+    sslcert: str | None = None,
+    sslkey: str | None = None,
+    sslpassword: str | None = None,
+    target_session_attrs: str | None = None,
+    channel_binding: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     command_timeout: float | None = None,
@@ -144,7 +178,8 @@ def create_pool(
     liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
     tcp_keepalive: bool = True,
 ) -> Pool:
-    """A pool: ``pool = await create_pool(dsn)`` or ``async with create_pool(dsn) as pool``."""
+    """A pool: ``pool = await create_pool(dsn)`` or ``async with create_pool(dsn) as pool``
+    (the connection options as in `connect`)."""
     params = _dsn.parse(
         dsn,
         host=host,
@@ -153,7 +188,17 @@ def create_pool(
         password=password,
         database=database,
         server_settings=server_settings,
+        ssl=ssl,
+        sslmode=sslmode,
+        sslrootcert=sslrootcert,
+        sslcert=sslcert,
+        sslkey=sslkey,
+        sslpassword=sslpassword,
+        target_session_attrs=target_session_attrs,
+        channel_binding=channel_binding,
     )
+    if params.connect_timeout is not None:
+        connect_timeout = params.connect_timeout
     opts = _options(
         statement_cache_size,
         connect_timeout,

@@ -33,8 +33,9 @@ from surge.errors import InterfaceError, ProtocolError
 from surge.postgres import copy as _copy
 from surge.postgres.cursor import CursorFactory
 from surge.postgres.dsn import ConnectParams
+from surge.postgres.endpoints import SSL_REQUEST, endpoints
 from surge.postgres.errors import InvalidArgumentError, make_error
-from surge.postgres.handshake import handshake
+from surge.postgres.handshake import check_target, handshake
 from surge.postgres.prepared import PreparedStatement
 from surge.postgres.session import RowMode, Session
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
@@ -42,7 +43,7 @@ from surge.postgres.transaction import Transaction
 
 #: The liveness probe: an SSLRequest, which a live server answers with one byte
 #: ('S' or 'N') before any authentication.
-PROBE = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
+PROBE = SSL_REQUEST
 
 
 def quote_ident(name: str) -> str:
@@ -85,10 +86,12 @@ class Connection:
         self._params = params
         self._codec = codec = PgCodec(InvalidArgumentError, ProtocolError)
         guard = _StreamGuard(codec)
+        eps = endpoints(params)
         self._engine = guard.engine = PipelinedConnection(
-            params.host,
-            params.port,
+            eps[0].host,
+            eps[0].port,
             codec,
+            endpoints=eps,
             on_connect=self._on_connect,
             on_out_of_band=self._on_out_of_band,
             make_error=make_error,
@@ -106,9 +109,7 @@ class Connection:
         )
         #: Sending, gates and statements: what transactions, cursors, COPY and
         #: prepared statements use (see `session.py`).
-        self._session = Session(
-            self._engine, codec, (params.host, params.port), statement_cache_size
-        )
+        self._session = Session(self._engine, codec, statement_cache_size)
         self._listeners: dict[str, list[Callable[..., Any]]] = {}
         self._log_listeners: list[Callable[..., Any]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -119,6 +120,7 @@ class Connection:
 
     async def _on_connect(self, engine: PipelinedConnection) -> None:
         await handshake(engine, self._params)
+        await check_target(engine)
         # Statements died with the previous session; LISTENs must be said again.
         self._session.cache.clear()
         if self._listeners:
@@ -147,6 +149,15 @@ class Connection:
         """The server's version as numbers, e.g. (15, 4)."""
         v = self._codec.server_params.get("server_version", "0")
         return tuple(int(p) for p in v.split()[0].split(".") if p.isdigit())
+
+    def get_server_address(self) -> str:
+        """Where the connection goes now: ``host:port`` or a Unix socket's path
+        (of several hosts, the one connected to)."""
+        return str(self._engine.endpoint)
+
+    def is_tls(self) -> bool:
+        """True while the connection runs over TLS."""
+        return self._engine.is_connected and self._engine.tls_active
 
     def get_settings(self) -> dict[str, str]:
         """The server parameters reported so far (TimeZone, server_version ...)."""
@@ -375,4 +386,4 @@ class Connection:
 
     def __repr__(self) -> str:
         p = self._params
-        return f"<surge.postgres.Connection {p.user}@{p.host}:{p.port}/{p.database}>"
+        return f"<surge.postgres.Connection {p.user}@{self._engine.endpoint}/{p.database}>"

@@ -89,7 +89,6 @@ class Session:
         self,
         engine: PipelinedConnection,
         codec: PgCodec,
-        cancel_address: tuple[str, int],
         statement_cache_size: int,
     ) -> None:
         self.engine = engine
@@ -97,7 +96,6 @@ class Session:
         self.cache = StatementCache(statement_cache_size, self.close_statement)
         #: The transaction holding the connection, if any (see `claim`).
         self.tx: Transaction | None = None
-        self._cancel_address = cancel_address
         self._preparing: dict[str, asyncio.Future[Statement]] = {}
         self._names = itertools.count(1)
         self._tx_waiters: deque[asyncio.Future[None]] = deque()
@@ -218,9 +216,15 @@ class Session:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CANCEL_TIMEOUT
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*self._cancel_address), CANCEL_TIMEOUT
+            # To the server this connection is on (of several hosts), in plaintext
+            # as libpq: the server reads a CancelRequest before any TLS or pg_hba.
+            ep = self.engine.endpoint
+            opening = (
+                asyncio.open_unix_connection(ep.path)
+                if ep.path is not None
+                else asyncio.open_connection(ep.host, ep.port)
             )
+            reader, writer = await asyncio.wait_for(opening, CANCEL_TIMEOUT)
             try:
                 writer.write(request)
                 await writer.drain()

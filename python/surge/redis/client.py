@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl as _ssl
 from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -14,7 +15,9 @@ from surge.engine import (
     DEFAULT_LIVENESS_INTERVAL,
     DEFAULT_LIVENESS_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT,
+    Endpoint,
     PipelinedConnection,
+    Tls,
     liveness,
 )
 from surge.errors import ProtocolError
@@ -118,10 +121,37 @@ class Redis(Commands):
         tcp_keepalive: bool = True,
         max_blocking_connections: int = DEFAULT_MAX_BLOCKING_CONNECTIONS,
         blocking_pool_timeout: float | None = DEFAULT_BLOCKING_POOL_TIMEOUT,
+        unix_socket_path: str | None = None,
+        ssl: bool | _ssl.SSLContext = False,
+        ssl_ca_certs: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_cert_reqs: str = "required",
+        ssl_check_hostname: bool = True,
     ) -> None:
         if protocol not in (2, 3):
             raise DataError(f"protocol must be 2 or 3, not {protocol!r}")
         self.host, self.port, self.db = host, port, db
+        tls = None
+        if isinstance(ssl, _ssl.SSLContext):
+            tls = Tls(ssl, host)
+        elif ssl:
+            tls = Tls(
+                _ssl_context(
+                    ssl_ca_certs,
+                    ssl_certfile,
+                    ssl_keyfile,
+                    ssl_password,
+                    ssl_cert_reqs,
+                    ssl_check_hostname,
+                ),
+                host,
+            )
+        if unix_socket_path is not None:
+            tls = None  # a local socket: no TLS, as redis-py
+        #: Where the engine connects (TLS from the first byte with ``ssl``, as rediss://).
+        self.endpoint = Endpoint(host, port, path=unix_socket_path, tls=tls)
         self.username, self.password = username, password
         self.decode_responses = decode_responses
         self.protocol = protocol
@@ -153,6 +183,7 @@ class Redis(Commands):
             self.host,
             self.port,
             codec,
+            endpoints=[self.endpoint],
             liveness=liveness(*self._liveness, ping=ping, probe=PROBE),
             on_connect=kwargs.pop("on_connect", self._handshake),
             on_batch=guard,
@@ -332,23 +363,64 @@ class Redis(Commands):
                 yield item
 
 
+#: redis-py's ssl_cert_reqs names.
+_CERT_REQS = {
+    "required": _ssl.CERT_REQUIRED,
+    "optional": _ssl.CERT_OPTIONAL,
+    "none": _ssl.CERT_NONE,
+}
+
+
+def _ssl_context(
+    ca_certs: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    password: str | None,
+    cert_reqs: str,
+    check_hostname: bool,
+) -> _ssl.SSLContext:
+    """redis-py's TLS options as a context (the default trust store unless ca_certs)."""
+    if cert_reqs not in _CERT_REQS:
+        raise DataError(f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}, not {cert_reqs!r}")
+    try:
+        ctx = _ssl.create_default_context(cafile=ca_certs)
+        if certfile:
+            ctx.load_cert_chain(certfile, keyfile, password=password)
+    except (OSError, _ssl.SSLError) as exc:
+        raise DataError(f"cannot load the TLS files: {exc}") from None
+    ctx.check_hostname = check_hostname and cert_reqs == "required"
+    ctx.verify_mode = _CERT_REQS[cert_reqs]
+    return ctx
+
+
 def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> Redis:
-    """A lazy `Redis` for ``redis://[[user]:password@]host[:port][/db][?db=N]``
-    (`host:port` alone works too); keyword arguments win over the URL."""
+    """A lazy `Redis` for ``redis://[[user]:password@]host[:port][/db][?db=N]``,
+    ``rediss://`` (TLS, redis-py's ``ssl_*`` options as keywords or in the query)
+    or ``unix:///path/to/socket?db=N`` (`host:port` alone works too); keyword
+    arguments win over the URL."""
     if "://" not in url:
         url = "redis://" + url
     u = urlsplit(url)
-    if u.scheme not in ("redis", ""):
-        raise DataError(f"unsupported scheme {u.scheme!r} (only redis://)")
+    if u.scheme not in ("redis", "rediss", "unix", ""):
+        raise DataError(f"unsupported scheme {u.scheme!r} (redis://, rediss:// or unix://)")
     opts: dict[str, Any] = {"host": u.hostname or "127.0.0.1", "port": u.port or DEFAULT_PORT}
+    if u.scheme == "rediss":
+        opts["ssl"] = True
+    if u.scheme == "unix":
+        opts["unix_socket_path"] = unquote(u.path)
     if u.password is not None:
         opts["password"] = unquote(u.password)
     if u.username:
         opts["username"] = unquote(u.username)
     path = u.path.strip("/")
-    if path:
+    if path and u.scheme != "unix":
         opts["db"] = int(path)
     query = parse_qs(u.query)
+    for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"):
+        if name in query:
+            opts[name] = query[name][0]
+    if "ssl_check_hostname" in query:
+        opts["ssl_check_hostname"] = query["ssl_check_hostname"][0].lower() in ("1", "true", "yes")
     if "db" in query:
         opts["db"] = int(query["db"][0])
     if "protocol" in query:

@@ -1,12 +1,13 @@
-//! Password authentication: md5 and SCRAM-SHA-256 (RFC 5802 / RFC 7677, no
-//! channel binding: surge speaks to PostgreSQL without TLS, so it sends the
-//! `n,,` GS2 header, which servers accept for the plain `SCRAM-SHA-256` mechanism).
+//! Password authentication: md5 and SCRAM-SHA-256 (RFC 5802 / RFC 7677), with
+//! `tls-server-end-point` channel binding (SCRAM-SHA-256-PLUS, RFC 5929) when the
+//! caller gives the certificate hash, else the `n,,` GS2 header ("no channel
+//! binding"), which servers accept for the plain `SCRAM-SHA-256` mechanism.
 //!
 //! The client nonce is given by the caller (sans-IO: no randomness here; the
 //! Python side passes `os.urandom` bytes), which also makes RFC test vectors
-//! reproducible. Passwords are used as given, without SASLprep: the same bytes
-//! as libpq sends for any ASCII password (non-ASCII passwords that SASLprep
-//! would change may fail to authenticate).
+//! reproducible. The password comes already prepared: the Python side applies
+//! SASLprep (`surge/postgres/saslprep.py`) as libpq does, so these are the
+//! bytes the server hashed when it stored the verifier.
 
 use std::fmt;
 
@@ -94,8 +95,16 @@ enum State {
 pub struct ScramSha256 {
     password: Vec<u8>,
     nonce: String,
+    /// `tls-server-end-point` data (RFC 5929: a hash of the server's certificate)
+    /// for SCRAM-SHA-256-PLUS; None: no channel binding (`n,,`).
+    binding: Option<Vec<u8>>,
     state: State,
 }
+
+/// The GS2 header with `tls-server-end-point` channel binding.
+const GS2_BINDING: &str = "p=tls-server-end-point,,";
+/// The GS2 header without channel binding.
+const GS2_NONE: &str = "n,,";
 
 impl ScramSha256 {
     /// `nonce_bytes`: at least 18 random bytes (they are base64-encoded).
@@ -103,7 +112,24 @@ impl ScramSha256 {
         ScramSha256 {
             password: password.to_vec(),
             nonce: B64.encode(nonce_bytes),
+            binding: None,
             state: State::Start,
+        }
+    }
+
+    /// Bind the exchange to the TLS channel (SCRAM-SHA-256-PLUS): `data` is the
+    /// `tls-server-end-point` hash of the certificate the server presented, which
+    /// the server checks against its own, so a man in the middle is caught.
+    pub fn with_channel_binding(mut self, data: &[u8]) -> Self {
+        self.binding = Some(data.to_vec());
+        self
+    }
+
+    fn gs2_header(&self) -> &'static str {
+        if self.binding.is_some() {
+            GS2_BINDING
+        } else {
+            GS2_NONE
         }
     }
 
@@ -118,7 +144,7 @@ impl ScramSha256 {
             return Err(ScramError::OutOfOrder);
         }
         self.state = State::SentFirst;
-        Ok(format!("n,,{}", self.first_bare()).into_bytes())
+        Ok(format!("{}{}", self.gs2_header(), self.first_bare()).into_bytes())
     }
 
     /// Take the server-first message; return the client-final message.
@@ -153,8 +179,12 @@ impl ScramSha256 {
         pbkdf2::pbkdf2_hmac::<Sha256>(&self.password, &salt, iters, &mut salted);
         let client_key = hmac(&salted, b"Client Key");
         let stored_key: [u8; 32] = Sha256::digest(client_key).into();
-        // "biws" is base64("n,,"), the GS2 header without channel binding.
-        let without_proof = format!("c=biws,r={nonce}");
+        // c= is the GS2 header and the channel binding data ("biws" without any).
+        let mut cbind = self.gs2_header().as_bytes().to_vec();
+        if let Some(b) = &self.binding {
+            cbind.extend_from_slice(b);
+        }
+        let without_proof = format!("c={},r={nonce}", B64.encode(cbind));
         let auth_message = format!("{},{sf},{without_proof}", self.first_bare());
         let client_sig = hmac(&stored_key, auth_message.as_bytes());
         let mut proof = client_key;
@@ -227,6 +257,20 @@ mod tests {
         let fin = String::from_utf8(fin).unwrap();
         assert!(fin.starts_with("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p="));
         assert!(s.verify(b"v=bogus").is_err());
+    }
+
+    #[test]
+    fn scram_channel_binding_headers() {
+        let mut s =
+            ScramSha256::new(b"pw", b"0123456789abcdef01").with_channel_binding(b"\x01\x02");
+        let first = String::from_utf8(s.client_first().unwrap()).unwrap();
+        assert!(first.starts_with("p=tls-server-end-point,,n=,r="));
+        let nonce = s.nonce.clone();
+        let sf = format!("r={nonce}srv,s=QUJD,i=4096");
+        let fin = String::from_utf8(s.client_final(sf.as_bytes()).unwrap()).unwrap();
+        let mut want = b"p=tls-server-end-point,,".to_vec();
+        want.extend_from_slice(b"\x01\x02");
+        assert!(fin.starts_with(&format!("c={},r=", B64.encode(want))));
     }
 
     #[test]

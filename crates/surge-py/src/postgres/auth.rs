@@ -31,12 +31,16 @@ fn err(e: auth::ScramError) -> PyErr {
 
 #[pymethods]
 impl ScramClient {
-    /// `nonce`: at least 18 random bytes.
+    /// `nonce`: at least 18 random bytes; `channel_binding`: the server
+    /// certificate's `tls-server-end-point` hash, for SCRAM-SHA-256-PLUS.
     #[new]
-    fn new(password: &[u8], nonce: &[u8]) -> Self {
-        ScramClient {
-            inner: auth::ScramSha256::new(password, nonce),
+    #[pyo3(signature = (password, nonce, channel_binding=None))]
+    fn new(password: &[u8], nonce: &[u8], channel_binding: Option<&[u8]>) -> Self {
+        let mut inner = auth::ScramSha256::new(password, nonce);
+        if let Some(cb) = channel_binding {
+            inner = inner.with_channel_binding(cb);
         }
+        ScramClient { inner }
     }
 
     /// The client-first message.

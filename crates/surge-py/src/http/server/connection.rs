@@ -88,6 +88,19 @@ pub struct HttpConnection {
     /// feed again (with `b""`) when there is room.
     #[pyo3(get)]
     held: bool,
+    /// A `GET` asked to upgrade to WebSocket: nothing after its head is parsed
+    /// as HTTP; the bytes are kept for the new protocol (`take_rest`).
+    #[pyo3(get)]
+    upgrade: bool,
+}
+
+/// A `GET` with `Upgrade: websocket` (the WebSocket side checks the rest).
+fn wants_websocket(head: &RequestHead) -> bool {
+    head.method() == b"GET"
+        && head.header(b"upgrade").is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+        })
 }
 
 fn reply_for(head: &RequestHead) -> Reply {
@@ -199,6 +212,9 @@ impl HttpConnection {
             }
         };
         drop(router);
+        if wants_websocket(&request.head) {
+            self.upgrade = true;
+        }
         self.parser.set_body_limit(limit);
         let has_body = request.head.content_length() != Some(0);
         if request.head.expect_continue && has_body && self.parser.buffered() == 0 {
@@ -320,6 +336,7 @@ impl HttpConnection {
             stream_buffered: 0,
             continue_owed: false,
             held: false,
+            upgrade: false,
         }
     }
 
@@ -344,6 +361,11 @@ impl HttpConnection {
         }
         let mut deferred: Option<Bound<'py, PyList>> = None;
         self.held = false;
+        if self.upgrade && self.closing {
+            // Frames of the protocol being switched to: kept, not parsed.
+            self.parser.feed(data);
+            return Ok(deferred);
+        }
         if self.closing {
             return Ok(deferred);
         }
@@ -374,6 +396,9 @@ impl HttpConnection {
                             None => p.body_buf.freeze(),
                         };
                         self.complete(py, request, &mut deferred)?;
+                    }
+                    if self.upgrade {
+                        self.closing = true;
                     }
                     if self.closing {
                         break;
@@ -494,6 +519,11 @@ impl HttpConnection {
         if self.head_started.is_some() {
             self.head_started = Some(self.last_active);
         }
+    }
+
+    /// The bytes read after an upgrade request's head (see `upgrade`).
+    fn take_rest<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.parser.take_buffered())
     }
 
     /// Called by a streaming body's reader after taking chunks.

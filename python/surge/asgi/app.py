@@ -18,6 +18,7 @@ from surge.http.config import Limits
 from surge.http.plan import Plan
 
 from .cycle import ASGIApp, HttpCycle
+from .websocket import WebSocketUpgrade, websocket_upgrade
 
 if TYPE_CHECKING:
     from surge._core import Request
@@ -49,7 +50,7 @@ class AsgiApp:
     def freeze(self) -> Plan:
         """The serving plan: one catch-all streaming route for every method."""
         if self._plan is None:
-            self._plan = catch_all_plan(self._handle, self.limits)
+            self._plan = catch_all_plan(self._handle, self.limits, websocket=self._handle_websocket)
         return self._plan
 
     def _handle(self, request: Request, **_params: Any) -> HttpCycle:
@@ -84,6 +85,10 @@ class AsgiApp:
             "state": self.state.copy(),
         }
         return HttpCycle(self.app, scope, request, stream, conn, self.limits.write_high_water)
+
+    def _handle_websocket(self, request: Request, **_params: Any) -> WebSocketUpgrade:
+        # The websocket scope and cycle live in `surge.asgi.websocket`.
+        return websocket_upgrade(self, request)
 
     #: The connection calls `_handle` without path parameters (see protocol.py).
     _handle.surge_dispatcher = True  # type: ignore[attr-defined]

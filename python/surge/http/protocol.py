@@ -418,6 +418,8 @@ class HttpProtocol(asyncio.Protocol):
             slot.task = self._loop.create_task(
                 self._run_async(slot, req, route.handler), name=_TASK_NAME
             )
+        elif route.websocket is not None and self._conn.upgrade and _wants_websocket(req):
+            self._upgrade(slot, req, route)
         elif route.is_async or route.threaded or route.stream or self._plan.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)
@@ -450,6 +452,25 @@ class HttpProtocol(asyncio.Protocol):
             self._start(self._run(slot, req, route))
         else:
             self._call_inline(slot, req, route)
+
+    # WebSocket hook (the protocol itself lives in surge.websocket) ------------------
+
+    def _upgrade(self, slot: _Slot, req: Request, route: Any) -> None:
+        # The route's `websocket` callable returns an inline WriterResponse that,
+        # when its turn comes (every earlier response written), answers the
+        # handshake or takes the transport over with `detach`.
+        slot.body = route.websocket(req, **req.path_params)
+        slot.done = True
+        if not self._writer_busy and self._queue[0] is slot:
+            self._flush()
+
+    def detach(self) -> tuple[asyncio.Transport, bytes, Server]:
+        """Gives the transport up to the protocol an upgrade switched to, with the
+        bytes read past the upgrade request's head and the server (which tracks the
+        new protocol from now on); this protocol is done."""
+        self._closed = True
+        self._server.connections.discard(self)
+        return self._transport, self._conn.take_rest(), self._server
 
     def _call_inline(self, slot: _Slot, req: Request, route: Any) -> None:
         try:
@@ -934,6 +955,11 @@ class _Resumed:
                     awaited = coro.send(value)
                 except StopIteration as stop:
                     return stop.value
+
+
+def _wants_websocket(req: Request) -> bool:
+    # Only the request the native side stopped at asks for it (see `upgrade`).
+    return "websocket" in req.headers.get("upgrade", "").lower()
 
 
 def _to_response(result: Any) -> Response:

@@ -1,0 +1,116 @@
+"""The surge App the WebSocket tests talk to (served in-process, see conftest.py).
+
+`events` records what the handlers saw (close codes), for the tests to check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from surge.http import App, Response
+from surge.websocket import WebSocket, WebSocketDisconnect
+
+#: What the handlers saw, by key; read by the tests from their own thread.
+events: dict[str, Any] = {}
+
+
+def make_app(**limits: Any) -> App:
+    app = App(**limits)
+
+    @app.get("/")
+    def index(request: Any) -> str:
+        return "index"
+
+    @app.websocket("/echo")
+    async def echo(websocket: WebSocket) -> None:
+        offered = websocket.subprotocols
+        await websocket.accept(subprotocol="chat" if "chat" in offered else None)
+        try:
+            while True:
+                await websocket.send(await websocket.receive())
+        except WebSocketDisconnect as exc:
+            events["echo_close"] = (exc.code, exc.reason)
+
+    @app.websocket("/params/{name:int}")
+    async def params(websocket: WebSocket, name: int) -> None:
+        await websocket.accept(headers={"x-accepted": "yes"})
+        await websocket.send_json(
+            {
+                "name": name,
+                "path_params": websocket.path_params,
+                "q": websocket.query_params.get("q"),
+                "h": websocket.headers.get("x-test"),
+            }
+        )
+        await websocket.close(4000, "bye")
+
+    @app.websocket("/deny")
+    async def deny(websocket: WebSocket) -> None:
+        await websocket.close()
+
+    @app.websocket("/deny-response")
+    async def deny_response(websocket: WebSocket) -> None:
+        await websocket.deny(Response("no token\n", status=401, headers={"x-why": "token"}))
+
+    @app.websocket("/fail-before")
+    async def fail_before(websocket: WebSocket) -> None:
+        raise RuntimeError("boom (expected by the test)")
+
+    @app.websocket("/fail-after")
+    async def fail_after(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.receive()
+        raise RuntimeError("boom (expected by the test)")
+
+    @app.websocket("/close/{code:int}")
+    async def close(websocket: WebSocket, code: int) -> None:
+        await websocket.accept()
+        await websocket.close(code, "closing as asked")
+
+    @app.websocket("/flood")
+    async def flood(websocket: WebSocket) -> None:
+        # A client that never reads: send must wait (back-pressure), so what this
+        # handler managed to send stays bounded.
+        await websocket.accept()
+        chunk = b"x" * 65536
+        events["flood_sent"] = 0
+        try:
+            while True:
+                await websocket.send_bytes(chunk)
+                events["flood_sent"] += len(chunk)
+        except WebSocketDisconnect as exc:
+            events["flood_close"] = exc.code
+
+    @app.websocket("/watch")
+    async def watch(websocket: WebSocket) -> None:
+        # Records how the connection ended (the client disappears mid-message).
+        await websocket.accept()
+        events.pop("watch_close", None)
+        async for _ in websocket:
+            pass
+        events["watch_close"] = websocket.close_code
+
+    @app.websocket("/hold")
+    async def hold(websocket: WebSocket) -> None:
+        await websocket.accept()
+        events["hold_started"] = True
+        async for message in websocket:
+            await websocket.send(message)
+        events["hold_close"] = websocket.close_code
+
+    @app.websocket("/text")
+    async def text_only(websocket: WebSocket) -> None:
+        await websocket.accept()
+        async for message in websocket.iter_text():
+            await websocket.send_text(message.upper())
+
+    @app.websocket("/batch")
+    async def batch(websocket: WebSocket) -> None:
+        await websocket.accept()
+        n = int(await websocket.receive_text())
+        await websocket.send_many([f"m{i}" for i in range(n)])
+        await asyncio.sleep(0)
+        await websocket.close()
+
+    return app

@@ -86,9 +86,7 @@ def test_deny_with_a_response(server):
 
 
 def test_handler_failing_before_accept_is_500(server):
-    assert raw_exchange(server.port, handshake_request("/fail-before")).startswith(
-        b"HTTP/1.1 500 "
-    )
+    assert raw_exchange(server.port, handshake_request("/fail-before")).startswith(b"HTTP/1.1 500 ")
 
 
 def test_subprotocol_params_query_headers(server):

@@ -116,14 +116,19 @@ class RawWebSocket:
             data += more
         return op, data
 
-    def expect_close(self) -> tuple[int | None, bytes]:
-        """Reads until the server's close frame: (code, reason); then checks the
-        server closes the TCP connection."""
+    def expect_close(self, answer: bool = True) -> tuple[int | None, bytes]:
+        """Reads until the server's close frame: (code, reason), answers it (unless
+        not `answer`), then reads until the server closes the TCP connection."""
         while True:
             op, data = self.recv_message()
             if op == CLOSE:
                 break
         code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else None
+        if answer:
+            try:
+                self.sock.sendall(frame(CLOSE, data[:2]))
+            except OSError:
+                pass  # the server closed first (it echoed our close)
         self.sock.settimeout(5.0)
         rest = b""
         try:

@@ -17,7 +17,6 @@ import pytest
 import uvloop
 from surge.http.server import Server, serve
 from surge.services import free_port
-
 from ws_apps import make_app
 
 

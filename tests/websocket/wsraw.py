@@ -4,6 +4,7 @@ ones can be sent, and frames read back one by one."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import struct
@@ -125,10 +126,9 @@ class RawWebSocket:
                 break
         code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else None
         if answer:
-            try:
+            # OSError: the server closed first (it echoed our close).
+            with contextlib.suppress(OSError):
                 self.sock.sendall(frame(CLOSE, data[:2]))
-            except OSError:
-                pass  # the server closed first (it echoed our close)
         self.sock.settimeout(5.0)
         rest = b""
         try:

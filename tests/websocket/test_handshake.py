@@ -9,7 +9,7 @@ import json
 import socket
 
 import pytest
-from websockets.exceptions import ConnectionClosedOK, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 from wsraw import KEY, TEXT, RawWebSocket, frame, handshake_request
 
@@ -97,7 +97,7 @@ def test_subprotocol_params_query_headers(server):
         assert c.response.headers["x-accepted"] == "yes"
         data = json.loads(c.recv())
         assert data == {"name": 42, "path_params": {"name": 42}, "q": "x", "h": "t1"}
-        with pytest.raises(ConnectionClosedOK):
+        with pytest.raises(ConnectionClosed):
             c.recv()
         assert c.close_code == 4000
         assert c.close_reason == "bye"

@@ -3,7 +3,8 @@ uvicorn (with the websockets library) in the ASGI comparison tests."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI, WebSocket as FastWebSocket
+from fastapi import FastAPI
+from fastapi import WebSocket as FastWebSocket
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, WebSocketRoute

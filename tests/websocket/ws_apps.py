@@ -22,6 +22,10 @@ def make_app(**limits: Any) -> App:
     def index(request: Any) -> str:
         return "index"
 
+    @app.get("/browser")
+    def browser_page(request: Any) -> Response:
+        return Response(BROWSER_PAGE, content_type="text/html; charset=utf-8")
+
     @app.websocket("/echo")
     async def echo(websocket: WebSocket) -> None:
         offered = websocket.subprotocols
@@ -114,3 +118,43 @@ def make_app(**limits: Any) -> App:
         await websocket.close()
 
     return app
+
+
+#: The page the browser test loads: it talks to /echo and writes what it saw into
+#: #out as JSON, then sets the title to "done" (or "fail").
+BROWSER_PAGE = """<!doctype html>
+<html><head><title>running</title></head><body><pre id="out"></pre><script>
+const results = {};
+async function run() {
+  const ws = new WebSocket(`ws://${location.host}/echo`);
+  ws.binaryType = "arraybuffer";
+  const next = () => new Promise((resolve, reject) => {
+    ws.onmessage = (e) => resolve(e.data);
+    ws.onerror = () => reject(new Error("websocket error"));
+  });
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = () => reject(new Error("open failed"));
+  });
+  results.extensions = ws.extensions;
+  ws.send("hello from the browser \u00e9\u20ac");
+  results.text = await next();
+  ws.send(new Uint8Array([0, 1, 2, 255]));
+  results.binary = Array.from(new Uint8Array(await next()));
+  const big = "surge websocket ".repeat(100000);
+  ws.send(big);
+  const back = await next();
+  results.big_ok = back === big;
+  results.big_len = back.length;
+  const closed = new Promise((resolve) => {
+    ws.onclose = (e) => resolve([e.code, e.reason, e.wasClean]);
+  });
+  ws.close(1000, "browser done");
+  results.close = await closed;
+}
+run().catch((e) => { results.error = String(e); }).finally(() => {
+  document.getElementById("out").textContent = JSON.stringify(results);
+  document.title = results.error ? "fail" : "done";
+});
+</script></body></html>
+"""

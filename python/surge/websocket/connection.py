@@ -208,9 +208,9 @@ class WebSocketConnection(asyncio.Protocol):
 
     def _peer_closed(self, code: int, reason: str) -> None:
         if self.state == OPEN:
-            # Echo the code (RFC 6455 5.5.1); no code for none.
+            # Echo the code and reason (RFC 6455 5.5.1; an empty close for none).
             self.close_code, self.close_reason = code, reason
-            self._write(self._codec.close(code))  # type: ignore[union-attr]
+            self._write(self._codec.close(code, reason))  # type: ignore[union-attr]
         # The server closes the TCP connection first (RFC 6455 7.1.1).
         self.state = CLOSED
         self._transport.close()

@@ -77,8 +77,7 @@ async def fail_after(websocket: WebSocket) -> None:
 
 
 async def disconnect_code(websocket: WebSocket) -> None:
-    # Reports the code of the client's close through a second message... the client
-    # closed, so instead it is echoed back on the next connection: kept in a global.
+    # Keeps the code and reason of the client's close; /last-disconnect reports them.
     await websocket.accept()
     message = await websocket.receive()
     LAST_DISCONNECT[:] = [message.get("code"), message.get("reason")]

@@ -461,6 +461,11 @@ class HttpProtocol(asyncio.Protocol):
         # handshake or takes the transport over with `detach`.
         slot.body = route.websocket(req, **req.path_params)
         slot.done = True
+        # Until the hand-over the native side only keeps what arrives: stop reading,
+        # so a client cannot pile up frames behind slow earlier responses.
+        if not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
         if not self._writer_busy and self._queue[0] is slot:
             self._flush()
 

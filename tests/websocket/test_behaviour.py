@@ -84,6 +84,24 @@ def test_send_back_pressure_bounds_memory(server):
     assert wait_for(lambda: "flood_close" in events)
 
 
+def test_receive_back_pressure_bounds_memory(server):
+    # The app never receives: reading must pause, so the client's sends block
+    # (kernel buffers fill) instead of the server queueing everything.
+    before = rss()
+    ws = RawWebSocket(server.port, "/deaf")
+    assert ws.status == 101
+    message = frame(BINARY, b"m" * (256 * 1024))
+    ws.sock.settimeout(1.0)
+    sent = 0
+    with pytest.raises(TimeoutError):
+        while sent < 512 << 20:
+            ws.sock.sendall(message)
+            sent += len(message)
+    assert sent < 64 << 20, f"the server took {sent >> 20} MiB from a client it did not read"
+    assert rss() - before < 64 << 20
+    ws.close()
+
+
 def test_client_vanishing_mid_message(server):
     ws = RawWebSocket(server.port, "/watch")
     assert ws.status == 101

@@ -86,6 +86,13 @@ def make_app(**limits: Any) -> App:
         except WebSocketDisconnect as exc:
             events["flood_close"] = exc.code
 
+    @app.websocket("/deaf")
+    async def deaf(websocket: WebSocket) -> None:
+        # Accepts and never receives: a sending client must be held back.
+        await websocket.accept()
+        events["deaf_open"] = True
+        await websocket._conn.wait_closed()
+
     @app.websocket("/watch")
     async def watch(websocket: WebSocket) -> None:
         # Records how the connection ended (the client disappears mid-message).

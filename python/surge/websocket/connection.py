@@ -45,6 +45,10 @@ CONNECTING, OPEN, CLOSING, CLOSED = range(4)
 _PRE_ACCEPT_BUFFER = 64 * 1024
 #: Messages queued for `receive` past which reading pauses.
 _MAX_QUEUED = 64
+#: Bytes of messages queued for `receive` past which reading pauses: with what one
+#: read can add and the message being assembled, this bounds a client that sends
+#: while the app does not receive.
+_MAX_QUEUED_BYTES = 1024 * 1024
 #: Close code for a connection lost without a close frame (never sent).
 ABNORMAL_CLOSURE = 1006
 NO_STATUS = 1005
@@ -70,6 +74,7 @@ class WebSocketConnection(asyncio.Protocol):
         self._pending = bytearray(rest)
         self.state = CONNECTING
         self._inbox: deque[str | bytes] = deque()
+        self._inbox_bytes = 0
         self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
         self._paused_writing = False
@@ -188,6 +193,7 @@ class WebSocketConnection(asyncio.Protocol):
             if kind is str or kind is bytes:
                 if self.state == OPEN:
                     inbox.append(ev)
+                    self._inbox_bytes += len(ev)
                 continue
             tag = ev[0]
             if tag == WS_PING:
@@ -203,7 +209,7 @@ class WebSocketConnection(asyncio.Protocol):
                 self._fail(ev[1], ev[2])
         if inbox:
             self._wake()
-            if len(inbox) >= _MAX_QUEUED:
+            if len(inbox) >= _MAX_QUEUED or self._inbox_bytes > _MAX_QUEUED_BYTES:
                 self._pause_reading()
 
     def _peer_closed(self, code: int, reason: str) -> None:
@@ -240,7 +246,12 @@ class WebSocketConnection(asyncio.Protocol):
             finally:
                 self._waiter = None
         message = inbox.popleft()
-        if self._paused_reading and len(inbox) < _MAX_QUEUED // 2:
+        self._inbox_bytes -= len(message)
+        if (
+            self._paused_reading
+            and len(inbox) < _MAX_QUEUED // 2
+            and self._inbox_bytes <= _MAX_QUEUED_BYTES // 2
+        ):
             self._resume_reading()
         return message
 

@@ -178,3 +178,23 @@ def test_invalid_utf8_close_code(peers, bad):
 
     results = both(peers, scenario)
     assert results["surge"] == results["uvicorn"] == 1007
+
+
+def test_pipelined_request_before_upgrade_and_early_frame(peers):
+    # A plain request, the upgrade and a first frame in one write: the 404 first,
+    # then the 101, then the echo (surge keeps the bytes read past the head).
+    def scenario(kind):
+        port = peers.get(kind, TARGET).port
+        data = b"GET /nothing HTTP/1.1\r\nHost: t\r\n\r\n" + handshake_request("/echo")
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(data + frame(TEXT, b"early frame"))
+            buf = b""
+            while b"early frame" not in buf:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        marks = [buf.find(m) for m in (b"HTTP/1.1 404", b"HTTP/1.1 101", b"early frame")]
+        return min(marks) >= 0 and marks == sorted(marks)
+
+    assert scenario("surge") is True

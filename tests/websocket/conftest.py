@@ -1,9 +1,9 @@
 """In-process surge servers for the WebSocket tests.
 
-Each server runs a `ws_apps.make_app(**limits)` App on its own uvloop loop in a
-thread, on a free loopback port; the tests talk to it with raw sockets and the
-`websockets` library from the test thread. Servers are made on first use per
-set of limits and kept for the session.
+Each server runs a `ws_apps.make_app(**limits)` App on its own loop (asyncio and
+uvloop: every test runs on both) in a thread, on a free loopback port; the tests
+talk to it with raw sockets and the `websockets` library from the test thread.
+Servers are made on first use per loop kind and set of limits, kept for the session.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from ws_server import LiveServer
 
+from tests.loops import KINDS
+
 
 @pytest.fixture(scope="session")
 def servers() -> Iterator[dict[tuple[tuple[str, Any], ...], LiveServer]]:
@@ -23,14 +25,17 @@ def servers() -> Iterator[dict[tuple[tuple[str, Any], ...], LiveServer]]:
         s.stop()
 
 
-@pytest.fixture
-def live(servers: dict[tuple[tuple[str, Any], ...], LiveServer]) -> Any:
-    """`live(**limits)`: the session's server with those limits (made on first use)."""
+@pytest.fixture(params=KINDS)
+def live(
+    request: pytest.FixtureRequest, servers: dict[tuple[tuple[str, Any], ...], LiveServer]
+) -> Any:
+    """`live(**limits)`: the session's server with those limits on each loop kind
+    (asyncio, uvloop), made on first use."""
 
     def get(**limits: Any) -> LiveServer:
-        key = tuple(sorted(limits.items()))
+        key = (("loop", request.param), *sorted(limits.items()))
         if key not in servers:
-            servers[key] = LiveServer(**limits)
+            servers[key] = LiveServer(request.param, **limits)
         return servers[key]
 
     return get

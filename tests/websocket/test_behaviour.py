@@ -68,6 +68,8 @@ def test_send_back_pressure_bounds_memory(server):
     # The client never reads: the handler's send_bytes must block once the
     # transport is over its high-water mark, so what it managed to send (and the
     # server's memory) stays bounded instead of growing with time.
+    events.pop("flood_sent", None)
+    events.pop("flood_close", None)
     before = rss()
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
@@ -103,6 +105,7 @@ def test_receive_back_pressure_bounds_memory(server):
 
 
 def test_client_vanishing_mid_message(server):
+    events.pop("watch_close", None)
     ws = RawWebSocket(server.port, "/watch")
     assert ws.status == 101
     ws.send(frame(TEXT, b"whole"))

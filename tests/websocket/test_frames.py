@@ -6,6 +6,7 @@ raw-socket client (so broken frames can be sent): 1 framing, 2 pings/pongs,
 from __future__ import annotations
 
 import os
+import time
 import zlib
 
 import pytest
@@ -262,10 +263,14 @@ def test_7_handler_error_after_accept_is_1011(server):
 def test_7_peer_close_reaches_the_handler(server):
     from ws_apps import events
 
+    events.pop("echo_close", None)
     ws = open_ws(server.port)
     ws.send(frame(CLOSE, close_payload(3456, b"see you")))
     ws.expect_close()
-    assert events["echo_close"] == (3456, "see you")
+    deadline = time.monotonic() + 5
+    while "echo_close" not in events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert events.get("echo_close") == (3456, "see you")
 
 
 # 9. Limits --------------------------------------------------------------------------

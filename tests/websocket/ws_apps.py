@@ -76,9 +76,9 @@ def make_app(**limits: Any) -> App:
     async def flood(websocket: WebSocket) -> None:
         # A client that never reads: send must wait (back-pressure), so what this
         # handler managed to send stays bounded.
-        await websocket.accept()
         chunk = b"x" * 65536
         events["flood_sent"] = 0
+        await websocket.accept()
         try:
             while True:
                 await websocket.send_bytes(chunk)
@@ -97,7 +97,6 @@ def make_app(**limits: Any) -> App:
     async def watch(websocket: WebSocket) -> None:
         # Records how the connection ended (the client disappears mid-message).
         await websocket.accept()
-        events.pop("watch_close", None)
         async for _ in websocket:
             pass
         events["watch_close"] = websocket.close_code

@@ -15,9 +15,9 @@ from ws_apps import make_app
 class LiveServer:
     """A surge server on a loop in a thread."""
 
-    def __init__(self, **limits: Any) -> None:
+    def __init__(self, loop: str = "uvloop", **limits: Any) -> None:
         self.port = free_port()
-        self.loop = uvloop.new_event_loop()
+        self.loop = uvloop.new_event_loop() if loop == "uvloop" else asyncio.new_event_loop()
         self.server: Server | None = None
         ready = threading.Event()
 

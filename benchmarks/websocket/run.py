@@ -5,7 +5,10 @@ Setup: C connections (default 1000) on loopback, each a closed loop of one small
 text message (5 bytes, no compression offered) and its echo; rounds alternate
 the servers; the median per server is reported with the ratio to uvicorn.
 
-    python -m benchmarks.websocket.echo [--connections 1000] [--seconds 5] [--rounds 3]
+    python -m benchmarks.websocket [--quick] [--connections 1000] [--seconds 5] [--rounds 3]
+
+The client is one uvloop process on the same machine (it shares the cores with the
+server): a closed loop, so the figures are round trips the pair sustains.
 """
 
 from __future__ import annotations
@@ -108,12 +111,16 @@ def wait_port(port: int) -> None:
     raise RuntimeError("server did not start")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> dict:
+    """Runs the suite; returns its markdown table and setup line (see benchmarks.run)."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.websocket")
+    ap.add_argument("--quick", action="store_true", help="1 round of 2 s, 200 connections")
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.quick:
+        args.connections, args.seconds, args.rounds = 200, 2.0, 1
     rates: dict[str, list[float]] = {name: [] for name in SERVERS}
     for _ in range(args.rounds):
         for name, cmd in SERVERS.items():
@@ -126,11 +133,23 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(10)
     base = statistics.median(rates["uvicorn+websockets (Starlette)"])
-    print(f"\nWebSocket echo, {args.connections} connections, 5-byte text, 1 worker")
-    print("| server | messages/s (median) | vs uvicorn |\n|---|---:|---:|")
+    lines = [
+        f"WebSocket echo, {args.connections} connections, 5-byte text, 1 worker",
+        "",
+        "| server | messages/s (median) | vs uvicorn |",
+        "|---|---:|---:|",
+    ]
     for name, values in rates.items():
         m = statistics.median(values)
-        print(f"| {name} | {m:,.0f} | {m / base:.2f}x |")
+        lines.append(f"| {name} | {m:,.0f} | {m / base:.2f}x |")
+    markdown = "\n".join(lines)
+    print(markdown)
+    setup = (
+        f"WebSocket echo: {args.connections} connections, closed loop of one 5-byte text "
+        f"message each, no compression offered, {args.rounds} rounds of {args.seconds:g} s "
+        "alternating servers, one worker, client on the same machine"
+    )
+    return {"markdown": markdown, "setup_lines": [setup]}
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ denial responses."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,3 +200,28 @@ def test_pipelined_request_before_upgrade_and_early_frame(peers):
         return min(marks) >= 0 and marks == sorted(marks)
 
     assert scenario("surge") is True
+
+
+def test_sigterm_closes_with_1001(tmp_path):
+    # `surge serve` stopping (SIGTERM: graceful drain) closes open WebSockets with
+    # 1001 (going away, RFC 6455 7.4.1) at once instead of waiting out the grace
+    # period; uvicorn 0.54 also closes at once, with 1012 (service restart).
+    def scenario(kind):
+        servers = PeerServers(tmp_path / kind, APPS, command)
+        (tmp_path / kind).mkdir()
+        server = servers.get(kind, TARGET)
+        with connect(url(servers, kind, "/echo")) as c:
+            c.send("before")
+            assert c.recv() == "before"
+            started = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed):
+                c.recv()
+            elapsed = time.monotonic() - started
+        server.proc.wait(10)
+        servers.stop_all()
+        return c.close_code, elapsed < 3.0
+
+    results = both(None, scenario)
+    assert results["surge"] == (1001, True)
+    assert results["uvicorn"] in ((1001, True), (1012, True))

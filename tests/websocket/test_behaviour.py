@@ -114,6 +114,16 @@ def test_client_vanishing_mid_message(server):
     assert wait_for(lambda: events.get("watch_close") == 1006)
 
 
+def test_client_leaving_before_accept(server):
+    events.pop("late_accept", None)
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(handshake_request("/late-accept"))
+    time.sleep(0.05)
+    s.close()
+    assert wait_for(lambda: "late_accept" in events)
+    assert events["late_accept"] == 1006
+
+
 def test_keepalive_pings_and_timeout():
     srv = LiveServer(ws_ping_interval=0.2, ws_ping_timeout=0.3)
     try:

@@ -93,6 +93,17 @@ def make_app(**limits: Any) -> App:
         events["deaf_open"] = True
         await websocket._conn.wait_closed()
 
+    @app.websocket("/late-accept")
+    async def late_accept(websocket: WebSocket) -> None:
+        # The client leaves before this accepts: accept raises WebSocketDisconnect.
+        await asyncio.sleep(0.2)
+        try:
+            await websocket.accept()
+        except WebSocketDisconnect as exc:
+            events["late_accept"] = exc.code
+        else:
+            events["late_accept"] = "accepted"
+
     @app.websocket("/watch")
     async def watch(websocket: WebSocket) -> None:
         # Records how the connection ended (the client disappears mid-message).

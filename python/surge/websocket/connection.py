@@ -117,9 +117,12 @@ class WebSocketConnection(asyncio.Protocol):
         subprotocol: str | None = None,
         headers: Any = None,
     ) -> None:
-        """Writes the `101` response; messages flow from now on."""
+        """Writes the `101` response; messages flow from now on. Raises
+        `WebSocketDisconnect` (1006) when the client left before."""
+        if self.state == CLOSED:
+            raise WebSocketDisconnect(self.close_code or ABNORMAL_CLOSURE, self.close_reason)
         if self.state != CONNECTING:
-            raise RuntimeError("the WebSocket was accepted or closed already")
+            raise RuntimeError("the WebSocket was accepted already")
         limits = self._limits
         head, codec = self._handshake.accept(
             subprotocol,
@@ -139,9 +142,12 @@ class WebSocketConnection(asyncio.Protocol):
             self._ping_handle = self._loop.call_later(limits.ws_ping_interval, self._ping)
 
     def deny(self, response: bytes) -> None:
-        """Answers the upgrade request with an HTTP response (`response`, whole) and closes."""
+        """Answers the upgrade request with an HTTP response (`response`, whole) and
+        closes; nothing to do once the client has left."""
+        if self.state == CLOSED:
+            return
         if self.state != CONNECTING:
-            raise RuntimeError("the WebSocket was accepted or closed already")
+            raise RuntimeError("the WebSocket was accepted already")
         self.state = CLOSED
         self.close_code = 1006
         self._transport.write(response)

@@ -225,3 +225,24 @@ def test_sigterm_closes_with_1001(tmp_path):
     results = both(None, scenario)
     assert results["surge"] == (1001, True)
     assert results["uvicorn"] in ((1001, True), (1012, True))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ws_command_line_options(tmp_path, kind):
+    # uvicorn's option names: --ws-max-size (1009 past it), --ws-per-message-deflate.
+    def with_options(k: str, target: str, port: int) -> list[str]:
+        options = ["--ws-max-size", "1000", "--ws-per-message-deflate", "false"]
+        return [*command(k, target, port), *options]
+
+    servers = PeerServers(tmp_path, APPS, with_options)
+    try:
+        with connect(url(servers, kind, "/echo")) as c:
+            assert c.protocol.extensions == []
+            c.send("x" * 1000)
+            assert c.recv() == "x" * 1000
+            c.send("x" * 1001)
+            with pytest.raises(ConnectionClosed):
+                c.recv()
+            assert c.close_code == 1009
+    finally:
+        servers.stop_all()

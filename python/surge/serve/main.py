@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
@@ -36,6 +37,7 @@ def run(
     root_path: str = "",
     lifespan: str = "auto",
     threads: int = DEFAULT_THREADS,
+    websocket: Mapping[str, Any] | None = None,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -50,7 +52,8 @@ def run(
     ``interface`` ("auto", "surge", "asgi", "wsgi") overrides detecting what the
     target is; ``root_path`` applies to ASGI and WSGI apps and ``lifespan``
     ("auto", "on", "off") to ASGI apps, as uvicorn's options of those names.
-    ``threads`` sizes each worker's thread pool running a WSGI app.
+    ``threads`` sizes each worker's thread pool running a WSGI app. ``websocket``
+    holds `Limits` ``ws_*`` fields (uvicorn's --ws-max-size and co.) set over the app's.
 
     ``tls`` serves HTTPS (see `surge.serve.tls`); its files are checked here, once,
     so a bad certificate or password fails before any worker starts.
@@ -96,6 +99,7 @@ def run(
         root_path=root_path,
         lifespan=lifespan,
         threads=threads,
+        websocket=tuple((websocket or {}).items()),
     )
     if workers == 1 and not reload:
         run_single(cfg)

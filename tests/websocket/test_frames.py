@@ -349,3 +349,35 @@ def test_13_deflate_bomb_is_1009(live):
     ws = open_ws(srv.port, extra=DEFLATE)
     ws.send(frame(BINARY, deflate(b"\x00" * (8 << 20)), rsv=4))  # 8 MiB in ~8 KiB
     assert ws.expect_close()[0] == 1009
+
+
+def test_13_no_context_takeover_negotiated_and_honoured(server):
+    offer = (
+        "Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; "
+        "client_no_context_takeover; server_max_window_bits=10\r\n"
+    )
+    ws = open_ws(server.port, extra=offer)
+    agreed = ws.header("Sec-WebSocket-Extensions")
+    assert "server_no_context_takeover" in agreed
+    assert "client_no_context_takeover" in agreed
+    assert "server_max_window_bits=10" in agreed
+    payload = b"the same text again and again " * 50
+    for _ in range(3):
+        ws.send(frame(TEXT, deflate(payload), rsv=4))
+        _fin, rsv, _op, data = ws.recv_frame()
+        assert rsv == 4
+        # No context takeover: every message inflates alone, with a fresh inflater
+        # and a 10-bit window.
+        assert zlib.decompressobj(-10).decompress(data + b"\x00\x00\xff\xff") == payload
+    ws.close()
+
+
+def test_13_offers_declined_or_second_choice(server):
+    # An offer with an unknown parameter is declined; the next one is taken.
+    offer = "Sec-WebSocket-Extensions: permessage-deflate; bogus=1, permessage-deflate\r\n"
+    ws = open_ws(server.port, extra=offer)
+    assert ws.header("Sec-WebSocket-Extensions") == "permessage-deflate"
+    ws.close()
+    ws = open_ws(server.port, extra="Sec-WebSocket-Extensions: x-unknown-ext\r\n")
+    assert ws.header("Sec-WebSocket-Extensions") is None
+    ws.close()

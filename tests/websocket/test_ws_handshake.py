@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import socket
+import time
 
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -125,3 +126,17 @@ def test_pipelined_requests_before_the_upgrade_and_frames_in_the_same_write(serv
     switching = buf.index(b"HTTP/1.1 101")
     assert first < second < switching < buf.index(b"early frame")
     assert buf.count(b"index") == 2
+
+
+def test_frames_before_accept_are_held_and_decoded(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(handshake_request("/slow-accept") + frame(TEXT, b"first"))
+        time.sleep(0.05)  # the app is still deciding: these arrive before the 101
+        s.sendall(frame(TEXT, b"second") + frame(TEXT, b"x" * 100_000))
+        buf = b""
+        while buf.count(b"x" * 100_000) < 1:
+            chunk = s.recv(1 << 20)
+            assert chunk, buf[:200]
+            buf += chunk
+    assert buf.startswith(b"HTTP/1.1 101 ")
+    assert buf.index(b"first") < buf.index(b"second") < buf.index(b"x" * 100_000)

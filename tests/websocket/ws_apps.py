@@ -104,6 +104,14 @@ def make_app(**limits: Any) -> App:
         else:
             events["late_accept"] = "accepted"
 
+    @app.websocket("/slow-accept")
+    async def slow_accept(websocket: WebSocket) -> None:
+        # Frames arriving before accept are held, then decoded in order.
+        await asyncio.sleep(0.2)
+        await websocket.accept()
+        async for message in websocket:
+            await websocket.send(message)
+
     @app.websocket("/watch")
     async def watch(websocket: WebSocket) -> None:
         # Records how the connection ended (the client disappears mid-message).

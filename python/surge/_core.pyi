@@ -419,6 +419,7 @@ class WebSocketHandshake:
         compress: bool = True,
         max_message_size: int = ...,
         compression_level: int = ...,
+        server_max_window_bits: int = 12,
     ) -> tuple[bytes, WebSocketCodec]: ...
 
 class WebSocketCodec:

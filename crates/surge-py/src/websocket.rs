@@ -24,6 +24,9 @@ pub const CLOSE: u8 = 8;
 pub const PING: u8 = 9;
 pub const PONG: u8 = 10;
 
+/// The server's compression window unless told otherwise: 2^12 bytes.
+const DEFAULT_SERVER_WINDOW_BITS: u8 = 12;
+
 /// Close code reported when the peer's close frame carried none (RFC 6455 7.1.5).
 const NO_STATUS: u16 = 1005;
 
@@ -112,8 +115,12 @@ impl WebSocketHandshake {
 
     /// Accepts: the `101` response bytes and the connection's codec.
     /// `subprotocol` must be one the client offered; `headers` are extra
-    /// (name, value) pairs; `compress` agrees to permessage-deflate if offered.
-    #[pyo3(signature = (subprotocol=None, headers=None, compress=true, max_message_size=DEFAULT_MAX_MESSAGE_SIZE, compression_level=DEFAULT_COMPRESSION_LEVEL))]
+    /// (name, value) pairs; `compress` agrees to permessage-deflate if offered,
+    /// compressing with a window of `server_max_window_bits` (default 12, 4 KiB,
+    /// as the websockets library: the compressor's memory per connection is
+    /// dominated by its window, and small messages gain nothing from 32 KiB).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (subprotocol=None, headers=None, compress=true, max_message_size=DEFAULT_MAX_MESSAGE_SIZE, compression_level=DEFAULT_COMPRESSION_LEVEL, server_max_window_bits=DEFAULT_SERVER_WINDOW_BITS))]
     fn accept<'py>(
         &self,
         py: Python<'py>,
@@ -122,7 +129,13 @@ impl WebSocketHandshake {
         compress: bool,
         max_message_size: usize,
         compression_level: u32,
+        server_max_window_bits: u8,
     ) -> PyResult<(Bound<'py, PyBytes>, WebSocketCodec)> {
+        if !(9..=15).contains(&server_max_window_bits) {
+            return Err(PyValueError::new_err(
+                "server_max_window_bits must be 9..=15",
+            ));
+        }
         if !self.ok {
             return Err(PyValueError::new_err("cannot accept a refused handshake"));
         }
@@ -150,7 +163,13 @@ impl WebSocketHandshake {
             }
         }
         let deflate = if compress {
-            negotiate(&self.offers, &DeflateConfig::default())
+            negotiate(
+                &self.offers,
+                &DeflateConfig {
+                    server_max_window_bits,
+                    ..DeflateConfig::default()
+                },
+            )
         } else {
             None
         };

@@ -131,6 +131,7 @@ class HttpConnection:
     idle: bool
     held: bool
     draining: bool
+    upgrade: bool
     def __init__(
         self,
         router: Router,
@@ -143,6 +144,7 @@ class HttpConnection:
         max_body: int | None = None,
     ) -> None: ...
     def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
+    def take_rest(self) -> bytes: ...
     def render(self, request: Request, value: Any) -> bytes | None: ...
     def render_error(
         self,
@@ -422,3 +424,43 @@ class TlsSession:
     def feed(self, data: bytes) -> tuple[bytes | None, bytes | None, str | None]: ...
     def encrypt(self, data: bytes) -> bytes: ...
     def close(self) -> bytes: ...
+
+# WebSocket (server side) ---------------------------------------------------------------
+
+WS_ERROR: int
+WS_CLOSE: int
+WS_PING: int
+WS_PONG: int
+WS_DEFAULT_MAX_MESSAGE_SIZE: int
+
+class WebSocketHandshake:
+    ok: bool
+    status: int
+    reason: str
+    subprotocols: list[str]
+    compression_offered: bool
+    def __init__(
+        self, method: bytes, headers: Iterable[tuple[str | bytes, str | bytes]]
+    ) -> None: ...
+    def rejection(self) -> bytes: ...
+    def accept(
+        self,
+        subprotocol: str | None = None,
+        headers: Iterable[tuple[str | bytes, str | bytes]] | None = None,
+        compress: bool = True,
+        max_message_size: int = ...,
+        compression_level: int = ...,
+        server_max_window_bits: int = 12,
+    ) -> tuple[bytes, WebSocketCodec]: ...
+
+class WebSocketCodec:
+    compressed: bool
+    buffered: int
+    in_message: bool
+    def feed(self, data: bytes) -> list[Any]: ...
+    def text(self, text: str) -> bytes: ...
+    def binary(self, data: bytes) -> bytes: ...
+    def encode_many(self, messages: Iterable[str | bytes]) -> bytes: ...
+    def ping(self, payload: bytes = b"") -> bytes: ...
+    def pong(self, payload: bytes = b"") -> bytes: ...
+    def close(self, code: int = 1000, reason: str = "") -> bytes: ...

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 #: Modules that add subcommands besides ``serve`` (``surge services up|down``, ...).
 SUBCOMMAND_MODULES = ("surge.services_cli", "surge.load_cli")
@@ -138,6 +139,30 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="close a keep-alive connection that sends nothing for S seconds "
         f"(default: the app's keepalive_timeout, {DEFAULT_KEEPALIVE_TIMEOUT:g})",
     )
+    ws = serve.add_argument_group("WebSocket (uvicorn's option names; default: the app's limits)")
+    ws.add_argument(
+        "--ws-max-size",
+        type=_int_in(1, 1 << 40),
+        metavar="BYTES",
+        help="largest message; larger closes with 1009 (default 16 MiB)",
+    )
+    ws.add_argument(
+        "--ws-ping-interval",
+        type=_positive_float,
+        metavar="S",
+        help="seconds between keep-alive pings (default 20)",
+    )
+    ws.add_argument(
+        "--ws-ping-timeout",
+        type=_positive_float,
+        metavar="S",
+        help="seconds a pong may take before closing with 1011 (default 20)",
+    )
+    ws.add_argument(
+        "--ws-per-message-deflate",
+        choices=["true", "false"],
+        help="agree to permessage-deflate when offered (default true)",
+    )
     tls = serve.add_argument_group("HTTPS (uvicorn's option names)")
     tls.add_argument(
         "--ssl-certfile", metavar="FILE", help="serve HTTPS with this certificate (PEM)"
@@ -202,6 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
             threads=args.threads,
             limit_concurrency=args.limit_concurrency,
             timeout_keep_alive=args.timeout_keep_alive,
+            websocket=_websocket_options(args),
         )
     except StartupError as exc:
         if exc.detail:
@@ -233,6 +259,27 @@ def _warn_unavailable(module_name: str, exc: BaseException) -> None:
         f"surge: warning: commands of {module_name} unavailable: {type(exc).__name__}: {exc}",
         file=sys.stderr,
     )
+
+
+def _websocket_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `Limits` ws_* fields given on the command line."""
+    options: dict[str, Any] = {}
+    if args.ws_max_size is not None:
+        options["ws_max_message_size"] = args.ws_max_size
+    if args.ws_ping_interval is not None:
+        options["ws_ping_interval"] = args.ws_ping_interval
+    if args.ws_ping_timeout is not None:
+        options["ws_ping_timeout"] = args.ws_ping_timeout
+    if args.ws_per_message_deflate is not None:
+        options["ws_per_message_deflate"] = args.ws_per_message_deflate == "true"
+    return options
+
+
+def _positive_float(text: str) -> float:
+    value = _non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
 
 
 def _version() -> str:

@@ -10,6 +10,7 @@ mod postgres;
 mod redis;
 mod tarantool;
 mod tls;
+mod websocket;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -35,6 +36,18 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_MAX_HEADERS", limits.max_headers)?;
     m.add("DEFAULT_MAX_HEAD", limits.max_head)?;
     m.add("DEFAULT_MAX_BODY", limits.max_body)?;
+
+    // WebSocket (server side).
+    m.add_class::<websocket::WebSocketHandshake>()?;
+    m.add_class::<websocket::WebSocketCodec>()?;
+    m.add("WS_ERROR", websocket::ERROR)?;
+    m.add("WS_CLOSE", websocket::CLOSE)?;
+    m.add("WS_PING", websocket::PING)?;
+    m.add("WS_PONG", websocket::PONG)?;
+    m.add(
+        "WS_DEFAULT_MAX_MESSAGE_SIZE",
+        surge_proto::websocket::DEFAULT_MAX_MESSAGE_SIZE,
+    )?;
 
     // HTTP client.
     m.add_class::<http::client::HttpClientCodec>()?;

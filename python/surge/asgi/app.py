@@ -18,6 +18,7 @@ from surge.http.config import Limits
 from surge.http.plan import Plan
 
 from .cycle import ASGIApp, HttpCycle
+from .websocket import WebSocketUpgrade, websocket_upgrade
 
 if TYPE_CHECKING:
     from surge._core import Request
@@ -49,7 +50,12 @@ class AsgiApp:
         """The serving plan: a dispatcher taking every request (see `Plan.dispatch`),
         over a catch-all streaming route that frames the bodies."""
         if self._plan is None:
-            self._plan = catch_all_plan(_unrouted, self.limits, dispatch=self._dispatch)
+            self._plan = catch_all_plan(
+                _unrouted,
+                self.limits,
+                websocket=self._handle_websocket,
+                dispatch=self._dispatch,
+            )
         return self._plan
 
     def _dispatch(self, request: Request, conn: HttpProtocol) -> HttpCycle:
@@ -75,6 +81,10 @@ class AsgiApp:
             # Served with the kernel's sendfile (see `HttpCycle._pathsend`).
             "extensions": {"http.response.pathsend": {}},
         }
+
+    def _handle_websocket(self, request: Request, **_params: Any) -> WebSocketUpgrade:
+        # The websocket scope and cycle live in `surge.asgi.websocket`.
+        return websocket_upgrade(self, request)
 
 
 def _unrouted(request: Request, **_params: Any) -> None:

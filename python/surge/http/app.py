@@ -41,9 +41,14 @@ class Route:
     #: Set when serving starts: an async handler run straight in its own task (no
     #: hooks, not threaded, not streaming), the common case with its own fast path.
     lean: bool = False
+    #: For a WebSocket route: called with the upgrade request (and the path
+    #: parameters), it returns the `WriterResponse` that takes the connection over.
+    websocket: Handler | None = None
 
 
-def catch_all_plan(handler: Handler, limits: Limits, **plan_options: Any) -> Plan:
+def catch_all_plan(
+    handler: Handler, limits: Limits, websocket: Handler | None = None, **plan_options: Any
+) -> Plan:
     """The plan of a dispatcher that takes every request itself (ASGI, WSGI): one
     streaming route for every method and path, so bodies arrive with read
     back-pressure over the same connection, parser, limits and deadlines."""
@@ -61,6 +66,7 @@ def catch_all_plan(handler: Handler, limits: Limits, **plan_options: Any) -> Pla
         threaded=False,
         stream=True,
         max_body=max_body,
+        websocket=websocket,
     )
     return Plan(router=router, routes=(route, route), limits=limits, **plan_options)
 
@@ -179,6 +185,21 @@ class App:
 
     # Hooks and errors ----------------------------------------------------------------
 
+    def websocket(self, path: str) -> Callable[[F], F]:
+        """Registers `async def handler(websocket, **path_params)` for WebSocket
+        connections to `path` (see `surge.websocket.WebSocket`); a plain GET there
+        gets 426 Upgrade Required."""
+        from surge.websocket.app import upgrade_required, websocket_route
+
+        def decorate(handler: F) -> F:
+            if not inspect.iscoroutinefunction(handler):
+                raise TypeError(f"WebSocket handler for {path!r} must be async def")
+            route = self.add_route(path, upgrade_required, ["GET"])
+            route.websocket = websocket_route(handler)
+            return handler
+
+        return decorate
+
     def before_request(self, fn: F) -> F:
         """Runs `fn(request)` before each handler; a non-None return answers instead."""
         self._check_open("a before_request hook")
@@ -222,7 +243,7 @@ class App:
             router = Router()
             hooks = self.has_hooks
             for r in self.routes:
-                deferred = r.threaded or r.stream or hooks
+                deferred = r.threaded or r.stream or hooks or r.websocket is not None
                 r.lean = r.is_async and not deferred
                 if deferred:
                     kind = _DEFERRED

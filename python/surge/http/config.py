@@ -33,6 +33,15 @@ DEFAULT_KEEPALIVE_TIMEOUT = 15.0
 DEFAULT_STREAM_BUFFER = 1024 * 1024
 #: Threads for `threaded=True` handlers.
 DEFAULT_THREADS = 32
+#: Seconds between the server's keep-alive pings on a WebSocket (uvicorn's default).
+DEFAULT_WS_PING_INTERVAL = 20.0
+#: Seconds a pong may take before the WebSocket is closed (1011) as dead.
+DEFAULT_WS_PING_TIMEOUT = 20.0
+#: Largest WebSocket message, decompressed and joined; larger is closed with 1009
+#: (16 MiB, uvicorn's `--ws-max-size`).
+DEFAULT_WS_MAX_MESSAGE_SIZE: int = _core.WS_DEFAULT_MAX_MESSAGE_SIZE
+#: Seconds the closing handshake may take before the connection is dropped.
+DEFAULT_WS_CLOSE_TIMEOUT = 5.0
 #: The collector's first threshold while serving (Python's own is 700). Every request
 #: in flight holds a handful of container objects (task, coroutine, future, timer), and
 #: with thousands in flight the default makes generation 0 collect hundreds of times a
@@ -59,8 +68,14 @@ class Limits:
     keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT
     stream_buffer: int = DEFAULT_STREAM_BUFFER
     threads: int = DEFAULT_THREADS
+    ws_ping_interval: float = DEFAULT_WS_PING_INTERVAL
+    ws_ping_timeout: float = DEFAULT_WS_PING_TIMEOUT
+    ws_max_message_size: int = DEFAULT_WS_MAX_MESSAGE_SIZE
+    ws_close_timeout: float = DEFAULT_WS_CLOSE_TIMEOUT
+    #: Agree to permessage-deflate when the client offers it.
+    ws_per_message_deflate: bool = True
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
-            if getattr(self, name) <= 0:
+            if type(getattr(self, name)) is not bool and getattr(self, name) <= 0:
                 raise ValueError(f"limit {name} must be positive")

@@ -423,7 +423,13 @@ class HttpProtocol(asyncio.Protocol):
         if self._dispatcher is not None:
             # A dispatcher taking every request (ASGI): it starts the app and
             # returns its `WriterResponse` at once; no route, task or native
-            # rendering is involved here.
+            # rendering is involved here. An upgrade to WebSocket goes to the
+            # catch-all route's websocket handler.
+            if self._conn.upgrade and _wants_websocket(req):
+                route = self._routes[0]
+                if route.websocket is not None:
+                    self._upgrade(slot, req, route)
+                    return
             try:
                 writer = self._dispatcher(req, self)
             except Exception as exc:
@@ -456,6 +462,8 @@ class HttpProtocol(asyncio.Protocol):
             slot.task = self._loop.create_task(
                 self._run_async(slot, req, route.handler), name=_TASK_NAME
             )
+        elif route.websocket is not None and self._conn.upgrade and _wants_websocket(req):
+            self._upgrade(slot, req, route)
         elif route.is_async or route.threaded or route.stream or self._plan.has_hooks:
             if route.stream:
                 stream = BodyStream(self, req)
@@ -481,6 +489,30 @@ class HttpProtocol(asyncio.Protocol):
             self._start(self._run(slot, req, route))
         else:
             self._call_inline(slot, req, route)
+
+    # WebSocket hook (the protocol itself lives in surge.websocket) ------------------
+
+    def _upgrade(self, slot: _Slot, req: Request, route: Any) -> None:
+        # The route's `websocket` callable returns an inline WriterResponse that,
+        # when its turn comes (every earlier response written), answers the
+        # handshake or takes the transport over with `detach`.
+        slot.body = route.websocket(req, **req.path_params)
+        slot.done = True
+        # Until the hand-over the native side only keeps what arrives: stop reading,
+        # so a client cannot pile up frames behind slow earlier responses.
+        if not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        if not self._writer_busy and self._queue[0] is slot:
+            self._flush()
+
+    def detach(self) -> tuple[asyncio.Transport, bytes, Server]:
+        """Gives the transport up to the protocol an upgrade switched to, with the
+        bytes read past the upgrade request's head and the server (which tracks the
+        new protocol from now on); this protocol is done."""
+        self._closed = True
+        self._server.connections.discard(self)
+        return self._transport, self._conn.take_rest(), self._server
 
     def _call_inline(self, slot: _Slot, req: Request, route: Any) -> None:
         try:
@@ -1080,6 +1112,11 @@ def _error_response(status: int, message: str, headers: list[tuple[str, str]]) -
 
 
 _TEXT_PLAIN = "text/plain; charset=utf-8"
+
+
+def _wants_websocket(req: Request) -> bool:
+    # Only the request the native side stopped at asks for it (see `upgrade`).
+    return "websocket" in req.headers.get("upgrade", "").lower()
 
 
 def _to_response(result: Any) -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
@@ -38,6 +39,7 @@ def run(
     threads: int = DEFAULT_THREADS,
     limit_concurrency: int | None = None,
     timeout_keep_alive: float | None = None,
+    websocket: Mapping[str, Any] | None = None,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -52,7 +54,8 @@ def run(
     ``interface`` ("auto", "surge", "asgi", "wsgi") overrides detecting what the
     target is; ``root_path`` applies to ASGI and WSGI apps and ``lifespan``
     ("auto", "on", "off") to ASGI apps, as uvicorn's options of those names.
-    ``threads`` sizes each worker's thread pool running a WSGI app.
+    ``threads`` sizes each worker's thread pool running a WSGI app. ``websocket``
+    holds `Limits` ``ws_*`` fields (uvicorn's --ws-max-size and co.) set over the app's.
 
     ``limit_concurrency`` and ``timeout_keep_alive`` are uvicorn's options of
     those names, for every interface and per worker: with ``limit_concurrency``
@@ -111,6 +114,7 @@ def run(
         threads=threads,
         limit_concurrency=limit_concurrency,
         timeout_keep_alive=timeout_keep_alive,
+        websocket=tuple((websocket or {}).items()),
     )
     if workers == 1 and not reload:
         run_single(cfg)

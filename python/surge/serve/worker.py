@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import json
 import logging
@@ -86,6 +87,9 @@ class Config:
     #: outlives the worker, so a restart drops no queued connection); None: the
     #: worker opens its own.
     listen_fd: int | None = None
+    #: WebSocket limits from the command line, (``ws_*`` field, value) pairs set
+    #: over the app's `Limits`.
+    websocket: tuple[tuple[str, Any], ...] = ()
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -128,6 +132,8 @@ async def _serve(
         threads=cfg.threads,
         workers=cfg.workers,
     )
+    if cfg.websocket:
+        app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
     lifespan = await _start_lifespan(app, cfg.lifespan)
     try:
         await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)

@@ -49,10 +49,11 @@ impl Inflater {
             return Ok(());
         }
         loop {
-            let want = out
-                .len()
-                .saturating_add(INFLATE_STEP)
-                .min(limit.saturating_add(1));
+            // Room for a few times the input (deflate rarely does better on
+            // small messages), at most one step: a 20-byte message must not
+            // leave a 64 KiB buffer behind on every connection.
+            let step = input.len().saturating_mul(4).clamp(1024, INFLATE_STEP);
+            let want = out.len().saturating_add(step).min(limit.saturating_add(1));
             if want > out.len() {
                 out.reserve(want - out.len());
             }

@@ -81,6 +81,12 @@ impl Parser {
         self.buf.len()
     }
 
+    /// Takes the bytes received and not yet parsed, e.g. the first frames of a
+    /// protocol the connection was upgraded to after the last request.
+    pub fn take_buffered(&mut self) -> BytesMut {
+        std::mem::take(&mut self.buf)
+    }
+
     /// True between requests (no request partly received).
     pub fn is_idle(&self) -> bool {
         matches!(self.state, State::Head) && self.buf.is_empty()

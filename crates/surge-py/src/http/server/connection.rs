@@ -93,6 +93,19 @@ pub struct HttpConnection {
     /// learns it from the response instead of racing a close.
     #[pyo3(get, set)]
     draining: bool,
+    /// A `GET` asked to upgrade to WebSocket: nothing after its head is parsed
+    /// as HTTP; the bytes are kept for the new protocol (`take_rest`).
+    #[pyo3(get)]
+    upgrade: bool,
+}
+
+/// A `GET` with `Upgrade: websocket` (the WebSocket side checks the rest).
+fn wants_websocket(head: &RequestHead) -> bool {
+    head.method() == b"GET"
+        && head.header(b"upgrade").is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+        })
 }
 
 fn reply_for(head: &RequestHead) -> Reply {
@@ -205,6 +218,9 @@ impl HttpConnection {
             }
         };
         drop(router);
+        if wants_websocket(&request.head) {
+            self.upgrade = true;
+        }
         self.parser.set_body_limit(limit);
         let has_body = request.head.content_length() != Some(0);
         // A declared body over the limit gets its 413 at once (the parser's next
@@ -330,6 +346,7 @@ impl HttpConnection {
             continue_owed: false,
             held: false,
             draining: false,
+            upgrade: false,
         }
     }
 
@@ -354,6 +371,11 @@ impl HttpConnection {
         }
         let mut deferred: Option<Bound<'py, PyList>> = None;
         self.held = false;
+        if self.upgrade && self.closing {
+            // Frames of the protocol being switched to: kept, not parsed.
+            self.parser.feed(data);
+            return Ok(deferred);
+        }
         if self.closing {
             return Ok(deferred);
         }
@@ -384,6 +406,9 @@ impl HttpConnection {
                             None => p.body_buf.freeze(),
                         };
                         self.complete(py, request, &mut deferred)?;
+                    }
+                    if self.upgrade {
+                        self.closing = true;
                     }
                     if self.closing {
                         break;
@@ -505,6 +530,11 @@ impl HttpConnection {
         if self.head_started.is_some() {
             self.head_started = Some(self.last_active);
         }
+    }
+
+    /// The bytes read after an upgrade request's head (see `upgrade`).
+    fn take_rest<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.parser.take_buffered())
     }
 
     /// Called by a streaming body's reader after taking chunks.

@@ -1,0 +1,3 @@
+from benchmarks.websocket.run import main
+
+main()

@@ -40,6 +40,7 @@ PACKAGES: dict[str, list[str]] = {
     # ASGI/WSGI apps for the interfaces suite (served by granian, uvicorn, gunicorn)
     "fastapi": ["fastapi", "granian[uvloop]", "uvicorn[standard]", "httptools", "uvloop"],
     "flask": ["flask", "granian", "gunicorn"],
+    "websockets": ["websockets", "uvicorn[standard]", "granian[uvloop]"],
     "tornado": ["tornado"],
     # database peers (used by benchmarks.tarantool / .postgres / .redis)
     "asynctnt": ["asynctnt", "uvloop"],
@@ -57,6 +58,7 @@ REPORTED = [
     "gunicorn",
     "fastapi",
     "flask",
+    "websockets",
     "httptools",
     "uvloop",
     "aiohttp",

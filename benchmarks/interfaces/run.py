@@ -8,6 +8,12 @@ Workloads (one worker each; server pinned to core 1, ``wrk -t1 -c100`` to core 0
                 granian (``--interface wsgi``), gunicorn (gthread, 8 threads)
 * ``https``     JSON over HTTPS against the same server's plain HTTP: surge's own App
                 (rustls, the default, and Python's ssl), uvicorn with a raw ASGI app
+* ``websocket`` WebSocket echo, 1000 connections, 16-byte text messages, one in flight per
+                connection; ``websocket_inflight``: 8 in flight per connection. Messages/s
+                from ``wsload`` (Rust, tokio-tungstenite; built on first use, pinned to core 0).
+                surge's own App (``@app.websocket``) and surge ASGI are skipped while this
+                build has no WebSocket support; uvicorn (``--ws websockets``) and granian
+                serve the same raw ASGI echo app
 
 All servers of a workload are started first and checked; then the runs are
 interleaved round by round (every server once per round), the others paused
@@ -17,7 +23,6 @@ surge's figure over the peer's from the same rounds.
     python -m benchmarks.interfaces.run [--quick] [--runs N] [--seconds S] [--workloads a,b]
 
 Results: ``bench-results/interfaces.json`` and the markdown the suite returns.
-WebSocket echo is not measured here yet (see the notes of issue 11).
 """
 
 from __future__ import annotations
@@ -38,12 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
+from benchmarks.http.run import _busy_s, _children_cpu_s, _cpu_s
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
 SURGE = ROOT / ".venv" / "bin" / "surge"
 APPS = "benchmarks.interfaces.apps"
 SERVER_CORE, CLIENT_CORE = "1", "0"
+WSLOAD_DIR = Path(__file__).resolve().parent / "wsload"
+WSLOAD = WSLOAD_DIR / "target" / "release" / "wsload"
+WS_CONNECTIONS, WS_SIZE = 1000, 16
+NO_WS = "surge has no WebSocket support in this build"
 
 
 @dataclass
@@ -52,14 +62,34 @@ class Server:
     argv: list[str]
     scheme: str = "http"
     group: str | None = None  # the bench venv group it needs
+    ws_inflight: int = 0  # > 0: a WebSocket echo server, loaded by wsload
     port: int = 0
     proc: subprocess.Popen | None = None
     runs: list[float] = field(default_factory=list)
     errors: int = 0
+    latency: list[dict] = field(default_factory=list)
+
+    cpu: list[dict] = field(default_factory=list)
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}/"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def cpu_s(self) -> float:
+        """CPU time of the server's process group (master and workers)."""
+        if not self.proc:
+            return 0.0
+        total = 0.0
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.getpgid(int(entry)) == self.proc.pid:
+                        total += _cpu_s(int(entry))
+        return total
 
 
 def _free_port() -> int:
@@ -145,7 +175,24 @@ def workloads() -> dict[str, list[Server]]:
                 group="uvicorn",
             ),
         ],
+        "websocket": _ws_servers(s, granian, uvicorn, 1),
+        "websocket_inflight": _ws_servers(s, granian, uvicorn, 8),
     }
+
+
+def _ws_servers(s: list[str], granian: list[str], uvicorn: list[str], n: int) -> list[Server]:
+    echo = f"{APPS}:ws_echo_asgi"
+    return [
+        Server("surge App", [*s, f"{APPS}:surge_ws"], ws_inflight=n),
+        Server("surge asgi", [*s, echo, "--interface", "asgi"], ws_inflight=n),
+        Server("granian", [*granian, "--interface", "asgi", echo], group="granian", ws_inflight=n),
+        Server(
+            "uvicorn websockets",
+            [*uvicorn, "--ws", "websockets", echo],
+            group="websockets",
+            ws_inflight=n,
+        ),
+    ]
 
 
 def _bind_args(srv: Server) -> list[str]:
@@ -154,12 +201,16 @@ def _bind_args(srv: Server) -> list[str]:
     return ["--host", "127.0.0.1", "--port", str(srv.port)]
 
 
+def _log_path(srv: Server, log_dir: Path) -> Path:
+    return log_dir / f"{srv.name.replace(' ', '_')}.log"
+
+
 def start(srv: Server, log_dir: Path) -> str | None:
     """Starts the server; None once it answers 200, else why not."""
     if srv.group and not bvenv.have(srv.group):
         return f"{srv.group} is not installed in {bvenv.VENV.name}"
     srv.port = _free_port()
-    log = open(log_dir / f"{srv.name.replace(' ', '_')}.log", "wb")  # noqa: SIM115
+    log = open(_log_path(srv, log_dir), "wb")  # noqa: SIM115
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = ["taskset", "-c", SERVER_CORE, *srv.argv, *_bind_args(srv)]
     srv.proc = subprocess.Popen(
@@ -176,10 +227,51 @@ def start(srv: Server, log_dir: Path) -> str | None:
             contextlib.suppress(OSError),
             urllib.request.urlopen(srv.url, timeout=2, context=ctx) as r,
         ):
-            if r.status == 200:
+            body = r.read()
+            # every app of the suite answers "/" with a body holding this greeting
+            if r.status == 200 and b"Hello, World!" in body:
                 return None
+            return f"wrong answer: {r.status} {body[:80]!r}"
         time.sleep(0.2)
     return "did not answer within 30 s"
+
+
+def ensure_wsload() -> str | None:
+    """Builds the Rust load client on first use; None when ready, else why not."""
+    if WSLOAD.exists():
+        return None
+    r = subprocess.run(
+        ["cargo", "build", "--release", "--target-dir", str(WSLOAD_DIR / "target")],
+        cwd=WSLOAD_DIR,
+        capture_output=True,
+        text=True,
+    )
+    return None if r.returncode == 0 else f"wsload build failed: {r.stderr[-300:]}"
+
+
+def wsload(url: str, seconds: float, connections: int, inflight: int) -> dict:
+    """One wsload run: messages/s, errors and latency percentiles (or {"error": ...})."""
+    argv = ["taskset", "-c", CLIENT_CORE, str(WSLOAD), "--url", url]
+    argv += ["--connections", str(connections), "--seconds", str(seconds)]
+    argv += ["--inflight", str(inflight), "--size", str(WS_SIZE)]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 90)
+    except subprocess.TimeoutExpired:
+        return {"error": "wsload timed out"}
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError:
+        return {"error": f"wsload exited with {r.returncode}: {r.stderr[-200:]}"}
+
+
+def check_ws(srv: Server) -> str | None:
+    """None when the server echoes over WebSocket, else why not."""
+    res = wsload(srv.ws_url, 0.5, 2, 1)
+    if res.get("messages", 0) > 0:
+        return None
+    if srv.name.startswith("surge"):
+        return NO_WS
+    return f"no echo: {res}"
 
 
 def pause(srv: Server, paused: bool) -> None:
@@ -222,8 +314,14 @@ def measure(name: str, servers: list[Server], runs: int, seconds: int, log_dir: 
     ready, missing = [], {}
     for srv in servers:
         why = start(srv, log_dir)
+        if why is None and srv.ws_inflight:
+            why = ensure_wsload() or check_ws(srv)
+        elif why and NO_WS in _log_path(srv, log_dir).read_text(errors="replace"):
+            why = NO_WS  # apps.surge_ws refuses to load without App.websocket
         if why is None:
             ready.append(srv)
+            if not srv.ws_inflight:
+                wrk(srv.url, 1)  # warm-up, not counted
             pause(srv, True)
         else:
             missing[srv.name] = why
@@ -232,44 +330,114 @@ def measure(name: str, servers: list[Server], runs: int, seconds: int, log_dir: 
         for _ in range(runs):
             for srv in ready:
                 pause(srv, False)
-                rps, errors = wrk(srv.url, seconds)
+                cpu0, client0, busy0, t0 = (
+                    srv.cpu_s(),
+                    _children_cpu_s(),
+                    _busy_s(),
+                    time.monotonic(),
+                )
+                if srv.ws_inflight:
+                    res = wsload(srv.ws_url, seconds, WS_CONNECTIONS, srv.ws_inflight)
+                    rate = res.get("messages_per_sec", 0.0)
+                    errors = res.get("errors", 1) + WS_CONNECTIONS - res.get("open", 0)
+                    srv.latency.append(res.get("latency_ms", {}))
+                else:
+                    rate, errors = wrk(srv.url, seconds)
+                elapsed = time.monotonic() - t0
+                server_cpu = 100 * (srv.cpu_s() - cpu0) / elapsed
+                client_cpu = 100 * (_children_cpu_s() - client0) / elapsed
+                other = 100 * (_busy_s() - busy0) / elapsed - server_cpu - client_cpu
+                srv.cpu.append(
+                    {
+                        "server": round(server_cpu),
+                        "client": round(client_cpu),
+                        "other": round(max(0, other)),
+                    }
+                )
                 pause(srv, True)
-                srv.runs.append(rps)
+                srv.runs.append(rate)
                 srv.errors += errors
     finally:
         for srv in servers:
             stop(srv)
     return {
         "servers": {
-            s.name: {"runs": s.runs, "median": statistics.median(s.runs), "errors": s.errors}
+            s.name: {
+                "runs": s.runs,
+                "median": statistics.median(s.runs),
+                "errors": s.errors,
+                "cpu": s.cpu,
+                "cpu_median": {
+                    k: statistics.median(c[k] for c in s.cpu) for k in ("server", "client", "other")
+                },
+                **({"latency_ms": s.latency, "inflight": s.ws_inflight} if s.ws_inflight else {}),
+            }
             for s in ready
         },
         "missing": missing,
     }
 
 
+TITLES = {
+    "raw_asgi": "raw ASGI hello",
+    "fastapi": "FastAPI hello (JSON)",
+    "flask": "Flask hello (WSGI)",
+    "https": "HTTPS JSON (ratio: HTTPS over the same server's plain HTTP)",
+    "websocket": f"WebSocket echo, {WS_CONNECTIONS} connections, {WS_SIZE} B text, 1 in flight",
+    "websocket_inflight": (
+        f"WebSocket echo, {WS_CONNECTIONS} connections, {WS_SIZE} B text, 8 in flight"
+    ),
+}
+
+
+def _ratio(name: str, sname: str, servers: dict) -> str:
+    med = servers[sname]["median"]
+    if name == "https":
+        plain = ("surge" if sname.startswith("surge") else "uvicorn") + " plain"
+        p = servers.get(plain, {}).get("median")
+        return "—" if sname == plain or not p else f"{med / p:.2f}x"
+    ours = [n for n in servers if n.startswith("surge")]
+    if sname.startswith("surge") or not ours or not med:
+        return "—"
+    return " / ".join(f"{servers[n]['median'] / med:.2f}x" for n in ours)
+
+
 def _markdown(results: dict, runs: int, seconds: int) -> str:
     lines = [
-        f"**Interfaces: 1 worker, wrk -t1 -c100 -d{seconds}s, "
+        f"**Interfaces: 1 worker, server on core 1, client on core 0, {seconds} s runs, "
         f"median of {runs} interleaved rounds**",
         "",
     ]
     for name, res in results.items():
         servers = res["servers"]
-        base = "surge plain" if name == "https" else "surge"
-        lines += [f"`{name}`", "", "| server | req/s | surge/x |", "|---|---:|---:|"]
-        ours = servers.get(base, {}).get("median")
+        ws = name.startswith("websocket")
+        unit = "msg/s" if ws else "req/s"
+        surges = [n for n in servers if n.startswith("surge")]
+        col = (
+            "HTTPS/plain"
+            if name == "https"
+            else "surge/x" + (f" ({' / '.join(surges)})" if len(surges) > 1 else "")
+        )
+        head = f"| server | {unit} | {col} | CPU % server/client/other |"
+        if ws:
+            head += " p50 / p99 ms |"
+        lines += [f"`{name}`: {TITLES.get(name, name)}", "", head]
+        lines.append("|---|---:|---:|---:|" + ("---:|" if ws else ""))
         for sname, data in servers.items():
-            mark = " ⚠" if data["errors"] else ""
-            if name == "https":
-                plain = "surge plain" if sname.startswith("surge") else "uvicorn plain"
-                p = servers.get(plain, {}).get("median")
-                ratio = f"{data['median'] / p:.2f}x of plain" if p else "—"
-            else:
-                ratio = "—" if sname == base or not ours else f"{ours / data['median']:.2f}x"
-            lines.append(f"| {sname}{mark} | {data['median']:,.0f} | {ratio} |")
+            mark = f" ⚠ {data['errors']} errors" if data["errors"] else ""
+            c = data["cpu_median"]
+            row = (
+                f"| {sname}{mark} | {data['median']:,.0f} | {_ratio(name, sname, servers)} "
+                f"| {c['server']:.0f} / {c['client']:.0f} / {c['other']:.0f} |"
+            )
+            if ws:
+                lat = [x for x in data["latency_ms"] if x]
+                p50 = statistics.median(x["p50"] for x in lat) if lat else 0
+                p99 = statistics.median(x["p99"] for x in lat) if lat else 0
+                row += f" {p50:.1f} / {p99:.1f} |"
+            lines.append(row)
         for sname, why in res["missing"].items():
-            lines.append(f"| {sname} | not run: {why} | |")
+            lines.append(f"| {sname} | not run: {why} | | |" + (" |" if ws else ""))
         lines.append("")
     return "\n".join(lines)
 
@@ -279,7 +447,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="2 rounds of 3 s")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--workloads", default="raw_asgi,fastapi,flask,https")
+    ap.add_argument("--workloads", default=",".join(TITLES), help=", ".join(TITLES))
     args = ap.parse_args(argv)
     runs, seconds = (2, 3) if args.quick else (args.runs, args.seconds)
     bvenv.ensure()
@@ -303,7 +471,12 @@ def main(argv: list[str] | None = None) -> dict:
         "setup_lines": [
             "interfaces: one worker per server, server on core 1, wrk -t1 -c100 on core 0; "
             "gunicorn gthread with 8 threads, surge WSGI with 32; "
-            "granian 1 worker, 1 runtime thread"
+            "granian 1 worker, 1 runtime thread; uvicorn httptools + uvloop",
+            f"interfaces WebSocket: wsload (Rust, tokio-tungstenite) on core 0, "
+            f"{WS_CONNECTIONS} connections, {WS_SIZE}-byte text messages, 1 or 8 in flight "
+            "per connection; uvicorn --ws websockets and granian serve a raw ASGI echo app",
+            "interfaces HTTPS: self-signed RSA-2048 certificate made by openssl for the run; "
+            "surge rustls (the default) and Python's ssl (--ssl-backend python)",
         ],
     }
 

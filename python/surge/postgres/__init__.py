@@ -46,11 +46,8 @@ from surge.postgres import dsn as _dsn
 from surge.postgres._sqlstate import *  # noqa: F403
 from surge.postgres._sqlstate import __all__ as _sqlstate_names
 from surge.postgres.connection import Connection
-from surge.postgres.errors import (
-    InvalidArgumentError,
-    PostgresError,
-    UnsupportedAuthError,
-)
+from surge.postgres.errors import *  # noqa: F403
+from surge.postgres.errors import __all__ as _error_names
 from surge.postgres.pool import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, Pool
 from surge.postgres.prepared import Attribute, PreparedStatement, Type
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
@@ -170,15 +167,13 @@ def create_pool(
 __all__ = [
     "Attribute",
     "Connection",
-    "InvalidArgumentError",
     "Pool",
-    "PostgresError",
     "PreparedStatement",
     "Record",
     "Transaction",
     "Type",
-    "UnsupportedAuthError",
     "connect",
     "create_pool",
     *_sqlstate_names,
+    *_error_names,
 ]

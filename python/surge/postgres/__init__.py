@@ -21,9 +21,26 @@ SQLSTATE exception classes. Where surge differs, and why:
   with `ConnectionLostError` and the next query reconnects.
 - Types: json/jsonb come back as str (as in asyncpg) but any JSON-serialisable
   value may be passed for them; a naive datetime for timestamptz is taken as
-  UTC; interval months count 30 days; types without a binary codec here come
-  back as their text (str) and are passed as str; `set_type_codec` takes
-  text-format codecs only.
+  UTC; types without a binary codec here come back as their text (str) and are
+  passed as str (or an int, whose text is exact: int-based domains);
+  `set_type_codec` takes text-format codecs only.
+- As asyncpg, and never a silent change: ±infinity dates and timestamps read
+  as `date.max`/`date.min` (`datetime.max`/`min`) and those values are written
+  back as ±infinity; an interval's months become days with a year as 365 days
+  and a month as 30 (``'5 years 1 month'`` is 1855 days: months are not kept
+  exact, select ``::text`` or ``extract`` for that); ``'24:00:00'::time``
+  raises (``datetime.time`` stops at 23:59:59.999999; select ``::text`` to
+  keep it); ``"char"`` is bytes; a date is taken for timestamp(tz) (midnight,
+  local time for timestamptz), a datetime for date (its date part), a Decimal
+  for float4/8, a str for numeric. A duplicated column name gives the last
+  column's value (``record["id"]`` for ``SELECT a.id, b.id``).
+- Exceptions: asyncpg's class names and inheritance (surge's older names stay
+  as aliases); a SQLSTATE surge does not know raises its class's exception
+  (asyncpg raises UnknownPostgresError), an unknown class UnknownPostgresError.
+- copy_records_to_table takes every column type: domains go as their base
+  type; types without a binary codec here (enums, inet, ...) are put in their
+  binary form by the server in one extra query per such column (values as
+  their text, or ipaddress objects).
 - A timed-out query is cancelled on the server only when it is the only one in
   flight (a CancelRequest hits whichever pipelined query runs when it lands);
   otherwise it is left to finish and later queries queue behind it.
@@ -52,11 +69,8 @@ from surge.postgres import dsn as _dsn
 from surge.postgres._sqlstate import *  # noqa: F403
 from surge.postgres._sqlstate import __all__ as _sqlstate_names
 from surge.postgres.connection import Connection
-from surge.postgres.errors import (
-    InvalidArgumentError,
-    PostgresError,
-    UnsupportedAuthError,
-)
+from surge.postgres.errors import *  # noqa: F403
+from surge.postgres.errors import __all__ as _error_names
 from surge.postgres.pool import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, Pool
 from surge.postgres.prepared import Attribute, PreparedStatement, Type
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
@@ -215,15 +229,13 @@ def create_pool(
 __all__ = [
     "Attribute",
     "Connection",
-    "InvalidArgumentError",
     "Pool",
-    "PostgresError",
     "PreparedStatement",
     "Record",
     "Transaction",
     "Type",
-    "UnsupportedAuthError",
     "connect",
     "create_pool",
     *_sqlstate_names,
+    *_error_names,
 ]

@@ -3,70 +3,70 @@ from PostgreSQL's errcodes.txt: do not edit by hand."""
 
 from __future__ import annotations
 
-from surge.postgres.error_base import PostgresError
+from surge.postgres.error_base import PostgresError, PostgresLogMessage, PostgresMessage
 
 
-class PostgresWarning(PostgresError):
+class PostgresWarning(PostgresLogMessage, Warning):
     """SQLSTATE 01000: warning."""
 
     sqlstate = "01000"
 
 
-class DynamicResultSetsReturnedWarning(PostgresWarning):
+class DynamicResultSetsReturned(PostgresWarning):
     """SQLSTATE 0100C: dynamic result sets returned."""
 
     sqlstate = "0100C"
 
 
-class ImplicitZeroBitPaddingWarning(PostgresWarning):
+class ImplicitZeroBitPadding(PostgresWarning):
     """SQLSTATE 01008: implicit zero bit padding."""
 
     sqlstate = "01008"
 
 
-class NullValueEliminatedInSetFunctionWarning(PostgresWarning):
+class NullValueEliminatedInSetFunction(PostgresWarning):
     """SQLSTATE 01003: null value eliminated in set function."""
 
     sqlstate = "01003"
 
 
-class PrivilegeNotGrantedWarning(PostgresWarning):
+class PrivilegeNotGranted(PostgresWarning):
     """SQLSTATE 01007: privilege not granted."""
 
     sqlstate = "01007"
 
 
-class PrivilegeNotRevokedWarning(PostgresWarning):
+class PrivilegeNotRevoked(PostgresWarning):
     """SQLSTATE 01006: privilege not revoked."""
 
     sqlstate = "01006"
 
 
-class StringDataRightTruncationWarning(PostgresWarning):
+class StringDataRightTruncation(PostgresWarning):
     """SQLSTATE 01004: string data right truncation."""
 
     sqlstate = "01004"
 
 
-class DeprecatedFeatureWarning(PostgresWarning):
+class DeprecatedFeature(PostgresWarning):
     """SQLSTATE 01P01: deprecated feature."""
 
     sqlstate = "01P01"
 
 
-class NoDataWarning(PostgresError):
+class NoData(PostgresWarning):
     """SQLSTATE 02000: no data."""
 
     sqlstate = "02000"
 
 
-class NoAdditionalDynamicResultSetsReturnedWarning(NoDataWarning):
+class NoAdditionalDynamicResultSetsReturned(NoData):
     """SQLSTATE 02001: no additional dynamic result sets returned."""
 
     sqlstate = "02001"
 
 
-class SqlStatementNotYetCompleteError(PostgresError):
+class SQLStatementNotYetCompleteError(PostgresError):
     """SQLSTATE 03000: sql statement not yet complete."""
 
     sqlstate = "03000"
@@ -90,13 +90,13 @@ class ConnectionFailureError(PostgresConnectionError):
     sqlstate = "08006"
 
 
-class SqlclientUnableToEstablishSqlconnectionError(PostgresConnectionError):
+class ClientCannotConnectError(PostgresConnectionError):
     """SQLSTATE 08001: sqlclient unable to establish sqlconnection."""
 
     sqlstate = "08001"
 
 
-class SqlserverRejectedEstablishmentOfSqlconnectionError(PostgresConnectionError):
+class ConnectionRejectionError(PostgresConnectionError):
     """SQLSTATE 08004: sqlserver rejected establishment of sqlconnection."""
 
     sqlstate = "08004"
@@ -114,7 +114,7 @@ class ProtocolViolationError(PostgresConnectionError):
     sqlstate = "08P01"
 
 
-class TriggeredActionExceptionError(PostgresError):
+class TriggeredActionError(PostgresError):
     """SQLSTATE 09000: triggered action exception."""
 
     sqlstate = "09000"
@@ -132,13 +132,13 @@ class InvalidTransactionInitiationError(PostgresError):
     sqlstate = "0B000"
 
 
-class LocatorExceptionError(PostgresError):
+class LocatorError(PostgresError):
     """SQLSTATE 0F000: locator exception."""
 
     sqlstate = "0F000"
 
 
-class InvalidLocatorSpecificationError(LocatorExceptionError):
+class InvalidLocatorSpecificationError(LocatorError):
     """SQLSTATE 0F001: invalid locator specification."""
 
     sqlstate = "0F001"
@@ -162,13 +162,13 @@ class InvalidRoleSpecificationError(PostgresError):
     sqlstate = "0P000"
 
 
-class DiagnosticsExceptionError(PostgresError):
+class DiagnosticsError(PostgresError):
     """SQLSTATE 0Z000: diagnostics exception."""
 
     sqlstate = "0Z000"
 
 
-class StackedDiagnosticsAccessedWithoutActiveHandlerError(DiagnosticsExceptionError):
+class StackedDiagnosticsAccessedWithoutActiveHandlerError(DiagnosticsError):
     """SQLSTATE 0Z002: stacked diagnostics accessed without active handler."""
 
     sqlstate = "0Z002"
@@ -432,7 +432,7 @@ class ZeroLengthCharacterStringError(DataError):
     sqlstate = "2200F"
 
 
-class FloatingPointExceptionError(DataError):
+class PostgresFloatingPointError(DataError):
     """SQLSTATE 22P01: floating point exception."""
 
     sqlstate = "22P01"
@@ -498,7 +498,7 @@ class DuplicateJsonObjectKeyValueError(DataError):
     sqlstate = "22030"
 
 
-class InvalidArgumentForSqlJsonDatetimeFunctionError(DataError):
+class InvalidArgumentForSQLJsonDatetimeFunctionError(DataError):
     """SQLSTATE 22031: invalid argument for sql json datetime function."""
 
     sqlstate = "22031"
@@ -510,25 +510,25 @@ class InvalidJsonTextError(DataError):
     sqlstate = "22032"
 
 
-class InvalidSqlJsonSubscriptError(DataError):
+class InvalidSQLJsonSubscriptError(DataError):
     """SQLSTATE 22033: invalid sql json subscript."""
 
     sqlstate = "22033"
 
 
-class MoreThanOneSqlJsonItemError(DataError):
+class MoreThanOneSQLJsonItemError(DataError):
     """SQLSTATE 22034: more than one sql json item."""
 
     sqlstate = "22034"
 
 
-class NoSqlJsonItemError(DataError):
+class NoSQLJsonItemError(DataError):
     """SQLSTATE 22035: no sql json item."""
 
     sqlstate = "22035"
 
 
-class NonNumericSqlJsonItemError(DataError):
+class NonNumericSQLJsonItemError(DataError):
     """SQLSTATE 22036: non numeric sql json item."""
 
     sqlstate = "22036"
@@ -540,31 +540,31 @@ class NonUniqueKeysInAJsonObjectError(DataError):
     sqlstate = "22037"
 
 
-class SingletonSqlJsonItemRequiredError(DataError):
+class SingletonSQLJsonItemRequiredError(DataError):
     """SQLSTATE 22038: singleton sql json item required."""
 
     sqlstate = "22038"
 
 
-class SqlJsonArrayNotFoundError(DataError):
+class SQLJsonArrayNotFoundError(DataError):
     """SQLSTATE 22039: sql json array not found."""
 
     sqlstate = "22039"
 
 
-class SqlJsonMemberNotFoundError(DataError):
+class SQLJsonMemberNotFoundError(DataError):
     """SQLSTATE 2203A: sql json member not found."""
 
     sqlstate = "2203A"
 
 
-class SqlJsonNumberNotFoundError(DataError):
+class SQLJsonNumberNotFoundError(DataError):
     """SQLSTATE 2203B: sql json number not found."""
 
     sqlstate = "2203B"
 
 
-class SqlJsonObjectNotFoundError(DataError):
+class SQLJsonObjectNotFoundError(DataError):
     """SQLSTATE 2203C: sql json object not found."""
 
     sqlstate = "2203C"
@@ -582,13 +582,13 @@ class TooManyJsonObjectMembersError(DataError):
     sqlstate = "2203E"
 
 
-class SqlJsonScalarRequiredError(DataError):
+class SQLJsonScalarRequiredError(DataError):
     """SQLSTATE 2203F: sql json scalar required."""
 
     sqlstate = "2203F"
 
 
-class SqlJsonItemCannotBeCastToTargetTypeError(DataError):
+class SQLJsonItemCannotBeCastToTargetTypeError(DataError):
     """SQLSTATE 2203G: sql json item cannot be cast to target type."""
 
     sqlstate = "2203G"
@@ -648,7 +648,7 @@ class InvalidTransactionStateError(PostgresError):
     sqlstate = "25000"
 
 
-class ActiveSqlTransactionError(InvalidTransactionStateError):
+class ActiveSQLTransactionError(InvalidTransactionStateError):
     """SQLSTATE 25001: active sql transaction."""
 
     sqlstate = "25001"
@@ -678,13 +678,13 @@ class InappropriateIsolationLevelForBranchTransactionError(InvalidTransactionSta
     sqlstate = "25004"
 
 
-class NoActiveSqlTransactionForBranchTransactionError(InvalidTransactionStateError):
+class NoActiveSQLTransactionForBranchTransactionError(InvalidTransactionStateError):
     """SQLSTATE 25005: no active sql transaction for branch transaction."""
 
     sqlstate = "25005"
 
 
-class ReadOnlySqlTransactionError(InvalidTransactionStateError):
+class ReadOnlySQLTransactionError(InvalidTransactionStateError):
     """SQLSTATE 25006: read only sql transaction."""
 
     sqlstate = "25006"
@@ -696,13 +696,13 @@ class SchemaAndDataStatementMixingNotSupportedError(InvalidTransactionStateError
     sqlstate = "25007"
 
 
-class NoActiveSqlTransactionError(InvalidTransactionStateError):
+class NoActiveSQLTransactionError(InvalidTransactionStateError):
     """SQLSTATE 25P01: no active sql transaction."""
 
     sqlstate = "25P01"
 
 
-class InFailedSqlTransactionError(InvalidTransactionStateError):
+class InFailedSQLTransactionError(InvalidTransactionStateError):
     """SQLSTATE 25P02: in failed sql transaction."""
 
     sqlstate = "25P02"
@@ -714,7 +714,7 @@ class IdleInTransactionSessionTimeoutError(InvalidTransactionStateError):
     sqlstate = "25P03"
 
 
-class InvalidSqlStatementNameError(PostgresError):
+class InvalidSQLStatementNameError(PostgresError):
     """SQLSTATE 26000: invalid sql statement name."""
 
     sqlstate = "26000"
@@ -756,31 +756,31 @@ class InvalidTransactionTerminationError(PostgresError):
     sqlstate = "2D000"
 
 
-class SqlRoutineExceptionError(PostgresError):
+class SQLRoutineError(PostgresError):
     """SQLSTATE 2F000: sql routine exception."""
 
     sqlstate = "2F000"
 
 
-class FunctionExecutedNoReturnStatementError(SqlRoutineExceptionError):
+class FunctionExecutedNoReturnStatementError(SQLRoutineError):
     """SQLSTATE 2F005: function executed no return statement."""
 
     sqlstate = "2F005"
 
 
-class ModifyingSqlDataNotPermittedError(SqlRoutineExceptionError):
+class ModifyingSQLDataNotPermittedError(SQLRoutineError):
     """SQLSTATE 2F002: modifying sql data not permitted."""
 
     sqlstate = "2F002"
 
 
-class ProhibitedSqlStatementAttemptedError(SqlRoutineExceptionError):
+class ProhibitedSQLStatementAttemptedError(SQLRoutineError):
     """SQLSTATE 2F003: prohibited sql statement attempted."""
 
     sqlstate = "2F003"
 
 
-class ReadingSqlDataNotPermittedError(SqlRoutineExceptionError):
+class ReadingSQLDataNotPermittedError(SQLRoutineError):
     """SQLSTATE 2F004: reading sql data not permitted."""
 
     sqlstate = "2F004"
@@ -792,79 +792,79 @@ class InvalidCursorNameError(PostgresError):
     sqlstate = "34000"
 
 
-class ExternalRoutineExceptionError(PostgresError):
+class ExternalRoutineError(PostgresError):
     """SQLSTATE 38000: external routine exception."""
 
     sqlstate = "38000"
 
 
-class ContainingSqlNotPermittedError(ExternalRoutineExceptionError):
+class ContainingSQLNotPermittedError(ExternalRoutineError):
     """SQLSTATE 38001: containing sql not permitted."""
 
     sqlstate = "38001"
 
 
-class ModifyingSqlDataNotPermitted38Error(ExternalRoutineExceptionError):
+class ModifyingExternalRoutineSQLDataNotPermittedError(ExternalRoutineError):
     """SQLSTATE 38002: modifying sql data not permitted."""
 
     sqlstate = "38002"
 
 
-class ProhibitedSqlStatementAttempted38Error(ExternalRoutineExceptionError):
+class ProhibitedExternalRoutineSQLStatementAttemptedError(ExternalRoutineError):
     """SQLSTATE 38003: prohibited sql statement attempted."""
 
     sqlstate = "38003"
 
 
-class ReadingSqlDataNotPermitted38Error(ExternalRoutineExceptionError):
+class ReadingExternalRoutineSQLDataNotPermittedError(ExternalRoutineError):
     """SQLSTATE 38004: reading sql data not permitted."""
 
     sqlstate = "38004"
 
 
-class ExternalRoutineInvocationExceptionError(PostgresError):
+class ExternalRoutineInvocationError(PostgresError):
     """SQLSTATE 39000: external routine invocation exception."""
 
     sqlstate = "39000"
 
 
-class InvalidSqlstateReturnedError(ExternalRoutineInvocationExceptionError):
+class InvalidSqlstateReturnedError(ExternalRoutineInvocationError):
     """SQLSTATE 39001: invalid sqlstate returned."""
 
     sqlstate = "39001"
 
 
-class NullValueNotAllowed39Error(ExternalRoutineInvocationExceptionError):
+class NullValueInExternalRoutineNotAllowedError(ExternalRoutineInvocationError):
     """SQLSTATE 39004: null value not allowed."""
 
     sqlstate = "39004"
 
 
-class TriggerProtocolViolatedError(ExternalRoutineInvocationExceptionError):
+class TriggerProtocolViolatedError(ExternalRoutineInvocationError):
     """SQLSTATE 39P01: trigger protocol violated."""
 
     sqlstate = "39P01"
 
 
-class SrfProtocolViolatedError(ExternalRoutineInvocationExceptionError):
+class SrfProtocolViolatedError(ExternalRoutineInvocationError):
     """SQLSTATE 39P02: srf protocol violated."""
 
     sqlstate = "39P02"
 
 
-class EventTriggerProtocolViolatedError(ExternalRoutineInvocationExceptionError):
+class EventTriggerProtocolViolatedError(ExternalRoutineInvocationError):
     """SQLSTATE 39P03: event trigger protocol violated."""
 
     sqlstate = "39P03"
 
 
-class SavepointExceptionError(PostgresError):
+class SavepointError(PostgresError):
     """SQLSTATE 3B000: savepoint exception."""
 
     sqlstate = "3B000"
 
 
-class InvalidSavepointSpecificationError(SavepointExceptionError):
+class InvalidSavepointSpecificationError(SavepointError):
     """SQLSTATE 3B001: invalid savepoint specification."""
 
     sqlstate = "3B001"
@@ -894,7 +894,7 @@ class TransactionIntegrityConstraintViolationError(TransactionRollbackError):
     sqlstate = "40002"
 
 
-class SerializationFailureError(TransactionRollbackError):
+class SerializationError(TransactionRollbackError):
     """SQLSTATE 40001: serialization failure."""
 
     sqlstate = "40001"
@@ -1350,245 +1350,347 @@ class LockFileExistsError(ConfigFileError):
     sqlstate = "F0001"
 
 
-class FdwError(PostgresError):
+class FDWError(PostgresError):
     """SQLSTATE HV000: fdw error."""
 
     sqlstate = "HV000"
 
 
-class FdwColumnNameNotFoundError(FdwError):
+class FDWColumnNameNotFoundError(FDWError):
     """SQLSTATE HV005: fdw column name not found."""
 
     sqlstate = "HV005"
 
 
-class FdwDynamicParameterValueNeededError(FdwError):
+class FDWDynamicParameterValueNeededError(FDWError):
     """SQLSTATE HV002: fdw dynamic parameter value needed."""
 
     sqlstate = "HV002"
 
 
-class FdwFunctionSequenceError(FdwError):
+class FDWFunctionSequenceError(FDWError):
     """SQLSTATE HV010: fdw function sequence error."""
 
     sqlstate = "HV010"
 
 
-class FdwInconsistentDescriptorInformationError(FdwError):
+class FDWInconsistentDescriptorInformationError(FDWError):
     """SQLSTATE HV021: fdw inconsistent descriptor information."""
 
     sqlstate = "HV021"
 
 
-class FdwInvalidAttributeValueError(FdwError):
+class FDWInvalidAttributeValueError(FDWError):
     """SQLSTATE HV024: fdw invalid attribute value."""
 
     sqlstate = "HV024"
 
 
-class FdwInvalidColumnNameError(FdwError):
+class FDWInvalidColumnNameError(FDWError):
     """SQLSTATE HV007: fdw invalid column name."""
 
     sqlstate = "HV007"
 
 
-class FdwInvalidColumnNumberError(FdwError):
+class FDWInvalidColumnNumberError(FDWError):
     """SQLSTATE HV008: fdw invalid column number."""
 
     sqlstate = "HV008"
 
 
-class FdwInvalidDataTypeError(FdwError):
+class FDWInvalidDataTypeError(FDWError):
     """SQLSTATE HV004: fdw invalid data type."""
 
     sqlstate = "HV004"
 
 
-class FdwInvalidDataTypeDescriptorsError(FdwError):
+class FDWInvalidDataTypeDescriptorsError(FDWError):
     """SQLSTATE HV006: fdw invalid data type descriptors."""
 
     sqlstate = "HV006"
 
 
-class FdwInvalidDescriptorFieldIdentifierError(FdwError):
+class FDWInvalidDescriptorFieldIdentifierError(FDWError):
     """SQLSTATE HV091: fdw invalid descriptor field identifier."""
 
     sqlstate = "HV091"
 
 
-class FdwInvalidHandleError(FdwError):
+class FDWInvalidHandleError(FDWError):
     """SQLSTATE HV00B: fdw invalid handle."""
 
     sqlstate = "HV00B"
 
 
-class FdwInvalidOptionIndexError(FdwError):
+class FDWInvalidOptionIndexError(FDWError):
     """SQLSTATE HV00C: fdw invalid option index."""
 
     sqlstate = "HV00C"
 
 
-class FdwInvalidOptionNameError(FdwError):
+class FDWInvalidOptionNameError(FDWError):
     """SQLSTATE HV00D: fdw invalid option name."""
 
     sqlstate = "HV00D"
 
 
-class FdwInvalidStringLengthOrBufferLengthError(FdwError):
+class FDWInvalidStringLengthOrBufferLengthError(FDWError):
     """SQLSTATE HV090: fdw invalid string length or buffer length."""
 
     sqlstate = "HV090"
 
 
-class FdwInvalidStringFormatError(FdwError):
+class FDWInvalidStringFormatError(FDWError):
     """SQLSTATE HV00A: fdw invalid string format."""
 
     sqlstate = "HV00A"
 
 
-class FdwInvalidUseOfNullPointerError(FdwError):
+class FDWInvalidUseOfNullPointerError(FDWError):
     """SQLSTATE HV009: fdw invalid use of null pointer."""
 
     sqlstate = "HV009"
 
 
-class FdwTooManyHandlesError(FdwError):
+class FDWTooManyHandlesError(FDWError):
     """SQLSTATE HV014: fdw too many handles."""
 
     sqlstate = "HV014"
 
 
-class FdwOutOfMemoryError(FdwError):
+class FDWOutOfMemoryError(FDWError):
     """SQLSTATE HV001: fdw out of memory."""
 
     sqlstate = "HV001"
 
 
-class FdwNoSchemasError(FdwError):
+class FDWNoSchemasError(FDWError):
     """SQLSTATE HV00P: fdw no schemas."""
 
     sqlstate = "HV00P"
 
 
-class FdwOptionNameNotFoundError(FdwError):
+class FDWOptionNameNotFoundError(FDWError):
     """SQLSTATE HV00J: fdw option name not found."""
 
     sqlstate = "HV00J"
 
 
-class FdwReplyHandleError(FdwError):
+class FDWReplyHandleError(FDWError):
     """SQLSTATE HV00K: fdw reply handle."""
 
     sqlstate = "HV00K"
 
 
-class FdwSchemaNotFoundError(FdwError):
+class FDWSchemaNotFoundError(FDWError):
     """SQLSTATE HV00Q: fdw schema not found."""
 
     sqlstate = "HV00Q"
 
 
-class FdwTableNotFoundError(FdwError):
+class FDWTableNotFoundError(FDWError):
     """SQLSTATE HV00R: fdw table not found."""
 
     sqlstate = "HV00R"
 
 
-class FdwUnableToCreateExecutionError(FdwError):
+class FDWUnableToCreateExecutionError(FDWError):
     """SQLSTATE HV00L: fdw unable to create execution."""
 
     sqlstate = "HV00L"
 
 
-class FdwUnableToCreateReplyError(FdwError):
+class FDWUnableToCreateReplyError(FDWError):
     """SQLSTATE HV00M: fdw unable to create reply."""
 
     sqlstate = "HV00M"
 
 
-class FdwUnableToEstablishConnectionError(FdwError):
+class FDWUnableToEstablishConnectionError(FDWError):
     """SQLSTATE HV00N: fdw unable to establish connection."""
 
     sqlstate = "HV00N"
 
 
-class PlpgsqlError(PostgresError):
+class PLPGSQLError(PostgresError):
     """SQLSTATE P0000: plpgsql error."""
 
     sqlstate = "P0000"
 
 
-class RaiseExceptionError(PlpgsqlError):
+class RaiseError(PLPGSQLError):
     """SQLSTATE P0001: raise exception."""
 
     sqlstate = "P0001"
 
 
-class NoDataFoundError(PlpgsqlError):
+class NoDataFoundError(PLPGSQLError):
     """SQLSTATE P0002: no data found."""
 
     sqlstate = "P0002"
 
 
-class TooManyRowsError(PlpgsqlError):
+class TooManyRowsError(PLPGSQLError):
     """SQLSTATE P0003: too many rows."""
 
     sqlstate = "P0003"
 
 
-class AssertFailureError(PlpgsqlError):
+class AssertError(PLPGSQLError):
     """SQLSTATE P0004: assert failure."""
 
     sqlstate = "P0004"
 
 
-class InternalError(PostgresError):
+class InternalServerError(PostgresError):
     """SQLSTATE XX000: internal error."""
 
     sqlstate = "XX000"
 
 
-class DataCorruptedError(InternalError):
+class DataCorruptedError(InternalServerError):
     """SQLSTATE XX001: data corrupted."""
 
     sqlstate = "XX001"
 
 
-class IndexCorruptedError(InternalError):
+class IndexCorruptedError(InternalServerError):
     """SQLSTATE XX002: index corrupted."""
 
     sqlstate = "XX002"
 
 
+class InvalidArgumentForXqueryError(PostgresError):
+    """SQLSTATE 10608: invalid argument for xquery."""
+
+    sqlstate = "10608"
+
+
+class TransactionTimeoutError(InvalidTransactionStateError):
+    """SQLSTATE 25P04: transaction timeout."""
+
+    sqlstate = "25P04"
+
+
+class FileNameTooLongError(PostgresSystemError):
+    """SQLSTATE 58P03: file name too long."""
+
+    sqlstate = "58P03"
+
+
+class InvalidCachedStatementError(FeatureNotSupportedError):
+    """A cached prepared statement no longer fits its tables (asyncpg's name)."""
+
+
+#: The names before asyncpg's were adopted, kept working.
+DynamicResultSetsReturnedWarning = DynamicResultSetsReturned
+ImplicitZeroBitPaddingWarning = ImplicitZeroBitPadding
+NullValueEliminatedInSetFunctionWarning = NullValueEliminatedInSetFunction
+PrivilegeNotGrantedWarning = PrivilegeNotGranted
+PrivilegeNotRevokedWarning = PrivilegeNotRevoked
+StringDataRightTruncationWarning = StringDataRightTruncation
+DeprecatedFeatureWarning = DeprecatedFeature
+NoDataWarning = NoData
+NoAdditionalDynamicResultSetsReturnedWarning = NoAdditionalDynamicResultSetsReturned
+SqlStatementNotYetCompleteError = SQLStatementNotYetCompleteError
+SqlclientUnableToEstablishSqlconnectionError = ClientCannotConnectError
+SqlserverRejectedEstablishmentOfSqlconnectionError = ConnectionRejectionError
+TriggeredActionExceptionError = TriggeredActionError
+LocatorExceptionError = LocatorError
+DiagnosticsExceptionError = DiagnosticsError
+FloatingPointExceptionError = PostgresFloatingPointError
+InvalidArgumentForSqlJsonDatetimeFunctionError = InvalidArgumentForSQLJsonDatetimeFunctionError
+InvalidSqlJsonSubscriptError = InvalidSQLJsonSubscriptError
+MoreThanOneSqlJsonItemError = MoreThanOneSQLJsonItemError
+NoSqlJsonItemError = NoSQLJsonItemError
+NonNumericSqlJsonItemError = NonNumericSQLJsonItemError
+SingletonSqlJsonItemRequiredError = SingletonSQLJsonItemRequiredError
+SqlJsonArrayNotFoundError = SQLJsonArrayNotFoundError
+SqlJsonMemberNotFoundError = SQLJsonMemberNotFoundError
+SqlJsonNumberNotFoundError = SQLJsonNumberNotFoundError
+SqlJsonObjectNotFoundError = SQLJsonObjectNotFoundError
+SqlJsonScalarRequiredError = SQLJsonScalarRequiredError
+SqlJsonItemCannotBeCastToTargetTypeError = SQLJsonItemCannotBeCastToTargetTypeError
+ActiveSqlTransactionError = ActiveSQLTransactionError
+NoActiveSqlTransactionForBranchTransactionError = NoActiveSQLTransactionForBranchTransactionError
+ReadOnlySqlTransactionError = ReadOnlySQLTransactionError
+NoActiveSqlTransactionError = NoActiveSQLTransactionError
+InFailedSqlTransactionError = InFailedSQLTransactionError
+InvalidSqlStatementNameError = InvalidSQLStatementNameError
+SqlRoutineExceptionError = SQLRoutineError
+ModifyingSqlDataNotPermittedError = ModifyingSQLDataNotPermittedError
+ProhibitedSqlStatementAttemptedError = ProhibitedSQLStatementAttemptedError
+ReadingSqlDataNotPermittedError = ReadingSQLDataNotPermittedError
+ExternalRoutineExceptionError = ExternalRoutineError
+ContainingSqlNotPermittedError = ContainingSQLNotPermittedError
+ModifyingSqlDataNotPermitted38Error = ModifyingExternalRoutineSQLDataNotPermittedError
+ProhibitedSqlStatementAttempted38Error = ProhibitedExternalRoutineSQLStatementAttemptedError
+ReadingSqlDataNotPermitted38Error = ReadingExternalRoutineSQLDataNotPermittedError
+ExternalRoutineInvocationExceptionError = ExternalRoutineInvocationError
+NullValueNotAllowed39Error = NullValueInExternalRoutineNotAllowedError
+SavepointExceptionError = SavepointError
+SerializationFailureError = SerializationError
+FdwError = FDWError
+FdwColumnNameNotFoundError = FDWColumnNameNotFoundError
+FdwDynamicParameterValueNeededError = FDWDynamicParameterValueNeededError
+FdwFunctionSequenceError = FDWFunctionSequenceError
+FdwInconsistentDescriptorInformationError = FDWInconsistentDescriptorInformationError
+FdwInvalidAttributeValueError = FDWInvalidAttributeValueError
+FdwInvalidColumnNameError = FDWInvalidColumnNameError
+FdwInvalidColumnNumberError = FDWInvalidColumnNumberError
+FdwInvalidDataTypeError = FDWInvalidDataTypeError
+FdwInvalidDataTypeDescriptorsError = FDWInvalidDataTypeDescriptorsError
+FdwInvalidDescriptorFieldIdentifierError = FDWInvalidDescriptorFieldIdentifierError
+FdwInvalidHandleError = FDWInvalidHandleError
+FdwInvalidOptionIndexError = FDWInvalidOptionIndexError
+FdwInvalidOptionNameError = FDWInvalidOptionNameError
+FdwInvalidStringLengthOrBufferLengthError = FDWInvalidStringLengthOrBufferLengthError
+FdwInvalidStringFormatError = FDWInvalidStringFormatError
+FdwInvalidUseOfNullPointerError = FDWInvalidUseOfNullPointerError
+FdwTooManyHandlesError = FDWTooManyHandlesError
+FdwOutOfMemoryError = FDWOutOfMemoryError
+FdwNoSchemasError = FDWNoSchemasError
+FdwOptionNameNotFoundError = FDWOptionNameNotFoundError
+FdwReplyHandleError = FDWReplyHandleError
+FdwSchemaNotFoundError = FDWSchemaNotFoundError
+FdwTableNotFoundError = FDWTableNotFoundError
+FdwUnableToCreateExecutionError = FDWUnableToCreateExecutionError
+FdwUnableToCreateReplyError = FDWUnableToCreateReplyError
+FdwUnableToEstablishConnectionError = FDWUnableToEstablishConnectionError
+PlpgsqlError = PLPGSQLError
+RaiseExceptionError = RaiseError
+AssertFailureError = AssertError
+InternalError = InternalServerError
+
 #: SQLSTATE -> exception class.
-BY_SQLSTATE: dict[str, type[PostgresError]] = {
+BY_SQLSTATE: dict[str, type[PostgresMessage]] = {
     "01000": PostgresWarning,
-    "0100C": DynamicResultSetsReturnedWarning,
-    "01008": ImplicitZeroBitPaddingWarning,
-    "01003": NullValueEliminatedInSetFunctionWarning,
-    "01007": PrivilegeNotGrantedWarning,
-    "01006": PrivilegeNotRevokedWarning,
-    "01004": StringDataRightTruncationWarning,
-    "01P01": DeprecatedFeatureWarning,
-    "02000": NoDataWarning,
-    "02001": NoAdditionalDynamicResultSetsReturnedWarning,
-    "03000": SqlStatementNotYetCompleteError,
+    "0100C": DynamicResultSetsReturned,
+    "01008": ImplicitZeroBitPadding,
+    "01003": NullValueEliminatedInSetFunction,
+    "01007": PrivilegeNotGranted,
+    "01006": PrivilegeNotRevoked,
+    "01004": StringDataRightTruncation,
+    "01P01": DeprecatedFeature,
+    "02000": NoData,
+    "02001": NoAdditionalDynamicResultSetsReturned,
+    "03000": SQLStatementNotYetCompleteError,
     "08000": PostgresConnectionError,
     "08003": ConnectionDoesNotExistError,
     "08006": ConnectionFailureError,
-    "08001": SqlclientUnableToEstablishSqlconnectionError,
-    "08004": SqlserverRejectedEstablishmentOfSqlconnectionError,
+    "08001": ClientCannotConnectError,
+    "08004": ConnectionRejectionError,
     "08007": TransactionResolutionUnknownError,
     "08P01": ProtocolViolationError,
-    "09000": TriggeredActionExceptionError,
+    "09000": TriggeredActionError,
     "0A000": FeatureNotSupportedError,
     "0B000": InvalidTransactionInitiationError,
-    "0F000": LocatorExceptionError,
+    "0F000": LocatorError,
     "0F001": InvalidLocatorSpecificationError,
     "0L000": InvalidGrantorError,
     "0LP01": InvalidGrantOperationError,
     "0P000": InvalidRoleSpecificationError,
-    "0Z000": DiagnosticsExceptionError,
+    "0Z000": DiagnosticsError,
     "0Z002": StackedDiagnosticsAccessedWithoutActiveHandlerError,
     "20000": CaseNotFoundError,
     "21000": CardinalityViolationError,
@@ -1633,7 +1735,7 @@ BY_SQLSTATE: dict[str, type[PostgresError]] = {
     "22027": TrimError,
     "22024": UnterminatedCStringError,
     "2200F": ZeroLengthCharacterStringError,
-    "22P01": FloatingPointExceptionError,
+    "22P01": PostgresFloatingPointError,
     "22P02": InvalidTextRepresentationError,
     "22P03": InvalidBinaryRepresentationError,
     "22P04": BadCopyFileFormatError,
@@ -1644,22 +1746,22 @@ BY_SQLSTATE: dict[str, type[PostgresError]] = {
     "2200S": InvalidXmlCommentError,
     "2200T": InvalidXmlProcessingInstructionError,
     "22030": DuplicateJsonObjectKeyValueError,
-    "22031": InvalidArgumentForSqlJsonDatetimeFunctionError,
+    "22031": InvalidArgumentForSQLJsonDatetimeFunctionError,
     "22032": InvalidJsonTextError,
-    "22033": InvalidSqlJsonSubscriptError,
-    "22034": MoreThanOneSqlJsonItemError,
-    "22035": NoSqlJsonItemError,
-    "22036": NonNumericSqlJsonItemError,
+    "22033": InvalidSQLJsonSubscriptError,
+    "22034": MoreThanOneSQLJsonItemError,
+    "22035": NoSQLJsonItemError,
+    "22036": NonNumericSQLJsonItemError,
     "22037": NonUniqueKeysInAJsonObjectError,
-    "22038": SingletonSqlJsonItemRequiredError,
-    "22039": SqlJsonArrayNotFoundError,
-    "2203A": SqlJsonMemberNotFoundError,
-    "2203B": SqlJsonNumberNotFoundError,
-    "2203C": SqlJsonObjectNotFoundError,
+    "22038": SingletonSQLJsonItemRequiredError,
+    "22039": SQLJsonArrayNotFoundError,
+    "2203A": SQLJsonMemberNotFoundError,
+    "2203B": SQLJsonNumberNotFoundError,
+    "2203C": SQLJsonObjectNotFoundError,
     "2203D": TooManyJsonArrayElementsError,
     "2203E": TooManyJsonObjectMembersError,
-    "2203F": SqlJsonScalarRequiredError,
-    "2203G": SqlJsonItemCannotBeCastToTargetTypeError,
+    "2203F": SQLJsonScalarRequiredError,
+    "2203G": SQLJsonItemCannotBeCastToTargetTypeError,
     "23000": IntegrityConstraintViolationError,
     "23001": RestrictViolationError,
     "23502": NotNullViolationError,
@@ -1669,48 +1771,48 @@ BY_SQLSTATE: dict[str, type[PostgresError]] = {
     "23P01": ExclusionViolationError,
     "24000": InvalidCursorStateError,
     "25000": InvalidTransactionStateError,
-    "25001": ActiveSqlTransactionError,
+    "25001": ActiveSQLTransactionError,
     "25002": BranchTransactionAlreadyActiveError,
     "25008": HeldCursorRequiresSameIsolationLevelError,
     "25003": InappropriateAccessModeForBranchTransactionError,
     "25004": InappropriateIsolationLevelForBranchTransactionError,
-    "25005": NoActiveSqlTransactionForBranchTransactionError,
-    "25006": ReadOnlySqlTransactionError,
+    "25005": NoActiveSQLTransactionForBranchTransactionError,
+    "25006": ReadOnlySQLTransactionError,
     "25007": SchemaAndDataStatementMixingNotSupportedError,
-    "25P01": NoActiveSqlTransactionError,
-    "25P02": InFailedSqlTransactionError,
+    "25P01": NoActiveSQLTransactionError,
+    "25P02": InFailedSQLTransactionError,
     "25P03": IdleInTransactionSessionTimeoutError,
-    "26000": InvalidSqlStatementNameError,
+    "26000": InvalidSQLStatementNameError,
     "27000": TriggeredDataChangeViolationError,
     "28000": InvalidAuthorizationSpecificationError,
     "28P01": InvalidPasswordError,
     "2B000": DependentPrivilegeDescriptorsStillExistError,
     "2BP01": DependentObjectsStillExistError,
     "2D000": InvalidTransactionTerminationError,
-    "2F000": SqlRoutineExceptionError,
+    "2F000": SQLRoutineError,
     "2F005": FunctionExecutedNoReturnStatementError,
-    "2F002": ModifyingSqlDataNotPermittedError,
-    "2F003": ProhibitedSqlStatementAttemptedError,
-    "2F004": ReadingSqlDataNotPermittedError,
+    "2F002": ModifyingSQLDataNotPermittedError,
+    "2F003": ProhibitedSQLStatementAttemptedError,
+    "2F004": ReadingSQLDataNotPermittedError,
     "34000": InvalidCursorNameError,
-    "38000": ExternalRoutineExceptionError,
-    "38001": ContainingSqlNotPermittedError,
-    "38002": ModifyingSqlDataNotPermitted38Error,
-    "38003": ProhibitedSqlStatementAttempted38Error,
-    "38004": ReadingSqlDataNotPermitted38Error,
-    "39000": ExternalRoutineInvocationExceptionError,
+    "38000": ExternalRoutineError,
+    "38001": ContainingSQLNotPermittedError,
+    "38002": ModifyingExternalRoutineSQLDataNotPermittedError,
+    "38003": ProhibitedExternalRoutineSQLStatementAttemptedError,
+    "38004": ReadingExternalRoutineSQLDataNotPermittedError,
+    "39000": ExternalRoutineInvocationError,
     "39001": InvalidSqlstateReturnedError,
-    "39004": NullValueNotAllowed39Error,
+    "39004": NullValueInExternalRoutineNotAllowedError,
     "39P01": TriggerProtocolViolatedError,
     "39P02": SrfProtocolViolatedError,
     "39P03": EventTriggerProtocolViolatedError,
-    "3B000": SavepointExceptionError,
+    "3B000": SavepointError,
     "3B001": InvalidSavepointSpecificationError,
     "3D000": InvalidCatalogNameError,
     "3F000": InvalidSchemaNameError,
     "40000": TransactionRollbackError,
     "40002": TransactionIntegrityConstraintViolationError,
-    "40001": SerializationFailureError,
+    "40001": SerializationError,
     "40003": StatementCompletionUnknownError,
     "40P01": DeadlockDetectedError,
     "42000": SyntaxOrAccessError,
@@ -1786,45 +1888,49 @@ BY_SQLSTATE: dict[str, type[PostgresError]] = {
     "72000": SnapshotTooOldError,
     "F0000": ConfigFileError,
     "F0001": LockFileExistsError,
-    "HV000": FdwError,
-    "HV005": FdwColumnNameNotFoundError,
-    "HV002": FdwDynamicParameterValueNeededError,
-    "HV010": FdwFunctionSequenceError,
-    "HV021": FdwInconsistentDescriptorInformationError,
-    "HV024": FdwInvalidAttributeValueError,
-    "HV007": FdwInvalidColumnNameError,
-    "HV008": FdwInvalidColumnNumberError,
-    "HV004": FdwInvalidDataTypeError,
-    "HV006": FdwInvalidDataTypeDescriptorsError,
-    "HV091": FdwInvalidDescriptorFieldIdentifierError,
-    "HV00B": FdwInvalidHandleError,
-    "HV00C": FdwInvalidOptionIndexError,
-    "HV00D": FdwInvalidOptionNameError,
-    "HV090": FdwInvalidStringLengthOrBufferLengthError,
-    "HV00A": FdwInvalidStringFormatError,
-    "HV009": FdwInvalidUseOfNullPointerError,
-    "HV014": FdwTooManyHandlesError,
-    "HV001": FdwOutOfMemoryError,
-    "HV00P": FdwNoSchemasError,
-    "HV00J": FdwOptionNameNotFoundError,
-    "HV00K": FdwReplyHandleError,
-    "HV00Q": FdwSchemaNotFoundError,
-    "HV00R": FdwTableNotFoundError,
-    "HV00L": FdwUnableToCreateExecutionError,
-    "HV00M": FdwUnableToCreateReplyError,
-    "HV00N": FdwUnableToEstablishConnectionError,
-    "P0000": PlpgsqlError,
-    "P0001": RaiseExceptionError,
+    "HV000": FDWError,
+    "HV005": FDWColumnNameNotFoundError,
+    "HV002": FDWDynamicParameterValueNeededError,
+    "HV010": FDWFunctionSequenceError,
+    "HV021": FDWInconsistentDescriptorInformationError,
+    "HV024": FDWInvalidAttributeValueError,
+    "HV007": FDWInvalidColumnNameError,
+    "HV008": FDWInvalidColumnNumberError,
+    "HV004": FDWInvalidDataTypeError,
+    "HV006": FDWInvalidDataTypeDescriptorsError,
+    "HV091": FDWInvalidDescriptorFieldIdentifierError,
+    "HV00B": FDWInvalidHandleError,
+    "HV00C": FDWInvalidOptionIndexError,
+    "HV00D": FDWInvalidOptionNameError,
+    "HV090": FDWInvalidStringLengthOrBufferLengthError,
+    "HV00A": FDWInvalidStringFormatError,
+    "HV009": FDWInvalidUseOfNullPointerError,
+    "HV014": FDWTooManyHandlesError,
+    "HV001": FDWOutOfMemoryError,
+    "HV00P": FDWNoSchemasError,
+    "HV00J": FDWOptionNameNotFoundError,
+    "HV00K": FDWReplyHandleError,
+    "HV00Q": FDWSchemaNotFoundError,
+    "HV00R": FDWTableNotFoundError,
+    "HV00L": FDWUnableToCreateExecutionError,
+    "HV00M": FDWUnableToCreateReplyError,
+    "HV00N": FDWUnableToEstablishConnectionError,
+    "P0000": PLPGSQLError,
+    "P0001": RaiseError,
     "P0002": NoDataFoundError,
     "P0003": TooManyRowsError,
-    "P0004": AssertFailureError,
-    "XX000": InternalError,
+    "P0004": AssertError,
+    "XX000": InternalServerError,
     "XX001": DataCorruptedError,
     "XX002": IndexCorruptedError,
+    "10608": InvalidArgumentForXqueryError,
+    "25P04": TransactionTimeoutError,
+    "58P03": FileNameTooLongError,
 }
 
 __all__ = [
     "BY_SQLSTATE",
+    "ActiveSQLTransactionError",
     "ActiveSqlTransactionError",
     "AdminShutdownError",
     "AmbiguousAliasError",
@@ -1832,6 +1938,7 @@ __all__ = [
     "AmbiguousFunctionError",
     "AmbiguousParameterError",
     "ArraySubscriptError",
+    "AssertError",
     "AssertFailureError",
     "BadCopyFileFormatError",
     "BranchTransactionAlreadyActiveError",
@@ -1842,11 +1949,14 @@ __all__ = [
     "CaseNotFoundError",
     "CharacterNotInRepertoireError",
     "CheckViolationError",
+    "ClientCannotConnectError",
     "CollationMismatchError",
     "ConfigFileError",
     "ConfigurationLimitExceededError",
     "ConnectionDoesNotExistError",
     "ConnectionFailureError",
+    "ConnectionRejectionError",
+    "ContainingSQLNotPermittedError",
     "ContainingSqlNotPermittedError",
     "CrashShutdownError",
     "DataCorruptedError",
@@ -1857,7 +1967,9 @@ __all__ = [
     "DeadlockDetectedError",
     "DependentObjectsStillExistError",
     "DependentPrivilegeDescriptorsStillExistError",
+    "DeprecatedFeature",
     "DeprecatedFeatureWarning",
+    "DiagnosticsError",
     "DiagnosticsExceptionError",
     "DiskFullError",
     "DivisionByZeroError",
@@ -1872,13 +1984,43 @@ __all__ = [
     "DuplicatePreparedStatementError",
     "DuplicateSchemaError",
     "DuplicateTableError",
+    "DynamicResultSetsReturned",
     "DynamicResultSetsReturnedWarning",
     "ErrorInAssignmentError",
     "EscapeCharacterConflictError",
     "EventTriggerProtocolViolatedError",
     "ExclusionViolationError",
+    "ExternalRoutineError",
     "ExternalRoutineExceptionError",
+    "ExternalRoutineInvocationError",
     "ExternalRoutineInvocationExceptionError",
+    "FDWColumnNameNotFoundError",
+    "FDWDynamicParameterValueNeededError",
+    "FDWError",
+    "FDWFunctionSequenceError",
+    "FDWInconsistentDescriptorInformationError",
+    "FDWInvalidAttributeValueError",
+    "FDWInvalidColumnNameError",
+    "FDWInvalidColumnNumberError",
+    "FDWInvalidDataTypeDescriptorsError",
+    "FDWInvalidDataTypeError",
+    "FDWInvalidDescriptorFieldIdentifierError",
+    "FDWInvalidHandleError",
+    "FDWInvalidOptionIndexError",
+    "FDWInvalidOptionNameError",
+    "FDWInvalidStringFormatError",
+    "FDWInvalidStringLengthOrBufferLengthError",
+    "FDWInvalidUseOfNullPointerError",
+    "FDWNoSchemasError",
+    "FDWOptionNameNotFoundError",
+    "FDWOutOfMemoryError",
+    "FDWReplyHandleError",
+    "FDWSchemaNotFoundError",
+    "FDWTableNotFoundError",
+    "FDWTooManyHandlesError",
+    "FDWUnableToCreateExecutionError",
+    "FDWUnableToCreateReplyError",
+    "FDWUnableToEstablishConnectionError",
     "FdwColumnNameNotFoundError",
     "FdwDynamicParameterValueNeededError",
     "FdwError",
@@ -1907,6 +2049,7 @@ __all__ = [
     "FdwUnableToCreateReplyError",
     "FdwUnableToEstablishConnectionError",
     "FeatureNotSupportedError",
+    "FileNameTooLongError",
     "FloatingPointExceptionError",
     "ForeignKeyViolationError",
     "FunctionExecutedNoReturnStatementError",
@@ -1915,7 +2058,9 @@ __all__ = [
     "HeldCursorRequiresSameIsolationLevelError",
     "IdleInTransactionSessionTimeoutError",
     "IdleSessionTimeoutError",
+    "ImplicitZeroBitPadding",
     "ImplicitZeroBitPaddingWarning",
+    "InFailedSQLTransactionError",
     "InFailedSqlTransactionError",
     "InappropriateAccessModeForBranchTransactionError",
     "InappropriateIsolationLevelForBranchTransactionError",
@@ -1927,15 +2072,19 @@ __all__ = [
     "InsufficientResourcesError",
     "IntegrityConstraintViolationError",
     "InternalError",
+    "InternalServerError",
     "IntervalFieldOverflowError",
     "InvalidArgumentForLogarithmError",
     "InvalidArgumentForNthValueFunctionError",
     "InvalidArgumentForNtileFunctionError",
     "InvalidArgumentForPowerFunctionError",
+    "InvalidArgumentForSQLJsonDatetimeFunctionError",
     "InvalidArgumentForSqlJsonDatetimeFunctionError",
     "InvalidArgumentForWidthBucketFunctionError",
+    "InvalidArgumentForXqueryError",
     "InvalidAuthorizationSpecificationError",
     "InvalidBinaryRepresentationError",
+    "InvalidCachedStatementError",
     "InvalidCatalogNameError",
     "InvalidCharacterValueForCastError",
     "InvalidColumnDefinitionError",
@@ -1966,6 +2115,8 @@ __all__ = [
     "InvalidRoleSpecificationError",
     "InvalidRowCountInLimitClauseError",
     "InvalidRowCountInResultOffsetClauseError",
+    "InvalidSQLJsonSubscriptError",
+    "InvalidSQLStatementNameError",
     "InvalidSavepointSpecificationError",
     "InvalidSchemaDefinitionError",
     "InvalidSchemaNameError",
@@ -1985,26 +2136,38 @@ __all__ = [
     "InvalidXmlContentError",
     "InvalidXmlDocumentError",
     "InvalidXmlProcessingInstructionError",
+    "LocatorError",
     "LocatorExceptionError",
     "LockFileExistsError",
     "LockNotAvailableError",
+    "ModifyingExternalRoutineSQLDataNotPermittedError",
+    "ModifyingSQLDataNotPermittedError",
     "ModifyingSqlDataNotPermitted38Error",
     "ModifyingSqlDataNotPermittedError",
+    "MoreThanOneSQLJsonItemError",
     "MoreThanOneSqlJsonItemError",
     "MostSpecificTypeMismatchError",
     "NameTooLongError",
+    "NoActiveSQLTransactionError",
+    "NoActiveSQLTransactionForBranchTransactionError",
     "NoActiveSqlTransactionError",
     "NoActiveSqlTransactionForBranchTransactionError",
+    "NoAdditionalDynamicResultSetsReturned",
     "NoAdditionalDynamicResultSetsReturnedWarning",
+    "NoData",
     "NoDataFoundError",
     "NoDataWarning",
+    "NoSQLJsonItemError",
     "NoSqlJsonItemError",
+    "NonNumericSQLJsonItemError",
     "NonNumericSqlJsonItemError",
     "NonUniqueKeysInAJsonObjectError",
     "NonstandardUseOfEscapeCharacterError",
     "NotAnXmlDocumentError",
     "NotNullViolationError",
+    "NullValueEliminatedInSetFunction",
     "NullValueEliminatedInSetFunctionWarning",
+    "NullValueInExternalRoutineNotAllowedError",
     "NullValueNoIndicatorParameterError",
     "NullValueNotAllowed39Error",
     "NullValueNotAllowedError",
@@ -2013,29 +2176,50 @@ __all__ = [
     "ObjectNotInPrerequisiteStateError",
     "OperatorInterventionError",
     "OutOfMemoryError",
+    "PLPGSQLError",
     "PlpgsqlError",
     "PostgresConnectionError",
+    "PostgresFloatingPointError",
     "PostgresIOError",
     "PostgresSyntaxError",
     "PostgresSystemError",
     "PostgresWarning",
+    "PrivilegeNotGranted",
     "PrivilegeNotGrantedWarning",
+    "PrivilegeNotRevoked",
     "PrivilegeNotRevokedWarning",
     "ProgramLimitExceededError",
+    "ProhibitedExternalRoutineSQLStatementAttemptedError",
+    "ProhibitedSQLStatementAttemptedError",
     "ProhibitedSqlStatementAttempted38Error",
     "ProhibitedSqlStatementAttemptedError",
     "ProtocolViolationError",
     "QueryCanceledError",
+    "RaiseError",
     "RaiseExceptionError",
+    "ReadOnlySQLTransactionError",
     "ReadOnlySqlTransactionError",
+    "ReadingExternalRoutineSQLDataNotPermittedError",
+    "ReadingSQLDataNotPermittedError",
     "ReadingSqlDataNotPermitted38Error",
     "ReadingSqlDataNotPermittedError",
     "ReservedNameError",
     "RestrictViolationError",
+    "SQLJsonArrayNotFoundError",
+    "SQLJsonItemCannotBeCastToTargetTypeError",
+    "SQLJsonMemberNotFoundError",
+    "SQLJsonNumberNotFoundError",
+    "SQLJsonObjectNotFoundError",
+    "SQLJsonScalarRequiredError",
+    "SQLRoutineError",
+    "SQLStatementNotYetCompleteError",
+    "SavepointError",
     "SavepointExceptionError",
     "SchemaAndDataStatementMixingNotSupportedError",
     "SequenceGeneratorLimitExceededError",
+    "SerializationError",
     "SerializationFailureError",
+    "SingletonSQLJsonItemRequiredError",
     "SingletonSqlJsonItemRequiredError",
     "SnapshotTooOldError",
     "SqlJsonArrayNotFoundError",
@@ -2053,6 +2237,7 @@ __all__ = [
     "StatementCompletionUnknownError",
     "StatementTooComplexError",
     "StringDataLengthMismatchError",
+    "StringDataRightTruncation",
     "StringDataRightTruncationError",
     "StringDataRightTruncationWarning",
     "SubstringError",
@@ -2066,7 +2251,9 @@ __all__ = [
     "TransactionIntegrityConstraintViolationError",
     "TransactionResolutionUnknownError",
     "TransactionRollbackError",
+    "TransactionTimeoutError",
     "TriggerProtocolViolatedError",
+    "TriggeredActionError",
     "TriggeredActionExceptionError",
     "TriggeredDataChangeViolationError",
     "TrimError",

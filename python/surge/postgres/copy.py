@@ -6,11 +6,13 @@ everything else); if the COPY fails, the server skips that data."""
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from surge.errors import InterfaceError
+from surge.postgres.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from surge.postgres.connection import Connection
@@ -18,11 +20,23 @@ if TYPE_CHECKING:
 #: COPY formats (asyncpg's ``format=`` values).
 FORMATS = ("text", "csv", "binary")
 
+#: Each column's name, its type with domains resolved to their base type, that
+#: type's name for a cast, and its binary send function.
 _COLUMN_TYPES = (
-    "SELECT a.attname, a.atttypid::int8 FROM pg_catalog.pg_attribute a"
-    " WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped"
-    " ORDER BY a.attnum"
+    "WITH RECURSIVE base(attnum, oid) AS ("
+    "  SELECT a.attnum, a.atttypid FROM pg_catalog.pg_attribute a"
+    "  WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+    "  UNION ALL SELECT b.attnum, t.typbasetype FROM base b"
+    "  JOIN pg_catalog.pg_type t ON t.oid = b.oid WHERE t.typtype = 'd')"
+    " SELECT a.attname, b.oid::int8, a.atttypid::regtype::text, t.typsend::text"
+    " FROM base b JOIN pg_catalog.pg_type t ON t.oid = b.oid"
+    " JOIN pg_catalog.pg_attribute a ON a.attrelid = $1::text::regclass"
+    "  AND a.attnum = b.attnum"
+    " WHERE t.typtype <> 'd' ORDER BY a.attnum"
 )
+#: bytea: the COPY stream carries no type ids, so a value the server already put
+#: in its binary form goes in as raw bytes.
+_RAW = 17
 
 
 def _q(name: str) -> str:
@@ -56,16 +70,61 @@ async def records_to_table(
     """COPY records in, binary: column types come from the catalog."""
     rel = (_q(schema) + "." if schema else "") + _q(table)
     rows = await conn.fetch(_COLUMN_TYPES, rel, timeout=timeout)
-    types = {r[0]: int(r[1]) for r in rows}
+    types = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
     names = list(columns) if columns else [r[0] for r in rows]
     missing = [c for c in names if c not in types]
     if missing:
         raise InterfaceError(f"no column(s) {missing} in {rel}")
     sql = f"COPY {qualified(table, schema, names)} FROM STDIN (FORMAT binary)"
-    oids = [types[c] for c in names]
+    oids = [types[c][0] for c in names]
+    known = conn._session.codec.known_types(oids)
+    if not all(known):
+        rewritten: list[list[Any]] = [list(r) for r in records]
+        for i, ok in enumerate(known):
+            if not ok:
+                _, cast, send = types[names[i]]
+                await _server_encoded(conn, rewritten, i, cast, send, timeout)
+                oids[i] = _RAW
+        records = rewritten
     s = conn._session
     status = await s.send(s.codec.copy_records, sql, oids, records, timeout=timeout)
     return str(status)
+
+
+def _as_text(v: Any) -> str:
+    # str as the type's text form; ints and ipaddress objects have exact text.
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
+        return str(v)
+    if isinstance(v, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+        return str(v)
+    if isinstance(v, (ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
+        return str(v)
+    raise InvalidArgumentError(
+        f"a {type(v).__name__} for a column without a binary codec here: pass its text as str"
+    )
+
+
+async def _server_encoded(
+    conn: Connection, records: list[list[Any]], i: int, cast: str, send: str, timeout: Any
+) -> None:
+    """Column ``i`` of ``records`` (types without a binary codec here: enums,
+    inet, ...) replaced by the server's binary form of each value, in one query."""
+    texts = []
+    for n, r in enumerate(records):
+        if len(r) <= i:
+            raise InvalidArgumentError(f"record {n} has {len(r)} values")
+        texts.append(None if r[i] is None else _as_text(r[i]))
+    sql = (
+        f"SELECT {send}(v.x::{cast}) FROM unnest($1::text[]) WITH ORDINALITY AS v(x, n)"
+        " ORDER BY v.n"
+    )
+    binary = await conn.fetch(sql, texts, timeout=timeout)
+    for r, b in zip(records, binary, strict=True):
+        r[i] = b[0]
 
 
 async def copy_out(

@@ -1,6 +1,7 @@
 """PostgreSQL errors: server errors as `PostgresError` subclasses chosen by
 SQLSTATE (asyncpg's class names, generated into `_sqlstate` from PostgreSQL's
-errcodes.txt by ``scripts/gen_pg_sqlstates.py``), plus the client-side ones.
+errcodes.txt by ``scripts/gen_pg_sqlstates.py``), plus the client-side ones
+under asyncpg's names and inheritance.
 
 Connection trouble is reported with the engine's errors shared by every driver
 (`surge.errors.ConnectError`, `ConnectionLostError`, `RequestTimeoutError`);
@@ -11,13 +12,52 @@ from __future__ import annotations
 
 from typing import Any
 
+from surge import errors as _errors
 from surge.errors import InterfaceError
 from surge.postgres._sqlstate import BY_SQLSTATE, DataError
-from surge.postgres.error_base import PostgresError
+from surge.postgres.error_base import (
+    FatalPostgresError,
+    PostgresError,
+    PostgresLogMessage,
+    PostgresMessage,
+    UnknownPostgresError,
+)
 
 
-class UnsupportedAuthError(InterfaceError):
+class InterfaceWarning(UserWarning):
+    """A warning about how the driver is used (asyncpg's name)."""
+
+
+class ClientConfigurationError(InterfaceError, ValueError):
+    """A connection option or DSN is wrong."""
+
+
+class UnsupportedClientFeatureError(InterfaceError):
+    """The server asks for something this client does not do."""
+
+
+class UnsupportedServerFeatureError(InterfaceError):
+    """The server lacks something the call needs."""
+
+
+class UnsupportedAuthError(UnsupportedClientFeatureError):
     """The server asks for an authentication method surge does not speak."""
+
+
+class InternalClientError(_errors.SurgeError):
+    """A fault inside the client (asyncpg's root of the classes below)."""
+
+
+class ProtocolError(InternalClientError, _errors.ProtocolError):
+    """The server's byte stream broke the protocol (also `surge.errors.ProtocolError`)."""
+
+
+class OutdatedSchemaCacheError(InternalClientError):
+    """A cached statement's types changed under it."""
+
+
+class TargetServerAttributeNotMatched(InternalClientError):
+    """No host matched ``target_session_attrs``."""
 
 
 def make_error(value: Any) -> BaseException:
@@ -26,10 +66,32 @@ def make_error(value: Any) -> BaseException:
     if isinstance(value, BaseException):
         return value
     code = value.get("C", "")
-    cls = BY_SQLSTATE.get(code) or BY_SQLSTATE.get(code[:2] + "000") or PostgresError
-    return cls(value.get("M", "unknown error"), value)
+    cls = BY_SQLSTATE.get(code) or BY_SQLSTATE.get(code[:2] + "000") or UnknownPostgresError
+    err = cls(value.get("M", "unknown error"), value)
+    assert isinstance(err, BaseException)
+    return err
 
 
 class InvalidArgumentError(DataError, InterfaceError, TypeError):
     """A query argument does not fit its parameter's type, or the count is wrong;
     nothing was sent. A `DataError` as in asyncpg, and an `InterfaceError`."""
+
+
+__all__ = [
+    "ClientConfigurationError",
+    "FatalPostgresError",
+    "InterfaceError",
+    "InterfaceWarning",
+    "InternalClientError",
+    "InvalidArgumentError",
+    "OutdatedSchemaCacheError",
+    "PostgresError",
+    "PostgresLogMessage",
+    "PostgresMessage",
+    "ProtocolError",
+    "TargetServerAttributeNotMatched",
+    "UnknownPostgresError",
+    "UnsupportedAuthError",
+    "UnsupportedClientFeatureError",
+    "UnsupportedServerFeatureError",
+]

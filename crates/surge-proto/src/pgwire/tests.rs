@@ -218,6 +218,7 @@ fn dates_and_intervals() {
     }
     assert_eq!(types::time_from_micros(3_723_000_004), Ok((1, 2, 3, 4)));
     assert!(types::time_from_micros(-1).is_err());
+    assert!(types::time_from_micros(types::MICROS_PER_DAY).is_err());
     let iv = Interval {
         micros: -5,
         days: 3,

@@ -219,11 +219,11 @@ pub const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// (hour, minute, second, microsecond) of microseconds since midnight.
 pub fn time_from_micros(us: i64) -> Result<(u32, u32, u32, u32), Error> {
-    if !(0..=MICROS_PER_DAY).contains(&us) {
+    // 24:00:00 is a valid PostgreSQL time but has no (h, m, s) below 24: it is an
+    // error here rather than a silently different value.
+    if !(0..MICROS_PER_DAY).contains(&us) {
         return Err(Error::BadValue("time"));
     }
-    // 24:00:00 is a valid PostgreSQL time; Python has none: clamp to the last microsecond.
-    let us = us.min(MICROS_PER_DAY - 1);
     let s = us / 1_000_000;
     Ok((
         (s / 3600) as u32,

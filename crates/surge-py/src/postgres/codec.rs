@@ -544,6 +544,13 @@ impl PgCodec {
         Ok(self.push(Kind::CopyOut(Vec::new())))
     }
 
+    /// For each type oid, whether it has a binary codec here (COPY asks the
+    /// server to encode the others).
+    #[staticmethod]
+    fn known_types(oids: Vec<u32>) -> Vec<bool> {
+        oids.into_iter().map(oid::is_known).collect()
+    }
+
     /// `COPY ... FROM STDIN` with all its data sent at once, without waiting for
     /// CopyInResponse (if the COPY fails, the server ignores the CopyData that
     /// follows: it discards copy messages outside copy mode). Answers the tag.

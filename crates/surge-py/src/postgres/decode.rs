@@ -95,15 +95,12 @@ pub fn decode(py: Python<'_>, type_oid: u32, b: &[u8]) -> PyResult<PyObject> {
         oid::OID => t::decode_u32(b).map_err(bad)?.into_py_any(py)?,
         oid::FLOAT4 => f64::from(t::decode_f32(b).map_err(bad)?).into_py_any(py)?,
         oid::FLOAT8 => t::decode_f64(b).map_err(bad)?.into_py_any(py)?,
-        oid::TEXT
-        | oid::VARCHAR
-        | oid::NAME
-        | oid::BPCHAR
-        | oid::CHAR
-        | oid::UNKNOWN
-        | oid::JSON => text(py, b)?,
+        oid::TEXT | oid::VARCHAR | oid::NAME | oid::BPCHAR | oid::UNKNOWN | oid::JSON => {
+            text(py, b)?
+        }
         oid::JSONB => text(py, t::decode_jsonb(b).map_err(bad)?)?,
-        oid::BYTEA => PyBytes::new(py, b).into_any().unbind(),
+        // `"char"` is a byte, not a character: bytes, as asyncpg returns it.
+        oid::BYTEA | oid::CHAR => PyBytes::new(py, b).into_any().unbind(),
         oid::VOID => py.None(),
         oid::NUMERIC => {
             let s = t::numeric_to_string(b).map_err(bad)?;
@@ -124,16 +121,26 @@ pub fn decode(py: Python<'_>, type_oid: u32, b: &[u8]) -> PyResult<PyObject> {
         oid::TIMESTAMP => timestamp_obj(py, t::decode_i64(b).map_err(bad)?, false)?,
         oid::TIMESTAMPTZ => timestamp_obj(py, t::decode_i64(b).map_err(bad)?, true)?,
         oid::TIME => {
-            let (h, m, s, us) = t::time_from_micros(t::decode_i64(b).map_err(bad)?).map_err(bad)?;
+            let us = t::decode_i64(b).map_err(bad)?;
+            if us == t::MICROS_PER_DAY {
+                // Never clamped to 23:59:59.999999: that would be another value.
+                return Err(PyValueError::new_err(
+                    "time 24:00:00 has no datetime.time (hours stop at 23); \
+                     select it as text (::text) to keep it",
+                ));
+            }
+            let (h, m, s, us) = t::time_from_micros(us).map_err(bad)?;
             PyTime::new(py, h as u8, m as u8, s as u8, us, None)?
                 .into_any()
                 .unbind()
         }
         oid::INTERVAL => {
             let iv = t::decode_interval(b).map_err(bad)?;
-            // Python has no months: 30 days each, as asyncpg does.
+            // Python has no months: a year is 365 days and a month 30, as asyncpg
+            // counts them (both truncate toward zero, so '-13 mons' is -395 days).
             let days = i64::from(iv.days)
-                + i64::from(iv.months) * 30
+                + i64::from(iv.months / 12) * 365
+                + i64::from(iv.months % 12) * 30
                 + iv.micros.div_euclid(t::MICROS_PER_DAY);
             let rem = iv.micros.rem_euclid(t::MICROS_PER_DAY);
             let days =

@@ -15,6 +15,11 @@ use super::decode::{DECIMAL, UUID};
 
 static JSON_DUMPS: GILOnceCell<PyObject> = GILOnceCell::new();
 
+/// `datetime.max` and `datetime.min` in microseconds from 2000-01-01: the values
+/// ±infinity decode to, so they are written back as ±infinity (as asyncpg).
+const TIMESTAMP_MAX: i64 = 252_455_615_999_999_999;
+const TIMESTAMP_MIN: i64 = -63_082_281_600_000_000;
+
 /// Encodes one statement's arguments; `err` is the DataError class.
 pub struct Encoder<'a, 'py> {
     pub py: Python<'py>,
@@ -58,7 +63,17 @@ impl<'py> Encoder<'_, 'py> {
             oid::OID => buf.extend_from_slice(&self.int::<u32>(v, "oid")?.to_be_bytes()),
             oid::FLOAT4 => buf.extend_from_slice(&(self.float(v)? as f32).to_be_bytes()),
             oid::FLOAT8 => buf.extend_from_slice(&self.float(v)?.to_be_bytes()),
-            oid::TEXT | oid::VARCHAR | oid::NAME | oid::BPCHAR | oid::CHAR | oid::UNKNOWN => {
+            oid::CHAR => {
+                // `"char"` is one byte; asyncpg takes and returns bytes for it.
+                if let Ok(b) = v.downcast::<PyBytes>() {
+                    buf.extend_from_slice(b.as_bytes());
+                } else if let Ok(s) = v.downcast::<PyString>() {
+                    buf.extend_from_slice(s.to_str()?.as_bytes());
+                } else {
+                    return Err(self.mismatch(v, "bytes or str"));
+                }
+            }
+            oid::TEXT | oid::VARCHAR | oid::NAME | oid::BPCHAR | oid::UNKNOWN => {
                 let s = v
                     .downcast::<PyString>()
                     .map_err(|_| self.mismatch(v, "str"))?;
@@ -80,13 +95,21 @@ impl<'py> Encoder<'_, 'py> {
             }
             oid::NUMERIC => {
                 let py = self.py;
-                let ok = v.is_instance(DECIMAL.import(py, "decimal", "Decimal")?)?
+                let dec = DECIMAL.import(py, "decimal", "Decimal")?;
+                let s = if v.is_instance_of::<PyString>() {
+                    // Decimal text, as asyncpg takes it; checked here so a typo
+                    // names its parameter instead of failing on the server.
+                    dec.call1((v,))
+                        .map_err(|_| self.fail(format!("{v:?} is not a decimal number")))?
+                        .str()?
+                } else if v.is_instance(dec)?
                     || (v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>())
-                    || v.is_instance_of::<PyFloat>();
-                if !ok {
-                    return Err(self.mismatch(v, "Decimal, int or float"));
-                }
-                let s = v.str()?;
+                    || v.is_instance_of::<PyFloat>()
+                {
+                    v.str()?
+                } else {
+                    return Err(self.mismatch(v, "Decimal, int, float or str"));
+                };
                 t::encode_numeric(buf, s.to_str()?)
                     .map_err(|_| self.fail(format!("cannot encode {s} as numeric")))?;
             }
@@ -105,21 +128,50 @@ impl<'py> Encoder<'_, 'py> {
                 buf.extend_from_slice(b.downcast::<PyBytes>()?.as_bytes());
             }
             oid::DATE => {
-                if v.is_instance_of::<PyDateTime>() {
-                    return Err(self.mismatch(v, "date"));
-                }
+                // A datetime is a date: its date part is taken, as asyncpg does.
                 let d = v
                     .downcast::<PyDate>()
                     .map_err(|_| self.mismatch(v, "date"))?;
-                let days =
-                    t::days_from_date(d.get_year(), d.get_month().into(), d.get_day().into());
+                let days = match (d.get_year(), d.get_month(), d.get_day()) {
+                    // date.max/date.min are what ±infinity decode to: written back
+                    // as ±infinity so a read-modify-write keeps the value.
+                    (9999, 12, 31) => i32::MAX,
+                    (1, 1, 1) => i32::MIN,
+                    (y, m, dd) => t::days_from_date(y, m.into(), dd.into()),
+                };
                 buf.extend_from_slice(&days.to_be_bytes());
             }
             oid::TIMESTAMP | oid::TIMESTAMPTZ => {
-                let dt = v
-                    .downcast::<PyDateTime>()
-                    .map_err(|_| self.mismatch(v, "datetime"))?;
-                buf.extend_from_slice(&self.timestamp(dt)?.to_be_bytes());
+                let us = if let Ok(dt) = v.downcast::<PyDateTime>() {
+                    self.timestamp(dt)?
+                } else if let Ok(d) = v.downcast::<PyDate>() {
+                    // Midnight of that day, as asyncpg: naive for timestamp, in the
+                    // local time zone for timestamptz.
+                    let mut dt = PyDateTime::new(
+                        self.py,
+                        d.get_year(),
+                        d.get_month(),
+                        d.get_day(),
+                        0,
+                        0,
+                        0,
+                        0,
+                        None,
+                    )?;
+                    if type_oid == oid::TIMESTAMPTZ {
+                        dt = dt.call_method0("astimezone")?.downcast_into()?;
+                    }
+                    self.timestamp(&dt)?
+                } else {
+                    return Err(self.mismatch(v, "datetime or date"));
+                };
+                // datetime.max/min (what ±infinity decode to) go back as ±infinity.
+                let us = match us {
+                    TIMESTAMP_MAX => i64::MAX,
+                    TIMESTAMP_MIN => i64::MIN,
+                    us => us,
+                };
+                buf.extend_from_slice(&us.to_be_bytes());
             }
             oid::TIME => {
                 let tm = v
@@ -150,13 +202,17 @@ impl<'py> Encoder<'_, 'py> {
             other => match oid::element_of(other) {
                 Some(elem) => self.array(elem, v, buf)?,
                 None => {
-                    // Sent as text (the statement asks for text for this one).
-                    let s = v.downcast::<PyString>().map_err(|_| {
-                        self.fail(format!(
+                    // Sent as text (the statement asks for text for this one). An
+                    // int's text is exact, so an int-based domain takes an int.
+                    if let Ok(s) = v.downcast::<PyString>() {
+                        buf.extend_from_slice(s.to_str()?.as_bytes());
+                    } else if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
+                        buf.extend_from_slice(v.str()?.to_str()?.as_bytes());
+                    } else {
+                        return Err(self.fail(format!(
                             "a parameter of type oid {other} has no binary codec here: pass it as str"
-                        ))
-                    })?;
-                    buf.extend_from_slice(s.to_str()?.as_bytes());
+                        )));
+                    }
                 }
             },
         }
@@ -172,12 +228,17 @@ impl<'py> Encoder<'_, 'py> {
     }
 
     fn float(&self, v: &Bound<'py, PyAny>) -> PyResult<f64> {
-        if v.is_instance_of::<PyBool>()
-            || !(v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>())
-        {
-            return Err(self.mismatch(v, "float or int"));
+        if v.is_instance_of::<PyBool>() {
+            return Err(self.mismatch(v, "float, int or Decimal"));
         }
-        v.extract::<f64>()
+        if v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>() {
+            return v.extract::<f64>();
+        }
+        // A Decimal goes in as the nearest double, as asyncpg sends it.
+        if v.is_instance(DECIMAL.import(self.py, "decimal", "Decimal")?)? {
+            return v.call_method0("__float__")?.extract::<f64>();
+        }
+        Err(self.mismatch(v, "float, int or Decimal"))
     }
 
     fn json(&self, v: &Bound<'py, PyAny>) -> PyResult<String> {

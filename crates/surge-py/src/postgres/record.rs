@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyInt, PyIterator, PyList, PySlice, PyString, PyTuple}
 /// Column names of a statement's rows, shared by all of them.
 pub struct Desc {
     pub names: Vec<Py<PyString>>,
-    /// name -> position (the first column of a duplicated name wins, as in asyncpg).
+    /// name -> position (the LAST column of a duplicated name wins, as in asyncpg 0.32).
     pub index: Py<PyDict>,
 }
 
@@ -19,7 +19,7 @@ impl Desc {
     pub fn new(py: Python<'_>, names: &[String]) -> PyResult<Arc<Desc>> {
         let index = PyDict::new(py);
         let mut v = Vec::with_capacity(names.len());
-        for (i, n) in names.iter().enumerate().rev() {
+        for (i, n) in names.iter().enumerate() {
             index.set_item(n, i)?;
         }
         for n in names {

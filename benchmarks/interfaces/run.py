@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
-from benchmarks.http.run import _busy_s, _children_cpu_s, _cpu_s
+
+# SIGSTOP/SIGCONT of a server's process group (only `.proc` is used), CPU accounting.
+from benchmarks.http.run import _busy_s, _children_cpu_s, _cpu_s, pause
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
@@ -272,14 +274,6 @@ def check_ws(srv: Server) -> str | None:
     if srv.name.startswith("surge"):
         return NO_WS
     return f"no echo: {res}"
-
-
-def pause(srv: Server, paused: bool) -> None:
-    if srv.proc and srv.proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(srv.proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
-        if not paused:
-            time.sleep(0.2)
 
 
 def stop(srv: Server) -> None:

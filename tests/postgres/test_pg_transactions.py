@@ -228,3 +228,39 @@ def test_cancelled_inside_a_transaction_releases_it(arun, dsn):
             await conn.close()
 
     arun(main())
+
+
+def test_serializable_retry_loop_written_for_asyncpg(arun, dsn):
+    """The retry loop asyncpg users write (`except SerializationError:`) works: two
+    connections read-modify-write one row in serializable transactions; the loser
+    gets SerializationError (SQLSTATE 40001), retries, and no update is lost."""
+
+    async def main():
+        a, b = await pg.connect(dsn), await pg.connect(dsn)
+        await a.execute(
+            "DROP TABLE IF EXISTS t_serial; CREATE TABLE t_serial (id int PRIMARY KEY, n int);"
+            " INSERT INTO t_serial VALUES (1, 0)"
+        )
+        retries = 0
+
+        async def bump(conn):
+            nonlocal retries
+            while True:
+                try:
+                    async with conn.transaction(isolation="serializable"):
+                        n = await conn.fetchval("SELECT n FROM t_serial WHERE id = 1")
+                        await asyncio.sleep(0.05)  # both have read before either writes
+                        await conn.execute("UPDATE t_serial SET n = $1 WHERE id = 1", n + 1)
+                    return
+                except pg.SerializationError:
+                    retries += 1
+
+        try:
+            await asyncio.wait_for(asyncio.gather(bump(a), bump(b), bump(a), bump(b)), 10)
+            assert await a.fetchval("SELECT n FROM t_serial WHERE id = 1") == 4
+            assert retries >= 1
+        finally:
+            await a.close()
+            await b.close()
+
+    arun(main())

@@ -20,6 +20,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // HTTP server.
     m.add_class::<tls::TlsServerConfig>()?;
     m.add_class::<tls::TlsSession>()?;
+    m.add_class::<tls::TlsWriter>()?;
     m.add("TlsConfigError", m.py().get_type::<tls::TlsConfigError>())?;
     m.add_class::<http::server::Router>()?;
     m.add_class::<http::server::Request>()?;

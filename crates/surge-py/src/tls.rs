@@ -245,3 +245,39 @@ impl TlsSession {
         }
     }
 }
+
+/// The write path of a TLS connection as one native call: `writer(data)`
+/// encrypts and hands the records to the socket transport's `write`, so the
+/// server's responses reach the socket without a Python frame in between.
+#[pyclass(module = "surge._core")]
+pub struct TlsWriter {
+    session: Py<TlsSession>,
+    write: PyObject,
+    closed: bool,
+}
+
+#[pymethods]
+impl TlsWriter {
+    #[new]
+    fn new(session: Py<TlsSession>, write: PyObject) -> Self {
+        TlsWriter {
+            session,
+            write,
+            closed: false,
+        }
+    }
+
+    fn __call__(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        if self.closed || data.is_empty() {
+            return Ok(());
+        }
+        let records = self.session.borrow_mut(py).encrypt(py, data)?;
+        self.write.call1(py, (records,))?;
+        Ok(())
+    }
+
+    /// Drops every later write (the connection is closing).
+    fn close(&mut self) {
+        self.closed = true;
+    }
+}

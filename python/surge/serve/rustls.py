@@ -21,7 +21,7 @@ import asyncio
 import logging
 from typing import Any
 
-from surge._core import TlsServerConfig, TlsSession
+from surge._core import TlsServerConfig, TlsSession, TlsWriter
 
 log = logging.getLogger("surge")
 
@@ -29,7 +29,7 @@ log = logging.getLogger("surge")
 class TlsTransport(asyncio.Transport):
     """The HTTP protocol's view of a TLS connection: plaintext in, records out."""
 
-    __slots__ = ("_config", "_protocol", "_raw", "_session")
+    __slots__ = ("_config", "_protocol", "_raw", "_session", "write")
 
     def __init__(
         self,
@@ -43,10 +43,8 @@ class TlsTransport(asyncio.Transport):
         self._session = session
         self._config = config
         self._protocol = protocol
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if data and not self._raw.is_closing():
-            self._raw.write(self._session.encrypt(bytes(data)))
+        #: `write(data)`: encrypts and writes in one native call (`TlsWriter`).
+        self.write = TlsWriter(session, raw.write)  # type: ignore[method-assign, assignment]
 
     def writelines(self, list_of_data: Any) -> None:
         self.write(b"".join(list_of_data))
@@ -77,6 +75,7 @@ class TlsTransport(asyncio.Transport):
 
     def close(self) -> None:
         """Sends close_notify, then closes once what is buffered is sent."""
+        self.write.close()  # type: ignore[attr-defined]
         if not self._raw.is_closing():
             try:
                 self._raw.write(self._session.close())
@@ -85,6 +84,7 @@ class TlsTransport(asyncio.Transport):
             self._raw.close()
 
     def abort(self) -> None:
+        self.write.close()  # type: ignore[attr-defined]
         self._raw.abort()
 
     def get_protocol(self) -> asyncio.BaseProtocol:

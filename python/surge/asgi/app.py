@@ -51,7 +51,7 @@ class AsgiApp:
         over a catch-all streaming route that frames the bodies."""
         if self._plan is None:
             self._plan = catch_all_plan(
-                _unrouted,
+                None,
                 self.limits,
                 websocket=self._handle_websocket,
                 dispatch=self._dispatch,
@@ -85,11 +85,6 @@ class AsgiApp:
     def _handle_websocket(self, request: Request, **_params: Any) -> WebSocketUpgrade:
         # The websocket scope and cycle live in `surge.asgi.websocket`.
         return websocket_upgrade(self, request)
-
-
-def _unrouted(request: Request, **_params: Any) -> None:
-    # The plan's dispatcher takes every request before any route would.
-    raise RuntimeError("the ASGI plan routes every request through its dispatcher")
 
 
 def _connection_scope(

@@ -229,13 +229,7 @@ class HttpCycle(WriterResponse):
             if self._stream is None:
                 # The whole body had arrived when the request was dispatched.
                 self._body_done = True
-                request = self._request
-                chunks = request._take_chunks()
-                if chunks:
-                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-                else:
-                    # No route framed it (an `OPTIONS *` target): read whole.
-                    body = request.body if request._route < 0 else b""
+                body = self._conn.whole_body(self._request)
                 return {"type": "http.request", "body": body, "more_body": False}
             self._receiving = True
             try:

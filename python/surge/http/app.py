@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from surge._core import Router
+from surge._core import Request, Router
 
 from .config import DEFAULT_GC_THRESHOLD, Limits
 from .plan import LazyExecutor, Plan
@@ -47,11 +47,16 @@ class Route:
 
 
 def catch_all_plan(
-    handler: Handler, limits: Limits, websocket: Handler | None = None, **plan_options: Any
+    handler: Handler | None,
+    limits: Limits,
+    websocket: Handler | None = None,
+    **plan_options: Any,
 ) -> Plan:
     """The plan of a dispatcher that takes every request itself (ASGI, WSGI): one
     streaming route for every method and path, so bodies arrive with read
-    back-pressure over the same connection, parser, limits and deadlines."""
+    back-pressure over the same connection, parser, limits and deadlines.
+    `handler` is None when a ``dispatch`` plan option takes every request."""
+    handler = handler or _unrouted
     router = Router()
     max_body = limits.max_body
     # Empty method lists allow every method; "/" needs its own entry because the
@@ -69,6 +74,11 @@ def catch_all_plan(
         websocket=websocket,
     )
     return Plan(router=router, routes=(route, route), limits=limits, **plan_options)
+
+
+def _unrouted(request: Request, **_params: Any) -> None:
+    # A plan with `dispatch` hands every request over before any route would.
+    raise RuntimeError("this plan routes every request through its dispatcher")
 
 
 class App:

@@ -383,6 +383,18 @@ class HttpProtocol(asyncio.Protocol):
         matches, such as `OPTIONS *`) and nothing waits on this connection."""
         if req._eof or req._route < 0:
             return None
+        return self._open_stream(req)
+
+    @staticmethod
+    def whole_body(req: Request) -> bytes:
+        """The body of a request `body_stream` gave no stream for (it had all arrived)."""
+        chunks = req._take_chunks()
+        if chunks:
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        # No route framed it (an `OPTIONS *` target): the parser read it whole.
+        return req.body if req._route < 0 else b""
+
+    def _open_stream(self, req: Request) -> BodyStream:
         stream = BodyStream(self, req)
         req._stream = stream
         self._body_stream = stream
@@ -466,10 +478,7 @@ class HttpProtocol(asyncio.Protocol):
             self._upgrade(slot, req, route)
         elif route.is_async or route.threaded or route.stream or self._plan.has_hooks:
             if route.stream:
-                stream = BodyStream(self, req)
-                req._stream = stream
-                self._body_stream = stream
-                self._stream_failed = False
+                self._open_stream(req)
                 if not (route.is_async or route.threaded or self._plan.has_hooks):
                     # A plain function reading a streamed body: called at once
                     # (it may return a `WriterResponse`), no task is spent on it.

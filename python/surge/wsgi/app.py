@@ -67,7 +67,7 @@ class WsgiApp:
         """The serving plan: one catch-all streaming route for every method."""
         if self._plan is None:
             self._plan = catch_all_plan(
-                _unrouted,
+                None,
                 self.limits,
                 dispatch=self._dispatch,
                 debug=self.debug,
@@ -91,11 +91,6 @@ class WsgiApp:
             plan.executor,
             self.limits.write_high_water,
         )
-
-
-def _unrouted(request: Request, **_params: Any) -> None:
-    # The plan's dispatcher takes every request before any route would.
-    raise RuntimeError("the WSGI plan routes every request through its dispatcher")
 
 
 def _connection_environ(conn: HttpProtocol) -> dict[str, Any]:

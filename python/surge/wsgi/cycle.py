@@ -172,12 +172,7 @@ class WsgiCycle(WriterResponse):
     def _prefetch(self) -> tuple[bytes, bool]:
         """The whole body when it has already arrived (the usual case), else (b"", True)."""
         if self._stream is None:  # it had all arrived at dispatch (`body_stream`)
-            request = self._request
-            chunks = request._take_chunks()
-            if chunks:
-                return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), False
-            # No route framed it (an `OPTIONS *` target): read whole.
-            return (request.body if request._route < 0 else b""), False
+            return self._conn.whole_body(self._request), False
         if not self._request._eof:
             return b"", True
         # With the body complete, read_some never suspends: run it to its end here.

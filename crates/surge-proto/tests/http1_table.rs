@@ -935,3 +935,35 @@ fn idle_and_in_head() {
     assert!(p.is_idle());
     assert_eq!(p.buffered(), 0);
 }
+
+/// A bare CR in a head fed in pieces fails as it does fed whole (found by the
+/// property test `any_bytes_agree_whole_and_cut`: the partial-head shortcut
+/// used to wait for more instead).
+#[test]
+fn bare_cr_fails_the_same_whole_and_byte_by_byte() {
+    for input in [
+        &b"GET /_ HTTP/1.1\r\nHost: example.com:80\r\n\r0"[..],
+        &b"GET /_ HTTP/1.1\r\nHost: exa\rmple\r\n\r\n"[..],
+        &b"GET /_ HTTP/1.1\r\nX-A\rB: 1\r\n\r\n"[..],
+    ] {
+        let mut whole = Parser::new(D());
+        whole.feed(input);
+        let whole_err = whole.poll().is_err();
+        let mut bytewise = Parser::new(D());
+        let mut bytewise_err = false;
+        for b in input {
+            bytewise.feed(std::slice::from_ref(b));
+            if bytewise.poll().is_err() {
+                bytewise_err = true;
+                break;
+            }
+        }
+        assert!(whole_err, "{:?}", String::from_utf8_lossy(input));
+        assert_eq!(
+            whole_err,
+            bytewise_err,
+            "{:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+}

@@ -128,12 +128,17 @@ impl Parser {
         }
         let line = &self.buf[self.head_line_start..self.head_scanned];
         let new = &self.buf[self.head_scanned..];
+        // A CR already in the line must be followed by LF, which only the full
+        // parse checks: never take the shortcut past one.
+        if memchr::memchr(b'\r', line).is_some() {
+            return false;
+        }
         let continues = if memchr::memchr(b':', line).is_some() {
             new.iter()
                 .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80)
         } else {
-            !line.first().is_some_and(|&b| b == b' ' || b == b'\t')
-                && new.iter().all(|&b| is_tchar(b))
+            // A field name in progress: tokens only (no obs-fold, no stray bytes).
+            line.iter().chain(new).all(|&b| is_tchar(b))
         };
         if continues {
             self.head_scanned = len;

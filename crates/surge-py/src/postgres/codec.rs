@@ -328,10 +328,6 @@ impl PgCodec {
         b
     }
 
-    /// A caller went away: its reply still comes, in order, and is dropped by
-    /// the engine; nothing to forget here.
-    fn forget(&mut self, _id: u64) {}
-
     /// Transaction status after the last reply: "I" idle, "T" in a transaction,
     /// "E" in a failed one.
     #[getter]

@@ -253,11 +253,6 @@ impl IprotoCodec {
         b
     }
 
-    /// Drop what we remember about a request whose caller went away.
-    fn forget(&mut self, sync: u64) {
-        self.row_names.remove(&sync);
-    }
-
     /// Parse every complete message in `data` (plus what was buffered): a list of
     /// `(sync, ok, value)`; errors are `(sync, False, (code, message, ErrorInfo|None))`.
     fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {

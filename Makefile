@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: help build dev wheel docs run test test-rust test-py test-wheel lint fmt bench system-deps clean
+.PHONY: help build dev wheel docs fuzz run test test-rust test-py test-wheel lint fmt bench system-deps clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -71,6 +71,16 @@ fmt: $(VENV)/.deps ## format Python and Rust
 	$(VENV)/bin/ruff format python tests benchmarks examples
 	$(VENV)/bin/ruff check --fix python tests benchmarks examples
 	cargo fmt --all
+
+FUZZ_SECONDS ?= 60
+fuzz: ## run every fuzz target for FUZZ_SECONDS each (installs nightly and cargo-fuzz when missing)
+	rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
+	cd crates/surge-proto/fuzz && for t in $$(cargo +nightly fuzz list); do \
+	  mkdir -p corpus/$$t seeds/$$t; \
+	  dict=""; case $$t in http1_*) dict="-dict=http1.dict";; esac; \
+	  cargo +nightly fuzz run $$t corpus/$$t seeds/$$t -- -max_total_time=$(FUZZ_SECONDS) $$dict || exit 1; \
+	done
 
 bench: build ## side-by-side benchmarks with the peers; results under bench-results/
 	$(PY) -m benchmarks.run

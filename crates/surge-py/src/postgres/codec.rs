@@ -635,7 +635,7 @@ impl PgCodec {
         let r = loop {
             let (frame, n) = match read_frame(&rbuf[pos..]) {
                 Ok(Status::Complete(x)) => x,
-                Ok(Status::Incomplete) => break Ok(()),
+                Ok(Status::Partial) => break Ok(()),
                 Err(e) => break Err(e),
             };
             let m = match Message::parse(frame) {

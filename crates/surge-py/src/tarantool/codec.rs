@@ -189,7 +189,7 @@ impl IprotoCodec {
             loop {
                 let f = match iproto::decode_frame(&buf[pos..]).map_err(proto_err)? {
                     Status::Complete(f) => f,
-                    Status::Incomplete => return Ok(()),
+                    Status::Partial => return Ok(()),
                 };
                 pos += f.len;
                 if f.schema_version != 0 {

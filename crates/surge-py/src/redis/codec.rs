@@ -240,10 +240,6 @@ impl RespCodec {
         b
     }
 
-    /// A caller went away: its reply still comes, in order, and is dropped by
-    /// the engine; nothing to forget here.
-    fn forget(&mut self, _id: u64) {}
-
     /// Encode one command (`"SET", "k", b"v"`); returns its id. A bad argument
     /// raises `data_error` and leaves nothing in the buffer.
     #[pyo3(signature = (*args))]

@@ -7,10 +7,13 @@ import mimetypes
 import os
 import unicodedata
 from collections.abc import AsyncIterable, Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 from surge._core import Response
+
+from .cookies import delete_cookie_header, set_cookie_header
 
 if TYPE_CHECKING:
     from .protocol import HttpProtocol
@@ -91,6 +94,38 @@ class _HeadersMixin:
         lower = name.lower()
         self.headers[:] = [(n, v) for n, v in self.headers if n.lower() != lower]
         self.headers.append((name, value))
+
+    def set_cookie(
+        self,
+        key: str,
+        value: str = "",
+        max_age: int | None = None,
+        expires: datetime | str | int | None = None,
+        path: str | None = "/",
+        domain: str | None = None,
+        secure: bool = False,
+        httponly: bool = False,
+        samesite: str | None = "lax",
+        partitioned: bool = False,
+    ) -> None:
+        """Adds a Set-Cookie header (see `surge.http.cookies`)."""
+        header = set_cookie_header(
+            key, value, max_age, expires, path, domain, secure, httponly, samesite, partitioned
+        )
+        self.headers.append(("Set-Cookie", header))
+
+    def delete_cookie(
+        self,
+        key: str,
+        path: str = "/",
+        domain: str | None = None,
+        secure: bool = False,
+        httponly: bool = False,
+        samesite: str | None = "lax",
+    ) -> None:
+        """Adds a Set-Cookie header that removes the cookie `key`."""
+        header = delete_cookie_header(key, path, domain, secure, httponly, samesite)
+        self.headers.append(("Set-Cookie", header))
 
 
 class StreamingResponse(_HeadersMixin):

@@ -4,7 +4,6 @@ static mounts over $SURGE_FILES_ROOT/public, FileResponse, forms and cookies."""
 from __future__ import annotations
 
 import os
-import resource
 from pathlib import Path
 
 from surge.http import App, FileResponse, Response
@@ -77,10 +76,15 @@ async def small_limits(request):
 
 @app.get("/rss")
 def rss(request):
-    """Peak and current resident set size, in KiB."""
-    status = Path("/proc/self/status").read_text()
-    current = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
-    return {"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "current": current}
+    """Peak and current resident set size, in KiB; ``?reset=1`` restarts the peak
+    from now (Linux: writing 5 to /proc/self/clear_refs)."""
+    if request.query_params.get("reset"):
+        Path("/proc/self/clear_refs").write_text("5")
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return {
+        "peak": int(status["VmHWM"].split()[0]),
+        "current": int(status["VmRSS"].split()[0]),
+    }
 
 
 @app.get("/cookies/set")

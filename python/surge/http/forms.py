@@ -399,15 +399,17 @@ class _Multipart:
                 raise _bad(f"too many form fields (at most {self.limits.max_fields})")
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        # A view, not a slice: the part's bytes are copied once, into the field or file.
+        view = memoryview(data)[start:end]
         upload = self.upload
         if upload is None:
-            self.data.extend(data[start:end])
+            self.data.extend(view)
             if len(self.data) > self.limits.max_part_size:
                 raise _too_large(
                     f"form field {self.name!r} is over {self.limits.max_part_size} bytes"
                 )
             return
-        upload.file.write(data[start:end])
+        upload.file.write(view)
         upload.size = (upload.size or 0) + (end - start)
         cap = self.limits.max_file_size
         if cap is not None and upload.size > cap:

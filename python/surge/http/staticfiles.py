@@ -6,11 +6,12 @@ path parameter: it takes the raw, still percent-encoded path, splits it on
 ``/`` first and only then decodes each segment, so ``%2f`` can never make a
 separator. A segment that is ``.`` or ``..``, or that holds ``/``, ``\\`` or
 NUL once decoded, answers 404 before the file system is asked; the rest are
-joined under the root and the result is resolved (`os.path.realpath`) and
-must still lie inside the root, also after following symlinks unless
-``follow_symlinks=True``. Only regular files are served (never a FIFO or a
-device, which could block the loop); the file is opened with ``O_NOFOLLOW``
-on the resolved path so a symlink swapped in after the check is refused.
+joined under the root; each is checked not to be a symlink (lstat) and the file opened
+with ``O_NOFOLLOW`` must be the inode checked, so nothing swapped in between
+is served. Where a segment is a symlink the whole path is resolved
+(`os.path.realpath`) and must still lie inside the root, unless
+``follow_symlinks=True``. Only regular files are served (never a FIFO
+or a device, which could block the loop or have side effects).
 
 ``follow_symlinks``: False (the default) resolves symlinks and serves the file
 only if its real location is inside the root (a link to another file of the
@@ -61,26 +62,100 @@ _ENCODINGS = (("br", ".br"), ("gzip", ".gz"))
 _FORBIDDEN_CHARS = frozenset("/\\\0")
 
 
-def resolve_path(root: str, rel: bytes, follow_symlinks: bool = False) -> str | None:
-    """The real path of the raw (percent-encoded) `rel` under the real directory
-    `root`, or None when it names nothing that may be served from there."""
+def _segments(rel: bytes) -> list[str] | None:
+    """The decoded segments of a raw path, or None if one is unsafe."""
     segments: list[str] = []
     for raw in rel.split(b"/"):
         if not raw:
             continue  # "a//b" is "a/b"
         try:
-            seg = unquote_to_bytes(raw).decode("utf-8")
+            seg = unquote_to_bytes(raw).decode("utf-8") if b"%" in raw else raw.decode("utf-8")
         except UnicodeDecodeError:
             return None
         if seg in (".", "..") or not _FORBIDDEN_CHARS.isdisjoint(seg):
             return None
         segments.append(seg)
-    joined = os.path.join(root, *segments)
-    if follow_symlinks:
-        # The path as written stays inside (no segment can climb); links are followed.
-        return os.path.abspath(joined)
-    real = os.path.realpath(joined)
-    return real if _inside(root, real) else None
+    return segments
+
+
+#: `_open_beneath` result for a directory (nothing is opened).
+_DIRECTORY = -1
+
+
+def _open_beneath(
+    root: str, segments: list[str], follow_symlinks: bool
+) -> tuple[int, os.stat_result, str] | None:
+    """The regular file (or directory) that `segments` name under `root`, as (a
+    descriptor open for reading, or `_DIRECTORY`; its stat; its path), if it
+    lies inside `root` once symlinks are resolved, or `follow_symlinks`; None
+    otherwise, or when nothing is there, or it is neither a file nor a directory.
+
+    The common case, no symlink on the way, costs an lstat per segment, one
+    open and one fstat: each segment is checked not to be a link, and the file
+    opened (``O_NOFOLLOW``) must be the very inode checked (device and inode
+    compared), so nothing swapped in meanwhile is served. A link on the way
+    takes `_open_resolved`.
+    """
+    path = root
+    st = None
+    try:
+        for seg in segments:
+            path = os.path.join(path, seg)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                return _open_resolved(root, os.path.join(root, *segments), follow_symlinks)
+        if st is None:
+            st = os.stat(root)
+    except (OSError, ValueError):
+        return None
+    return _open_checked(path, st)
+
+
+def _open_resolved(
+    root: str, path: str, follow_symlinks: bool
+) -> tuple[int, os.stat_result, str] | None:
+    # A symlink on the way: resolve it all and hold the result to the root.
+    real = os.path.realpath(path)
+    if not follow_symlinks and not _inside(root, real):
+        return None
+    try:
+        st = os.stat(real)
+    except (OSError, ValueError):
+        return None
+    return _open_checked(real, st)
+
+
+def _open_checked(path: str, st: os.stat_result) -> tuple[int, os.stat_result, str] | None:
+    if stat.S_ISDIR(st.st_mode):
+        return _DIRECTORY, st, path
+    if not stat.S_ISREG(st.st_mode):
+        return None  # never a FIFO or a device: opening one may block or have effects
+    try:
+        # Non-blocking: should a FIFO be swapped in meanwhile, the open must not wait.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(opened.st_mode):
+        os.close(fd)
+        return None
+    return fd, opened, path
+
+
+def resolve_path(root: str, rel: bytes, follow_symlinks: bool = False) -> str | None:
+    """The path of the regular file or directory the raw (percent-encoded) `rel`
+    names under the real directory `root`, or None when it names nothing that
+    may be served from there (an unsafe segment, nothing there, or, unless
+    `follow_symlinks`, a place outside `root` once symlinks are resolved)."""
+    segments = _segments(rel)
+    if segments is None:
+        return None
+    found = _open_beneath(root, segments, follow_symlinks)
+    if found is None:
+        return None
+    if found[0] != _DIRECTORY:
+        os.close(found[0])
+    return found[2]
 
 
 def _accepted(accept_encoding: str | None) -> set[str]:
@@ -135,17 +210,6 @@ class StaticFiles:
         self.inline_max = inline_max
         self.headers = list(headers or [])
         self.prefix = ""
-        # Non-blocking: a FIFO swapped in after the check must not block the open.
-        # O_NOFOLLOW: the resolved path has no link left; one swapped in since is refused.
-        self._open_flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-        if not follow_symlinks:
-            self._open_flags |= os.O_NOFOLLOW
-
-    def _servable(self, path: str) -> bool:
-        # A sibling is held to the same rule as the file itself.
-        if not self.follow_symlinks and not _inside(self.root, os.path.realpath(path)):
-            return False
-        return _is_file(path)
 
     def handler(self, prefix: str) -> Callable[..., Any]:
         """The route handler for a mount at `prefix` (no trailing slash)."""
@@ -159,52 +223,65 @@ class StaticFiles:
 
     def serve(self, request: Request, rel: bytes) -> Any:
         """The response for the raw path `rel` below the mount."""
-        path = resolve_path(self.root, rel, self.follow_symlinks)
-        if path is None:
+        segments = _segments(rel)
+        if segments is None:
             return _not_found()
-        st = _stat(path)
-        if st is not None and stat.S_ISDIR(st.st_mode):
+        found = _open_beneath(self.root, segments, self.follow_symlinks)
+        if found is not None and found[0] == _DIRECTORY:
             if not self.html:
                 return _not_found()
             if not request.raw_path.endswith(b"/"):
                 query = request.query_string
-                target = request.raw_path.decode("latin-1") + "/" + ("?" + query if query else "")
-                return RedirectResponse(target, 307)
-            path = os.path.join(path, "index.html")
-            st = _stat(path)
-        if st is None or not stat.S_ISREG(st.st_mode):
+                target = request.raw_path.decode("latin-1") + "/"
+                return RedirectResponse(target + ("?" + query if query else ""), 307)
+            segments.append("index.html")
+            found = _open_beneath(self.root, segments, self.follow_symlinks)
+            if found is not None and found[0] == _DIRECTORY:
+                found = None
+        if found is None:
             if self.html:
-                page = os.path.join(self.root, "404.html")
-                st404 = _stat(page)
-                if st404 is not None and stat.S_ISREG(st404.st_mode):
-                    return self._send(request, page, page, 404)
+                page = _open_beneath(self.root, ["404.html"], False)
+                if page is not None and page[0] != _DIRECTORY:
+                    return self._send(request, page, None, 404)
             return _not_found()
-        return self._send(request, path, path, 200)
+        return self._send(request, found, segments, 200)
 
-    def _send(self, request: Request, path: str, name: str, status: int) -> Any:
-        content_type = guess_content_type(name)
+    def _send(
+        self,
+        request: Request,
+        found: tuple[int, os.stat_result, str],
+        segments: list[str] | None,
+        status: int,
+    ) -> Any:
+        """The answer for the open file `found`; `segments` name it (None: no siblings)."""
+        fd, st, path = found
+        content_type = guess_content_type(path if segments is None else segments[-1])
         headers = list(self.headers)
-        chosen = path
-        if self.precompressed and status == 200:
-            siblings = [(c, ext) for c, ext in _ENCODINGS if self._servable(path + ext)]
+        if self.precompressed and segments:
+            siblings = []
+            for coding, ext in _ENCODINGS:
+                sibling_segments = [*segments[:-1], segments[-1] + ext]
+                sibling = _open_beneath(self.root, sibling_segments, self.follow_symlinks)
+                if sibling is not None:
+                    if sibling[0] == _DIRECTORY:
+                        continue
+                    siblings.append((coding, sibling))
             if siblings:
                 headers.append(("Vary", "Accept-Encoding"))
                 accepted = _accepted(request.headers.get("accept-encoding"))
-                for coding, ext in siblings:
-                    if coding in accepted:
-                        chosen = path + ext
+                chosen = None
+                for coding, sibling in siblings:
+                    if chosen is None and coding in accepted:
+                        chosen = sibling
                         headers.append(("Content-Encoding", coding))
-                        break
+                    else:
+                        os.close(sibling[0])
+                if chosen is not None:
+                    os.close(fd)
+                    fd, st, path = chosen
         try:
-            fd = os.open(chosen, self._open_flags)
-        except OSError:
-            return _not_found()
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return _not_found()
             if st.st_size > self.inline_max:
-                return FileResponse(chosen, status, headers, content_type)
+                return FileResponse(path, status, headers, content_type)
             if status != 200:
                 body = os.pread(fd, st.st_size, 0)
                 return Response(body, status, headers, content_type=content_type)
@@ -228,15 +305,3 @@ def _not_found() -> Response:
 
 def _inside(root: str, real: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def _stat(path: str) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except (OSError, ValueError):
-        return None
-
-
-def _is_file(path: str) -> bool:
-    st = _stat(path)
-    return st is not None and stat.S_ISREG(st.st_mode)

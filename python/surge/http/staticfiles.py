@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
@@ -49,12 +50,28 @@ from .response import FileResponse, RedirectResponse, guess_content_type
 if TYPE_CHECKING:
     from surge._core import Request
 
-__all__ = ["DEFAULT_INLINE_MAX", "StaticFiles", "resolve_path"]
+__all__ = [
+    "DEFAULT_CACHE_MAX_BYTES",
+    "DEFAULT_INLINE_MAX",
+    "SIBLING_RECHECK",
+    "StaticFiles",
+    "resolve_path",
+]
 
 #: Files up to this size are read and sent with their head in one write instead
 #: of with sendfile: for a small file the open/dup/sendfile/close round costs
 #: more syscalls than copying it (see benchmarks/files).
 DEFAULT_INLINE_MAX = 64 * 1024
+
+#: Bytes of small files (at most `inline_max` each) a mount keeps in memory. Each
+#: request still lstats the file's path: an entry is used only while the file is
+#: the same inode with the same size, mtime and ctime, so a change is seen at
+#: once; what it saves is the open, fstat, read and close per request.
+DEFAULT_CACHE_MAX_BYTES = 8 * 1024 * 1024
+
+#: Seconds a file's having no precompressed sibling is remembered (a sibling added
+#: later is served at most this long after it appears); saves two lookups per request.
+SIBLING_RECHECK = 1.0
 
 #: Precompressed siblings, in the order they are preferred.
 _ENCODINGS = (("br", ".br"), ("gzip", ".gz"))
@@ -80,10 +97,15 @@ def _segments(rel: bytes) -> list[str] | None:
 
 #: `_open_beneath` result for a directory (nothing is opened).
 _DIRECTORY = -1
+#: `_open_beneath` result for a file whose bytes `StaticFiles` holds (nothing is opened).
+_CACHED = -2
 
 
 def _open_beneath(
-    root: str, segments: list[str], follow_symlinks: bool
+    root: str,
+    segments: list[str],
+    follow_symlinks: bool,
+    cached: Callable[[str, os.stat_result], bool] | None = None,
 ) -> tuple[int, os.stat_result, str] | None:
     """The regular file (or directory) that `segments` name under `root`, as (a
     descriptor open for reading, or `_DIRECTORY`; its stat; its path), if it
@@ -94,7 +116,8 @@ def _open_beneath(
     open and one fstat: each segment is checked not to be a link, and the file
     opened (``O_NOFOLLOW``) must be the very inode checked (device and inode
     compared), so nothing swapped in meanwhile is served. A link on the way
-    takes `_open_resolved`.
+    takes `_open_resolved`. When `cached(path, st)` says the checked inode's
+    bytes are held already, nothing is opened and the descriptor is `_CACHED`.
     """
     path = root
     st = None
@@ -108,6 +131,8 @@ def _open_beneath(
             st = os.stat(root)
     except (OSError, ValueError):
         return None
+    if cached is not None and stat.S_ISREG(st.st_mode) and cached(path, st):
+        return _CACHED, st, path
     return _open_checked(path, st)
 
 
@@ -153,7 +178,7 @@ def resolve_path(root: str, rel: bytes, follow_symlinks: bool = False) -> str | 
     found = _open_beneath(root, segments, follow_symlinks)
     if found is None:
         return None
-    if found[0] != _DIRECTORY:
+    if found[0] >= 0:
         os.close(found[0])
     return found[2]
 
@@ -198,6 +223,7 @@ class StaticFiles:
         follow_symlinks: bool = False,
         precompressed: bool = True,
         inline_max: int = DEFAULT_INLINE_MAX,
+        cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
         headers: list[tuple[str, str]] | None = None,
     ) -> None:
         root = os.path.realpath(os.fspath(directory))
@@ -210,6 +236,29 @@ class StaticFiles:
         self.inline_max = inline_max
         self.headers = list(headers or [])
         self.prefix = ""
+        self.cache_max_bytes = cache_max_bytes
+        #: path -> (identity of the file when read, its bytes); oldest first.
+        self._cache: dict[str, tuple[tuple[int, ...], bytes]] = {}
+        self._cache_bytes = 0
+        #: path -> monotonic time until which it is known to have no sibling.
+        self._no_siblings: dict[str, float] = {}
+        self._is_cached = self._cached if cache_max_bytes > 0 else None
+
+    def _cached(self, path: str, st: os.stat_result) -> bool:
+        entry = self._cache.get(path)
+        return entry is not None and entry[0] == _identity(st)
+
+    def _remember(self, path: str, st: os.stat_result, body: bytes) -> None:
+        if len(body) > self.cache_max_bytes:
+            return
+        old = self._cache.pop(path, None)
+        if old is not None:
+            self._cache_bytes -= len(old[1])
+        while self._cache and self._cache_bytes + len(body) > self.cache_max_bytes:
+            _, dropped = self._cache.pop(next(iter(self._cache)))
+            self._cache_bytes -= len(dropped)
+        self._cache[path] = (_identity(st), body)
+        self._cache_bytes += len(body)
 
     def handler(self, prefix: str) -> Callable[..., Any]:
         """The route handler for a mount at `prefix` (no trailing slash)."""
@@ -226,7 +275,7 @@ class StaticFiles:
         segments = _segments(rel)
         if segments is None:
             return _not_found()
-        found = _open_beneath(self.root, segments, self.follow_symlinks)
+        found = _open_beneath(self.root, segments, self.follow_symlinks, self._is_cached)
         if found is not None and found[0] == _DIRECTORY:
             if not self.html:
                 return _not_found()
@@ -235,7 +284,7 @@ class StaticFiles:
                 target = request.raw_path.decode("latin-1") + "/"
                 return RedirectResponse(target + ("?" + query if query else ""), 307)
             segments.append("index.html")
-            found = _open_beneath(self.root, segments, self.follow_symlinks)
+            found = _open_beneath(self.root, segments, self.follow_symlinks, self._is_cached)
             if found is not None and found[0] == _DIRECTORY:
                 found = None
         if found is None:
@@ -258,49 +307,80 @@ class StaticFiles:
         content_type = guess_content_type(path if segments is None else segments[-1])
         headers = list(self.headers)
         if self.precompressed and segments:
-            siblings = []
-            for coding, ext in _ENCODINGS:
-                sibling_segments = [*segments[:-1], segments[-1] + ext]
-                sibling = _open_beneath(self.root, sibling_segments, self.follow_symlinks)
-                if sibling is not None:
-                    if sibling[0] == _DIRECTORY:
-                        continue
-                    siblings.append((coding, sibling))
-            if siblings:
-                headers.append(("Vary", "Accept-Encoding"))
-                accepted = _accepted(request.headers.get("accept-encoding"))
-                chosen = None
-                for coding, sibling in siblings:
-                    if chosen is None and coding in accepted:
-                        chosen = sibling
-                        headers.append(("Content-Encoding", coding))
-                    else:
-                        os.close(sibling[0])
-                if chosen is not None:
+            sibling = self._sibling(request, segments, headers)
+            if sibling is not None:
+                if fd >= 0:
                     os.close(fd)
-                    fd, st, path = chosen
+                fd, st, path = sibling
         try:
             if st.st_size > self.inline_max:
                 return FileResponse(path, status, headers, content_type)
+            if fd == _CACHED:
+                data = self._cache[path][1]
+            else:
+                data = os.pread(fd, st.st_size, 0)
+                if len(data) != st.st_size:
+                    # Changed since fstat: a short body under the promised length
+                    # would hang clients.
+                    return Response("file changed while being read", 503)
+                if self._is_cached is not None:
+                    self._remember(path, st, data)
             if status != 200:
-                body = os.pread(fd, st.st_size, 0)
-                return Response(body, status, headers, content_type=content_type)
+                return Response(data, status, headers, content_type=content_type)
             reply = file_reply(request.method, request.headers, st, content_type, headers)
             if not reply.pieces:
                 return Response(None, reply.status, reply.headers, content_type=reply.content_type)
-            parts = [p if isinstance(p, bytes) else os.pread(fd, p[1], p[0]) for p in reply.pieces]
+            parts = [p if isinstance(p, bytes) else data[p[0] : p[0] + p[1]] for p in reply.pieces]
             body = parts[0] if len(parts) == 1 else b"".join(parts)
-            if len(body) != reply.length:
-                # Changed since fstat: a short body under the promised length would hang clients.
-                return Response("file changed while being read", 503)
             return Response(body, reply.status, reply.headers, content_type=reply.content_type)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
+
+    def _sibling(
+        self, request: Request, segments: list[str], headers: list[tuple[str, str]]
+    ) -> tuple[int, os.stat_result, str] | None:
+        """The precompressed sibling to send instead, if any (adding Vary and
+        Content-Encoding to `headers`)."""
+        key = "/".join(segments)
+        now = time.monotonic()
+        if self._no_siblings.get(key, 0.0) > now:
+            return None
+        found = []
+        for coding, ext in _ENCODINGS:
+            sibling_segments = [*segments[:-1], segments[-1] + ext]
+            sibling = _open_beneath(
+                self.root, sibling_segments, self.follow_symlinks, self._is_cached
+            )
+            if sibling is not None:
+                if sibling[0] == _DIRECTORY:
+                    continue
+                found.append((coding, sibling))
+        if not found:
+            if len(self._no_siblings) > 10_000:
+                self._no_siblings.clear()  # bounded: a crawler cannot grow it
+            self._no_siblings[key] = now + SIBLING_RECHECK
+            return None
+        headers.append(("Vary", "Accept-Encoding"))
+        accepted = _accepted(request.headers.get("accept-encoding"))
+        chosen = None
+        for coding, sibling in found:
+            if chosen is None and coding in accepted:
+                chosen = sibling
+                headers.append(("Content-Encoding", coding))
+            elif sibling[0] >= 0:
+                os.close(sibling[0])
+        return chosen
 
 
 def _not_found() -> Response:
     # A new one each time: hooks may add headers to the response they are given.
     return Response("Not Found", 404)
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    # What must be unchanged for bytes read earlier to still be the file's.
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _inside(root: str, real: str) -> bool:

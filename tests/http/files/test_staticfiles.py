@@ -423,3 +423,59 @@ def test_where_surge_follows_the_rfc_over_starlette(
         assert c.request("GET", "/static/small.bin", headers=headers).status == ours
     with RawConnection(starlette_files.port) as c:
         assert c.request("GET", "/static/small.bin", headers=headers).status == starlettes
+
+
+# The in-memory copy of small files ------------------------------------------------------
+
+
+class _Request:
+    """What `StaticFiles.serve` reads of a request."""
+
+    def __init__(self, raw_path: bytes, headers: dict[str, str] | None = None) -> None:
+        self.method = "GET"
+        self.raw_path = raw_path
+        self.query_string = ""
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+
+def test_a_changed_file_is_seen_at_once(tmp_path, monkeypatch):
+    from surge.http import staticfiles
+
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"one")
+    files = staticfiles.StaticFiles(tmp_path)
+    assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"one"
+    assert files._cache  # kept
+    f.write_bytes(b"two")  # same size, rewritten in place
+    assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"two"
+    os.replace(tmp_path / "a.txt", tmp_path / "b.txt")
+    (tmp_path / "a.txt").write_bytes(b"three")  # another inode
+    assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"three"
+    # A symlink put in its place is checked like any other (out of the root: 404).
+    (tmp_path / "a.txt").unlink()
+    os.symlink("/etc/hostname", tmp_path / "a.txt")
+    assert files.serve(_Request(b"/a.txt"), b"/a.txt").status == 404
+    # A sibling that appears is served once the recheck time has passed.
+    (tmp_path / "c.css").write_bytes(b"p{}")
+    ask = _Request(b"/c.css", {"Accept-Encoding": "gzip"})
+    assert files.serve(ask, b"/c.css").body == b"p{}"
+    (tmp_path / "c.css.gz").write_bytes(gzip.compress(b"p{}"))
+    monkeypatch.setattr(staticfiles, "SIBLING_RECHECK", 0.0)
+    files._no_siblings.clear()
+    r = files.serve(ask, b"/c.css")
+    assert gzip.decompress(r.body) == b"p{}"
+    assert ("Content-Encoding", "gzip") in r.headers
+
+
+def test_the_copy_is_bounded(tmp_path):
+    from surge.http.staticfiles import StaticFiles
+
+    for i in range(10):
+        (tmp_path / f"{i}.bin").write_bytes(bytes([i]) * 1000)
+    files = StaticFiles(tmp_path, cache_max_bytes=3500)
+    for i in range(10):
+        assert files.serve(_Request(b"/x"), f"/{i}.bin".encode()).body == bytes([i]) * 1000
+    assert files._cache_bytes <= 3500 and len(files._cache) == 3
+    none = StaticFiles(tmp_path, cache_max_bytes=0)
+    assert none.serve(_Request(b"/x"), b"/1.bin").body == b"\x01" * 1000
+    assert not none._cache

@@ -1,7 +1,10 @@
 """Type stubs for the native extension `surge._core`."""
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import Any, Self, final
+
+from surge.http.forms import FormCall
 
 __version__: str
 
@@ -77,6 +80,15 @@ class Request:
     _eof: bool
     _stream: Any
     def json(self) -> Any: ...
+    def form(
+        self,
+        *,
+        max_files: int = ...,
+        max_fields: int = ...,
+        max_part_size: int = ...,
+        max_file_size: int | None = ...,
+        spool_max_size: int = ...,
+    ) -> FormCall: ...
     def stream(self) -> Any: ...
     def _take_chunks(self) -> list[bytes]: ...
     def _wsgi_environ(self, base: dict[str, Any]) -> dict[str, Any]: ...
@@ -106,8 +118,18 @@ class Response:
         key: str,
         value: str = "",
         max_age: int | None = None,
-        expires: str | None = None,
+        expires: datetime | str | int | None = None,
         path: str | None = "/",
+        domain: str | None = None,
+        secure: bool = False,
+        httponly: bool = False,
+        samesite: str | None = ...,
+        partitioned: bool = False,
+    ) -> None: ...
+    def delete_cookie(
+        self,
+        key: str,
+        path: str = "/",
         domain: str | None = None,
         secure: bool = False,
         httponly: bool = False,

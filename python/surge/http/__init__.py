@@ -7,6 +7,7 @@ from .client import Client, ClientLimits, ClientResponse, Timeout
 from .config import Limits
 from .datastructures import QueryParams
 from .errors import ClientDisconnected, HTTPException
+from .forms import FormData, UploadFile
 from .response import (
     FileResponse,
     HTMLResponse,
@@ -16,6 +17,7 @@ from .response import (
     StreamingResponse,
 )
 from .server import Server, serve
+from .staticfiles import StaticFiles
 
 __all__ = [
     "App",
@@ -24,6 +26,7 @@ __all__ = [
     "ClientLimits",
     "ClientResponse",
     "FileResponse",
+    "FormData",
     "HTMLResponse",
     "HTTPException",
     "Headers",
@@ -35,7 +38,9 @@ __all__ = [
     "Response",
     "Route",
     "Server",
+    "StaticFiles",
     "StreamingResponse",
     "Timeout",
+    "UploadFile",
     "serve",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -17,6 +18,8 @@ from .plan import LazyExecutor, Plan
 
 if TYPE_CHECKING:
     from surge.serve.tls import TlsConfig
+
+    from .staticfiles import StaticFiles
 
 log = logging.getLogger("surge.http")
 
@@ -182,6 +185,37 @@ class App:
     def delete(self, path: str, **kw: Any) -> Callable[[F], F]:
         """Registers a DELETE route."""
         return self.route(path, ["DELETE"], **kw)
+
+    def static(
+        self,
+        path: str,
+        directory: str | os.PathLike[str],
+        *,
+        html: bool = False,
+        follow_symlinks: bool = False,
+        precompressed: bool = True,
+        **options: Any,
+    ) -> StaticFiles:
+        """Serves the files under `directory` at `path` (GET and HEAD), so that no
+        request can reach a file outside it; see `surge.http.staticfiles` for
+        ``html`` (index.html, 404.html), ``follow_symlinks``, ``precompressed``
+        (.br/.gz siblings) and the other options."""
+        from .staticfiles import StaticFiles
+
+        files = StaticFiles(
+            directory,
+            html=html,
+            follow_symlinks=follow_symlinks,
+            precompressed=precompressed,
+            **options,
+        )
+        prefix = path.rstrip("/")
+        handler = files.handler(prefix)
+        self.add_route(prefix + "/{path:path}", handler, ["GET"])
+        self.add_route(prefix + "/", handler, ["GET"])
+        if prefix:
+            self.add_route(prefix, handler, ["GET"])
+        return files
 
     def add_metrics(self, path: str = "/metrics") -> Route:
         """Serves `surge.stats` (server, driver and app metrics) as Prometheus text at `path`."""

@@ -594,6 +594,8 @@ def start_redis_cluster(
                     timeout=timeout,
                     extra_conf=(
                         "cluster-enabled yes\ncluster-config-file nodes.conf\n"
+                        # The bus port: free, not port + 10000 (which may not exist).
+                        f"cluster-port {free_port()}\n"
                         f"cluster-node-timeout {node_timeout_ms}\n"
                         # A test cluster keeps serving the slots it still has.
                         "cluster-require-full-coverage no\n"

@@ -183,6 +183,8 @@ _ALL_PRIMARIES: dict[str, Any] = {
 }
 #: Commands redis-py splits by slot when their keys are in several (replies summed).
 _SPLIT_AND_SUM = frozenset(("DEL", "UNLINK", "EXISTS", "TOUCH"))
+#: Command names remembered by the hot path (bounded: names come from callers).
+_FAST_NAMES = 1024
 #: Key-position entry: first key, last key (negative: from the end), step, keys move.
 Spec = tuple[int, int, int, bool]
 
@@ -245,6 +247,8 @@ class RedisCluster(Commands):
         self._slots: list[_Shard | None] = [None] * SLOTS
         self._shards: list[_Shard] = []
         self._specs: dict[str, Spec] = {}
+        #: Command name as sent -> (first, last, step) of its keys, or None.
+        self._fast: dict[Any, tuple[int, int, int] | None] = {}
         self._readonly: frozenset[str] = frozenset()
         self._subcommands: frozenset[str] = frozenset()
         self._default: ClusterNode | None = None
@@ -377,6 +381,7 @@ class RedisCluster(Commands):
         for entry in table:
             add(entry)
         self._specs, self._readonly, self._subcommands = specs, frozenset(readonly), frozenset(subs)
+        self._fast = {}
 
     async def _refresh(self, avoid: ClusterNode | None = None) -> None:
         """Read the map from the first node that answers (known primaries first)."""
@@ -531,10 +536,49 @@ class RedisCluster(Commands):
         return self._node(host or node.host, int(port), PRIMARY)
 
     def _exec(self, reply: Reply, *args: Any) -> Any:
-        return self._run(reply, args, False)
+        return self._route(reply, args, False)
 
     def _exec_blocking(self, reply: Reply, *args: Any) -> Any:
-        return self._run(reply, args, True)
+        return self._route(reply, args, True)
+
+    def _route(self, reply: Reply, args: tuple[Any, ...], blocking: bool) -> Any:
+        # The hot path: a command of a known shape whose keys are in one slot of a
+        # known map goes straight to `_send` (one coroutine per command); anything
+        # else (not initialized, keys that move, no keys, several slots) takes `_run`.
+        if self._ready:
+            try:
+                spec = self._fast[args[0]]
+            except (KeyError, TypeError, IndexError):
+                spec = self._learn(args[0] if args else None)
+            if spec:
+                first, last, _step = spec
+                if first == last and len(args) > first:
+                    k = args[first]
+                    if type(k) is str and "{" not in k:
+                        slot = crc_hqx(k.encode(), 0) & (SLOTS - 1)
+                    else:
+                        slot = key_slot(k)
+                    read = self.read_from_replicas and self._is_read(args)
+                    return self._send(reply, args, slot, read, blocking)
+                keys = self._keys(args)
+                if keys:
+                    slot = key_slot(keys[0])
+                    if all(key_slot(k) == slot for k in keys):
+                        read = self.read_from_replicas and self._is_read(args)
+                        return self._send(reply, args, slot, read, blocking)
+        return self._run(reply, args, blocking)
+
+    def _learn(self, name: Any) -> tuple[int, int, int] | None:
+        """The fixed key positions of a command named ``name`` as sent (None: no
+        fast path: a container command, keys that move, no keys, unknown)."""
+        word = _word(name)
+        spec = self._specs.get(word)
+        fast = None
+        if word not in self._subcommands and spec is not None and not spec[3] and spec[0] > 0:
+            fast = spec[:3]
+        if isinstance(name, str | bytes) and len(self._fast) < _FAST_NAMES:
+            self._fast[name] = fast
+        return fast
 
     def _const(self, value: Any) -> Any:
         return _value(value)
@@ -544,7 +588,7 @@ class RedisCluster(Commands):
         them, or PRIMARIES / REPLICAS / ALL_NODES / RANDOM / DEFAULT_NODE)."""
         if target_nodes is not None:
             return self._on_nodes(args, target_nodes)
-        return self._run(None, args, is_blocking(args))
+        return self._route(None, args, is_blocking(args))
 
     async def _on_nodes(self, args: tuple[Any, ...], target: Any) -> Any:
         await self.initialize()
@@ -701,7 +745,7 @@ class RedisCluster(Commands):
 
     def spublish(self, shard_channel: Any, message: Any) -> Any:
         """SPUBLISH to a shard channel (on the node owning its slot); receivers."""
-        return self._run(None, ("SPUBLISH", shard_channel, message), False)
+        return self._route(None, ("SPUBLISH", shard_channel, message), False)
 
     async def mget_nonatomic(self, keys: Any, *args: Any) -> list[Any]:
         """MGET of keys in any slots: one MGET per slot, values in the keys' order."""
@@ -832,7 +876,7 @@ class ClusterPipeline(Commands):
         if self.transaction:
             return await self._transaction(queue, raise_on_error)
         got = await asyncio.gather(
-            *(c._run(reply, args, False) for reply, args in queue), return_exceptions=True
+            *(c._route(reply, args, False) for reply, args in queue), return_exceptions=True
         )
         if raise_on_error:
             for r in got:

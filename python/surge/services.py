@@ -588,6 +588,7 @@ def start_redis_cluster(
     nodes: list[Service] = []
     try:
         for _ in range(masters * (1 + replicas)):
+            bus = free_port()
             nodes.append(
                 start_redis(
                     base_dir=str(workdir),
@@ -595,7 +596,7 @@ def start_redis_cluster(
                     extra_conf=(
                         "cluster-enabled yes\ncluster-config-file nodes.conf\n"
                         # The bus port: free, not port + 10000 (which may not exist).
-                        f"cluster-port {free_port()}\n"
+                        f"cluster-port {bus}\n"
                         f"cluster-node-timeout {node_timeout_ms}\n"
                         # A test cluster keeps serving the slots it still has.
                         "cluster-require-full-coverage no\n"
@@ -603,7 +604,7 @@ def start_redis_cluster(
                     ),
                 )
             )
-        if masters > 0:
+        if masters >= 3:
             _redis_cli(
                 "--cluster",
                 "create",
@@ -613,6 +614,8 @@ def start_redis_cluster(
                 "--cluster-yes",
                 timeout=timeout,
             )
+        else:
+            _small_cluster(nodes, masters, timeout)
         deadline = time.monotonic() + timeout
         while not all(
             _redis_info(n.host, n.port, "CLUSTER", "INFO").get("cluster_state") == "ok"
@@ -631,6 +634,29 @@ def start_redis_cluster(
         raise
     first = nodes[0]
     return _group("redis-cluster", nodes, workdir, f"redis://{first.address}", {})
+
+
+def _small_cluster(nodes: list[Service], masters: int, timeout: float) -> None:
+    # redis-cli --cluster create wants 3 masters at least: fewer (a 1-master
+    # cluster to compare with) are joined by hand, as that tool does.
+    def cli(n: Service, *args: str) -> str:
+        return _redis_cli("-h", n.host, "-p", str(n.port), *args, timeout=timeout).strip()
+
+    per = -(-16384 // masters)
+    for i, m in enumerate(nodes[:masters]):
+        cli(m, "CLUSTER", "ADDSLOTSRANGE", str(i * per), str(min(16383, (i + 1) * per - 1)))
+    first = nodes[0]
+    for n in nodes[1:]:
+        # The bus port is given: it is not port + 10000 here.
+        bus = cli(first, "CONFIG", "GET", "cluster-port").split()[-1]
+        cli(n, "CLUSTER", "MEET", first.host, str(first.port), bus)
+    ids = [cli(m, "CLUSTER", "MYID") for m in nodes[:masters]]
+    deadline = time.monotonic() + timeout
+    for i, n in enumerate(nodes[masters:]):
+        while "OK" not in cli(n, "CLUSTER", "REPLICATE", ids[i % masters]):
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{n.address} could not replicate")
+            time.sleep(0.1)
 
 
 def wait_redis_replicas(nodes: list[Service], timeout: float = DEFAULT_START_TIMEOUT) -> None:

@@ -24,7 +24,7 @@ from surge.redis.cluster import (
     key_slot,
 )
 
-from tests.loops import runner
+from tests.loops import arun_fixture, runner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,9 +35,7 @@ def cluster() -> Iterator[services.Service]:
         yield svc
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
-def arun(request: pytest.FixtureRequest):
-    return runner(request.param, 60.0)
+arun = arun_fixture(60.0)
 
 
 def _rc(svc: services.Service, **kw) -> RedisCluster:

@@ -43,7 +43,9 @@ def _as_dict(v: Any) -> dict[str, str]:
     return {_text(v[i]): _text(v[i + 1]) for i in range(0, len(v) - 1, 2)}
 
 
-_DOWN = frozenset(("s_down", "o_down", "disconnected"))
+#: Flags that make a sentinel's view of a server unusable (redis-py's rule: a
+#: master the sentinel is merely reconnecting to, "disconnected", still counts).
+_DOWN = frozenset(("s_down", "o_down"))
 
 
 class Sentinel:

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import trustme
@@ -124,8 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
             rounds,
         )
 
-    tmp = RESULTS / "tls-certs"
-    tmp.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="surge-bench-tls-"))  # test certificates, not results
     ca = trustme.CA()
     cert = ca.issue_cert("localhost")
     ca_file, cert_file, key_file = tmp / "ca.pem", tmp / "server.pem", tmp / "server.key"
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
             rounds,
         )
 
+    shutil.rmtree(tmp, ignore_errors=True)
     md = _markdown(results, n, peer_n, rounds, conc)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "redis_cluster.json").write_text(json.dumps(results, indent=2))

@@ -300,9 +300,10 @@ def test_pubsub_and_sharded_pubsub(cluster, arun):
     arun(main())
 
 
-def test_same_answers_as_redis_py(cluster, arun):
+@pytest.mark.parametrize("decode", [False, True])
+def test_same_answers_as_redis_py(cluster, arun, decode):
     """The common commands through redis-py's asyncio RedisCluster and surge's, on
-    the same cluster: the same replies."""
+    the same cluster: the same replies (with and without decode_responses)."""
 
     async def run(c, p: str) -> list:
         out = []
@@ -337,15 +338,45 @@ def test_same_answers_as_redis_py(cluster, arun):
         return out
 
     async def main():
-        ours = _rc(cluster)
-        theirs = rpc.RedisCluster(host=cluster.host, port=cluster.port)
+        ours = _rc(cluster, decode_responses=decode)
+        theirs = rpc.RedisCluster(host=cluster.host, port=cluster.port, decode_responses=decode)
         try:
-            a = await run(ours, "surge-")
-            b = await run(theirs, "rpy-")
+            a = await run(ours, f"surge-{decode}-")
+            b = await run(theirs, f"rpy-{decode}-")
             assert a == b
         finally:
             await ours.close()
             await theirs.aclose()
+
+    arun(main())
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_shards_and_slots_give_the_same_map(cluster, arun, protocol):
+    """CLUSTER SHARDS (read first) and CLUSTER SLOTS (older servers) name the same
+    primary and replicas for every slot, in RESP2 and RESP3."""
+
+    async def main():
+        rc = _rc(cluster, protocol=protocol)
+        try:
+            await rc.initialize()
+            node = rc.get_primaries()[0]
+            by_shards = await rc._ask_layout(node)
+            by_slots = await rc._ask_slots(node.redis_connection, node)
+
+            def per_slot(layout):
+                out = {}
+                for ranges, primary, replicas in layout:
+                    for i in range(0, len(ranges), 2):
+                        for slot in range(ranges[i], ranges[i + 1] + 1):
+                            out[slot] = (primary, sorted(replicas))
+                return out
+
+            assert per_slot(by_shards) == per_slot(by_slots)
+            assert len(per_slot(by_slots)) == 16384
+            assert await rc.set("{p}k", "v") and await rc.get("{p}k") == b"v"
+        finally:
+            await rc.close()
 
     arun(main())
 

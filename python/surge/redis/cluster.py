@@ -242,7 +242,6 @@ class RedisCluster(Commands):
         self.require_full_coverage = require_full_coverage
         self.decode_responses: bool = kwargs.get("decode_responses", False)
         self.protocol: int = kwargs.get("protocol", 2)
-        self.nodes_manager = self  # redis-py code reads cluster.nodes_manager.*
         self._nodes: dict[str, ClusterNode] = {}
         self._slots: list[_Shard | None] = [None] * SLOTS
         self._shards: list[_Shard] = []
@@ -662,7 +661,11 @@ class RedisCluster(Commands):
     async def _send(
         self, reply: Reply, args: tuple[Any, ...], slot: int, read: bool, blocking: bool
     ) -> Any:
-        node = self._target(slot, read)
+        shard = self._slots[slot]
+        if shard is not None:
+            node = next(shard.readers) if read else shard.primary
+        else:
+            node = await self._retarget(slot, read, time.monotonic() + self.retry_timeout)
         asking = False
         redirects = 0
         deadline = 0.0
@@ -702,8 +705,9 @@ class RedisCluster(Commands):
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_DELAY_MAX)
                     if kind == "CLUSTERDOWN":
-                        await self._refresh_soon()
-                    node, asking = self._target(slot, read), False
+                        with contextlib.suppress(RedisClusterException):
+                            await self._refresh_soon()
+                    node, asking = await self._retarget(slot, read, deadline), False
                     continue
                 else:
                     raise
@@ -724,11 +728,26 @@ class RedisCluster(Commands):
                     await self._refresh_soon(avoid=node)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_DELAY_MAX)
-                node, asking = self._target(slot, read), False
+                node, asking = await self._retarget(slot, read, deadline), False
             except ConnectionLostError:
                 # It may have run: not sent again. The map may have changed.
                 self._refresh_soon(avoid=node)
                 raise
+
+    async def _retarget(self, slot: int, read: bool, deadline: float) -> ClusterNode:
+        """The slot's node now; while no node serves it (mid-failover), the map is
+        read again until ``deadline``, then `SlotNotCoveredError`."""
+        delay = RETRY_DELAY_MIN
+        while True:
+            shard = self._slots[slot]
+            if shard is not None:
+                return next(shard.readers) if read else shard.primary
+            if time.monotonic() >= deadline:
+                raise SlotNotCoveredError(f"slot {slot} is not served by any known node")
+            with contextlib.suppress(RedisClusterException):
+                await self._refresh_soon()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_DELAY_MAX)
 
     @staticmethod
     async def _asking(client: Redis, reply: Reply, args: tuple[Any, ...]) -> Any:

@@ -381,6 +381,33 @@ def test_shards_and_slots_give_the_same_map(cluster, arun, protocol):
     arun(main())
 
 
+def test_blocking_commands_and_target_nodes(cluster, arun):
+    """BLPOP waits on a connection of its own at the key's node: commands to that
+    node go on meanwhile; execute_command(target_nodes=) reaches the nodes named."""
+
+    async def main():
+        rc = _rc(cluster)
+        try:
+            await rc.delete("{b}q")
+            waiting = asyncio.ensure_future(rc.blpop(["{b}q"], timeout=5))
+            await asyncio.sleep(0.1)
+            t = time.monotonic()
+            got = await asyncio.gather(*(rc.incr("{b}n") for _ in range(100)))
+            assert sorted(got) == list(range(1, 101)) and time.monotonic() - t < 2
+            assert not waiting.done()
+            assert await rc.rpush("{b}q", "item") == 1
+            assert list(await waiting) == [b"{b}q", b"item"]
+            sizes = await rc.execute_command("DBSIZE", target_nodes=RedisCluster.ALL_NODES)
+            assert len(sizes) == 6 and all(isinstance(v, int) for v in sizes.values())
+            one = rc.get_node_from_key("{b}n")
+            assert await rc.execute_command("GET", "{b}n", target_nodes=one) == b"100"
+        finally:
+            await rc.delete("{b}q", "{b}n")
+            await rc.close()
+
+    arun(main())
+
+
 def test_from_url_and_refusals(cluster, arun):
     async def main():
         rc = RedisCluster.from_url(f"redis://{cluster.host}:{cluster.port}")

@@ -5,6 +5,17 @@ await r.set("k", "v"); await r.get("k")               # redis-py's names and rep
 """
 
 from surge.redis.client import Redis, connect, from_url
+from surge.redis.cluster import (
+    ClusterDownError,
+    ClusterError,
+    ClusterNode,
+    ClusterPipeline,
+    ClusterPubSub,
+    CrossSlotTransactionError,
+    RedisCluster,
+    RedisClusterException,
+    SlotNotCoveredError,
+)
 from surge.redis.errors import (
     AuthenticationError,
     BusyLoadingError,
@@ -19,20 +30,33 @@ from surge.redis.errors import (
 )
 from surge.redis.pipeline import Pipeline
 from surge.redis.pubsub import PubSub
+from surge.redis.sentinel import MasterNotFoundError, Sentinel, SlaveNotFoundError
 
 __all__ = [
     "AuthenticationError",
     "BusyLoadingError",
+    "ClusterDownError",
+    "ClusterError",
+    "ClusterNode",
+    "ClusterPipeline",
+    "ClusterPubSub",
+    "CrossSlotTransactionError",
     "DataError",
     "ExecAbortError",
+    "MasterNotFoundError",
     "NoPermissionError",
     "NoScriptError",
     "Pipeline",
     "PubSub",
     "ReadOnlyError",
     "Redis",
+    "RedisCluster",
+    "RedisClusterException",
     "RedisError",
     "ResponseError",
+    "Sentinel",
+    "SlaveNotFoundError",
+    "SlotNotCoveredError",
     "WatchError",
     "connect",
     "from_url",

@@ -5,11 +5,14 @@ await r.set("k", "v"); await r.get("k")               # redis-py's names and rep
 """
 
 from surge.redis.client import Redis, connect, from_url
+from surge.redis.encoder import Encoder
 from surge.redis.errors import (
     AuthenticationError,
     BusyLoadingError,
     DataError,
     ExecAbortError,
+    LockError,
+    LockNotOwnedError,
     NoPermissionError,
     NoScriptError,
     ReadOnlyError,
@@ -17,6 +20,8 @@ from surge.redis.errors import (
     ResponseError,
     WatchError,
 )
+from surge.redis.lock import Lock
+from surge.redis.monitor import Monitor
 from surge.redis.pipeline import Pipeline
 from surge.redis.pubsub import PubSub
 
@@ -24,7 +29,12 @@ __all__ = [
     "AuthenticationError",
     "BusyLoadingError",
     "DataError",
+    "Encoder",
     "ExecAbortError",
+    "Lock",
+    "LockError",
+    "LockNotOwnedError",
+    "Monitor",
     "NoPermissionError",
     "NoScriptError",
     "Pipeline",

@@ -132,7 +132,11 @@ class Server:
         return sum(p.stat().st_size for p in d.iterdir()) if d.exists() else 0
 
     def client(self) -> surge.redis.Redis:
-        return surge.redis.connect(f"redis://127.0.0.1:{self.port}", decode_responses=True)
+        # SAVE holds the server for seconds by design: no liveness probe (it would
+        # take the silence for a dead path and drop the connection).
+        return surge.redis.connect(
+            f"redis://127.0.0.1:{self.port}", decode_responses=True, liveness_interval=None
+        )
 
 
 def _can_pin() -> bool:

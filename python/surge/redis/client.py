@@ -315,6 +315,34 @@ class Redis(Commands):
         """GET: the value or None."""
         return self._req(self._command, "GET", name)
 
+    def set(
+        self,
+        name: Any,
+        value: Any,
+        ex: Any = None,
+        px: Any = None,
+        nx: bool = False,
+        xx: bool = False,
+        keepttl: bool = False,
+        get: bool = False,
+        exat: Any = None,
+        pxat: Any = None,
+    ) -> Any:
+        """SET with redis-py's options (see `Commands.set`); the plain ``set(k, v)``
+        goes straight to the codec: the hot path of most programs."""
+        if (
+            ex is None
+            and px is None
+            and exat is None
+            and pxat is None
+            and not (nx or xx or keepttl or get)
+        ):
+            try:
+                return self._req(self._command_ok, "SET", name, value)
+            except DataError:
+                pass  # a memoryview (or a bad value): the general path decides
+        return Commands.set(self, name, value, ex, px, nx, xx, keepttl, get, exat, pxat)
+
     def pipeline(self, transaction: bool = True) -> Pipeline:
         """Commands queued and sent together by `execute()` (in MULTI/EXEC when transaction)."""
         from surge.redis.pipeline import Pipeline

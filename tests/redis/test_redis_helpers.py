@@ -127,6 +127,12 @@ def test_encoder_takes_and_refuses_what_redis_py_s_does(url, mode):  # noqa: F81
             b.encode(v)
         assert type(theirs_error.value).__name__ == "DataError"
     assert a.decode(b"x") == b.decode(b"x")
+    # The commands themselves refuse the same values, at the call, nothing sent.
+    for v in (None, True, {"a": 1}, [1]):
+        with pytest.raises(DataError):
+            ours.set("enc", v)
+        with pytest.raises(DataError):
+            ours.hset("enc-h", "f", v)
 
 
 def test_scan_iterators_yield_everything(url, arun, mode):  # noqa: F811

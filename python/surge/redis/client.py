@@ -170,6 +170,7 @@ class Redis(Commands):
         liveness(liveness_interval, liveness_timeout)
         self._liveness = (liveness_interval, liveness_timeout)
         self._codec = RespCodec(decode_responses, False, make_error, DataError, ProtocolError)
+        self._scratch = RespCodec(False, False, make_error, DataError, ProtocolError)
         self._engine = self.new_engine(
             self._codec, max_in_flight=max_in_flight, on_lost=self._use_cold_path
         )
@@ -203,7 +204,14 @@ class Redis(Commands):
         self._req = self._request_cold
 
     def _request_cold(self, encode: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._engine.request(encode, *_plain(args), **kwargs)
+        plain = _plain(args)
+        if not self._engine.is_connected:
+            # The engine encodes once connected: a bad argument (None, bool, a dict)
+            # would surface only then. Encoded once here into a scratch buffer, it
+            # raises DataError at the call, as on the hot path.
+            getattr(self._scratch, encode.__name__)(*plain)
+            self._scratch.reset()
+        return self._engine.request(encode, *plain, **kwargs)
 
     async def _handshake(self, engine: PipelinedConnection) -> None:
         # Every step is sent at once and awaited together: one round trip.

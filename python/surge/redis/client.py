@@ -92,7 +92,9 @@ class Redis(Commands):
     Where it differs from redis-py: status replies (``+OK``, TYPE's ``+string``)
     are always ``str`` (they are ASCII words, not data); connection errors are
     surge's (`surge.errors.ConnectionLostError`, ...), not `RedisError`s; a pipeline
-    that WATCHes opens a connection of its own for that transaction; a path that
+    that WATCHes opens a connection of its own for that transaction (and the
+    client's own ``watch``/``unwatch``, ``reset`` and ``client_reply("OFF")``, which
+    would change the connection every coroutine shares, raise `DataError`); a path that
     goes silent with commands pending is found dead within ``liveness_interval +
     2 * liveness_timeout`` seconds (20 s by default, see `surge.engine`) even with
     no timeout set, where redis-py relies on its 5 s socket timeout.

@@ -496,11 +496,10 @@ class Connection:
         return task
 
     async def _reload_loop(self) -> None:
-        # The version stored is the one the selects' replies carried. DDL landing
-        # between the server's answers to the two selects would leave names of two
-        # versions under the later one: a name that then misses reloads again, and
-        # a stale id gets the server's error; the reply of either brings the
-        # newer version and so one more reload.
+        # The version stored is the last one the selects' replies carried. DDL
+        # landing between the server's answers to the two selects would leave
+        # names of two versions under the later one: rare, and never silent (a
+        # name that then misses reloads again, a stale id gets the server's error).
         loading = self._load_schema(self._req)
         self._reload_sent = True
         await loading

@@ -102,6 +102,9 @@ class Pool:
         self.health_timeout = health_timeout
         self.instances = [_Instance(a, connect(a, **connect_kwargs)) for a in addresses]
         self._rr = dict.fromkeys(MODES, 0)
+        # Candidates by mode, rebuilt when an instance changes state (not per call).
+        self._cands: dict[str, list[_Instance]] = {}
+        self._rebuild()
         self._health: asyncio.Task | None = None
         self._early: asyncio.Task | None = None
         self._closed = False
@@ -153,20 +156,27 @@ class Pool:
             ro = bool(ro)
             if inst.healthy and ro != inst.ro and not self._closed:
                 log.info("tarantool %s is now %s", inst.name, "read-only" if ro else "read-write")
+            changed = ro != inst.ro
             inst.ro, inst.id = ro, iid
             self._up(inst)
+            if changed:
+                self._rebuild()
 
     def _down(self, inst: _Instance, exc: BaseException) -> None:
         if inst.healthy and not self._closed:
             log.warning(
                 "tarantool %s is down: %s", inst.name, describe(exc), exc_info=traceback_of(exc)
             )
-        inst.healthy = False
+        if inst.healthy:
+            inst.healthy = False
+            self._rebuild()
 
     def _up(self, inst: _Instance) -> None:
         if not inst.healthy and not self._closed:
             log.info("tarantool %s is up%s", inst.name, " (read-only)" if inst.ro else "")
-        inst.healthy = True
+        if not inst.healthy:
+            inst.healthy = True
+            self._rebuild()
 
     async def _health_loop(self) -> None:
         while not self._closed:
@@ -181,13 +191,16 @@ class Pool:
 
     # -- routing ----------------------------------------------------------------------
 
-    def _candidates(self, mode: str) -> list[_Instance]:
+    def _rebuild(self) -> None:
         healthy = [i for i in self.instances if i.healthy]
-        if mode == "rw":
-            return [i for i in healthy if not i.ro]
-        if mode == "ro":
-            return [i for i in healthy if i.ro] or healthy
-        return healthy
+        self._cands = {
+            "rw": [i for i in healthy if not i.ro],
+            "ro": [i for i in healthy if i.ro] or healthy,
+            "any": healthy,
+        }
+
+    def _candidates(self, mode: str) -> list[_Instance]:
+        return self._cands[mode]
 
     def _pick(self, mode: str) -> _Instance:
         cands = self._candidates(mode)
@@ -240,6 +253,7 @@ class Pool:
                     raise
                 readonly_retried = True
                 inst.ro = True
+                self._rebuild()
                 await self.check_health()
             except SurgeConnectionError:
                 self._check_soon()  # lost in flight: may have run, so not retried

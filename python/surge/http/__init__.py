@@ -15,6 +15,7 @@ from .response import (
     Response,
     StreamingResponse,
 )
+from .routing import NoMatchFound, Router
 from .server import Server, serve
 
 __all__ = [
@@ -29,11 +30,13 @@ __all__ = [
     "Headers",
     "JSONResponse",
     "Limits",
+    "NoMatchFound",
     "QueryParams",
     "RedirectResponse",
     "Request",
     "Response",
     "Route",
+    "Router",
     "Server",
     "StreamingResponse",
     "Timeout",

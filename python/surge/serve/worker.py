@@ -134,7 +134,7 @@ async def _serve(
     )
     if cfg.websocket:
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
-    lifespan = await _start_lifespan(app, cfg.lifespan)
+    lifespan = await start_lifespan(app, cfg.lifespan)
     try:
         await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)
     finally:
@@ -145,7 +145,7 @@ async def _serve(
                 log.warning("%s %d: lifespan shutdown did not finish in time", role, os.getpid())
 
 
-async def _start_lifespan(app: Servable, mode: str) -> Lifespan | App | None:
+async def start_lifespan(app: Servable, mode: str) -> Lifespan | App | None:
     """Runs an ASGI app's lifespan startup (raises LifespanError when it fails), or
     a surge App's startup hooks (raises StartupError when one fails); what it
     returns has the matching ``shutdown()``."""

@@ -240,7 +240,8 @@ class AsyncWebSocketSession:
             request.headers[name] = value
         ws.send_request(request)
         self._flush()
-        while True:
+        opened = False
+        while not opened:
             await self._read()
             for event in ws.events_received():
                 if isinstance(event, HandshakeResponse):
@@ -249,8 +250,12 @@ class AsyncWebSocketSession:
                         raise WebSocketDenied(event.status_code, bytes(event.body or b""))
                     self.response_headers = dict(event.headers.raw_items())
                     self.accepted_subprotocol = ws.subprotocol
-                    return self
-                self._on_event(event)
+                    opened = True
+                else:  # frames that came with the handshake's answer
+                    self._on_event(event)
+            if not opened and self._reader.at_eof():
+                raise WebSocketDenied(0, b"")
+        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()

@@ -211,6 +211,9 @@ def build_url(name: str, pattern: str, params: dict[str, Any]) -> str:
         text = str(value)
         if not text:
             raise NoMatchFound(f"url_for({name!r}): {key} may not be empty")
+        if conv == "str" and "/" in text:
+            # A str parameter never matches a '/', not even an encoded one.
+            raise NoMatchFound(f"url_for({name!r}): {key} may not contain '/' (a :path may)")
         return quote(text, safe="/" if conv == "path" else "")
 
     return _PARAM.sub(fill, pattern)

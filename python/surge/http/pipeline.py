@@ -97,6 +97,8 @@ class Pipeline:
         debug: bool,
     ) -> None:
         self.routes = tuple(routes)
+        #: Route ids from here on are the catch-all routes (see `App.freeze`).
+        self._routed = len(self.routes)
         #: The router without the catch-all routes: tells 404 from 405 and the
         #: allowed methods for a request the catch-alls took.
         self._lookup = lookup
@@ -149,14 +151,35 @@ class Pipeline:
     async def _app(self, request: Request) -> Any:
         rid = request._route
         params = None
-        if rid >= len(self.routes):
+        if rid >= self._routed:
             # A catch-all took it: a 404 or 405, or a HEAD the catch-all for "/"
             # caught before the GET route there.
             rid, params = self._lookup.lookup(request.method, request.path)
         try:
             if rid < 0:
                 raise _unrouted_error(rid, params)
-            response = await self._handle(request, self.routes[rid], params)
+            route = self.routes[rid]
+            if params is None:
+                params = request.path_params
+            if self._before:
+                response = await self._handle(request, route, params)
+            elif route.is_async:
+                response = to_response(await route.handler(request, **params))
+            elif route.threaded:
+                response = to_response(await self._threaded(request, route, params))
+            else:
+                # The common case written out: a plain function's plain result
+                # costs no extra coroutine and no isawaitable().
+                result = route.handler(request, **params)
+                cls = type(result)
+                if cls is str or cls is bytes or cls is dict or cls is list:
+                    response = Response(result)
+                elif isinstance(result, _RESPONSES):
+                    response = result
+                else:
+                    if inspect.isawaitable(result):
+                        result = await result
+                    response = to_response(result)
         except ClientDisconnected:
             raise
         except Exception as exc:
@@ -170,8 +193,6 @@ class Pipeline:
         return response
 
     async def _handle(self, request: Request, route: Route, params: Any) -> Any:
-        if params is None:
-            params = request.path_params
         for hook in self._before:
             result = hook(request)
             if inspect.isawaitable(result):
@@ -179,14 +200,16 @@ class Pipeline:
             if result is not None:
                 return to_response(result)
         if route.threaded:
-            call = partial(route.handler, request, **params)
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._executor.get(), call)
+            result = await self._threaded(request, route, params)
         else:
             result = route.handler(request, **params)
             if inspect.isawaitable(result):
                 result = await result
         return to_response(result)
+
+    def _threaded(self, request: Request, route: Route, params: Any) -> Awaitable[Any]:
+        call = partial(route.handler, request, **params)
+        return asyncio.get_running_loop().run_in_executor(self._executor.get(), call)
 
     async def _run_after(self, request: Request, response: Any) -> Any:
         for hook in self._after:

@@ -236,6 +236,14 @@ def test_async_handler_threaded_and_streaming_routes_through_middleware():
         await asyncio.sleep(0.01)
         return {"var": var.get()}
 
+    @app.get("/timeout")
+    async def timeout(request):
+        # Before any await: the handler has its task, as without middleware.
+        async with asyncio.timeout(5):
+            assert asyncio.current_task() is not None
+            await asyncio.sleep(0)
+        return "in time"
+
     @app.get("/threaded", threaded=True)
     def threaded(request):
         return "from a thread"
@@ -261,6 +269,7 @@ def test_async_handler_threaded_and_streaming_routes_through_middleware():
             )
             assert slow_r.json() == {"var": "/slow"} and slow_r.headers["x-var"] == "/slow"
             assert thr.text == "from a thread"
+            assert (await client.get("/timeout")).text == "in time"
             assert up.json() == {"size": 300_000}
             assert ch.text == "abc" and ch.headers["x-var"] == "/chunks"
         # Each request's context variables stay with it.

@@ -381,9 +381,14 @@ class App(RouteDecorators):
         router = Router()
         for r in routes:
             deferred = r.stream or r.websocket is not None
-            served.append(replace(r, handler=pipeline.endpoint, is_async=False, threaded=False))
-            kind = _DEFERRED if deferred else _SYNC
-            router.add(r.path, list(r.methods), pipeline.endpoint, kind, r.max_body, r.stream)
+            if r.is_async:
+                # An async handler keeps its task (see `Pipeline.endpoint_async`).
+                handler: Handler = pipeline.endpoint_async
+                lean, kind = not deferred, _DEFERRED
+            else:
+                handler, lean, kind = pipeline.endpoint, False, _DEFERRED if deferred else _SYNC
+            served.append(replace(r, handler=handler, threaded=False, lean=lean))
+            router.add(r.path, list(r.methods), handler, kind, r.max_body, r.stream)
         max_body = self.limits.max_body
         for path in ("/", "/{path:path}"):
             router.add(path, [], pipeline.unrouted, _SYNC, max_body, False)

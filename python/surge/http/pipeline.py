@@ -8,10 +8,12 @@ nothing of middleware. `endpoint` starts the outermost layer's coroutine and
 drives its first step right there: a chain that never really suspends (the
 usual header-adding, timing, CORS, compression middleware around a sync handler)
 finishes in that step and its `Response` is encoded natively with no task and
-no loop round trip. A chain that suspends (an async handler awaiting a driver)
-is handed back as an awaitable, which the connection awaits in a task as it
-does for any awaitable result. Each request runs in its own copy of the
-context, so context variables a middleware sets stay with its request.
+no loop round trip. A chain that suspends (a middleware awaiting something) is
+handed back as an awaitable, which the connection awaits in a task as it does
+for any awaitable result. Each request runs in its own copy of the context, so
+context variables a middleware sets stay with its request. A route with an
+`async def` handler gets `endpoint_async` instead, which the connection runs in
+a task from the start, as it runs such handlers without middleware.
 
 Layers, innermost first: the handler with the before/after hooks and the error
 handlers (so an error handler's response, a 404/405 and a 500 are ordinary
@@ -24,10 +26,11 @@ unhandled exceptions through ``call_next``; surge hands back the 500, as its
 ``after_request`` hooks do, because that is exactly where browsers need the
 headers.)
 
-On Python 3.11, code a middleware runs before its first real suspension has no
-current task (`asyncio.current_task()` is None; Python 3.12 has eager tasks and
-surge uses them there), so ``asyncio.timeout()`` must be entered after an
-``await`` or inside the handler; every other asyncio API works as usual.
+So on Python 3.11, on a route with a plain-function handler, the code a
+middleware runs before its first real suspension has no current task
+(`asyncio.current_task()` is None; Python 3.12 has eager tasks and surge uses
+them there): ``asyncio.timeout()`` must be entered after an ``await`` there
+(async handlers are unaffected); every other asyncio API works as usual.
 """
 
 from __future__ import annotations
@@ -126,6 +129,11 @@ class Pipeline:
         except StopIteration as stop:
             return stop.value
         return _Resumed(ctx, coro, awaited)
+
+    async def endpoint_async(self, request: Request, **_params: Any) -> Any:
+        """The handler of an `async def` route: the connection runs it in a task, as
+        it would the route's own handler, so the handler's code always has one."""
+        return await self._outer(request)
 
     def unrouted(self, request: Request, **_params: Any) -> Any:
         """The catch-all routes' handler: a 404 or 405 through the middleware."""

@@ -571,3 +571,65 @@ def test_testclient_serves_an_asgi_app():
     with TestClient(star) as client:
         assert client.get("/", params={"who": "asgi"}).text == "hello asgi"
     assert started == [True]
+
+
+def test_testclient_serves_a_wsgi_app():
+    from flask import Flask, request
+
+    flask_app = Flask(__name__)
+
+    @flask_app.post("/echo")
+    def echo():
+        return {"got": request.get_json(), "q": request.args.get("q")}
+
+    with TestClient(flask_app) as client:
+        r = client.post("/echo", params={"q": "1"}, json={"a": [1, 2]})
+        assert r.json() == {"got": {"a": [1, 2]}, "q": "1"}
+
+
+def test_hook_middleware_keeps_the_order_among_dispatch_ones():
+    from surge.http.middleware import HookMiddleware
+
+    order: list[str] = []
+
+    class Hooks(HookMiddleware):
+        def __init__(self, app, tag, answer_on=None):
+            self.tag, self.answer_on = tag, answer_on
+
+        def process_request(self, request):
+            order.append(f"{self.tag} in")
+            if request.path == self.answer_on:
+                return Response(f"answered by {self.tag}")
+            if request.path == f"/fail-{self.tag}":
+                raise HTTPException(409)
+            return None
+
+        def process_response(self, request, response):
+            order.append(f"{self.tag} out")
+            response.add_header("X-Seen", self.tag)
+            return response
+
+    app = App()
+    app.add_middleware(Hooks, tag="h1")
+    app.add_middleware(Hooks, tag="h2", answer_on="/early")
+    tagging(app, "d3", order)
+    app.add_middleware(Hooks, tag="h4")
+
+    @app.get("/")
+    def index(request):
+        order.append("handler")
+        return "hi"
+
+    with TestClient(app) as client:
+        r = client.get("/")
+        inward = ["h4 in", "d3 in", "h2 in", "h1 in", "handler"]
+        assert order == [*inward, "h1 out", "h2 out", "d3 out", "h4 out"]
+        assert r.headers.get_list("x-seen") == ["h1", "h2", "d3", "h4"]
+        order.clear()
+        r = client.get("/early")
+        assert r.text == "answered by h2"
+        assert order == ["h4 in", "d3 in", "h2 in", "d3 out", "h4 out"]
+        assert r.headers.get_list("x-seen") == ["d3", "h4"]
+        order.clear()
+        r = client.get("/fail-h1")
+        assert r.status_code == 409 and r.headers.get_list("x-seen") == ["h2", "d3", "h4"]

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from surge._core import Request, Router
 
 from .config import DEFAULT_GC_THRESHOLD, Limits
-from .pipeline import Dispatch, Pipeline
+from .pipeline import Pipeline
 from .plan import LazyExecutor, Plan
 from .response import Response
 from .routing import (
@@ -123,8 +123,9 @@ class App(RouteDecorators):
         self.after_request_hooks: list[Callable[..., Any]] = []
         self.error_handlers: dict[int | type[BaseException], Callable[..., Any]] = {}
         #: Middleware factories in the order added: each takes the next layer
-        #: (``call_next``) and returns ``dispatch(request, call_next)``.
-        self.user_middleware: list[Callable[[Any], Dispatch]] = []
+        #: (``call_next``) and returns ``dispatch(request, call_next)``, or an
+        #: object with ``process_request`` and ``process_response``.
+        self.user_middleware: list[Callable[[Any], Any]] = []
         self.startup_hooks: list[Callable[[], Any]] = []
         self.shutdown_hooks: list[Callable[[], Any]] = []
         self._names: dict[str, str] = {}
@@ -251,19 +252,25 @@ class App(RouteDecorators):
     def add_middleware(self, cls: Callable[..., Any], **options: Any) -> None:
         """Adds class-based middleware, Starlette's shape: ``cls(app, **options)`` is
         made once when serving starts, with `app` the next layer (``await
-        app(request)`` returns the response); per request surge calls its ``async
+        app(request)`` returns the response). Per request surge calls its
+        ``process_request(request)`` (None to go on, or a response to answer
+        with) and ``process_response(request, response)`` (the response to send)
+        when it has both (Django's names: no coroutine of its own, so these are
+        the fast kind; surge's built-in middleware are), else its ``async
         dispatch(request, call_next)`` (or the instance itself if it has no
         ``dispatch``). The last added is the outermost."""
         self._check_open("a middleware")
 
-        def factory(next_layer: Any) -> Dispatch:
+        def factory(next_layer: Any) -> Any:
             instance = cls(next_layer, **options)
+            if hasattr(instance, "process_request") and hasattr(instance, "process_response"):
+                return instance
             dispatch = getattr(instance, "dispatch", None)
             if dispatch is None:
                 if not callable(instance):
                     raise TypeError(f"{cls!r} has neither dispatch() nor __call__")
                 dispatch = instance
-            return cast(Dispatch, dispatch)
+            return dispatch
 
         self.user_middleware.append(factory)
 

@@ -92,7 +92,7 @@ class Pipeline:
         self,
         routes: Sequence[Route],
         lookup: Router,
-        middleware: Sequence[Callable[[CallNext], Dispatch]],
+        middleware: Sequence[Callable[[CallNext], Any]],
         before_request: Sequence[Callable[..., Any]],
         after_request: Sequence[Callable[..., Any]],
         error_handlers: Mapping[int | type[BaseException], Callable[..., Any]],
@@ -111,8 +111,18 @@ class Pipeline:
         self._executor = executor
         self._debug = debug
         call: CallNext = self._app
+        hooked: list[Any] = []  # consecutive process_request/response ones, inner first
         for factory in middleware:
-            call = partial(self._layer, factory(call), call)
+            mw = factory(call)
+            if hasattr(mw, "process_request"):
+                hooked.append(mw)
+                continue
+            if hooked:
+                call = partial(self._hooked, tuple(reversed(hooked)), call)
+                hooked = []
+            call = partial(self._layer, mw, call)
+        if hooked:
+            call = partial(self._hooked, tuple(reversed(hooked)), call)
         self._outer = call
 
     # The connection's side -----------------------------------------------------------
@@ -154,6 +164,38 @@ class Pipeline:
                 request,
                 TypeError(f"middleware {name} returned {type(response).__name__}, not a response"),
             )
+        return response
+
+    async def _hooked(self, group: tuple[Any, ...], call_next: CallNext, request: Request) -> Any:
+        # Middleware with process_request/process_response, outermost first, in
+        # one coroutine: the same order and error handling as separate layers.
+        response = None
+        entered = 0
+        for mw in group:
+            try:
+                response = mw.process_request(request)
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                response = await self._error(request, exc)
+            if response is not None:
+                break  # answered here: only the outer ones see it
+            entered += 1
+        else:
+            response = await call_next(request)
+        for mw in reversed(group[:entered]):
+            try:
+                new = mw.process_response(request, response)
+                if not isinstance(new, _RESPONSES):
+                    raise TypeError(
+                        f"{type(mw).__qualname__}.process_response returned "
+                        f"{type(new).__name__}, not a response"
+                    )
+                response = new
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                response = await self._error(request, exc)
         return response
 
     async def _app(self, request: Request) -> Any:

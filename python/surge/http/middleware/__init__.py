@@ -4,10 +4,13 @@ A class-based middleware is made once when serving starts as ``cls(app,
 **options)``, with `app` the next layer (``await app(request)`` returns its
 response), and surge calls its ``async dispatch(request, call_next)`` for every
 request (Starlette's `BaseHTTPMiddleware` shape; subclass `BaseHTTPMiddleware`
-or write the two methods). The last added is the outermost.
+or write the two methods). A class with ``process_request(request)`` and
+``process_response(request, response)`` instead (subclass `HookMiddleware`)
+runs with no coroutine of its own: the built-in ones do. The last added is the
+outermost.
 """
 
-from .base import BaseHTTPMiddleware, CallNext
+from .base import BaseHTTPMiddleware, CallNext, HookMiddleware
 from .cors import CORSMiddleware
 from .gzip import GZipMiddleware
 from .sessions import SessionMiddleware
@@ -17,5 +20,6 @@ __all__ = [
     "CORSMiddleware",
     "CallNext",
     "GZipMiddleware",
+    "HookMiddleware",
     "SessionMiddleware",
 ]

@@ -29,6 +29,28 @@ class BaseHTTPMiddleware:
         raise NotImplementedError(f"{type(self).__name__} must define dispatch()")
 
 
+class HookMiddleware:
+    """A middleware written as ``process_request(request)`` (None, or a response
+    to answer with at once) and ``process_response(request, response)``; the
+    pipeline calls these directly, with no coroutine per middleware. `dispatch`
+    gives the same behaviour to whoever calls it the Starlette way."""
+
+    def process_request(self, request: Request) -> Any:
+        """None to go on to the next layer, or the response to answer with."""
+        return None
+
+    def process_response(self, request: Request, response: Any) -> Any:
+        """The response to send (`response`, changed or replaced)."""
+        return response
+
+    async def dispatch(self, request: Request, call_next: CallNext) -> Any:
+        """Handles one request: both hooks around ``call_next``."""
+        early = self.process_request(request)
+        if early is not None:
+            return early
+        return self.process_response(request, await call_next(request))
+
+
 def header_values(response: Any, name: str) -> list[str]:
     """Every value of the response's header `name` (any case)."""
     lower = name.lower()

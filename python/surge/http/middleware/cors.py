@@ -16,7 +16,7 @@ from typing import Any
 
 from surge._core import Request, Response
 
-from .base import CallNext, add_vary
+from .base import CallNext, HookMiddleware, add_vary
 
 #: What ``allow_methods=["*"]`` stands for (Starlette's list).
 ALL_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY")
@@ -31,7 +31,7 @@ _PREFLIGHT_VARY = (
 )
 
 
-class CORSMiddleware:
+class CORSMiddleware(HookMiddleware):
     """CORS for every route: ``app.add_middleware(CORSMiddleware, allow_origins=[...])``.
 
     ``allow_origins`` (``"*"`` for any), ``allow_origin_regex`` (matched whole),
@@ -96,17 +96,21 @@ class CORSMiddleware:
             self.allow_origin_regex.fullmatch(origin)
         )
 
-    async def dispatch(self, request: Request, call_next: CallNext) -> Any:
-        """Answers a preflight, or adds the CORS headers to the response."""
-        headers = request.headers
-        origin = headers.get("origin")
+    def process_request(self, request: Request) -> Response | None:
+        """Answers a preflight request; lets any other through."""
+        if request.method == "OPTIONS":
+            headers = request.headers
+            origin = headers.get("origin")
+            if origin is not None and "access-control-request-method" in headers:
+                return self.preflight(origin, headers)
+        return None
+
+    def process_response(self, request: Request, response: Any) -> Any:
+        """Adds the CORS headers a request with an ``Origin`` gets."""
+        origin = request.headers.get("origin")
         if origin is None:
-            response = await call_next(request)
             add_vary(response, "Origin")
             return response
-        if request.method == "OPTIONS" and "access-control-request-method" in headers:
-            return self.preflight(origin, headers)
-        response = await call_next(request)
         for name, value in self.simple_headers:
             response.set_header(name, value)
         if self.allow_credentials if self.allow_all_origins else self.is_allowed_origin(origin):

@@ -21,7 +21,7 @@ from typing import Any
 from surge._core import Request, Response
 
 from ..response import StreamingResponse
-from .base import CallNext, add_vary, header_values
+from .base import CallNext, HookMiddleware, add_vary, header_values
 
 #: Bodies shorter than this (bytes) are sent as they are (``minimum_size``'s default).
 DEFAULT_MINIMUM_SIZE = 500
@@ -51,7 +51,7 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return bool(star)
 
 
-class GZipMiddleware:
+class GZipMiddleware(HookMiddleware):
     """``app.add_middleware(GZipMiddleware, minimum_size=500, compresslevel=9)``."""
 
     def __init__(
@@ -68,9 +68,8 @@ class GZipMiddleware:
         self.minimum_size = minimum_size
         self.compresslevel = compresslevel
 
-    async def dispatch(self, request: Request, call_next: CallNext) -> Any:
+    def process_response(self, request: Request, response: Any) -> Any:
         """Compresses the response when the request accepts gzip and it is worth it."""
-        response = await call_next(request)
         if isinstance(response, Response):
             if len(response.body) < self.minimum_size or not self._compressible(response):
                 return response

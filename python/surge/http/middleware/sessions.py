@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from surge._core import Request
 
-from .base import CallNext
+from .base import CallNext, HookMiddleware
 
 #: Seconds a session cookie lives (``max_age``'s default: two weeks, as Starlette).
 DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
@@ -25,7 +25,7 @@ DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
 MAX_COOKIE_SIZE = 4096
 
 
-class SessionMiddleware:
+class SessionMiddleware(HookMiddleware):
     """``app.add_middleware(SessionMiddleware, secret_key=...)``; handlers read and
     change ``request.session`` (a dict of JSON values)."""
 
@@ -74,11 +74,14 @@ class SessionMiddleware:
             return None
         return session if isinstance(session, dict) else None
 
-    async def dispatch(self, request: Request, call_next: CallNext) -> Any:
-        """Loads ``request.session`` and sends it back as a cookie when it has data."""
+    def process_request(self, request: Request) -> None:
+        """Loads ``request.session`` from the cookie."""
         loaded = self.load(request.cookies.get(self.session_cookie))
-        request.session = session = {} if loaded is None else loaded
-        response = await call_next(request)
+        request._session_loaded = loaded is not None
+        request.session = {} if loaded is None else loaded
+
+    def process_response(self, request: Request, response: Any) -> Any:
+        """Sends the session back as a cookie when it has data (or clears it)."""
         session = request.session
         if session:
             data = self.signer.sign(b64encode(json.dumps(session).encode("utf-8")))
@@ -91,7 +94,7 @@ class SessionMiddleware:
             max_age = f"Max-Age={self.max_age}; " if self.max_age else ""
             cookie = f"{self.session_cookie}={value}; path={self.path}; {max_age}{self.flags}"
             response.add_header("Set-Cookie", cookie)
-        elif loaded is not None:
+        elif request._session_loaded:
             response.add_header(
                 "Set-Cookie",
                 f"{self.session_cookie}=null; path={self.path}; "

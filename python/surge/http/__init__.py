@@ -16,6 +16,7 @@ from .response import (
     Response,
     StreamingResponse,
 )
+from .routing import NoMatchFound, Router
 from .server import Server, serve
 from .staticfiles import StaticFiles
 
@@ -32,11 +33,13 @@ __all__ = [
     "Headers",
     "JSONResponse",
     "Limits",
+    "NoMatchFound",
     "QueryParams",
     "RedirectResponse",
     "Request",
     "Response",
     "Route",
+    "Router",
     "Server",
     "StaticFiles",
     "StreamingResponse",

@@ -608,8 +608,10 @@ class HttpProtocol(asyncio.Protocol):
         if data is None:
             # Rendering first: the rare awaitable result is asked about only here.
             if inspect.isawaitable(result):
+                # Its value comes back through `_finish`; the slot waits till then.
                 self._start(self._await_result(slot, req, result))
-            elif isinstance(result, StreamingResponse | FileResponse | WriterResponse):
+                return
+            if isinstance(result, StreamingResponse | FileResponse | WriterResponse):
                 slot.body = result
             else:
                 wrong = TypeError(

@@ -20,6 +20,8 @@ $(VENV)/.deps: pyproject.toml scripts/requirements.py
 	touch $@
 
 build: $(VENV)/.deps ## release build of surge into .venv (the `surge` command lands on .venv/bin)
+	@# an extension from a build before the abi3 wheel would shadow the new one
+	rm -f python/surge/_core.cpython-*.so
 	$(VENV)/bin/maturin develop --release -q
 
 dev: $(VENV)/.deps ## debug build (faster to compile)

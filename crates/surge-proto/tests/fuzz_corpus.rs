@@ -27,7 +27,10 @@ mod websocket_frames;
 fn replay(target: &str, check: fn(&[u8])) -> usize {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     let mut count = 0;
-    for dir in [fuzz.join("seeds").join(target), fuzz.join("corpus").join(target)] {
+    for dir in [
+        fuzz.join("seeds").join(target),
+        fuzz.join("corpus").join(target),
+    ] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -36,7 +39,11 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
         for path in paths {
             let data = std::fs::read(&path).expect("corpus file");
             let outcome = std::panic::catch_unwind(|| check(&data));
-            assert!(outcome.is_ok(), "{target}: {} fails its property", path.display());
+            assert!(
+                outcome.is_ok(),
+                "{target}: {} fails its property",
+                path.display()
+            );
             count += 1;
         }
     }
@@ -45,30 +52,48 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
 
 #[test]
 fn http1_parser_corpus() {
-    assert!(replay("http1_parser", http1_parser::check) > 0, "no seeds for http1_parser");
+    assert!(
+        replay("http1_parser", http1_parser::check) > 0,
+        "no seeds for http1_parser"
+    );
 }
 
 #[test]
 fn http1_response_corpus() {
-    assert!(replay("http1_response", http1_response::check) > 0, "no seeds for http1_response");
+    assert!(
+        replay("http1_response", http1_response::check) > 0,
+        "no seeds for http1_response"
+    );
 }
 
 #[test]
 fn iproto_frames_corpus() {
-    assert!(replay("iproto_frames", iproto_frames::check) > 0, "no seeds for iproto_frames");
+    assert!(
+        replay("iproto_frames", iproto_frames::check) > 0,
+        "no seeds for iproto_frames"
+    );
 }
 
 #[test]
 fn pgwire_backend_corpus() {
-    assert!(replay("pgwire_backend", pgwire_backend::check) > 0, "no seeds for pgwire_backend");
+    assert!(
+        replay("pgwire_backend", pgwire_backend::check) > 0,
+        "no seeds for pgwire_backend"
+    );
 }
 
 #[test]
 fn resp_decoder_corpus() {
-    assert!(replay("resp_decoder", resp_decoder::check) > 0, "no seeds for resp_decoder");
+    assert!(
+        replay("resp_decoder", resp_decoder::check) > 0,
+        "no seeds for resp_decoder"
+    );
 }
 
 #[test]
 fn websocket_frames_corpus() {
-    assert!(replay("websocket_frames", websocket_frames::check) > 0, "no seeds for websocket_frames");
+    assert!(
+        replay("websocket_frames", websocket_frames::check) > 0,
+        "no seeds for websocket_frames"
+    );
 }

@@ -219,12 +219,15 @@ class App(RouteDecorators):
         html: bool = False,
         follow_symlinks: bool = False,
         precompressed: bool = True,
+        name: str | None = None,
         **options: Any,
     ) -> StaticFiles:
         """Serves the files under `directory` at `path` (GET and HEAD), so that no
         request can reach a file outside it; see `surge.http.staticfiles` for
         ``html`` (index.html, 404.html), ``follow_symlinks``, ``precompressed``
-        (.br/.gz siblings) and the other options."""
+        (.br/.gz siblings) and the other options. ``name`` (default: the path
+        without slashes, or "static" for "/") is the route name for
+        ``url_for(name, path="css/app.css")``."""
         from .staticfiles import StaticFiles
 
         files = StaticFiles(
@@ -235,11 +238,12 @@ class App(RouteDecorators):
             **options,
         )
         prefix = path.rstrip("/")
+        name = name or prefix.strip("/").replace("/", ".") or "static"
         handler = files.handler(prefix)
-        self.add_route(prefix + "/{path:path}", handler, ["GET"])
-        self.add_route(prefix + "/", handler, ["GET"])
+        self.add_route(prefix + "/{path:path}", handler, ["GET"], name=name)
+        self.add_route(prefix + "/", handler, ["GET"], name=f"{name}:index")
         if prefix:
-            self.add_route(prefix, handler, ["GET"])
+            self.add_route(prefix, handler, ["GET"], name=f"{name}:bare")
         return files
 
     def add_metrics(self, path: str = "/metrics") -> Route:

@@ -479,3 +479,18 @@ def test_the_copy_is_bounded(tmp_path):
     none = StaticFiles(tmp_path, cache_max_bytes=0)
     assert none.serve(_Request(b"/x"), b"/1.bin").body == b"\x01" * 1000
     assert not none._cache
+
+
+def test_static_mounts_are_named_for_url_for(tmp_path):
+    from surge.http import App
+
+    app = App()
+    app.static("/static", tmp_path)
+    app.static("/assets/v1", tmp_path, name="assets")
+    app.static("/", tmp_path, name="site")
+    assert app.url_for("static", path="css/app.css") == "/static/css/app.css"
+    assert app.url_for("assets", path="a b.js") == "/assets/v1/a%20b.js"
+    assert app.url_for("site", path="index.html") == "/index.html"
+    # A second mount whose default name is taken is refused, with the fix named.
+    with pytest.raises(ValueError, match="route name"):
+        app.static("/other", tmp_path, name="static")

@@ -117,6 +117,17 @@ def test_hang_up_is_counted(raw_server) -> None:
     assert r.errors == {"disconnect": 25}
 
 
+def test_connections_dying_at_once_lose_no_request(raw_server) -> None:
+    """A server that closes every connection as it accepts it: each of the 400
+    requests due is counted once, as a disconnect (none vanishes with a connection
+    that died before it was used)."""
+    srv = raw_server(lambda sock: sock.close())
+    r = surge.load.run(srv.url(), rate=200, duration=2.0)
+    assert r.sent == 400
+    assert r.replies == 0
+    assert r.errors == {"disconnect": 400}, r.errors
+
+
 def test_silent_server_times_out(raw_server) -> None:
     def silent(sock: socket.socket) -> None:
         read_request(sock)

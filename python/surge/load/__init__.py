@@ -17,12 +17,13 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+# The built-in targets register their URL schemes on import.
+from surge.load import http, postgres, redis, tarantool  # noqa: F401
 from surge.load.report import Result, render_progress, render_sweep, render_table
 from surge.load.runner import run_load, run_load_async
-from surge.load.target import DriverNotAvailable, LoadConfig, LoadError, parse_mix
+from surge.load.target import LoadConfig, LoadError, parse_mix
 
 __all__ = [
-    "DriverNotAvailable",
     "LoadConfig",
     "LoadError",
     "Result",

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from urllib.parse import urlsplit
 
-from surge.load.http_framing import MalformedReply, ResponseFramer
+from surge._core import HttpResponseParser
 from surge.load.recorder import Recorder
 from surge.load.target import (
     DEFAULT_CLOSED_CONNECTIONS,
@@ -28,33 +28,32 @@ from surge.load.target import (
     LoadError,
     Target,
     connect_error_kind,
+    register,
 )
 
 #: Closed model: wait this long before reopening a connection that failed.
 RECONNECT_DELAY = 0.05
 _OP = "request"
 
-try:
-    from surge._core import HttpResponseParser as _NativeParser
-except ImportError:  # an older build: the pure-Python framer does the same job, slower
-    _NativeParser = None
 
-#: True when responses are framed by the native parser (surge._core.HttpResponseParser).
-NATIVE = _NativeParser is not None
+class MalformedReply(Exception):
+    """The server's bytes are not an HTTP/1.x response."""
 
 
-class _NativeFramer:
-    """`ResponseFramer`'s interface over the native parser."""
+class _Framer:
+    """Status codes of the responses a byte stream completes (surge-proto's parser)."""
 
     __slots__ = ("_p", "_statuses", "close_after")
 
-    def __init__(self, *, head_only: bool = False) -> None:
-        self._p = _NativeParser()
+    def __init__(self) -> None:
+        self._p = HttpResponseParser()
         self._statuses = self._p.feed_statuses
         # The server's Connection: close shows as the connection ending.
         self.close_after = False
-        if head_only:
-            raise ValueError("HEAD runs use the Python framer")
+
+    def expect_head(self) -> None:
+        """A HEAD request was sent: its response has no body."""
+        self._p.expect(True)
 
     def feed(self, data: bytes) -> list[int]:
         try:
@@ -68,12 +67,6 @@ class _NativeFramer:
         except Exception:
             return None
         return done[0] if done else None
-
-
-def _framer(head_only: bool) -> ResponseFramer | _NativeFramer:
-    if NATIVE and not head_only:
-        return _NativeFramer()
-    return ResponseFramer(head_only=head_only)
 
 
 def build_request(config: LoadConfig) -> tuple[str, int, bytes]:
@@ -103,7 +96,7 @@ class _Conn(asyncio.Protocol):
     def __init__(self, pool: HttpTarget) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
-        self.framer = _framer(pool.head_only)
+        self.framer = _Framer()
         self.inflight: deque[int] = deque()
         self.unsent = 0
         self.in_free = False
@@ -131,10 +124,18 @@ class _Conn(asyncio.Protocol):
         self.pool._lost(self)
 
 
+@register("http", "https")
 class HttpTarget(Target):
     """Load on one HTTP URL."""
 
     ops = [_OP]
+    example = "http://host:port/path"
+
+    @classmethod
+    def operations(cls, config: LoadConfig) -> list[str]:
+        if config.target.lower().startswith("https:"):
+            raise LoadError("https targets are not supported (surge's HTTP is plain HTTP/1.1)")
+        return [_OP]
 
     def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
         super().__init__(config, recorder)
@@ -250,9 +251,19 @@ class HttpTarget(Target):
             return
         self.connecting -= 1
         self.opened += 1
+        if conn.dead:
+            # The peer hung up before we got here (`_kill` ran with nothing in
+            # flight): feeding it would strand the queued requests uncounted.
+            if self.config.open_model:
+                self._connect_failed("disconnect")
+            else:  # its loop's requests fail; `_kill` has opened its replacement
+                for _ in range(self.depth):
+                    self.recorder.error(_OP, "disconnect")
+            return
         # Closed model: no new work after the stop. Open model: queued requests still go.
         if self._closed or (self.stopping and not self.config.open_model):
-            conn.transport.abort()
+            if conn.transport is not None:
+                conn.transport.abort()
             return
         self.conns.add(conn)
         if self.config.open_model:
@@ -299,6 +310,8 @@ class HttpTarget(Target):
 
     def _send(self, conn: _Conn, due_ns: int) -> None:
         conn.inflight.append(due_ns)
+        if self.head_only:
+            conn.framer.expect_head()
         if conn.unsent == 0:
             self._dirty.append(conn)
             if not self._flush_scheduled:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -105,6 +105,18 @@ class Target:
         self.recorder: Sink = recorder
         #: Set when the run's time is up: closed loops stop issuing.
         self.stopping = False
+
+    #: True for a target that runs its schedule and recording itself (`run_native`).
+    native: ClassVar[bool] = False
+
+    async def run_native(
+        self,
+        index: int,
+        sink: Callable[[dict[str, Any]], None] | None,
+        ready: Callable[[], Awaitable[float | None]] | None,
+    ) -> dict[str, Any]:
+        """A native target's whole run: what `surge.load.worker.run_worker` returns."""
+        raise NotImplementedError
 
     async def prepare(self) -> None:
         """Work before the clock starts (connect, create a space, pre-fill keys)."""

@@ -129,7 +129,11 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
     while now_ns() < begin {
         timer.arm_at(begin.saturating_sub(SPIN_NS));
         let wait = begin.saturating_sub(now_ns());
-        let t = (wait > SPIN_NS).then_some(None).unwrap_or(Some(Duration::ZERO));
+        let t = if wait > SPIN_NS {
+            None
+        } else {
+            Some(Duration::ZERO)
+        };
         lp.poll.poll(&mut events, t)?;
         timer.clear();
     }
@@ -216,7 +220,11 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
                 timer.clear();
                 continue;
             }
-            lp.event(ev.token().0, ev.is_readable() || ev.is_read_closed() || ev.is_error(), now);
+            lp.event(
+                ev.token().0,
+                ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                now,
+            );
         }
     }
     let fin = lp.rec.finish(&mut ticks);

@@ -77,3 +77,19 @@ def test_seed000_rates_in_graphite_equal_the_generators_counts(graphite, tnt) ->
         assert list(values) == ours, (op, values, ours)
         assert list(stamps) == list(range(stamps[0], stamps[0] + 3))  # one per second
     assert sum(r.ops[op]["replies"] for op in r.ops) == r.replies == 1200
+
+
+def test_cli_sends_to_graphite(graphite, surge_server, tmp_path, capsys) -> None:
+    import json
+
+    from surge import cli
+
+    since = int(time.time()) - 5
+    out = tmp_path / "r.json"
+    args = ["load", surge_server.url("/"), "--rate", "100", "-d", "2", "-q", "--json", str(out)]
+    assert cli.main([*args, "--graphite", graphite.address, "--graphite-prefix", "clitest"]) == 0
+    assert "achieved" in capsys.readouterr().out
+    series = json.loads(out.read_text())["series"]
+    values = [v for _, v in _points(graphite, "clitest.request.rate", 2, since)]
+    assert values == [p["n"] for p in series]
+    assert sum(values) == 200

@@ -8,8 +8,12 @@
 
 Sides alternate round by round (surge, peer, surge, peer, ...), medians are
 compared; the generator is pinned to core 0 and the server to core 1 with
-``taskset``. vegeta is installed with ``go install`` when missing; a tool that
-cannot be had is skipped with a message saying why.
+``taskset``. On a shared machine other processes preempt whichever side runs and
+their pauses swamp sub-millisecond figures, so when it may (root, ``chrt``) the
+suite runs the server and BOTH generators under ``chrt -f 20`` (SCHED_FIFO;
+``--no-realtime`` turns it off); the setup line says which. vegeta is installed
+with ``go install`` when missing; a tool that cannot be had is skipped with a
+message saying why.
 
     python -m benchmarks.loadgen.run [--quick] [--rounds 3] [--duration 5]
 """
@@ -37,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 RESULTS = ROOT / "bench-results"
 CLIENT_CORE, SERVER_CORE = "0", "1"
+#: Prefix of every client and server command (["chrt", "-f", "20"] in realtime mode).
+RT: list[str] = []
 VEGETA = "github.com/tsenart/vegeta/v12@latest"
 
 NGINX_CONF = """\
@@ -83,7 +89,7 @@ def _wait(port: int, proc: subprocess.Popen) -> None:
 @contextmanager
 def _server(argv: list[str], port: int, cwd: Path) -> Iterator[None]:
     proc = subprocess.Popen(
-        ["taskset", "-c", SERVER_CORE, *argv],
+        [*RT, "taskset", "-c", SERVER_CORE, *argv],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -122,7 +128,7 @@ def surge_rate(url: str, rate: float, duration: float) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, "-m", "surge", "load", url, "--rate", f"{rate:g}"]
         argv += ["-d", f"{duration:g}", "--warmup", "1", "-q", "--json", out.name]
-        subprocess.run(["taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
+        subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
         data = json.loads(Path(out.name).read_text())
     lat, lag = data["latency_ms"], data["generator"]["schedule_lag_ms"] or {}
     return {
@@ -142,13 +148,13 @@ def vegeta_rate(vegeta: str, url: str, rate: float, duration: float) -> dict[str
         # The same 1 s warm-up as surge's --warmup, not recorded.
         warm = [vegeta, "attack", f"-rate={rate:g}", "-duration=1s"]
         subprocess.run(
-            ["taskset", "-c", CLIENT_CORE, *warm],
+            [*RT, "taskset", "-c", CLIENT_CORE, *warm],
             input=target.encode(),
             check=True,
             capture_output=True,
         )
         res = subprocess.run(
-            ["taskset", "-c", CLIENT_CORE, *attack],
+            [*RT, "taskset", "-c", CLIENT_CORE, *attack],
             input=target.encode(),
             check=True,
             capture_output=True,
@@ -171,7 +177,7 @@ def surge_capacity(url: str, duration: float) -> float:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, "-m", "surge", "load", url, "-c", "50", "-d", f"{duration:g}"]
         argv += ["--warmup", "1", "-q", "--json", out.name]
-        subprocess.run(["taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
+        subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
         data = json.loads(Path(out.name).read_text())
     return float(data["achieved_rate"])
 
@@ -179,7 +185,7 @@ def surge_capacity(url: str, duration: float) -> float:
 def wrk_capacity(url: str, duration: float) -> float:
     argv = ["wrk", "-t1", "-c50", f"-d{duration:g}s", url]
     out = subprocess.run(
-        ["taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True, text=True
+        [*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True, text=True
     ).stdout
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if not m:
@@ -273,7 +279,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--duration", type=float, help="seconds per round (default 10, quick 3)")
     ap.add_argument("--rates", default="500,5000", help="open-model rates (default 500,5000)")
     ap.add_argument("--only", default="accuracy,capacity", help="accuracy, capacity or both")
+    ap.add_argument("--no-realtime", action="store_true", help="no chrt -f for either side")
     args = ap.parse_args(argv)
+    realtime = not args.no_realtime and os.geteuid() == 0 and shutil.which("chrt") is not None
+    RT[:] = ["chrt", "-f", "20"] if realtime else []
     rounds = max(3, args.rounds or 3)
     duration = args.duration or (3.0 if args.quick else 10.0)
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
@@ -296,7 +305,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{rounds} alternating rounds of {duration:g} s (+1 s warm-up) per side; accuracy on "
         "one `surge serve` worker (routes / and /slow/10) at "
         f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta; capacity: closed model, 50 "
-        "connections vs wrk -t1 -c50 on nginx (1 worker)",
+        "connections vs wrk -t1 -c50 on nginx (1 worker); "
+        + (
+            "server and both generators under chrt -f 20 (SCHED_FIFO)"
+            if realtime
+            else "normal priority"
+        ),
     ]
     return {"markdown": md, "setup_lines": setup}
 

@@ -30,7 +30,7 @@ use mio::{Events, Interest, Poll, Token};
 use surge_proto::http1::client::{Expect, ResponseEvent, ResponseLimits, ResponseParser};
 
 use super::stats::{Final, Kind, Recorder, Tick};
-use super::timer::{now_ns, tighten_timer_slack, TimerFd, SPIN_NS};
+use super::timer::{now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS};
 
 /// How often requests and connection attempts are checked against their timeouts.
 const SWEEP_NS: u64 = 10_000_000;
@@ -126,10 +126,11 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
     let mut events = Events::with_capacity(1024);
     let mut ticks = Vec::new();
     // Sleep until the run begins (several processes start together).
+    let mut margin = Margin::new();
     while now_ns() < begin {
-        timer.arm_at(begin.saturating_sub(SPIN_NS));
+        timer.arm_at(begin.saturating_sub(MAX_SPIN_NS));
         let wait = begin.saturating_sub(now_ns());
-        let t = if wait > SPIN_NS {
+        let t = if wait > MAX_SPIN_NS {
             None
         } else {
             Some(Duration::ZERO)
@@ -191,7 +192,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
             }
         }
         lp.flush();
-        // Sleep until the next thing to do; spin the last SPIN_NS before a due time.
+        // Sleep until the next thing to do; poll the last margin before a due time.
         let mut wake = next_sweep.min(if lp.stopping { drain_end } else { end });
         if let Some(at) = lp.rec.next_tick_at() {
             wake = wake.min(at);
@@ -203,10 +204,11 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
             wake = wake.min(due);
         }
         let left = wake.saturating_sub(now_ns());
-        let timeout = if left <= SPIN_NS {
+        let spin = margin.spin_ns();
+        let timeout = if left <= spin {
             Some(Duration::ZERO)
         } else {
-            timer.arm_at(wake - SPIN_NS);
+            timer.arm_at(wake - spin);
             None
         };
         match lp.poll.poll(&mut events, timeout) {
@@ -217,6 +219,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
         let now = now_ns();
         for ev in events.iter() {
             if ev.token() == TIMER {
+                margin.woke(timer.target(), now);
                 timer.clear();
                 continue;
             }

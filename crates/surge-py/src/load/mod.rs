@@ -73,7 +73,9 @@ impl HttpLoad {
             }
         }
         if connections == 0 || pipeline == 0 {
-            return Err(PyValueError::new_err("connections and pipeline must be >= 1"));
+            return Err(PyValueError::new_err(
+                "connections and pipeline must be >= 1",
+            ));
         }
         if request.is_empty() {
             return Err(PyValueError::new_err("the request is empty"));

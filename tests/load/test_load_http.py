@@ -213,13 +213,15 @@ def test_native_schedule_counts_and_histogram_sanity(surge_server) -> None:
 
 
 def test_latency_is_never_below_the_server_delay(surge_server) -> None:
-    """Timed from the due time: a 10 ms handler gives no latency under 10 ms, and
+    """Timed from the due time: a 10 ms handler gives no latency under its delay, and
     the open model issues at its rate although each reply takes 10 ms."""
     r = surge.load.run(surge_server.url("/slow/10"), rate=300, duration=1.0)
     assert r.errors == {}
     assert r.replies == 300
-    assert r.histogram.get_min_value() >= 10_000  # microseconds
-    assert r.latency["p50"] >= 10
+    # uvloop counts its timers in whole milliseconds from the loop's cached clock,
+    # so the handler's 10 ms sleep may end up to 1 ms early; never more.
+    assert r.histogram.get_min_value() >= 9_000  # microseconds
+    assert r.latency["p50"] >= 9
 
 
 def test_head_requests_have_no_body(surge_server) -> None:

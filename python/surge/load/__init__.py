@@ -9,6 +9,10 @@ earlier ones were answered, each timed from its due time (no coordinated
 omission). Closed model (no rate): ``connections`` connections each keep
 ``pipeline`` requests in flight. Latencies go into HDR histograms (merged across
 ``procs`` worker processes), so memory stays fixed however long a run lasts.
+
+HTTP targets run in a native loop (`surge._core.HttpLoad`, see `surge.load.http`);
+Tarantool, Redis and PostgreSQL targets on asyncio through surge's drivers
+(`surge.load.driver`). Targets register their URL schemes (`surge.load.target`).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class HttpTarget(Target):
     ) -> dict[str, Any]:
         config = self.config
         host, port, request = build_request(config)
-        ip = await _resolve(host, port)
+        ip = await _resolve(host, port, min(config.connect_timeout, 1.0))
         default = DEFAULT_OPEN_CONNECTIONS if config.open_model else DEFAULT_CLOSED_CONNECTIONS
         if ready is not None:
             start_wall = await ready()
@@ -144,14 +144,27 @@ class HttpTarget(Target):
         }
 
 
-async def _resolve(host: str, port: int) -> str:
-    """The first IP address of `host`, as the native loop takes it."""
+async def _resolve(host: str, port: int, timeout: float) -> str:
+    """The IP address of `host` to load: the first of its addresses that accepts a
+    connection (``localhost`` may list ::1 first for a server on 127.0.0.1 only),
+    else the first (the run then counts the connect errors)."""
+    loop = asyncio.get_running_loop()
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(
+        infos = await loop.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
         )
     except socket.gaierror as exc:
         raise LoadError(f"cannot resolve {host!r}: {exc}") from None
-    if not infos:
+    ips = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not ips:
         raise LoadError(f"cannot resolve {host!r}")
-    return str(infos[0][4][0])
+    if len(ips) == 1:
+        return ips[0]
+    for ip in ips:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(ip, port), timeout)
+        except (OSError, TimeoutError):
+            continue
+        writer.close()
+        return ip
+    return ips[0]

@@ -3,6 +3,9 @@
 * accuracy: ``surge load`` and vegeta (exact percentiles, open model) at 500 and
   5000 req/s on a fast route (``/``, about 0.2 ms) and a 10 ms route of one surge
   worker; p50/p90/p99 of each and their ratio, plus surge's own schedule lag;
+* round trip: closed model, ONE connection (one request at a time: no schedule,
+  so nothing but the client's own cost between the two), ``surge load -c 1``
+  against ``wrk -t1 -c1 --latency`` on the fast route: p50/p90/p99;
 * capacity: one ``surge load`` process (closed model, 50 connections) against
   ``wrk -t1 -c50`` on the same nginx (one worker): requests per second.
 
@@ -193,6 +196,60 @@ def wrk_capacity(url: str, duration: float) -> float:
     return float(m.group(1))
 
 
+_WRK_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def wrk_latency(url: str, duration: float) -> dict[str, float]:
+    argv = ["wrk", "-t1", "-c1", f"-d{duration:g}s", "--latency", url]
+    out = subprocess.run(
+        [*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True, text=True
+    ).stdout
+    got = {}
+    for p in ("50", "90", "99"):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if not m:
+            raise RuntimeError(f"no {p}% in wrk's output:\n{out}")
+        got[f"p{p}"] = float(m.group(1)) * _WRK_UNITS[m.group(2)]
+    return got
+
+
+def surge_latency(url: str, duration: float) -> dict[str, float]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [sys.executable, "-m", "surge", "load", url, "-c", "1", "-d", f"{duration:g}"]
+        argv += ["--warmup", "1", "-q", "--json", out.name]
+        subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
+        lat = json.loads(Path(out.name).read_text())["latency_ms"]
+    return {k: lat[k] for k in ("p50", "p90", "p99")}
+
+
+def round_trip(rounds: int, duration: float) -> tuple[str, dict[str, Any]]:
+    if not shutil.which("wrk"):
+        return "round trip: skipped, wrk is not installed (make system-deps)\n", {}
+    port = _port()
+    argv = [sys.executable, "-m", "surge", "serve", "app:app", "--port", str(port)]
+    sides: dict[str, list[dict[str, float]]] = {"surge": [], "wrk": []}
+    with _server(argv, port, HERE):
+        url = f"http://127.0.0.1:{port}/"
+        for i in range(rounds):
+            _log(f"round trip round {i + 1}/{rounds}")
+            sides["surge"].append(surge_latency(url, duration))
+            sides["wrk"].append(wrk_latency(url, duration))
+    med = {side: {p: _med(rows, p) for p in ("p50", "p90", "p99")} for side, rows in sides.items()}
+    ratio = " / ".join(
+        f"{(med['surge'][p] or 0) / med['wrk'][p]:.2f}" if med["wrk"][p] else "-"
+        for p in ("p50", "p90", "p99")
+    )
+    md = (
+        "| closed model, 1 connection, route / | p50 ms | p90 ms | p99 ms |\n|---|---:|---:|---:|\n"
+        + "".join(
+            f"| {side} | {m['p50']} | {m['p90']} | {m['p99']} |\n"
+            for side, m in (("surge load -c 1", med["surge"]), ("wrk -t1 -c1", med["wrk"]))
+        )
+        + f"\nsurge / wrk at p50 / p90 / p99: {ratio}\n"
+    )
+    return md, {"sides": sides, "median": med}
+
+
 def _med(rows: list[dict[str, Any]], key: str) -> float | None:
     vals = [r[key] for r in rows if r.get(key) is not None]
     return round(statistics.median(vals), 3) if vals else None
@@ -278,7 +335,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rounds", type=int, help="rounds per side (default 3)")
     ap.add_argument("--duration", type=float, help="seconds per round (default 10, quick 3)")
     ap.add_argument("--rates", default="500,5000", help="open-model rates (default 500,5000)")
-    ap.add_argument("--only", default="accuracy,capacity", help="accuracy, capacity or both")
+    ap.add_argument(
+        "--only", default="accuracy,rtt,capacity", help="any of accuracy, rtt, capacity"
+    )
     ap.add_argument("--no-realtime", action="store_true", help="no chrt -f for either side")
     args = ap.parse_args(argv)
     realtime = not args.no_realtime and os.geteuid() == 0 and shutil.which("chrt") is not None
@@ -292,6 +351,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         md, rows = accuracy(rounds, duration, rates)
         parts += ["Latency (ms) from `surge load` and vegeta, same server, alternating:\n", md]
         data["accuracy"] = rows
+    if "rtt" in args.only:
+        md, rtt = round_trip(rounds, duration)
+        parts += ["Round trip, one request at a time (surge load vs wrk --latency):\n", md]
+        data["round_trip"] = rtt
     if "capacity" in args.only:
         md, cap = capacity(rounds, duration)
         parts += ["Capacity against nginx:\n", md]
@@ -304,7 +367,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"load generator: client on core {CLIENT_CORE}, server on core {SERVER_CORE}; "
         f"{rounds} alternating rounds of {duration:g} s (+1 s warm-up) per side; accuracy on "
         "one `surge serve` worker (routes / and /slow/10) at "
-        f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta; capacity: closed model, 50 "
+        f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta; round trip: -c 1 vs wrk -t1 -c1 "
+        "--latency; capacity: closed model, 50 "
         "connections vs wrk -t1 -c50 on nginx (1 worker); "
         + (
             "server and both generators under chrt -f 20 (SCHED_FIFO)"

@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 mod http;
+mod load;
 mod postgres;
 mod pydatetime;
 mod redis;
@@ -93,5 +94,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(tarantool::msgpack_packb, m)?)?;
     m.add_function(wrap_pyfunction!(tarantool::msgpack_unpackb, m)?)?;
+
+    // Load generator.
+    m.add_class::<load::HttpLoad>()?;
     Ok(())
 }

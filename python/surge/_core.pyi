@@ -61,6 +61,7 @@ class Request:
     headers: Headers
     cookies: dict[str, str]
     host: str
+    scheme: str
     content_type: str | None
     content_length: int | None
     path_params: dict[str, Any]
@@ -118,6 +119,23 @@ class Response:
         samesite: str | None = "lax",
     ) -> None: ...
 
+class AccessLog:
+    """One line per response (gunicorn's atoms or JSON), written by a thread of its own."""
+
+    dropped: int
+    def __init__(
+        self, fd: int, format: str | None = None, json: bool = False, buffer: int = 1048576
+    ) -> None: ...
+    def log_rendered(self, request: Request, data: bytes) -> None: ...
+    def log(self, request: Request, status: int, sent: int, head: bytes | None = None) -> None: ...
+    def close(self) -> None: ...
+
+class ProxyTrust:
+    """Peers trusted to report the client (``--forwarded-allow-ips``)."""
+
+    def __init__(self, allow: str) -> None: ...
+    def trusts(self, host: str) -> bool: ...
+
 class ParseError:
     status: int
     message: str
@@ -142,6 +160,9 @@ class HttpConnection:
         max_headers: int | None = None,
         max_head: int | None = None,
         max_body: int | None = None,
+        access_log: AccessLog | None = None,
+        proxy: ProxyTrust | None = None,
+        scheme: str = "http",
     ) -> None: ...
     def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
     def take_rest(self) -> bytes: ...

@@ -30,7 +30,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from surge._core import HttpConnection, ParseError, Request, encode_response_head
+from surge._core import AccessLog, HttpConnection, ParseError, Request, encode_response_head
 
 from .errors import ClientDisconnected, HTTPException
 from .response import FileResponse, Response, StreamingResponse, WriterResponse
@@ -168,6 +168,7 @@ class HttpProtocol(asyncio.Protocol):
         "_transport",
         "_unsent",
         "_writer_busy",
+        "access_log",
         "dispatcher_data",
     )
 
@@ -202,6 +203,10 @@ class HttpProtocol(asyncio.Protocol):
         self._lost: asyncio.Future[None] | None = None
         #: What a dispatcher keeps per connection (the ASGI scope's constant part).
         self.dispatcher_data: Any = None
+        #: The server's access log, or None: responses the native side encodes
+        #: are logged there natively; the rest by whoever completes them (`_flush`,
+        #: `_write_body`, the ASGI and WSGI cycles) with `AccessLog.log`.
+        self.access_log: AccessLog | None = server.access_log
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -228,6 +233,9 @@ class HttpProtocol(asyncio.Protocol):
             max_headers=limits.max_headers,
             max_head=limits.max_head,
             max_body=limits.max_body,
+            access_log=self.access_log,
+            proxy=self._server.proxy_trust,
+            scheme="https" if transport.get_extra_info("sslcontext") is not None else "http",
         )
         self._server.connection_opened(self)
 
@@ -784,6 +792,8 @@ class HttpProtocol(asyncio.Protocol):
                 break
             parts.append(slot.data)  # type: ignore[arg-type]
             size += len(slot.data)  # type: ignore[arg-type]
+            if self.access_log is not None and slot.request is not None:
+                self.access_log.log_rendered(slot.request, slot.data)  # type: ignore[arg-type]
             if slot.close:
                 close = True
                 self._drop_queue()
@@ -841,11 +851,11 @@ class HttpProtocol(asyncio.Protocol):
         keep_alive = req.keep_alive
         try:
             if isinstance(slot.body, FileResponse):
-                keep_alive = await self._send_file(slot.body, keep_alive, http10, head_only)
+                keep_alive = await self._send_file(slot.body, keep_alive, http10, head_only, req)
             elif isinstance(slot.body, WriterResponse):
                 keep_alive = await slot.body.write(self)
             else:
-                keep_alive = await self._send_stream(slot.body, keep_alive, http10, head_only)
+                keep_alive = await self._send_stream(slot.body, keep_alive, http10, head_only, req)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -871,15 +881,21 @@ class HttpProtocol(asyncio.Protocol):
             raise ConnectionResetError("client went away")
 
     async def _send_stream(
-        self, body: StreamingResponse, keep_alive: bool, http10: bool, head_only: bool
+        self,
+        body: StreamingResponse,
+        keep_alive: bool,
+        http10: bool,
+        head_only: bool,
+        req: Request,
     ) -> bool:
         write = self._transport.write
-        write(
-            encode_response_head(
-                body.status, body.headers, body.content_type, None, keep_alive, http10
-            )
+        head = encode_response_head(
+            body.status, body.headers, body.content_type, None, keep_alive, http10
         )
+        write(head)
         if head_only:
+            if self.access_log is not None:
+                self.access_log.log(req, body.status, 0, head)
             return keep_alive and not http10
         iterator = body.iterator
         if hasattr(iterator, "__aiter__"):
@@ -893,36 +909,44 @@ class HttpProtocol(asyncio.Protocol):
                 for c in iterator:  # type: ignore[union-attr]
                     yield c
 
+        sent = 0
         async for chunk in chunks():
             if isinstance(chunk, str):
                 chunk = chunk.encode()
             if not chunk:
                 continue
+            sent += len(chunk)
             if http10:
                 write(chunk)
             else:
                 write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
             await self._wait_writable()
+        if self.access_log is not None:
+            self.access_log.log(req, body.status, sent, head)
         if http10:
             return False
         write(b"0\r\n\r\n")
         return keep_alive
 
     async def _send_file(
-        self, body: FileResponse, keep_alive: bool, http10: bool, head_only: bool
+        self, body: FileResponse, keep_alive: bool, http10: bool, head_only: bool, req: Request
     ) -> bool:
         try:
             f = open(body.path, "rb")  # noqa: SIM115 - closed below, after sendfile
         except (FileNotFoundError, IsADirectoryError):
-            self._transport.write(self._conn.render_error(404, "Not Found"))
+            data = self._conn.render_error(404, "Not Found")
+            self._transport.write(data)
+            if self.access_log is not None:
+                self.access_log.log_rendered(req, data)
             return False
         with f:
             size = os.fstat(f.fileno()).st_size
-            self._transport.write(
-                encode_response_head(
-                    body.status, body.headers, body.content_type, size, keep_alive, http10
-                )
+            head = encode_response_head(
+                body.status, body.headers, body.content_type, size, keep_alive, http10
             )
+            self._transport.write(head)
+            if self.access_log is not None:
+                self.access_log.log(req, body.status, 0 if head_only else size, head)
             if not head_only and size:
                 try:
                     await self._loop.sendfile(self._transport, f, 0, size, fallback=True)

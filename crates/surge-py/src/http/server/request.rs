@@ -62,6 +62,15 @@ pub struct Request {
     pub eof: bool,
     #[pyo3(get, set, name = "_stream")]
     pub stream: Option<PyObject>,
+    /// When the head was parsed; only read while an access log is on.
+    pub started: Option<std::time::Instant>,
+    /// "http" or "https": the connection's, or what a trusted proxy reported.
+    pub scheme: &'static str,
+    /// The host a trusted proxy reported (`Forwarded: host=`, `X-Forwarded-Host`).
+    pub forwarded_host: Option<String>,
+    /// A trusted proxy reported the client or the scheme: the ASGI scope and
+    /// the WSGI environ take them from this request, not from the connection.
+    pub proxied: bool,
     // Caches.
     method_obj: Option<Py<PyString>>,
     path_obj: Option<Py<PyString>>,
@@ -87,6 +96,10 @@ impl Request {
             chunk_bytes: 0,
             eof: false,
             stream: None,
+            started: None,
+            scheme: "http",
+            forwarded_host: None,
+            proxied: false,
             method_obj: None,
             path_obj: None,
             body_obj: None,
@@ -224,11 +237,21 @@ impl Request {
         Ok(c)
     }
 
-    /// The host the client asked for: the authority of an absolute-form target
+    /// "http" or "https" (with `--proxy-headers`, as a trusted proxy reports it).
+    #[getter]
+    fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    /// The host the client asked for: with `--proxy-headers`, the one a trusted
+    /// proxy reports; else the authority of an absolute-form target
     /// (RFC 9112 3.2.2: it overrides the Host header), else the Host header
     /// ("" when absent).
     #[getter]
     fn host(&self) -> String {
+        if let Some(h) = &self.forwarded_host {
+            return h.clone();
+        }
         self.head
             .authority()
             .or_else(|| self.head.header(b"host"))
@@ -343,6 +366,12 @@ impl Request {
         state: &Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let scope = base.copy()?;
+        if self.proxied {
+            if let Some(c) = &self.client {
+                scope.set_item(intern!(py, "client"), c.clone_ref(py))?;
+            }
+            scope.set_item(intern!(py, "scheme"), self.scheme)?;
+        }
         let asgi = PyDict::new(py);
         asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
         asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
@@ -443,6 +472,17 @@ impl Request {
                     env.set_item(key_obj, joined)?;
                 }
                 None => env.set_item(key_obj, latin1(py, value))?,
+            }
+        }
+        if self.proxied {
+            env.set_item(intern!(py, "wsgi.url_scheme"), self.scheme)?;
+            if let Some(c) = &self.client {
+                let c = c.bind(py);
+                env.set_item(intern!(py, "REMOTE_ADDR"), c.get_item(0)?.str()?)?;
+                env.set_item(intern!(py, "REMOTE_PORT"), c.get_item(1)?.str()?)?;
+            }
+            if let Some(h) = &self.forwarded_host {
+                env.set_item(intern!(py, "HTTP_HOST"), h)?;
             }
         }
         Ok(env)

@@ -26,7 +26,7 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 use surge_proto::http1::common::Version;
 use surge_proto::http1::server::RequestHead;
 
-use super::request::Request;
+use super::request::{percent_decode_bytes, Request};
 
 /// Bytes of formatted lines kept while the writer thread catches up; past it
 /// lines are dropped (and counted).
@@ -152,11 +152,15 @@ struct State {
     /// The writer was told there is something to write and has not taken it yet.
     woken: bool,
     closed: bool,
+    /// The writer thread has exited.
+    finished: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// Signalled by the writer thread as it exits.
+    done: Condvar,
 }
 
 /// The per-second time stamp, formatted by Python's `time.strftime` (local
@@ -179,7 +183,14 @@ pub struct AccessLog {
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
-fn writer_loop(shared: Arc<Shared>, mut file: File) {
+fn writer_loop(shared: Arc<Shared>, file: File) {
+    write_batches(&shared, file);
+    let mut s = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    s.finished = true;
+    shared.done.notify_all();
+}
+
+fn write_batches(shared: &Shared, mut file: File) {
     let mut out = Vec::new();
     loop {
         {
@@ -394,7 +405,8 @@ impl AccessLog {
                     out.extend_from_slice(protocol(head));
                 }
                 Atom::Method => escape_into(out, head.method()),
-                Atom::Path => escape_into(out, head.path()),
+                // Decoded, as gunicorn logs PATH_INFO; escaped like every atom.
+                Atom::Path => escape_into(out, &percent_decode_bytes(head.path())),
                 Atom::Query => escape_into(out, head.query()),
                 Atom::Protocol => out.extend_from_slice(protocol(head)),
                 Atom::Status => push_int(out, e.status),
@@ -487,8 +499,10 @@ impl AccessLog {
                 dropped: 0,
                 woken: false,
                 closed: false,
+                finished: false,
             }),
             wake: Condvar::new(),
+            done: Condvar::new(),
         });
         let file = File::from(owned);
         let thread_shared = Arc::clone(&shared);
@@ -551,18 +565,37 @@ impl AccessLog {
             .dropped
     }
 
-    /// Writes what is buffered and stops the writer thread; later lines are dropped.
-    fn close(&self, py: Python<'_>) {
+    /// Writes what is buffered and stops the writer thread, waiting at most
+    /// `timeout` seconds for it (a sink that stays stalled must not keep a
+    /// worker from exiting); later lines are dropped. True if all was written.
+    #[pyo3(signature = (timeout=2.0))]
+    fn close(&self, py: Python<'_>, timeout: f64) -> bool {
         {
             let mut s = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
             s.closed = true;
         }
         self.shared.wake.notify_one();
         let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = handle {
-            py.allow_threads(|| {
+        let wait = Duration::from_secs_f64(if timeout.is_finite() {
+            timeout.clamp(0.0, 3600.0)
+        } else {
+            3600.0
+        });
+        let shared = Arc::clone(&self.shared);
+        let finished = py.allow_threads(move || {
+            let s = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (s, _) = shared
+                .done
+                .wait_timeout_while(s, wait, |s| !s.finished)
+                .unwrap_or_else(|e| e.into_inner());
+            s.finished
+        });
+        if finished {
+            if let Some(h) = handle {
                 let _ = h.join();
-            });
+            }
         }
+        // Else the thread stays blocked in its write, detached.
+        finished
     }
 }

@@ -512,7 +512,7 @@ impl Request {
 
 /// `%XX` escapes decoded to bytes (a malformed escape stays as sent), for
 /// PATH_INFO, which holds the path's bytes whatever their encoding.
-fn percent_decode_bytes(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn percent_decode_bytes(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     fn hex(c: u8) -> Option<u8> {
         (c as char).to_digit(16).map(|d| d as u8)
     }

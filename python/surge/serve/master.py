@@ -25,7 +25,14 @@ The listening sockets belong to the master: one ``SO_REUSEPORT`` socket per
 worker slot, made once and inherited by every worker forked into the slot. A
 worker that exits closes only its copy, so connections the kernel queued on
 the socket wait for the slot's next worker instead of being reset, and a
-restart, rolling or not, refuses or drops no connection.
+restart, rolling or not, refuses or drops no connection. With ``--uds`` or
+``--fd`` all slots share the one socket.
+
+A worker that served its ``--limit-max-requests`` writes its pid to the
+retire pipe, and one whose resident memory passes ``--workers-max-rss`` is
+found by the master's poll; either is replaced like on SIGHUP, successor
+first. The master also makes the directory through which `/metrics` sums the
+workers (`surge.stats.multiprocess`) and folds an exited worker's counters in.
 """
 
 from __future__ import annotations
@@ -36,12 +43,16 @@ import json
 import logging
 import os
 import selectors
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from surge.stats import multiprocess
 
 from .errors import AppLoadError, StartupError
 from .listeners import inherited, listen, listen_unix, remove_unix
@@ -120,6 +131,24 @@ class Master:
     # lifecycle
 
     def run(self) -> None:
+        metrics_dir = self._share_metrics()
+        try:
+            self._run()
+        finally:
+            if metrics_dir is not None:
+                os.environ.pop(multiprocess.ENV, None)
+                shutil.rmtree(metrics_dir, ignore_errors=True)
+
+    def _share_metrics(self) -> str | None:
+        """Makes the directory through which the workers' metrics are summed (see
+        `surge.stats.multiprocess`); None when the user named one (it is kept)."""
+        if os.environ.get(multiprocess.ENV):
+            return None
+        path = tempfile.mkdtemp(prefix="surge-metrics-")
+        os.environ[multiprocess.ENV] = path  # inherited by every worker
+        return path
+
+    def _run(self) -> None:
         if self.cfg.uds is not None:
             self.shared_sock = listen_unix(self.cfg.uds, self.cfg.backlog, self.cfg.uds_mode)
         elif self.cfg.fd is not None:
@@ -430,6 +459,7 @@ class Master:
             self._on_exit(pid, status)
 
     def _on_exit(self, pid: int, status: int) -> None:
+        multiprocess.mark_process_dead(pid)
         self._retire_predecessor(pid)
         if self.retiring.pop(pid, None) is not None:
             return

@@ -261,6 +261,9 @@ async def _serve_app(
     else:
         where = cfg.where
     log.info("%s %d serving on %s", role, os.getpid(), where)
+    from surge.stats import start_publishing
+
+    publisher = start_publishing()  # under a master: /metrics sums the workers
     if on_ready is not None:
         on_ready(loading_since)
     watch = _watch_requests(cfg, stop) if cfg.limit_max_requests is not None else None
@@ -273,6 +276,8 @@ async def _serve_app(
         log.warning("%s %d: shutdown did not finish in time, exiting", role, os.getpid())
     finally:
         sock.close()
+        if publisher is not None:
+            publisher.stop()
         if unix_path is not None:
             remove_unix(unix_path)
         if access_log is not None:

@@ -84,3 +84,19 @@ async def asgi(scope, receive, send):
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+native.add_metrics("/metrics")
+
+try:  # an app's own metrics, in prometheus_client's multiprocess mode under a master
+    from prometheus_client import Counter as _PromCounter
+
+    _app_hits = _PromCounter("ops_app_hits", "hits of /count")
+except ImportError:  # pragma: no cover - the test env has it
+    _app_hits = None
+
+
+@native.get("/count")
+def count(request):
+    _app_hits.inc()
+    return str(os.getpid())

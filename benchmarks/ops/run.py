@@ -6,6 +6,11 @@ Workloads (one worker; server pinned to core 1, ``wrk -t1 -c100`` to core 0):
                        default format) against no access log
 * ``access_log_json``  the same with ``--access-log-format json``
 * ``access_log_asgi``  a raw ASGI hello: access log on against off
+* ``metrics``          per-request cost of metrics: a handler counting with
+                       prometheus_client (a labelled counter and a histogram, in
+                       its multiprocess mode, as ``surge serve --workers N`` runs
+                       it) against surge's native counters (``app.add_metrics``);
+                       the first column is prometheus_client's
 
 Each workload's servers are started first and checked; the runs are then
 interleaved round by round (on, off, on, off...; the idle side paused with
@@ -31,7 +36,9 @@ APPS = "benchmarks.ops.apps"
 
 
 def workloads(log_dir: Path) -> dict[str, tuple[Server, Server]]:
-    """Workload -> (log on, log off)."""
+    """Workload -> (with the feature, without)."""
+    prom_dir = log_dir / "prometheus"
+    prom_dir.mkdir(exist_ok=True)
     serve = [str(SURGE), "serve"]
     on = ["--access-log", str(log_dir / "access.log")]
     json_on = [*on[:1], str(log_dir / "access.jsonl"), "--access-log-format", "json"]
@@ -87,9 +94,9 @@ def measure(pair: tuple[Server, Server], runs: int, seconds: int, log_dir: Path)
 
 def markdown(results: dict, runs: int, seconds: int) -> str:
     lines = [
-        f"#### Access log cost (req/s, median of {runs} interleaved {seconds} s rounds)",
+        f"#### Access log and metrics cost (req/s, median of {runs} interleaved {seconds} s runs)",
         "",
-        "| workload | log on | log off | on/off |",
+        "| workload | with | without | with/without |",
         "|---|---:|---:|---:|",
     ]
     for name, r in results.items():

@@ -138,15 +138,17 @@ def test_json_lines_for_every_kind_of_response(tmp_path: Path) -> None:
         for path in ("/", "/async", "/stream", "/nope"):
             status, body, _ = surge.get(path, {"User-Agent": "ua/2", "X-Request-Id": path})
             seen.append((path, status, len(body)))
+        surge.get("/", {"User-Agent": 'q"uo\\te\tx'})
         conn = surge.connection()
         conn.request("HEAD", "/")
         head = conn.getresponse()
         head.read()
         conn.close()
-        lines = wait_for_lines(log_path, 6)
+        lines = wait_for_lines(log_path, 7)
     finally:
         surge.stop()
     records = [json.loads(line) for line in lines[1:]]
+    assert records.pop(4)["user_agent"] == 'q"uo\\te\tx'  # escaped, and parses back
     assert [(r["target"], r["status"], r["bytes"]) for r in records[:4]] == seen
     assert seen[1][1] == 202 and seen[2][2] == 5 and seen[3][1] == 404
     assert (records[4]["method"], records[4]["status"], records[4]["bytes"]) == ("HEAD", 200, 0)
@@ -160,14 +162,17 @@ def test_json_lines_for_every_kind_of_response(tmp_path: Path) -> None:
 
 
 def test_asgi_apps_are_logged_in_the_default_format(tmp_path: Path) -> None:
+    """Also: what a client sends cannot break the quoting (escaped as nginx does)."""
     log_path = tmp_path / "access.log"
     surge = Proc.surge(tmp_path, "ops_app:asgi", "--access-log", str(log_path))
     try:
         surge.wait_ready("/")
         status, body, _ = surge.get("/x?y=1", {"Referer": "r", "User-Agent": "u a"})
-        lines = wait_for_lines(log_path, 2)
+        surge.get("/", {"User-Agent": 'evil" 200 0 "x\\'})
+        lines = wait_for_lines(log_path, 3)
     finally:
         surge.stop()
+    assert lines[2].endswith('"-" "evil\\x22 200 0 \\x22x\\x5c"'), lines[2]
     assert status == 200
     pattern = r'127\.0\.0\.1 - - \[[^\]]+\] "GET /x\?y=1 HTTP/1\.1" 200 (\d+) "r" "u a"'
     match = re.fullmatch(pattern, lines[1])

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -144,6 +144,8 @@ struct Entry<'a, 'py> {
     /// The encoded response head (status line to the empty line), when known.
     response_head: &'a [u8],
     elapsed: Duration,
+    /// When the response was complete (the line's time stamp).
+    now: Instant,
 }
 
 struct State {
@@ -166,8 +168,34 @@ struct Shared {
 /// The per-second time stamp, formatted by Python's `time.strftime` (local
 /// time with its offset, as gunicorn writes it).
 struct Clock {
+    /// The wall clock is derived from the monotonic reading each line takes
+    /// anyway (one clock read per line, not two), re-anchored every
+    /// `REANCHOR` so that a wall clock step shows within seconds.
+    anchor: Instant,
+    anchor_wall: Duration,
     second: u64,
     text: Vec<u8>,
+}
+
+const REANCHOR: Duration = Duration::from_secs(10);
+
+fn wall_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+}
+
+impl Clock {
+    fn wall_secs(&mut self, now: Instant) -> u64 {
+        match now.checked_duration_since(self.anchor) {
+            Some(d) if d < REANCHOR => (self.anchor_wall + d).as_secs(),
+            _ => {
+                self.anchor = Instant::now();
+                self.anchor_wall = wall_now();
+                self.anchor_wall.as_secs()
+            }
+        }
+    }
 }
 
 /// A running access log (see the module docstring). Made in each worker,
@@ -217,37 +245,51 @@ fn write_batches(shared: &Shared, mut file: File) {
     }
 }
 
-fn escape_into(out: &mut Vec<u8>, value: &[u8]) {
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == 0x7f || b == b'"' || b == b'\\'
+}
+
+fn escape_into(out: &mut Vec<u8>, mut value: &[u8]) {
     // Quotes, backslashes and control bytes are escaped as \xHH (as nginx
-    // does), so a client cannot forge a line or break the quoting.
-    for &b in value {
-        if b < 0x20 || b == 0x7f || b == b'"' || b == b'\\' {
-            out.extend_from_slice(b"\\x");
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 15) as usize]);
-        } else {
-            out.push(b);
-        }
+    // does), so a client cannot forge a line or break the quoting. Clean runs
+    // are copied whole: almost every value is one.
+    while let Some(i) = value.iter().position(|&b| needs_escape(b)) {
+        out.extend_from_slice(&value[..i]);
+        let b = value[i];
+        out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+        value = &value[i + 1..];
     }
+    out.extend_from_slice(value);
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 fn json_string(out: &mut Vec<u8>, value: &[u8]) {
+    // Invalid UTF-8 becomes U+FFFD (a log line must stay valid JSON); clean
+    // runs are copied whole.
+    let text = String::from_utf8_lossy(value);
+    let mut rest = text.as_bytes();
     out.push(b'"');
-    for ch in String::from_utf8_lossy(value).chars() {
-        match ch {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
-            }
-            c => {
-                let mut tmp = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
-            }
+    while let Some(i) = rest
+        .iter()
+        .position(|&b| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\')
+    {
+        out.extend_from_slice(&rest[..i]);
+        match rest[i] {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            c => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(c >> 4) as usize],
+                HEX[(c & 15) as usize],
+            ]),
         }
+        rest = &rest[i + 1..];
     }
+    out.extend_from_slice(rest);
     out.push(b'"');
 }
 
@@ -312,23 +354,42 @@ fn parse_response(data: &[u8]) -> (u16, u64, &[u8]) {
 }
 
 impl AccessLog {
-    fn host<'a>(client: Option<&'a Bound<'_, PyAny>>) -> Option<std::borrow::Cow<'a, str>> {
-        let client = client?;
-        let host = match client.downcast::<PyTuple>() {
-            Ok(t) => t.get_item(0).ok()?,
-            Err(_) => client.clone(),
+    /// Writes the client's host (the first item of its address) to `out`;
+    /// false when there is none (a Unix socket peer).
+    fn write_host(client: Option<&Bound<'_, PyAny>>, out: &mut Vec<u8>, json: bool) -> bool {
+        let Some(client) = client else {
+            return false;
         };
-        let host = host.downcast_into::<PyString>().ok()?;
-        let s = host.to_cow().ok()?.into_owned();
-        (!s.is_empty()).then_some(std::borrow::Cow::Owned(s))
+        let item;
+        let host = match client.downcast::<PyTuple>() {
+            Ok(t) => match t.get_item(0) {
+                Ok(h) => {
+                    item = h;
+                    &item
+                }
+                Err(_) => return false,
+            },
+            Err(_) => client,
+        };
+        let Ok(host) = host.downcast::<PyString>() else {
+            return false;
+        };
+        match host.to_str() {
+            Ok(h) if !h.is_empty() => {
+                if json {
+                    json_string(out, h.as_bytes());
+                } else {
+                    escape_into(out, h.as_bytes());
+                }
+                true
+            }
+            _ => false,
+        }
     }
 
-    fn time(&self, py: Python<'_>, out: &mut Vec<u8>) {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+    fn time(&self, py: Python<'_>, now: Instant, out: &mut Vec<u8>) {
         let mut clock = self.clock.lock().unwrap_or_else(|e| e.into_inner());
+        let secs = clock.wall_secs(now);
         if clock.second != secs || clock.text.is_empty() {
             let fmt = if self.json {
                 "%Y-%m-%dT%H:%M:%S%z"
@@ -354,10 +415,11 @@ impl AccessLog {
         let micros = e.elapsed.as_micros() as u64;
         if self.json {
             out.extend_from_slice(b"{\"time\":\"");
-            self.time(py, out);
+            self.time(py, e.now, out);
             out.extend_from_slice(b"\",\"client\":");
-            let host = Self::host(e.client);
-            json_opt(out, host.as_deref().map(str::as_bytes));
+            if !Self::write_host(e.client, out, true) {
+                out.extend_from_slice(b"null");
+            }
             out.extend_from_slice(b",\"user\":");
             json_opt(out, basic_user(head).as_deref());
             out.extend_from_slice(b",\"method\":");
@@ -391,12 +453,13 @@ impl AccessLog {
             match a {
                 Atom::Literal(l) => out.extend_from_slice(l),
                 Atom::RemoteAddr => {
-                    let host = Self::host(e.client);
-                    or_dash(out, host.as_deref().map(str::as_bytes));
+                    if !Self::write_host(e.client, out, false) {
+                        out.push(b'-');
+                    }
                 }
                 Atom::Dash => out.push(b'-'),
                 Atom::User => or_dash(out, basic_user(head).as_deref()),
-                Atom::Time => self.time(py, out),
+                Atom::Time => self.time(py, e.now, out),
                 Atom::RequestLine => {
                     escape_into(out, head.method());
                     out.push(b' ');
@@ -435,27 +498,29 @@ impl AccessLog {
         out.push(b'\n');
     }
 
-    fn append(&self, line: &[u8]) {
+    /// Formats the line straight into the shared buffer (no copy per line); a
+    /// line that does not fit is taken back out and counted as dropped.
+    fn record(&self, py: Python<'_>, e: &Entry<'_, '_>) {
         let mut s = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.closed || s.buf.len() + line.len() > self.capacity {
+        if s.closed {
             s.dropped += 1;
             return;
         }
-        s.buf.extend_from_slice(line);
+        let start = s.buf.len();
+        self.format_line(py, e, &mut s.buf);
+        if s.buf.len() > self.capacity {
+            s.buf.truncate(start);
+            s.dropped += 1;
+            return;
+        }
         if !s.woken {
             s.woken = true;
             self.shared.wake.notify_one();
         }
     }
 
-    fn record(&self, py: Python<'_>, e: &Entry<'_, '_>) {
-        let mut line = Vec::with_capacity(256);
-        self.format_line(py, e, &mut line);
-        self.append(&line);
-    }
-
     /// Logs a response the native side encoded (`data`: head and body).
-    pub fn log_encoded(&self, py: Python<'_>, request: &Request, data: &[u8]) {
+    pub fn log_encoded(&self, py: Python<'_>, request: &Request, data: &[u8], now: Instant) {
         let (status, sent, response_head) = parse_response(data);
         let client = request.client.as_ref().map(|c| c.bind(py));
         self.record(
@@ -466,7 +531,8 @@ impl AccessLog {
                 status,
                 sent,
                 response_head,
-                elapsed: request.started.map_or(Duration::ZERO, |t| t.elapsed()),
+                elapsed: request.started.map_or(Duration::ZERO, |t| now - t),
+                now,
             },
         );
     }
@@ -517,6 +583,8 @@ impl AccessLog {
             capacity: buffer,
             shared,
             clock: Mutex::new(Clock {
+                anchor: Instant::now(),
+                anchor_wall: wall_now(),
                 second: 0,
                 text: Vec::new(),
             }),
@@ -526,7 +594,7 @@ impl AccessLog {
 
     /// Logs a response rendered whole (`data`: the bytes written for it).
     fn log_rendered(&self, py: Python<'_>, request: &Bound<'_, Request>, data: &[u8]) {
-        self.log_encoded(py, &request.borrow(), data);
+        self.log_encoded(py, &request.borrow(), data, Instant::now());
     }
 
     /// Logs a streamed response: its `status`, the body bytes `sent` and, for
@@ -540,6 +608,7 @@ impl AccessLog {
         sent: u64,
         head: Option<&Bound<'_, PyBytes>>,
     ) {
+        let now = Instant::now();
         let r = request.borrow();
         let client = r.client.as_ref().map(|c| c.bind(py));
         self.record(
@@ -550,7 +619,8 @@ impl AccessLog {
                 status,
                 sent,
                 response_head: head.map_or(&[][..], |h| h.as_bytes()),
-                elapsed: r.started.map_or(Duration::ZERO, |t| t.elapsed()),
+                elapsed: r.started.map_or(Duration::ZERO, |t| now - t),
+                now,
             },
         );
     }

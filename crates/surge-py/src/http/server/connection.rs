@@ -101,6 +101,9 @@ pub struct HttpConnection {
     upgrade: bool,
     /// Every response the fast path encodes is logged here.
     access_log: Option<Py<AccessLog>>,
+    /// Responses encoded by this `feed` and not logged yet: the request and
+    /// the response's bytes in `out`.
+    to_log: Vec<(Py<Request>, usize, usize)>,
     /// The peer is a trusted proxy: requests' forwarding headers are read.
     proxy: Option<Py<ProxyTrust>>,
     scheme: &'static str,
@@ -181,9 +184,10 @@ impl HttpConnection {
                 let value = value.into_bound(py);
                 match encode_result(py, &value, reply, &mut self.out) {
                     Ok(true) => {
-                        if let Some(log) = &self.access_log {
-                            log.get()
-                                .log_encoded(py, &req.borrow(py), &self.out[start..]);
+                        if self.access_log.is_some() {
+                            // Logged at the end of `feed`, with one clock read
+                            // for the batch (see `log_batch`).
+                            self.to_log.push((req, start, self.out.len()));
                         }
                         return Ok(());
                     }
@@ -233,7 +237,8 @@ impl HttpConnection {
         };
         drop(router);
         if self.access_log.is_some() {
-            request.started = Some(Instant::now());
+            // When its bytes arrived (read once per `feed`, not per request).
+            request.started = Some(self.last_active);
         }
         request.scheme = self.scheme;
         if let Some(proxy) = &self.proxy {
@@ -307,7 +312,23 @@ impl HttpConnection {
         }
     }
 
+    /// Logs the responses this `feed` encoded, as they are about to be written:
+    /// one clock read stamps them all (a clock read is not free everywhere:
+    /// about 0.6 us in some sandboxes, against ~20 ns on bare Linux).
+    fn log_batch(&mut self, py: Python<'_>) {
+        if let Some(log) = &self.access_log {
+            let now = Instant::now();
+            for (req, start, end) in self.to_log.drain(..) {
+                log.get()
+                    .log_encoded(py, &req.borrow(py), &self.out[start..end], now);
+            }
+        }
+    }
+
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        if !self.to_log.is_empty() {
+            self.log_batch(py);
+        }
         if !self.out.is_empty() {
             let bytes = PyBytes::new(py, &self.out);
             self.out.clear();
@@ -398,6 +419,7 @@ impl HttpConnection {
             draining: false,
             upgrade: false,
             access_log,
+            to_log: Vec::new(),
             proxy,
             scheme: if scheme == "https" { "https" } else { "http" },
         }

@@ -14,7 +14,7 @@ help: ## list the targets
 $(VENV)/.deps: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "maturin>=1.5,<2" "orjson>=3.9" "uvloop>=0.19" "pytest>=8" "pytest-timeout>=2" "hypothesis>=6" "ruff>=0.5" "mypy>=1.10" "hdrhistogram>=0.10" "matplotlib>=3.7" "prometheus-client>=0.17" "trustme>=1.1" "starlette>=0.37" "fastapi>=0.110" "uvicorn>=0.29" "httptools>=0.6" "python-multipart>=0.0.9" "litestar>=2.8" "flask>=3" "django>=4.2" "gunicorn>=21" "redis>=5" "asyncpg>=0.29" "websockets>=12"
+	$(PIP) install -q "maturin>=1.5,<2" "orjson>=3.9" "uvloop>=0.19" "pytest>=8" "pytest-timeout>=2" "hypothesis>=6" "ruff>=0.5" "mypy>=1.10" "hdrhistogram>=0.10" "matplotlib>=3.7" "prometheus-client>=0.17" "trustme>=1.1" "starlette>=0.37" "fastapi>=0.110" "uvicorn>=0.29" "httptools>=0.6" "python-multipart>=0.0.9" "litestar>=2.8" "flask>=3" "django>=4.2" "gunicorn>=21" "redis>=5" "asyncpg>=0.29" "websockets>=12" "opentelemetry-sdk>=1.20"
 	touch $@
 
 build: $(VENV)/.deps ## release build of surge into .venv (the `surge` command lands on .venv/bin)

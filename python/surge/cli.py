@@ -195,6 +195,12 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="MIB",
         help="replace a worker whose resident memory exceeds MIB (checked every second)",
     )
+    ops.add_argument(
+        "--tracing",
+        action="store_true",
+        help="an OpenTelemetry span per request, child of the request's traceparent "
+        "(needs opentelemetry-api; spans go to the app's TracerProvider)",
+    )
     ws = serve.add_argument_group("WebSocket (uvicorn's option names; default: the app's limits)")
     ws.add_argument(
         "--ws-max-size",
@@ -305,6 +311,7 @@ def _serve(args: argparse.Namespace) -> int:
             limit_max_requests=args.limit_max_requests,
             limit_max_requests_jitter=args.limit_max_requests_jitter,
             workers_max_rss=args.workers_max_rss,
+            tracing=args.tracing,
         )
     except StartupError as exc:
         if exc.detail:

@@ -12,6 +12,7 @@ from surge._core import ProxyTrust
 from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
 
 from .access_log import check_access_log
+from .errors import StartupError
 from .listeners import DEFAULT_BACKLOG, DEFAULT_UDS_MODE, check_bindable, resolve
 from .loader import INTERFACES, import_string_of, importing_app, parse_import_string
 from .master import Master
@@ -53,6 +54,7 @@ def run(
     limit_max_requests: int | None = None,
     limit_max_requests_jitter: int = 0,
     workers_max_rss: int | None = None,
+    tracing: bool = False,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -93,6 +95,9 @@ def run(
     requests, give or take ``limit_max_requests_jitter``; ``workers_max_rss``
     (MiB) replaces one whose resident memory grows past it. Both need the master,
     which they start even with one worker.
+
+    ``tracing`` gives every request an OpenTelemetry span (`surge.tracing`; needs
+    the opentelemetry-api package).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -126,6 +131,11 @@ def run(
         ProxyTrust(forwarded_allow_ips)  # a malformed CIDR fails here, once
     if access_log is not None:
         check_access_log(access_log, access_log_format)
+    if tracing:
+        from surge.tracing import available
+
+        if not available():
+            raise StartupError("--tracing needs the opentelemetry-api package")
     if importing_app():
         raise RuntimeError(
             "run() was called while importing the app: "
@@ -166,6 +176,7 @@ def run(
         limit_max_requests=limit_max_requests,
         limit_max_requests_jitter=limit_max_requests_jitter,
         workers_max_rss=workers_max_rss,
+        tracing=tracing,
     )
     if workers == 1 and not reload and not cfg.needs_master:
         run_single(cfg)

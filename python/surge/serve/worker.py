@@ -117,6 +117,8 @@ class Config:
     workers_max_rss: int | None = None
     #: Under a master: where a worker writes its pid to ask to be replaced.
     retire_fd: int | None = None
+    #: ``--tracing``: an OpenTelemetry span per request (`surge.tracing`).
+    tracing: bool = False
 
     @property
     def where(self) -> str:
@@ -175,6 +177,10 @@ async def _serve(
     )
     if cfg.websocket:
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
+    if cfg.tracing:
+        from surge.tracing import instrument
+
+        app = instrument(app)
     lifespan = await _start_lifespan(app, cfg.lifespan)
     try:
         await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)

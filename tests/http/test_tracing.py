@@ -54,7 +54,7 @@ def test_a_call_between_two_services_is_one_trace(spans: InMemorySpanExporter) -
     leaf_app, front_app = App(), App()
 
     @leaf_app.get("/leaf")
-    def leaf(request: Any) -> str:
+    def leaf_handler(request: Any) -> str:
         return "leaf"
 
     async def run() -> None:

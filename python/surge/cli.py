@@ -165,6 +165,12 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="trusted proxies: comma-separated IPs and CIDRs, or '*' "
         "(default: $FORWARDED_ALLOW_IPS or 127.0.0.1)",
     )
+    ops.add_argument(
+        "--proxy-protocol",
+        action="store_true",
+        help="every connection opens with a PROXY protocol v1/v2 header (HAProxy's "
+        "send-proxy) from a peer in --forwarded-allow-ips; its client becomes the peer",
+    )
     ops.add_argument("--uds", metavar="PATH", help="listen on this Unix socket (removed at exit)")
     ops.add_argument(
         "--uds-mode",
@@ -277,7 +283,7 @@ def _serve(args: argparse.Namespace) -> int:
         # Checked here too, so a typo is a usage error rather than a traceback.
         if args.access_log:
             check_access_log(args.access_log, args.access_log_format)
-        if args.proxy_headers and args.forwarded_allow_ips:
+        if (args.proxy_headers or args.proxy_protocol) and args.forwarded_allow_ips:
             ProxyTrust(args.forwarded_allow_ips)
     except (ValueError, OSError) as exc:
         print(f"surge: error: {exc}", file=sys.stderr)
@@ -312,6 +318,7 @@ def _serve(args: argparse.Namespace) -> int:
             limit_max_requests_jitter=args.limit_max_requests_jitter,
             workers_max_rss=args.workers_max_rss,
             tracing=args.tracing,
+            proxy_protocol=args.proxy_protocol,
         )
     except StartupError as exc:
         if exc.detail:

@@ -55,6 +55,7 @@ def run(
     limit_max_requests_jitter: int = 0,
     workers_max_rss: int | None = None,
     tracing: bool = False,
+    proxy_protocol: bool = False,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -96,6 +97,8 @@ def run(
     (MiB) replaces one whose resident memory grows past it. Both need the master,
     which they start even with one worker.
 
+    ``proxy_protocol`` expects a PROXY v1/v2 header on every connection, from a
+    peer in ``forwarded_allow_ips`` (`surge.serve.proxy_protocol`).
     ``tracing`` gives every request an OpenTelemetry span (`surge.tracing`; needs
     the opentelemetry-api package).
     """
@@ -127,8 +130,10 @@ def run(
         raise ValueError(f"workers_max_rss must be >= 1 (MiB) or None, got {workers_max_rss}")
     if forwarded_allow_ips is None:
         forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", DEFAULT_FORWARDED_ALLOW_IPS)
-    if proxy_headers:
+    if proxy_headers or proxy_protocol:
         ProxyTrust(forwarded_allow_ips)  # a malformed CIDR fails here, once
+    if proxy_protocol and tls is not None and not tls.uses_rustls():
+        raise StartupError("--proxy-protocol needs --ssl-backend rustls (or plain HTTP)")
     if access_log is not None:
         check_access_log(access_log, access_log_format)
     if tracing:
@@ -177,6 +182,7 @@ def run(
         limit_max_requests_jitter=limit_max_requests_jitter,
         workers_max_rss=workers_max_rss,
         tracing=tracing,
+        proxy_protocol=proxy_protocol,
     )
     if workers == 1 and not reload and not cfg.needs_master:
         run_single(cfg)

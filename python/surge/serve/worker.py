@@ -119,6 +119,8 @@ class Config:
     retire_fd: int | None = None
     #: ``--tracing``: an OpenTelemetry span per request (`surge.tracing`).
     tracing: bool = False
+    #: ``--proxy-protocol``: every connection opens with a PROXY v1/v2 header.
+    proxy_protocol: bool = False
 
     @property
     def where(self) -> str:
@@ -245,7 +247,10 @@ async def _serve_app(
         keepalive_timeout=cfg.timeout_keep_alive,
         limit_concurrency=cfg.limit_concurrency,
         access_log=access_log,
-        proxy_trust=ProxyTrust(cfg.forwarded_allow_ips) if cfg.proxy_headers else None,
+        proxy_trust=ProxyTrust(cfg.forwarded_allow_ips)
+        if cfg.proxy_headers or cfg.proxy_protocol
+        else None,
+        proxy_protocol=cfg.proxy_protocol,
     )
     try:
         # Made in each worker (contexts do not cross a fork); checked once by `run`.

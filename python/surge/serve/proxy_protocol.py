@@ -22,7 +22,7 @@ import ipaddress
 import logging
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger("surge.http")
 
@@ -149,7 +149,8 @@ class ProxyProtocolReader(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
         peer = transport.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
         if not self._trusts(host):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,3 +82,23 @@ def test_every_worker_reports_the_whole_server(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert _metrics_dirs() <= dirs_before  # the master removed its directory
+
+
+def test_metrics_work_without_hdrhistogram() -> None:
+    """A base install has no hdrhistogram (the `load` extra brings it): counters,
+    gauges and /metrics work; only a histogram says what it needs."""
+    code = (
+        "import sys; sys.modules['hdrh'] = None; sys.modules['hdrh.histogram'] = None\n"
+        "from surge import stats\n"
+        "from surge.http import App\n"
+        "App().add_metrics('/metrics')\n"
+        "stats.counter('c_total', 'c').inc()\n"
+        "assert 'c_total 1' in stats.prometheus()\n"
+        "try:\n"
+        "    stats.histogram('h_seconds', 'h').observe(0.1)\n"
+        "except ImportError as exc:\n"
+        "    assert 'hdrhistogram' in str(exc)\n"
+        "else:\n"
+        "    raise AssertionError('no ImportError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)

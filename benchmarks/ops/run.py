@@ -60,6 +60,18 @@ def workloads(log_dir: Path) -> dict[str, tuple[Server, Server]]:
                 "surge ASGI, access log off", [*serve, f"{APPS}:raw_asgi", "--interface", "asgi"]
             ),
         ),
+        "metrics": (
+            Server(
+                "prometheus_client counting",
+                [
+                    "env",
+                    f"PROMETHEUS_MULTIPROC_DIR={prom_dir}",
+                    *serve,
+                    f"{APPS}:prometheus_client_metrics",
+                ],
+            ),
+            Server("surge native counters", [*serve, f"{APPS}:native_metrics"]),
+        ),
     }
 
 

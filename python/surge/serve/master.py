@@ -354,9 +354,10 @@ class Master:
             while chunk := os.read(self.retire_r, 4096):
                 data += chunk
         for line in data.split():
-            slot = self.by_pid.get(int(line))
+            pid = int(line) if line.isdigit() else 0
+            slot = self.by_pid.get(pid)
             if slot is not None and not self.stopping:
-                log.info("master %d: replacing worker %s (request limit)", os.getpid(), int(line))
+                log.info("master %d: replacing worker %d (request limit)", os.getpid(), pid)
                 self._replace(slot)
 
     def _check_rss(self, limit_mib: int) -> None:

@@ -12,6 +12,12 @@ Workloads (one worker; server pinned to core 1, ``wrk -t1 -c100`` to core 0):
                        it) against surge's native counters (``app.add_metrics``);
                        the first column is prometheus_client's
 
+And in-process, without sockets (``cpu``): the CPU time per request of the
+native fast path fed 100 pipelined requests per read and 1 per read, with the
+access log off, in gunicorn's format and in JSON (to /dev/null), and with a
+handler counting the prometheus_client way (multiprocess mode) against none;
+interleaved rounds, medians. These are steadier than wrk on a shared machine.
+
 Each workload's servers are started first and checked; the runs are then
 interleaved round by round (on, off, on, off...; the idle side paused with
 SIGSTOP), and each figure is the median over ``--runs`` rounds. The ratio is
@@ -24,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks.http.run import pause
@@ -104,6 +112,46 @@ def measure(pair: tuple[Server, Server], runs: int, seconds: int, log_dir: Path)
     }
 
 
+def _per_request_us(router: object, log: object, per_read: int, reads: int) -> float:
+    from surge._core import HttpConnection
+
+    batch = b"GET / HTTP/1.1\r\nHost: example.com\r\nUser-Agent: wrk/4.2\r\n\r\n" * per_read
+    sink: list[bytes] = []
+    conn = HttpConnection(router, sink.append, ("127.0.0.1", 40000), access_log=log)
+    t0 = time.perf_counter()
+    for _ in range(reads):
+        if conn.feed(batch) is not None:
+            raise RuntimeError("the hello request left the fast path")
+        sink.clear()
+    return (time.perf_counter() - t0) / (per_read * reads) * 1e6
+
+
+def cpu_costs(rounds: int, log_dir: Path) -> dict[str, dict[str, float]]:
+    """Median microseconds per request of each variant (see the module docstring)."""
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(log_dir / "prometheus"))
+    from surge._core import AccessLog
+
+    from benchmarks.ops import apps
+
+    sink = os.open(os.devnull, os.O_WRONLY)
+    router = apps.hello.freeze().router
+    variants = {
+        "log off": (router, None),
+        "log, gunicorn format": (router, AccessLog(sink)),
+        "log, json": (router, AccessLog(sink, None, True)),
+        "prometheus_client counting": (apps.prometheus_client_metrics.freeze().router, None),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for per_read, reads in ((100, 200), (1, 20000)):
+        runs: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(rounds):
+            for name, (r, log) in variants.items():
+                runs[name].append(_per_request_us(r, log, per_read, reads))
+        out[f"{per_read} per read"] = {k: statistics.median(v) for k, v in runs.items()}
+    os.close(sink)
+    return out
+
+
 def markdown(results: dict, runs: int, seconds: int) -> str:
     lines = [
         f"#### Access log and metrics cost (req/s, median of {runs} interleaved {seconds} s runs)",
@@ -111,6 +159,7 @@ def markdown(results: dict, runs: int, seconds: int) -> str:
         "| workload | with | without | with/without |",
         "|---|---:|---:|---:|",
     ]
+    cpu = results.pop("cpu", None)
     for name, r in results.items():
         if "error" in r:
             lines.append(f"| {name} | - | - | {r['error']} |")
@@ -118,6 +167,17 @@ def markdown(results: dict, runs: int, seconds: int) -> str:
         lines.append(
             f"| {name} | {r['on']['median']:,.0f} | {r['off']['median']:,.0f} | {r['ratio']:.2f}x |"
         )
+    if cpu:
+        variants = list(next(iter(cpu.values())))
+        lines += [
+            "",
+            "#### CPU per request on the native fast path, in-process (us, median)",
+            "",
+            "| requests per read | " + " | ".join(variants) + " |",
+            "|---|" + "---:|" * len(variants),
+        ]
+        for mode, figures in cpu.items():
+            lines.append(f"| {mode} | " + " | ".join(f"{figures[v]:.2f}" for v in variants) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -133,9 +193,12 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="surge-bench-ops-") as tmp:
         log_dir = Path(tmp)
         chosen = workloads(log_dir)
-        wanted = [w for w in args.workloads.split(",") if w] or list(chosen)
+        wanted = [w for w in args.workloads.split(",") if w] or [*chosen, "cpu"]
         for name in wanted:
-            results[name] = measure(chosen[name], runs, seconds, log_dir)
+            if name == "cpu":
+                results[name] = cpu_costs(5 if args.quick else 11, log_dir)
+            else:
+                results[name] = measure(chosen[name], runs, seconds, log_dir)
             print(f"{name}: {json.dumps(results[name])}", file=sys.stderr)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "ops.json").write_text(json.dumps(results, indent=2))

@@ -43,7 +43,9 @@ HEADERS: list[list[tuple[str, str]]] = [
 
 
 async def _asgi_echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    body = json.dumps({"client": scope["client"], "scheme": scope["scheme"]}).encode()
+    body = json.dumps(
+        {"client": scope["client"], "scheme": scope["scheme"], "server": scope["server"]}
+    ).encode()
     headers = [(b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -187,14 +189,22 @@ def test_forwarded_and_x_forwarded_host(
     async def run() -> None:
         native = await _serve(_native(), trust)
         wsgi = await _serve(WsgiApp(_wsgi_echo), trust)
+        asgi = await _serve(AsgiApp(_asgi_echo), trust)
         try:
             answer, _ = await _ask(native[1], headers)
             assert (answer["client"][0], answer["scheme"], answer["host"]) == expected
             answer, _ = await _ask(wsgi[1], headers)
             assert (answer["client"][0], answer["scheme"], answer["host"]) == expected
+            answer, _ = await _ask(asgi[1], headers)
+            assert (answer["client"][0], answer["scheme"]) == expected[:2]
+            if expected[2] != "backend:8000":  # the proxy reported the host
+                port = 443 if expected[1] == "https" else 80
+                assert answer["server"] == [expected[2], port]
+            else:  # the listening socket, as uvicorn reports it
+                assert answer["server"][0] == "127.0.0.1"
         finally:
-            await native[0].shutdown(1.0)
-            await wsgi[0].shutdown(1.0)
+            for server, _ in (native, wsgi, asgi):
+                await server.shutdown(1.0)
 
     asyncio.run(run())
 

@@ -119,7 +119,7 @@ def test_end_to_end(allow: str, header: bytes, client: list[Any] | None) -> None
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(8)
-        server = Server(_app(), proxy_trust=ProxyTrust(allow), proxy_protocol=True)
+        server = Server(_app(), proxy_protocol=ProxyTrust(allow))
         await server.serve(sock)
         try:
             return await _exchange(sock.getsockname()[1], header + REQUEST)
@@ -134,3 +134,21 @@ def test_end_to_end(allow: str, header: bytes, client: list[Any] | None) -> None
     assert head.startswith(b"HTTP/1.1 200"), answer
     got = json.loads(body)["client"]
     assert got[: len(client)] == client
+
+
+def test_the_proxy_protocol_alone_does_not_believe_forwarding_headers() -> None:
+    async def run() -> bytes:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        server = Server(_app(), proxy_protocol=ProxyTrust("127.0.0.1"))
+        await server.serve(sock)
+        header = b"PROXY TCP4 203.0.113.7 10.0.0.1 40000 80\r\n"
+        request = REQUEST.replace(b"Host: x\r\n", b"Host: x\r\nX-Forwarded-For: 6.6.6.6\r\n")
+        try:
+            return await _exchange(sock.getsockname()[1], header + request)
+        finally:
+            await server.shutdown(1.0)
+
+    body = asyncio.run(run()).partition(b"\r\n\r\n")[2]
+    assert json.loads(body)["client"] == ["203.0.113.7", 40000]

@@ -49,9 +49,9 @@ class Server:
     With ``access_log``, every response is logged there (closed by the caller).
     With ``proxy_trust``, a connection from a trusted peer takes each request's
     client, scheme and host from its forwarding headers (`surge._core.ProxyTrust`).
-    With ``proxy_protocol``, each connection must open with a PROXY v1/v2 header
-    from a peer ``proxy_trust`` trusts (default: 127.0.0.1), whose source address
-    becomes the connection's peer.
+    With ``proxy_protocol`` (the peers trusted to send it), each connection must
+    open with a PROXY v1/v2 header from one of them, whose source address becomes
+    the connection's peer.
     """
 
     def __init__(
@@ -63,14 +63,15 @@ class Server:
         limit_concurrency: int | None = None,
         access_log: AccessLog | None = None,
         proxy_trust: ProxyTrust | None = None,
-        proxy_protocol: bool = False,
+        proxy_protocol: ProxyTrust | None = None,
     ) -> None:
         self.app = app
         #: Where every connection logs its responses (see `surge.serve.access_log`).
         self.access_log = access_log
         #: Peers whose forwarding headers are believed (``--proxy-headers``).
         self.proxy_trust = proxy_trust
-        #: Every connection starts with a PROXY protocol header (`surge.serve.proxy_protocol`).
+        #: Peers that open every connection with a PROXY protocol header
+        #: (`surge.serve.proxy_protocol`); None: no PROXY protocol.
         self.proxy_protocol = proxy_protocol
         if debug:
             app.debug = True
@@ -122,12 +123,12 @@ class Server:
             def factory() -> asyncio.Protocol:
                 return HttpProtocol(self)
 
-        if self.proxy_protocol:
+        if self.proxy_protocol is not None:
             if ssl is not None:
                 raise ValueError("the PROXY protocol needs the rustls TLS backend or plain HTTP")
             from surge.serve.proxy_protocol import ProxyProtocolReader
 
-            trust = self.proxy_trust or ProxyTrust("127.0.0.1")
+            trust = self.proxy_protocol
             inner = factory
 
             def factory() -> asyncio.Protocol:

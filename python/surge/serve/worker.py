@@ -247,10 +247,8 @@ async def _serve_app(
         keepalive_timeout=cfg.timeout_keep_alive,
         limit_concurrency=cfg.limit_concurrency,
         access_log=access_log,
-        proxy_trust=ProxyTrust(cfg.forwarded_allow_ips)
-        if cfg.proxy_headers or cfg.proxy_protocol
-        else None,
-        proxy_protocol=cfg.proxy_protocol,
+        proxy_trust=ProxyTrust(cfg.forwarded_allow_ips) if cfg.proxy_headers else None,
+        proxy_protocol=ProxyTrust(cfg.forwarded_allow_ips) if cfg.proxy_protocol else None,
     )
     try:
         # Made in each worker (contexts do not cross a fork); checked once by `run`.
@@ -262,6 +260,8 @@ async def _serve_app(
             await server.serve(sock, backlog=cfg.backlog, ssl=ssl_ctx)
     except BaseException:
         sock.close()
+        if unix_path is not None:
+            remove_unix(unix_path)
         if access_log is not None:
             access_log.close()
         raise

@@ -372,6 +372,21 @@ impl Request {
             }
             scope.set_item(intern!(py, "scheme"), self.scheme)?;
         }
+        if let Some(host) = &self.forwarded_host {
+            // The server the client addressed, as the proxy reports it.
+            let default_port = if self.scheme == "https" { 443 } else { 80 };
+            let (name, port) = match host.rsplit_once(':') {
+                Some((n, p)) if !n.ends_with(']') || host.starts_with('[') => {
+                    match p.parse::<u16>() {
+                        Ok(p) => (n, p),
+                        Err(_) => (host.as_str(), default_port),
+                    }
+                }
+                _ => (host.as_str(), default_port),
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            scope.set_item(intern!(py, "server"), (name, port))?;
+        }
         let asgi = PyDict::new(py);
         asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
         asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;

@@ -67,6 +67,7 @@ class Request:
     headers: Headers
     cookies: dict[str, str]
     host: str
+    scheme: str
     content_type: str | None
     content_length: int | None
     path_params: dict[str, Any]
@@ -137,6 +138,25 @@ class Response:
     ) -> None: ...
 
 @final
+@final
+class AccessLog:
+    """One line per response (gunicorn's atoms or JSON), written by a thread of its own."""
+
+    dropped: int
+    def __new__(
+        cls, fd: int, format: str | None = None, json: bool = False, buffer: int = 1048576
+    ) -> Self: ...
+    def log_rendered(self, request: Request, data: bytes) -> None: ...
+    def log(self, request: Request, status: int, sent: int, head: bytes | None = None) -> None: ...
+    def close(self, timeout: float = 2.0) -> bool: ...
+
+@final
+class ProxyTrust:
+    """Peers trusted to report the client (``--forwarded-allow-ips``)."""
+
+    def __new__(cls, allow: str) -> Self: ...
+    def trusts(self, host: str) -> bool: ...
+
 class ParseError:
     status: int
     message: str
@@ -162,6 +182,9 @@ class HttpConnection:
         max_headers: int | None = None,
         max_head: int | None = None,
         max_body: int | None = None,
+        access_log: AccessLog | None = None,
+        proxy: ProxyTrust | None = None,
+        scheme: str = "http",
     ) -> Self: ...
     def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
     def take_rest(self) -> bytes: ...

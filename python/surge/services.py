@@ -1002,7 +1002,11 @@ def graphite(**kwargs) -> contextlib.AbstractContextManager[Service]:
     return running("graphite", **kwargs)
 
 
-STARTERS = {"tarantool": start_tarantool, "redis": start_redis, "postgres": start_postgres}
+STARTERS: dict[str, Callable[..., Service]] = {
+    "tarantool": start_tarantool,
+    "redis": start_redis,
+    "postgres": start_postgres,
+}
 STARTERS["redis-cluster"] = start_redis_cluster
 STARTERS["redis-sentinel"] = start_redis_sentinel
 STARTERS["graphite"] = start_graphite

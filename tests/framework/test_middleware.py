@@ -416,8 +416,10 @@ def test_router_prefix_names_and_url_for():
         app.url_for("user", id="x")
     with pytest.raises(ValueError, match="prefix"):
         app.include_router(api, prefix="api/")
-    with pytest.raises(ValueError, match="name 'search' is used"):
-        app.add_route("/other", search)
+    app.add_route("/other", search)  # a default name repeats: the first path keeps it
+    assert app.url_for("search", term="x") == "/search/x"
+    with pytest.raises(ValueError, match="name 'file' is used"):
+        app.add_route("/other-files", files, name="file")
 
     with TestClient(app) as client:
         assert client.get(app.url_for("user", id=7)).json() == {"id": 7}

@@ -51,6 +51,8 @@ def start(args: list[str], env: dict[str, str], out: Path) -> tuple[subprocess.P
     """The server on a free port; another port if the first was taken meanwhile
     (a busy machine's outgoing connections share the ephemeral range)."""
     for _ in range(4):
+        # A try that could not bind may have run its hooks: start the log afresh.
+        Path(env["HOOKS_LOG"]).unlink(missing_ok=True)
         port = free_port()
         with open(out, "wb") as sink:
             proc = subprocess.Popen(

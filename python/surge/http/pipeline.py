@@ -46,6 +46,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .errors import ClientDisconnected, HTTPException
+from .protocol import _Resumed
 from .response import FileResponse, Response, StreamingResponse, WriterResponse
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class Pipeline:
             awaited = ctx.run(coro.send, None)  # type: ignore[attr-defined]
         except StopIteration as stop:
             return stop.value
-        return _Resumed(ctx, coro, awaited)
+        return _Resumed(_InContext(ctx, coro), awaited)
 
     async def endpoint_async(self, request: Request, **_params: Any) -> Any:
         """The handler of an `async def` route: the connection runs it in a task, as
@@ -305,30 +306,18 @@ def _unrouted_error(rid: int, allowed: Any) -> HTTPException:
     return HTTPException(404)
 
 
-class _Resumed:
-    """The rest of a chain whose first step ran inline, in its own context: the
-    object it suspended on is handed to the awaiting task unchanged, as
-    ``await coro`` would have, and each later step runs in the same context."""
+class _InContext:
+    """A coroutine whose every step runs in `ctx` (for the connection's `_Resumed`,
+    which drives the rest of a chain whose first step ran inline)."""
 
-    __slots__ = ("_awaited", "_coro", "_ctx")
+    __slots__ = ("_coro", "_ctx")
 
-    def __init__(self, ctx: contextvars.Context, coro: Any, awaited: Any) -> None:
+    def __init__(self, ctx: contextvars.Context, coro: Any) -> None:
         self._ctx = ctx
         self._coro = coro
-        self._awaited = awaited
 
-    def __await__(self) -> Any:
-        ctx, coro, awaited = self._ctx, self._coro, self._awaited
-        while True:
-            try:
-                value = yield awaited
-            except BaseException as exc:
-                try:
-                    awaited = ctx.run(coro.throw, exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    awaited = ctx.run(coro.send, value)
-                except StopIteration as stop:
-                    return stop.value
+    def send(self, value: Any) -> Any:
+        return self._ctx.run(self._coro.send, value)
+
+    def throw(self, exc: BaseException) -> Any:
+        return self._ctx.run(self._coro.throw, exc)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import gzip
+import inspect
 import logging
 
 import pytest
@@ -635,3 +636,58 @@ def test_hook_middleware_keeps_the_order_among_dispatch_ones():
         order.clear()
         r = client.get("/fail-h1")
         assert r.status_code == 409 and r.headers.get_list("x-seen") == ["h2", "d3", "h4"]
+
+
+def test_router_hooks_apply_to_its_routes_only():
+    calls: list[str] = []
+    outer = Router()
+    inner = Router()
+
+    @outer.before_request
+    def outer_before(request):
+        calls.append("outer before")
+
+    @inner.before_request
+    async def inner_before(request):
+        calls.append("inner before")
+        if request.headers.get("x-deny"):
+            return Response("denied by inner", 403)
+
+    @inner.after_request
+    def inner_after(request, response):
+        calls.append("inner after")
+        response.add_header("X-Inner", "1")
+
+    @inner.get("/plain")
+    def plain(request):
+        calls.append("handler")
+        return "plain"
+
+    inner_plain = inner.routes[-1].handler
+    assert inspect.iscoroutinefunction(inner_plain)  # an async hook makes it async
+
+    sync_only = Router()
+    sync_only.after_request(lambda request, response: response.add_header("X-Sync", "1"))
+    sync_only.get("/fast")(lambda request: "fast")
+    assert not inspect.iscoroutinefunction(sync_only.routes[-1].handler)  # stays inline
+
+    outer.include_router(inner, prefix="/in")
+    app = App()
+    app.include_router(outer, prefix="/out")
+    app.include_router(sync_only)
+
+    @app.get("/elsewhere")
+    def elsewhere(request):
+        return "no router hooks here"
+
+    with TestClient(app) as client:
+        r = client.get("/out/in/plain")
+        assert (r.text, r.headers["x-inner"]) == ("plain", "1")
+        assert calls == ["outer before", "inner before", "handler", "inner after"]
+        calls.clear()
+        r = client.get("/out/in/plain", headers={"X-Deny": "1"})
+        assert (r.status_code, r.text) == (403, "denied by inner")
+        assert calls == ["outer before", "inner before", "inner after"]
+        calls.clear()
+        assert client.get("/elsewhere").text == "no router hooks here" and calls == []
+        assert client.get("/fast").headers["x-sync"] == "1"

@@ -691,3 +691,63 @@ def test_router_hooks_apply_to_its_routes_only():
         calls.clear()
         assert client.get("/elsewhere").text == "no router hooks here" and calls == []
         assert client.get("/fast").headers["x-sync"] == "1"
+
+
+def test_only_hook_middleware_runs_plain_and_recovers_from_errors():
+    from surge.http.middleware import HookMiddleware
+
+    order: list[str] = []
+
+    class Hooks(HookMiddleware):
+        def __init__(self, app, tag):
+            self.tag = tag
+
+        def process_request(self, request):
+            order.append(f"{self.tag} in")
+            if request.path == f"/answer-{self.tag}":
+                return Response(f"answered by {self.tag}")
+            if request.path == f"/fail-in-{self.tag}":
+                raise HTTPException(409)
+            return None
+
+        def process_response(self, request, response):
+            order.append(f"{self.tag} out")
+            if request.path == f"/fail-out-{self.tag}":
+                raise KeyError(self.tag)
+            response.add_header("X-Seen", self.tag)
+            return response
+
+    app = App()
+    for tag in ("a", "b", "c"):  # c is the outermost
+        app.add_middleware(Hooks, tag=tag)
+
+    @app.errorhandler(KeyError)
+    async def key_error(request, exc):  # async: the rest is awaited
+        await asyncio.sleep(0)
+        return Response(f"key error {exc}", 500)
+
+    @app.route("/{name}")
+    def handler(request, name):
+        order.append("handler")
+        if name == "boom":
+            raise KeyError("handler")
+        if name == "later":
+            return asyncio.sleep(0, result="awaited result")
+        return name
+
+    full = ["c in", "b in", "a in", "handler", "a out", "b out", "c out"]
+    cases = [
+        ("/ok", 200, "ok", ["a", "b", "c"], full),
+        ("/answer-b", 200, "answered by b", ["c"], ["c in", "b in", "c out"]),
+        ("/fail-in-b", 409, "Conflict", ["c"], ["c in", "b in", "c out"]),
+        ("/boom", 500, "key error 'handler'", ["a", "b", "c"], full),
+        ("/fail-out-b", 500, "key error 'b'", ["c"], full),
+        ("/later", 200, "awaited result", ["a", "b", "c"], full),
+    ]
+    with TestClient(app) as client:
+        for path, status, text, seen, expected in cases:
+            order.clear()
+            r = client.get(path)
+            assert (r.status_code, r.text) == (status, text), path
+            assert r.headers.get_list("x-seen") == seen, path
+            assert order == expected, path

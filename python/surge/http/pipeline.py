@@ -125,13 +125,30 @@ class Pipeline:
         if hooked:
             call = partial(self._hooked, tuple(reversed(hooked)), call)
         self._outer = call
+        #: When every middleware is of the process_request/response kind and no
+        #: hook is registered, a plain handler's request runs with no coroutine
+        #: at all (`_plain_chain`); these are the middleware, outermost first.
+        self._all_hooked: tuple[Any, ...] | None = None
+        if hooked and len(hooked) == len(middleware) and not (self._before or self._after):
+            self._all_hooked = tuple(reversed(hooked))
 
     # The connection's side -----------------------------------------------------------
 
     def endpoint(self, request: Request, **_params: Any) -> Any:
         """The handler of every route: the response, or an awaitable of it."""
         ctx = contextvars.copy_context()
-        coro = self._outer(request)
+        if self._all_hooked is not None:
+            rid = request._route
+            if rid < self._routed:
+                route = self.routes[rid]
+                if not route.threaded:
+                    result = ctx.run(self._plain_chain, request, route)
+                    if type(result) is not _Recovering:
+                        return result
+                    return self._drive(ctx, result.coro)
+        return self._drive(ctx, self._outer(request))
+
+    def _drive(self, ctx: contextvars.Context, coro: Any) -> Any:
         if _EAGER_TASKS:  # pragma: no cover - Python 3.12+
             task: asyncio.Task[Any] = asyncio.Task(coro, context=ctx, eager_start=True)  # type: ignore[call-arg,arg-type]
             return task.result() if task.done() else task
@@ -151,6 +168,88 @@ class Pipeline:
         return self.endpoint(request)
 
     # Layers -------------------------------------------------------------------------
+
+    def _plain_chain(self, request: Request, route: Route) -> Any:
+        """Only process_request/response middleware around a plain handler: the
+        same order and error handling as `_hooked`, as plain calls. What needs
+        awaiting (an error handler, an awaitable result) goes on in `_recover`."""
+        group = self._all_hooked
+        assert group is not None
+        entered = 0
+        try:
+            for mw in group:
+                response = mw.process_request(request)
+                if response is not None:
+                    break
+                entered += 1
+            else:
+                result = route.handler(request, **request.path_params)
+                cls = type(result)
+                if cls is str or cls is bytes or cls is dict or cls is list:
+                    response = Response(result)
+                elif isinstance(result, _RESPONSES):
+                    response = result
+                elif inspect.isawaitable(result):
+                    return _Recovering(self._recover(request, entered, awaiting=result))
+                else:
+                    response = to_response(result)
+        except ClientDisconnected:
+            raise
+        except Exception as exc:
+            return _Recovering(self._recover(request, entered, error=exc))
+        while entered:
+            entered -= 1
+            mw = group[entered]
+            try:
+                new = mw.process_response(request, response)
+                if not isinstance(new, _RESPONSES):
+                    raise TypeError(
+                        f"{type(mw).__qualname__}.process_response returned "
+                        f"{type(new).__name__}, not a response"
+                    )
+                response = new
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                return _Recovering(self._recover(request, entered, error=exc))
+        return response
+
+    async def _recover(
+        self,
+        request: Request,
+        entered: int,
+        error: Exception | None = None,
+        awaiting: Any = None,
+    ) -> Any:
+        """`_plain_chain` from where it stopped: the error's response (or the
+        awaited result) goes out through the middleware entered before it."""
+        group = self._all_hooked
+        assert group is not None
+        if error is not None:
+            response = await self._error(request, error)
+        else:
+            try:
+                response = to_response(await awaiting)
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                response = await self._error(request, exc)
+        while entered:
+            entered -= 1
+            mw = group[entered]
+            try:
+                new = mw.process_response(request, response)
+                if not isinstance(new, _RESPONSES):
+                    raise TypeError(
+                        f"{type(mw).__qualname__}.process_response returned "
+                        f"{type(new).__name__}, not a response"
+                    )
+                response = new
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                response = await self._error(request, exc)
+        return response
 
     async def _layer(self, mw: Dispatch, call_next: CallNext, request: Request) -> Any:
         try:
@@ -304,6 +403,15 @@ def _unrouted_error(rid: int, allowed: Any) -> HTTPException:
         methods = set(allowed) | ({"HEAD"} if "GET" in allowed else set())
         return HTTPException(405, headers={"Allow": ", ".join(sorted(methods))})
     return HTTPException(404)
+
+
+class _Recovering:
+    """What `_plain_chain` returns when the rest must be awaited: `coro`."""
+
+    __slots__ = ("coro",)
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
 
 
 class _InContext:

@@ -751,3 +751,23 @@ def test_only_hook_middleware_runs_plain_and_recovers_from_errors():
             assert (r.status_code, r.text) == (status, text), path
             assert r.headers.get_list("x-seen") == seen, path
             assert order == expected, path
+
+
+def test_head_and_options_of_the_root_through_middleware():
+    # "/" shares its static entry with the catch-all route that brings 404/405
+    # through the middleware: HEAD must still reach the GET route.
+    app = App()
+    tagging(app, "mw", [])
+
+    @app.get("/")
+    def index(request):
+        return "hello root"
+
+    with TestClient(app) as client:
+        get, head = client.get("/"), client.head("/")
+        assert (head.status_code, head.content, head.headers["x-seen"]) == (200, b"", "mw")
+        assert head.headers["content-length"] == get.headers["content-length"] == "10"
+        options = client.options("/")
+        assert (options.status_code, options.headers["allow"]) == (204, "GET, HEAD, OPTIONS")
+        post = client.post("/")
+        assert (post.status_code, post.headers["allow"]) == (405, "GET, HEAD, OPTIONS")

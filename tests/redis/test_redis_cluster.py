@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis.asyncio.cluster as rpc
 import surge.redis
+import trustme
 from surge import services
 from surge.errors import ConnectionLostError
 from surge.redis.cluster import (
@@ -482,3 +483,42 @@ def test_services_cluster_and_context_manager(cluster):
     members = services.group_members(cluster)
     assert len(members) == 6 and all(m.is_running() for m in members)
     assert cluster.kind == "redis-cluster" and cluster.url.startswith("redis://")
+
+
+def test_cluster_over_tls(tmp_path):
+    """A cluster whose nodes speak TLS (to clients and to each other): rediss:// and
+    redis-py's ssl keywords reach every master over TLS, on the TLS ports CLUSTER
+    SHARDS names; the same answers as redis-py's RedisCluster with the same options."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    files = [str(tmp_path / n) for n in ("ca.pem", "node.pem", "node.key")]
+    ca.cert_pem.write_to_path(files[0])
+    cert.cert_chain_pems[0].write_to_path(files[1])
+    cert.private_key_pem.write_to_path(files[2])
+    tls = services.RedisTls(cert_file=files[1], key_file=files[2], ca_file=files[0])
+
+    async def main(svc: services.Service) -> None:
+        url = f"{svc.extra['tls_url']}?ssl_ca_certs={files[0]}"
+        ours = RedisCluster.from_url(url)
+        theirs = rpc.RedisCluster.from_url(url)
+        try:
+            keys = [f"t{i}" for i in range(30)]
+            await asyncio.gather(*(ours.set(k, k) for k in keys))
+            assert await asyncio.gather(*(theirs.get(k) for k in keys)) == [
+                k.encode() for k in keys
+            ]
+            masters = ours.get_primaries()
+            assert len(masters) == 3
+            assert {m.port for m in masters} <= set(svc.extra["tls_ports"])
+            assert all(m.redis_connection.engine.tls_active for m in masters)
+            kw = RedisCluster(
+                host="127.0.0.1", port=svc.extra["tls_ports"][1], ssl=True, ssl_ca_certs=files[0]
+            )
+            assert await kw.mget_nonatomic(keys) == [k.encode() for k in keys]
+            await kw.close()
+        finally:
+            await ours.close()
+            await theirs.aclose()
+
+    with services.redis_cluster(replicas=0, tls=tls) as svc:
+        runner("uvloop", 30.0)(main(svc))

@@ -453,6 +453,11 @@ def test_killed_master_is_followed():
                 except asyncio.CancelledError:
                     return
 
+        # Subscribers on the victim: a shard channel of its slots and a plain channel.
+        ps = rc.pubsub(ignore_subscribe_messages=True)
+        await ps.ssubscribe("{v}shard")
+        await ps.subscribe("{v}news")
+        assert ps._plain is not None and ps._plain._client.port == victim.port
         tasks = [asyncio.ensure_future(writer()) for _ in range(200)]
         await asyncio.sleep(0.3)
         killed_at = time.monotonic()
@@ -473,6 +478,18 @@ def test_killed_master_is_followed():
         values = await asyncio.gather(*(rc.hget(k, "f") for k in ok))
         assert set(values) <= {b"1"} and len(values) == len(ok)
         assert followed < 20
+        # The subscriptions moved to the promoted replica: new messages arrive.
+        got: set = set()
+        t = time.monotonic()
+        while len(got) < 2:
+            assert time.monotonic() - t < 20, f"subscriptions not moved: {got}"
+            await rc.spublish("{v}shard", "after")
+            await rc.publish("{v}news", "after")
+            m = await ps.get_message(timeout=0.5)
+            if m is not None and m["data"] == b"after":
+                got.add(m["type"])
+        assert got == {"message", "smessage"}
+        await ps.close()
         await rc.close()
 
     with services.redis_cluster() as svc:

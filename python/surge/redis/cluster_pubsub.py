@@ -4,12 +4,20 @@ hears every PUBLISH), SSUBSCRIBE on the node that owns each shard channel's slot
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
+from surge.errors import ConnectError, ConnectionLostError
 from surge.redis.client import Redis
-from surge.redis.cluster import _text, key_slot
+from surge.redis.cluster import (
+    RETRY_DELAY_MAX,
+    RETRY_DELAY_MIN,
+    RedisClusterException,
+    _text,
+    key_slot,
+)
 from surge.redis.commands import flatten_names
 from surge.redis.pubsub import PubSub
 
@@ -147,18 +155,19 @@ class ClusterPubSub:
     async def get_message(
         self, ignore_subscribe_messages: bool = False, timeout: float | None = 0.0
     ) -> dict[str, Any] | None:
-        """The next message from any node, or None after ``timeout`` seconds."""
-        subs = self._subs()
-        for s in subs:
-            msg = await s.get_message(ignore_subscribe_messages, timeout=0.0)
-            if msg is not None:
-                return msg
-        if not subs or timeout == 0.0:
-            return None
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """The next message from any node, or None after ``timeout`` seconds. A
+        subscriber whose node went away has its subscriptions moved to the nodes
+        the cluster names now (messages published meanwhile are lost, as with any
+        pub/sub reconnect)."""
+        deadline = None if timeout is None else time.monotonic() + (timeout or 0.0)
         while True:
+            subs = self._subs()
+            for s in subs:
+                msg = await self._read(s, ignore_subscribe_messages)
+                if msg is not None:
+                    return msg
             left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            if not subs or (left is not None and left <= 0):
                 return None
             # Wait on every subscriber's queue at once; the first message wins.
             waits = [asyncio.ensure_future(_queued(s, left)) for s in subs]
@@ -167,10 +176,61 @@ class ClusterPubSub:
             finally:
                 for w in waits:
                     w.cancel()
-            for s in subs:
-                msg = await s.get_message(ignore_subscribe_messages, timeout=0.0)
-                if msg is not None:
-                    return msg
+
+    async def _read(self, sub: PubSub, ignore: bool) -> dict[str, Any] | None:
+        try:
+            return await sub.get_message(ignore, timeout=0.0)
+        except (ConnectionLostError, ConnectError):
+            await self._move(sub)
+            return None
+
+    async def _move(self, old: PubSub) -> None:
+        """``old``'s node is gone: subscribe its channels again where the map says
+        now (waiting, within the cluster's ``retry_timeout``, for a new owner)."""
+        c = self._cluster
+        gone = f"{old._client.host}:{old._client.port}"
+        channels, patterns = dict(old.channels), dict(old.patterns)
+        shard = dict(old.shard_channels) if isinstance(old, _ShardSubscriber) else {}
+        await old.close()
+        if old is self._plain:
+            self._plain = None
+        self._shards = {k: v for k, v in self._shards.items() if v is not old}
+        deadline = time.monotonic() + c.retry_timeout
+        delay = RETRY_DELAY_MIN
+        while True:
+            with contextlib.suppress(RedisClusterException):
+                await c._refresh_soon()
+            owners = {key_slot(ch): c._slots[key_slot(ch)] for ch in shard}
+            alive = [n for n in c.get_primaries() if n.name != gone]
+            if alive and all(o is not None and o.primary.name != gone for o in owners.values()):
+                break
+            if time.monotonic() >= deadline:
+                raise ConnectionLostError(f"{gone} is gone and no node took its subscriptions")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_DELAY_MAX)
+        if channels or patterns:
+            new = PubSub(alive[0].redis_connection, self.ignore_subscribe_messages)
+            new.channels.update(channels)
+            new.patterns.update(patterns)
+            await new._engine.connect()  # its handshake subscribes to them all
+            self._plain = new
+        by_node: dict[str, dict[Any, Any]] = {}
+        for ch, handler in shard.items():
+            shard_of = c._slots[key_slot(ch)]
+            assert shard_of is not None
+            by_node.setdefault(shard_of.primary.name, {})[ch] = handler
+        for name, group in by_node.items():
+            sub = self._shards.get(name)
+            if sub is None:
+                sub = self._shards[name] = _ShardSubscriber(
+                    c._nodes[name].redis_connection, self.ignore_subscribe_messages
+                )
+                sub.shard_channels.update(group)
+                await sub._engine.connect()  # its handshake subscribes to them all
+            else:
+                sub.shard_channels.update(group)
+                for g in _by_slot(group):
+                    await sub._send(len(g), "SSUBSCRIBE", *g)
 
     async def listen(self) -> AsyncIterator[dict[str, Any]]:
         """Every message, as long as something is subscribed."""

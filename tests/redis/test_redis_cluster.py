@@ -301,6 +301,40 @@ def test_pubsub_and_sharded_pubsub(cluster, arun):
     arun(main())
 
 
+def test_shard_subscription_follows_its_slot(cluster, arun):
+    """A shard channel's slot is migrated to another master: the server ends the
+    subscription (sunsubscribe) and the subscriber takes it up at the new owner."""
+
+    async def main():
+        rc = _rc(cluster)
+        ps = rc.pubsub(ignore_subscribe_messages=True)
+        tag = f"mig{random.randrange(1 << 30)}"
+        ch = f"{{{tag}}}ch"
+        try:
+            await rc.initialize()
+            home = rc.get_node_from_key(ch).port
+            other = next(n.port for n in rc.get_primaries() if n.port != home)
+            await ps.ssubscribe(ch)
+            assert await rc.spublish(ch, "before") == 1
+            assert (await ps.get_message(timeout=2))["data"] == b"before"
+            await _migrate_slot(cluster, key_slot(ch), other, 0.0)
+            t = time.monotonic()
+            while True:
+                assert time.monotonic() - t < 10, "the shard subscription was not taken up"
+                await ps.get_message(timeout=0.2)  # reads the server's sunsubscribe
+                if await rc.spublish(ch, "after") == 1:
+                    break
+            m = await ps.get_message(timeout=2)
+            assert m is not None and m["type"] == "smessage" and m["data"] == b"after"
+            assert other in [sub._client.port for sub in ps._shards.values() if sub.subscribed]
+        finally:
+            await ps.close()
+            await _migrate_slot(cluster, key_slot(ch), home, 0.0)
+            await rc.close()
+
+    arun(main())
+
+
 @pytest.mark.parametrize("decode", [False, True])
 def test_same_answers_as_redis_py(cluster, arun, decode):
     """The common commands through redis-py's asyncio RedisCluster and surge's, on

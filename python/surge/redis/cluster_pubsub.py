@@ -38,6 +38,9 @@ class _ShardSubscriber(PubSub):
     def __init__(self, client: Redis, ignore_subscribe_messages: bool) -> None:
         super().__init__(client, ignore_subscribe_messages)
         self.shard_channels: dict[Any, Any] = {}
+        #: Shard channels the server ended unasked (their slot moved away), with
+        #: their handlers: `ClusterPubSub` subscribes them again at the new owner.
+        self.moved: dict[Any, Any] = {}
 
     @property
     def subscribed(self) -> bool:
@@ -68,6 +71,13 @@ class _ShardSubscriber(PubSub):
                 await self._send(len(group), "SUNSUBSCRIBE", *group)
 
     def _message(self, raw: list[Any]) -> tuple[dict[str, Any] | None, Any]:
+        if len(raw) >= 2 and _text(raw[0]).lower() == "sunsubscribe":
+            # `sunsubscribe` drops a channel before asking, so one still here was
+            # not asked for: the server ended it because its slot moved.
+            for key in (raw[1], _text(raw[1])):
+                if key in self.shard_channels:
+                    self.moved[key] = self.shard_channels.pop(key)
+                    break
         msg, handler = super()._message(raw)
         if msg is not None and msg["type"] == "smessage":
             ch = msg["channel"]
@@ -179,41 +189,40 @@ class ClusterPubSub:
 
     async def _read(self, sub: PubSub, ignore: bool) -> dict[str, Any] | None:
         try:
-            return await sub.get_message(ignore, timeout=0.0)
+            msg = await sub.get_message(ignore, timeout=0.0)
         except (ConnectionLostError, ConnectError):
             await self._move(sub)
             return None
+        if isinstance(sub, _ShardSubscriber) and sub.moved:
+            moved, sub.moved = sub.moved, {}
+            gone = f"{sub._client.host}:{sub._client.port}"
+            await self._wait_owners(moved, gone, False)
+            await self._place(moved)
+        return msg
 
-    async def _move(self, old: PubSub) -> None:
-        """``old``'s node is gone: subscribe its channels again where the map says
-        now (waiting, within the cluster's ``retry_timeout``, for a new owner)."""
+    async def _wait_owners(self, shard: dict[Any, Any], gone: str, plain: bool) -> list[Any]:
+        """Refresh the map until every shard channel's slot has an owner other than
+        ``gone`` (and, with ``plain``, some other primary is up); those primaries."""
         c = self._cluster
-        gone = f"{old._client.host}:{old._client.port}"
-        channels, patterns = dict(old.channels), dict(old.patterns)
-        shard = dict(old.shard_channels) if isinstance(old, _ShardSubscriber) else {}
-        await old.close()
-        if old is self._plain:
-            self._plain = None
-        self._shards = {k: v for k, v in self._shards.items() if v is not old}
         deadline = time.monotonic() + c.retry_timeout
         delay = RETRY_DELAY_MIN
         while True:
             with contextlib.suppress(RedisClusterException):
                 await c._refresh_soon()
-            owners = {key_slot(ch): c._slots[key_slot(ch)] for ch in shard}
+            owners = [c._slots[key_slot(ch)] for ch in shard]
             alive = [n for n in c.get_primaries() if n.name != gone]
-            if alive and all(o is not None and o.primary.name != gone for o in owners.values()):
-                break
+            if (alive or not plain) and all(
+                o is not None and o.primary.name != gone for o in owners
+            ):
+                return alive
             if time.monotonic() >= deadline:
-                raise ConnectionLostError(f"{gone} is gone and no node took its subscriptions")
+                raise ConnectionLostError(f"no node took the subscriptions of {gone}")
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_DELAY_MAX)
-        if channels or patterns:
-            new = PubSub(alive[0].redis_connection, self.ignore_subscribe_messages)
-            new.channels.update(channels)
-            new.patterns.update(patterns)
-            await new._engine.connect()  # its handshake subscribes to them all
-            self._plain = new
+
+    async def _place(self, shard: dict[Any, Any]) -> None:
+        """SSUBSCRIBE ``shard`` (channel -> handler) on the nodes owning their slots."""
+        c = self._cluster
         by_node: dict[str, dict[Any, Any]] = {}
         for ch, handler in shard.items():
             shard_of = c._slots[key_slot(ch)]
@@ -231,6 +240,25 @@ class ClusterPubSub:
                 sub.shard_channels.update(group)
                 for g in _by_slot(group):
                     await sub._send(len(g), "SSUBSCRIBE", *g)
+
+    async def _move(self, old: PubSub) -> None:
+        """``old``'s node is gone: subscribe its channels again where the map says
+        now (waiting, within the cluster's ``retry_timeout``, for a new owner)."""
+        gone = f"{old._client.host}:{old._client.port}"
+        channels, patterns = dict(old.channels), dict(old.patterns)
+        shard = dict(old.shard_channels) if isinstance(old, _ShardSubscriber) else {}
+        await old.close()
+        if old is self._plain:
+            self._plain = None
+        self._shards = {k: v for k, v in self._shards.items() if v is not old}
+        alive = await self._wait_owners(shard, gone, bool(channels or patterns))
+        if channels or patterns:
+            new = PubSub(alive[0].redis_connection, self.ignore_subscribe_messages)
+            new.channels.update(channels)
+            new.patterns.update(patterns)
+            await new._engine.connect()  # its handshake subscribes to them all
+            self._plain = new
+        await self._place(shard)
 
     async def listen(self) -> AsyncIterator[dict[str, Any]]:
         """Every message, as long as something is subscribed."""

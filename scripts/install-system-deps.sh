@@ -10,6 +10,8 @@ command -v curl >/dev/null || need+=(curl)
 command -v wrk >/dev/null || need+=(wrk)
 # The WebSocket browser test (tests/websocket/test_ws_browser.py) drives headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
+# The static-file benchmark's native reference (benchmarks/files), as the http suite's.
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

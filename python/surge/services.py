@@ -797,6 +797,153 @@ def redis_sentinel(**kwargs) -> Iterator[Service]:
         svc.stop()
 
 
+# -- Tarantool replica set: a master and replicas (seed 000's topology) ---------------
+
+_TARANTOOL_REPLICA_INIT = """\
+box.cfg{{
+    listen = '127.0.0.1:{port}',
+    work_dir = {work_dir!r},
+    -- Replication reads the write-ahead log: wal_mode 'none' cannot replicate.
+    wal_mode = 'write',
+    log = 'tarantool.log',
+    memtx_memory = {memtx_memory},
+    net_msg_max = 65536,
+    readahead = 1048576,
+    log_level = 4,
+    read_only = {read_only},
+    replication = {{{peers}}},
+    replication_connect_timeout = {connect_timeout},
+    -- Reconnects to a peer every 0.5 s (1 s by default): the set comes up sooner.
+    replication_timeout = 0.5,
+}}
+if not box.info.ro then
+    box.once('surge-bootstrap', function()
+        box.schema.user.create({user!r}, {{password = {password!r}}})
+        box.schema.user.grant({user!r}, 'read,write,execute,create,drop,alter',
+                              'universe')
+        box.schema.user.grant({user!r}, 'replication')
+        box.schema.user.grant('guest', 'read,write,execute,create,drop,alter',
+                              'universe')
+    end)
+    box.once('surge-replicaset-schema', function()
+{schema_lua}
+    end)
+end
+-- Every instance waits until the master's schema has reached it.
+local fiber = require('fiber')
+while box.space._schema:get{{'oncesurge-replicaset-schema'}} == nil do fiber.sleep(0.01) end
+{extra_lua}
+local ready = io.open({ready!r}, 'w'); ready:write('ok'); ready:close()
+"""
+
+
+def start_tarantool_replicaset(
+    *,
+    replicas: int = 2,
+    schema_lua: str = "",
+    extra_lua: str = "",
+    memtx_memory: int = 256 << 20,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+) -> list[Service]:
+    """Start a Tarantool master and ``replicas`` read-only replicas in a full mesh
+    (every instance replicates from every other, so a promoted replica's writes reach
+    the rest). Returns ``[master, replica, ...]``; ``extra["role"]`` says which.
+
+    ``schema_lua`` runs once on the master (spaces, indexes: replicated);
+    ``extra_lua`` runs on every instance (global Lua functions). Promote a replica
+    with ``box.cfg{read_only = false}`` (see `promote_tarantool`).
+    """
+    binary = shutil.which("tarantool")
+    if binary is None:
+        raise ServiceError("tarantool is not installed (make system-deps)")
+    host = "127.0.0.1"
+    ports = [free_port(host) for _ in range(replicas + 1)]
+    auth = f"{TARANTOOL_USER}:{TARANTOOL_PASSWORD}"
+    peers = ", ".join(f"'{auth}@{host}:{p}'" for p in ports)
+    started: list[tuple[subprocess.Popen, Path, int]] = []
+    try:
+        # All at once: the master's box.cfg waits for its peers to connect.
+        for i, port in enumerate(ports):
+            workdir = _mkdtemp("tarantool", base_dir)
+            (workdir / "init.lua").write_text(
+                _TARANTOOL_REPLICA_INIT.format(
+                    port=port,
+                    work_dir=str(workdir),
+                    memtx_memory=memtx_memory,
+                    read_only="false" if i == 0 else "true",
+                    peers=peers,
+                    connect_timeout=timeout,
+                    user=TARANTOOL_USER,
+                    password=TARANTOOL_PASSWORD,
+                    schema_lua=schema_lua,
+                    extra_lua=extra_lua,
+                    ready=str(workdir / "ready"),
+                )
+            )
+            proc = subprocess.Popen(
+                [binary, str(workdir / "init.lua")],
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=open(workdir / "stderr.log", "wb"),  # noqa: SIM115 - child owns it
+                start_new_session=True,
+            )
+            started.append((proc, workdir, port))
+        for proc, workdir, port in started:
+            _wait_port(host, port, proc, timeout, workdir / "tarantool.log", workdir / "ready")
+    except BaseException:
+        for proc, workdir, _ in started:
+            _terminate(proc.pid, 1.0)
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return [
+        Service(
+            "tarantool",
+            host,
+            port,
+            proc.pid,
+            str(workdir),
+            f"tarantool://{auth}@{host}:{port}",
+            {
+                "user": TARANTOOL_USER,
+                "password": TARANTOOL_PASSWORD,
+                "role": "master" if i == 0 else "replica",
+            },
+        )
+        for i, (proc, workdir, port) in enumerate(started)
+    ]
+
+
+def promote_tarantool(svc: Service, timeout: float = DEFAULT_START_TIMEOUT) -> None:
+    """Make a replica the master: ``box.cfg{read_only = false}``, sent by a
+    `tarantool` client process (so no driver is needed here)."""
+    binary = shutil.which("tarantool")
+    if binary is None:
+        raise ServiceError("tarantool is not installed (make system-deps)")
+    uri = f"{TARANTOOL_USER}:{TARANTOOL_PASSWORD}@{svc.host}:{svc.port}"
+    script = (
+        f"local c = require('net.box').connect({uri!r}) "
+        "c:eval('box.cfg{read_only = false}') os.exit(0)"
+    )
+    done = subprocess.run([binary, "-e", script], timeout=timeout, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ServiceError(f"promoting {svc.address} failed: {done.stderr.strip()}")
+    svc.extra["role"] = "master"
+
+
+@contextlib.contextmanager
+def tarantool_replicaset(**kwargs) -> Iterator[list[Service]]:
+    """``with tarantool_replicaset() as (master, r1, r2):`` a replica set for the block
+    (``kwargs`` go to `start_tarantool_replicaset`)."""
+    services = start_tarantool_replicaset(**kwargs)
+    try:
+        yield services
+    finally:
+        for svc in services:
+            svc.stop()
+
+
 STARTERS = {"tarantool": start_tarantool, "redis": start_redis, "postgres": start_postgres}
 STARTERS["redis-cluster"] = start_redis_cluster
 STARTERS["redis-sentinel"] = start_redis_sentinel

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod http;
 mod postgres;
+mod pydatetime;
 mod redis;
 mod tarantool;
 mod tls;

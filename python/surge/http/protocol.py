@@ -25,6 +25,7 @@ import inspect
 import logging
 import os
 import socket
+import stat
 import traceback
 from collections import deque
 from functools import partial
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from surge._core import HttpConnection, ParseError, Request, encode_response_head
 
+from .conditional import FileReply, file_reply
 from .errors import ClientDisconnected, HTTPException
 from .response import FileResponse, Response, StreamingResponse, WriterResponse
 
@@ -606,8 +608,10 @@ class HttpProtocol(asyncio.Protocol):
         if data is None:
             # Rendering first: the rare awaitable result is asked about only here.
             if inspect.isawaitable(result):
+                # Its value comes back through `_finish`; the slot waits till then.
                 self._start(self._await_result(slot, req, result))
-            elif isinstance(result, StreamingResponse | FileResponse | WriterResponse):
+                return
+            if isinstance(result, StreamingResponse | FileResponse | WriterResponse):
                 slot.body = result
             else:
                 wrong = TypeError(
@@ -841,7 +845,7 @@ class HttpProtocol(asyncio.Protocol):
         keep_alive = req.keep_alive
         try:
             if isinstance(slot.body, FileResponse):
-                keep_alive = await self._send_file(slot.body, keep_alive, http10, head_only)
+                keep_alive = await self._send_file(slot.body, req, keep_alive, http10, head_only)
             elif isinstance(slot.body, WriterResponse):
                 keep_alive = await slot.body.write(self)
             else:
@@ -909,38 +913,41 @@ class HttpProtocol(asyncio.Protocol):
         return keep_alive
 
     async def _send_file(
-        self, body: FileResponse, keep_alive: bool, http10: bool, head_only: bool
+        self, body: FileResponse, req: Request, keep_alive: bool, http10: bool, head_only: bool
     ) -> bool:
         try:
-            f = open(body.path, "rb")  # noqa: SIM115 - closed below, after sendfile
-        except (FileNotFoundError, IsADirectoryError):
+            # Non-blocking: opening a FIFO must not stall the loop (it is refused below).
+            fd = os.open(body.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             self._transport.write(self._conn.render_error(404, "Not Found"))
             return False
-        with f:
-            size = os.fstat(f.fileno()).st_size
+        with open(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._transport.write(self._conn.render_error(404, "Not Found"))
+                return False
+            if body.status == 200:
+                reply = file_reply(req.method, req.headers, st, body.content_type, body.headers)
+            else:
+                whole: list[Any] = [(0, st.st_size)] if st.st_size else []
+                reply = FileReply(body.status, body.headers, body.content_type, whole)
             self._transport.write(
                 encode_response_head(
-                    body.status, body.headers, body.content_type, size, keep_alive, http10
+                    reply.status,
+                    reply.headers,
+                    reply.content_type,
+                    reply.length,
+                    keep_alive,
+                    http10,
                 )
             )
-            if not head_only and size:
-                try:
-                    await self._loop.sendfile(self._transport, f, 0, size, fallback=True)
-                except NotImplementedError:
-                    # uvloop has no loop.sendfile (it raises before writing anything).
-                    await self._copy_file(f, size)
+            if not head_only:
+                for piece in reply.pieces:
+                    if isinstance(piece, bytes):
+                        self.write(piece)
+                    else:
+                        await self.sendfile(f, piece[0], piece[1])
         return keep_alive
-
-    async def _copy_file(self, f: Any, size: int) -> None:
-        """Writes `size` bytes of `f` through the transport, honouring back-pressure."""
-        left = size
-        while left > 0:
-            data = f.read(min(left, _FILE_CHUNK))
-            if not data:
-                raise RuntimeError(f"file shrank while being sent ({left} bytes short)")
-            self._transport.write(data)
-            left -= len(data)
-            await self._wait_writable()
 
     # Flow control -------------------------------------------------------------------
 

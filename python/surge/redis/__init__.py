@@ -16,11 +16,14 @@ from surge.redis.cluster import (
 )
 from surge.redis.cluster_pipeline import ClusterPipeline
 from surge.redis.cluster_pubsub import ClusterPubSub
+from surge.redis.encoder import Encoder
 from surge.redis.errors import (
     AuthenticationError,
     BusyLoadingError,
     DataError,
     ExecAbortError,
+    LockError,
+    LockNotOwnedError,
     NoPermissionError,
     NoScriptError,
     ReadOnlyError,
@@ -28,6 +31,8 @@ from surge.redis.errors import (
     ResponseError,
     WatchError,
 )
+from surge.redis.lock import Lock
+from surge.redis.monitor import Monitor
 from surge.redis.pipeline import Pipeline
 from surge.redis.pubsub import PubSub
 from surge.redis.sentinel import MasterNotFoundError, Sentinel, SlaveNotFoundError
@@ -42,8 +47,13 @@ __all__ = [
     "ClusterPubSub",
     "CrossSlotTransactionError",
     "DataError",
+    "Encoder",
     "ExecAbortError",
+    "Lock",
+    "LockError",
+    "LockNotOwnedError",
     "MasterNotFoundError",
+    "Monitor",
     "NoPermissionError",
     "NoScriptError",
     "Pipeline",

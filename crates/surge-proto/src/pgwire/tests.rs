@@ -19,7 +19,7 @@ fn parse_one(bytes: &[u8]) -> Result<Message<'_>, Error> {
             assert_eq!(n, bytes.len());
             Message::parse(f)
         }
-        Status::Incomplete => panic!("incomplete"),
+        Status::Partial => panic!("incomplete"),
     }
 }
 
@@ -105,8 +105,8 @@ fn backend_errors() {
         read_frame(b"D\x7f\xff\xff\xff"),
         Err(Error::MessageTooLong(0x7fff_ffff))
     );
-    assert_eq!(read_frame(b"Z\0\0"), Ok(Status::Incomplete));
-    assert_eq!(read_frame(b""), Ok(Status::Incomplete));
+    assert_eq!(read_frame(b"Z\0\0"), Ok(Status::Partial));
+    assert_eq!(read_frame(b""), Ok(Status::Partial));
     // A DataRow whose field runs past the body.
     let mut row = 1i16.to_be_bytes().to_vec();
     row.extend_from_slice(&10i32.to_be_bytes());
@@ -288,7 +288,7 @@ fn decode_all(bytes: &[u8], cuts: &[usize]) -> (Vec<usize>, Option<Error>) {
                     start += n;
                     ends.push(start);
                 }
-                Ok(Status::Incomplete) => break,
+                Ok(Status::Partial) => break,
                 Err(e) => return (ends, Some(e)),
             }
         }

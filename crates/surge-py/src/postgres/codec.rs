@@ -328,10 +328,6 @@ impl PgCodec {
         b
     }
 
-    /// A caller went away: its reply still comes, in order, and is dropped by
-    /// the engine; nothing to forget here.
-    fn forget(&mut self, _id: u64) {}
-
     /// Transaction status after the last reply: "I" idle, "T" in a transaction,
     /// "E" in a failed one.
     #[getter]
@@ -639,7 +635,7 @@ impl PgCodec {
         let r = loop {
             let (frame, n) = match read_frame(&rbuf[pos..]) {
                 Ok(Status::Complete(x)) => x,
-                Ok(Status::Incomplete) => break Ok(()),
+                Ok(Status::Partial) => break Ok(()),
                 Err(e) => break Err(e),
             };
             let m = match Message::parse(frame) {

@@ -5,10 +5,12 @@
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{
-    PyBool, PyByteArray, PyBytes, PyDate, PyDateAccess, PyDateTime, PyDelta, PyDeltaAccess,
-    PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTime, PyTimeAccess, PyTuple, PyType,
+    PyBool, PyByteArray, PyBytes, PyDate, PyDateTime, PyDelta, PyFloat, PyInt, PyList,
+    PyMemoryView, PyString, PyTime, PyTuple, PyType,
 };
 use surge_proto::pgwire::frontend::Param;
+
+use crate::pydatetime::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
 use surge_proto::pgwire::types::{self as t, oid};
 
 use super::decode::{DECIMAL, UUID};

@@ -286,7 +286,15 @@ where
         let v = f(item)?;
         // SAFETY: `filled` < `len` (take(n)), the slot is still NULL (each index is
         // set once), and PyTuple_SET_ITEM steals the reference `into_ptr` gives up.
-        unsafe { pyo3::ffi::PyTuple_SET_ITEM(tuple.as_ptr(), filled, v.into_ptr()) };
+        #[cfg(not(feature = "abi3"))]
+        unsafe {
+            pyo3::ffi::PyTuple_SET_ITEM(tuple.as_ptr(), filled, v.into_ptr())
+        };
+        // The limited API has only the checked setter (same reference stealing).
+        #[cfg(feature = "abi3")]
+        unsafe {
+            pyo3::ffi::PyTuple_SetItem(tuple.as_ptr(), filled, v.into_ptr())
+        };
         filled += 1;
     }
     if filled != len {

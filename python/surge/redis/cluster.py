@@ -244,7 +244,7 @@ class RedisCluster(Commands):
         self.retry_timeout = retry_timeout
         self.require_full_coverage = require_full_coverage
         self.decode_responses: bool = kwargs.get("decode_responses", False)
-        self.protocol: int = kwargs.get("protocol", 2)
+        self._protocol: int = kwargs.get("protocol", 2)
         self._nodes: dict[str, ClusterNode] = {}
         self._slots: list[_Shard | None] = [None] * SLOTS
         self._shards: list[_Shard] = []
@@ -262,6 +262,11 @@ class RedisCluster(Commands):
         self.stats = dict.fromkeys(("refreshes", "moved", "ask", "retries"), 0)
         for h, p in seeds:
             self._node(h, p, PRIMARY)
+
+    @property
+    def protocol(self) -> int:
+        """The RESP version every node's client speaks (2 or 3)."""
+        return self._protocol
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisCluster:

@@ -539,6 +539,26 @@ SENTINEL_MASTER_NAME = "mymaster"
 _REDIS_FAST_EXIT = "shutdown-on-sigterm now\n"
 
 
+@dataclasses.dataclass(frozen=True)
+class RedisTls:
+    """PEM files that turn TLS on in a test Redis: its certificate and key (also
+    shown to the other nodes of a cluster), and the CA it trusts."""
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+    #: Client certificates: "no", "optional" or "yes" (required).
+    auth_clients: str = "no"
+
+    def conf(self, port: int) -> str:
+        """The config lines for a TLS listener on ``port``."""
+        return (
+            f"tls-port {port}\ntls-cert-file {self.cert_file}\n"
+            f"tls-key-file {self.key_file}\ntls-ca-cert-file {self.ca_file}\n"
+            f"tls-auth-clients {self.auth_clients}\n"
+        )
+
+
 def _redis_cli(*args: str, timeout: float = DEFAULT_START_TIMEOUT) -> str:
     cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
     r = subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout)
@@ -579,16 +599,25 @@ def start_redis_cluster(
     timeout: float = DEFAULT_START_TIMEOUT,
     base_dir: str | None = None,
     extra_conf: str = "",
+    tls: RedisTls | None = None,
 ) -> Service:
     """A local Redis Cluster: ``masters`` masters with ``replicas`` replicas each
     (3 + 3 by default), made by ``redis-cli --cluster create``; returns once every
     node reports ``cluster_state:ok``. ``url`` names the first node;
-    ``extra["nodes"]`` lists them all (`group_members`)."""
+    ``extra["nodes"]`` lists them all (`group_members`). ``tls``: each node also
+    listens for TLS (``extra["tls_ports"]``, in the order of the nodes) and the
+    nodes talk TLS to each other; ``extra["tls_url"]`` is a ``rediss://`` URL."""
     workdir = _mkdtemp("redis-cluster", base_dir)
     nodes: list[Service] = []
+    tls_ports: list[int] = []
     try:
         for _ in range(masters * (1 + replicas)):
             bus = free_port()
+            if tls is not None:
+                tls_ports.append(free_port())
+                extra_conf_node = tls.conf(tls_ports[-1]) + "tls-cluster yes\ntls-replication yes\n"
+            else:
+                extra_conf_node = ""
             nodes.append(
                 start_redis(
                     base_dir=str(workdir),
@@ -600,7 +629,7 @@ def start_redis_cluster(
                         f"cluster-node-timeout {node_timeout_ms}\n"
                         # A test cluster keeps serving the slots it still has.
                         "cluster-require-full-coverage no\n"
-                        f"{_REDIS_FAST_EXIT}{extra_conf}"
+                        f"{_REDIS_FAST_EXIT}{extra_conf}{extra_conf_node}"
                     ),
                 )
             )
@@ -633,7 +662,10 @@ def start_redis_cluster(
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     first = nodes[0]
-    return _group("redis-cluster", nodes, workdir, f"redis://{first.address}", {})
+    extra: dict = {}
+    if tls is not None:
+        extra = {"tls_ports": tls_ports, "tls_url": f"rediss://{first.host}:{tls_ports[0]}"}
+    return _group("redis-cluster", nodes, workdir, f"redis://{first.address}", extra)
 
 
 def _small_cluster(nodes: list[Service], masters: int, timeout: float) -> None:

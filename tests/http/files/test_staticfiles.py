@@ -18,13 +18,15 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import SECRET
+from files_servers import SECRET
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rawhttp import RawConnection
 from surge.http.conditional import MAX_RANGES, file_reply, parse_ranges
 from surge.http.staticfiles import _segments, resolve_path
 
+#: The servers and fixtures (`surge_port`, `starlette_files`, `files_root`).
+pytest_plugins = ["files_servers"]
 pytestmark = pytest.mark.timeout(60)
 
 

@@ -1,4 +1,4 @@
-"""Fixtures for the static-file, form and cookie tests: servers running `apps/files_app.py` under
+"""Servers and fixtures for the static-file, form and cookie tests: `apps/files_app.py` under
 `surge serve` and `apps/files_starlette.py` under uvicorn, each a subprocess on
 a free loopback port, over one directory tree built by `build_tree`."""
 
@@ -114,6 +114,9 @@ def surge_server(root: Path, log_dir: Path) -> Served:
 def starlette_server(root: Path, log_dir: Path) -> Served:
     args = ["uvicorn", "files_starlette:app", "--log-level", "warning"]
     return Served(args, root, log_dir / "uvicorn-files.log")
+
+
+# Fixtures (the test modules load this module with `pytest_plugins`) ----------------
 
 
 @pytest.fixture(scope="session")

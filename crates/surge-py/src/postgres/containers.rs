@@ -170,18 +170,7 @@ fn text_items(py: Python<'_>, items: &[t::TextItem]) -> PyResult<PyObject> {
 /// tuple is then one element, not a dimension (only lists are).
 fn tuple_shaped(c: &Codec) -> bool {
     match c {
-        Codec::Scalar(k) => matches!(
-            k,
-            Kind::Point
-                | Kind::Line
-                | Kind::Lseg
-                | Kind::Box
-                | Kind::Circle
-                | Kind::Path
-                | Kind::Polygon
-                | Kind::Tid
-                | Kind::Snapshot
-        ),
+        Codec::Scalar(k) => k.is_geometric() || matches!(k, Kind::Tid | Kind::Snapshot),
         Codec::Composite { .. } | Codec::Record(_) | Codec::Range(_) => true,
         _ => false,
     }
@@ -436,21 +425,20 @@ impl<'py> Encoder<'_, 'py> {
         buf.extend_from_slice(&(items.len() as i32).to_be_bytes());
         for kv in items.iter() {
             let (k, val): (Bound<'py, PyAny>, Bound<'py, PyAny>) = kv.extract()?;
-            let k = k
-                .downcast::<PyString>()
-                .map_err(|_| self.fail("hstore keys are str".into()))?;
-            let kb = k.to_str()?.as_bytes();
-            buf.extend_from_slice(&(kb.len() as i32).to_be_bytes());
-            buf.extend_from_slice(kb);
-            if val.is_none() {
-                buf.extend_from_slice(&(-1i32).to_be_bytes());
-            } else {
-                let s = val
-                    .downcast::<PyString>()
-                    .map_err(|_| self.fail("hstore values are str or None".into()))?;
-                let vb = s.to_str()?.as_bytes();
-                buf.extend_from_slice(&(vb.len() as i32).to_be_bytes());
-                buf.extend_from_slice(vb);
+            if k.is_none() {
+                return Err(self.fail("hstore keys are str".into()));
+            }
+            for (x, what) in [(k, "keys are str"), (val, "values are str or None")] {
+                t::write_field(buf, |buf| -> PyResult<bool> {
+                    if x.is_none() {
+                        return Ok(false);
+                    }
+                    let s = x
+                        .downcast::<PyString>()
+                        .map_err(|_| self.fail(format!("hstore {what}")))?;
+                    buf.extend_from_slice(s.to_str()?.as_bytes());
+                    Ok(true)
+                })?;
             }
         }
         Ok(())

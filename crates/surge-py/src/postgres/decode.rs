@@ -159,23 +159,15 @@ pub fn decode_kind(py: Python<'_>, kind: Kind, b: &[u8]) -> PyResult<PyObject> {
         Kind::MacAddr => text_owned(py, t::macaddr_to_string(b, 6).map_err(bad)?),
         Kind::MacAddr8 => text_owned(py, t::macaddr_to_string(b, 8).map_err(bad)?),
         Kind::Bit => geometry::decode_bits(py, b)?,
-        Kind::Point
-        | Kind::Line
-        | Kind::Lseg
-        | Kind::Box
-        | Kind::Path
-        | Kind::Polygon
-        | Kind::Circle => geometry::decode(py, kind, b)?,
+        k if k.is_geometric() => geometry::decode(py, k, b)?,
         Kind::Tid => t::decode_tid(b).map_err(bad)?.into_py_any(py)?,
         Kind::Snapshot => {
             let (xmin, xmax, xip) = t::decode_snapshot(b).map_err(bad)?;
             (xmin, xmax, PyTuple::new(py, xip)?).into_py_any(py)?
         }
-        // Resolved into containers before decoding (see `registry::resolve`);
-        // AsText columns are asked for in text.
-        Kind::Vector(_) | Kind::Range(_) | Kind::Multirange(_) | Kind::Record | Kind::AsText => {
-            text(py, b)?
-        }
+        // Vector, Range, Multirange and Record are resolved into containers
+        // before decoding (see `registry::resolve`); AsText columns come as text.
+        _ => text(py, b)?,
     })
 }
 

@@ -300,13 +300,7 @@ impl<'py> Encoder<'_, 'py> {
                 buf.extend_from_slice(&b);
             }
             Kind::Bit => self.bits(v, buf)?,
-            Kind::Point
-            | Kind::Line
-            | Kind::Lseg
-            | Kind::Box
-            | Kind::Path
-            | Kind::Polygon
-            | Kind::Circle => self.geometry(kind, v, buf)?,
+            k if k.is_geometric() => self.geometry(k, v, buf)?,
             Kind::Tid => {
                 let items = self.items(v, "tid")?;
                 if items.len() != 2 {
@@ -330,14 +324,9 @@ impl<'py> Encoder<'_, 'py> {
                 t::encode_snapshot(buf, xmin, xmax, &xip);
             }
             Kind::Void => {}
-            // Resolved into containers (see `registry::resolve`) or sent as text.
-            Kind::Vector(_)
-            | Kind::Range(_)
-            | Kind::Multirange(_)
-            | Kind::Record
-            | Kind::AsText => {
-                return Err(self.fail(format!("{kind:?} is not a scalar")));
-            }
+            // Vector, Range, Multirange and Record are resolved into containers
+            // (see `registry::resolve`); AsText values go as text.
+            _ => return Err(self.fail(format!("{kind:?} is not a scalar"))),
         }
         Ok(())
     }

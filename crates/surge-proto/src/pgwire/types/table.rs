@@ -73,6 +73,20 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// True for the geometric types (point, line, lseg, box, path, polygon, circle).
+    pub fn is_geometric(self) -> bool {
+        matches!(
+            self,
+            Kind::Point
+                | Kind::Line
+                | Kind::Lseg
+                | Kind::Box
+                | Kind::Path
+                | Kind::Polygon
+                | Kind::Circle
+        )
+    }
+
     /// True when values go in the binary format.
     pub fn is_binary(self) -> bool {
         self != Kind::AsText

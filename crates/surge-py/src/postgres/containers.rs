@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
 use surge_proto::pgwire::frontend::Param;
@@ -107,19 +108,23 @@ pub fn decode_record(py: Python<'_>, reg: &Arc<Registry>, b: &[u8]) -> PyResult<
 
 pub fn decode_range(py: Python<'_>, sub: &Codec, b: &[u8]) -> PyResult<PyObject> {
     let r = t::decode_range(b).map_err(bad)?;
-    let kw = PyDict::new(py);
-    if r.empty {
-        kw.set_item("empty", true)?;
-        return Ok(cls::range(py)?.call((), Some(&kw))?.unbind());
-    }
     let bound = |v: Option<&[u8]>| match v {
         None => Ok(py.None()),
         Some(v) => decode(py, sub, v),
     };
-    kw.set_item("lower_inc", r.lower_inc)?;
-    kw.set_item("upper_inc", r.upper_inc)?;
-    let args = (bound(r.lower)?, bound(r.upper)?);
-    Ok(cls::range(py)?.call(args, Some(&kw))?.unbind())
+    let (lower, upper) = (bound(r.lower)?, bound(r.upper)?);
+    // Made without running Range.__init__ (a Python frame and a kwargs dict per
+    // value: most of the cost of a range column): the server's flags are
+    // already what __init__ would make of them (an infinite bound is never
+    // inclusive; an empty range has neither bounds nor inclusivity).
+    let range = cls::range(py)?;
+    let obj = cls::object_new(py)?.call1((range,))?;
+    obj.setattr(intern!(py, "_lower"), lower)?;
+    obj.setattr(intern!(py, "_upper"), upper)?;
+    obj.setattr(intern!(py, "_lower_inc"), r.lower_inc && r.lower.is_some())?;
+    obj.setattr(intern!(py, "_upper_inc"), r.upper_inc && r.upper.is_some())?;
+    obj.setattr(intern!(py, "_empty"), r.empty)?;
+    Ok(obj.unbind())
 }
 
 pub fn decode_multirange(py: Python<'_>, range: &Codec, b: &[u8]) -> PyResult<PyObject> {

@@ -16,6 +16,21 @@ macro_rules! classes {
     };
 }
 
+/// `object.__new__`: makes an instance without running its `__init__`.
+pub fn object_new(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CELL: GILOnceCell<PyObject> = GILOnceCell::new();
+    Ok(CELL
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("builtins")?
+                    .getattr("object")?
+                    .getattr("__new__")?
+                    .unbind(),
+            )
+        })?
+        .bind(py))
+}
+
 classes! {
     range => "Range",
     point => "Point",

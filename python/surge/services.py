@@ -8,6 +8,9 @@ loopback port, and is stopped (and its directory removed) by ``stop()``. Three w
   (``pytest_plugins = ["surge.services"]`` in a conftest);
 * PostgreSQL extras: TLS (`PostgresTls`), pg_hba lines, a streaming standby
   (`start_postgres_standby`, `postgres_pair`), `promote_postgres`, `stop_postgres_now`;
+* Redis extras: a cluster (`redis_cluster`: 3 masters + 3 replicas, TLS with
+  `RedisTls`) and Sentinel (`redis_sentinel`: a master, a replica, 3 sentinels),
+  each one `Service` whose `group_members` are its servers (to kill one);
 * CLI: ``surge services up`` prints URLs and records the servers in ``.services/``
   so that ``surge services down`` can stop them.
 

@@ -22,8 +22,10 @@ path as requested must still stay inside the root.
 The answer (conditional requests, ranges, 304/206/416) is decided by
 `surge.http.conditional.file_reply`. A file of at most `inline_max` bytes is
 read and answered as one native `Response` from the inline handler (one write
-for head and body, no task); a larger one becomes a `FileResponse`, whose body
-goes out with sendfile (`HttpProtocol.sendfile`).
+for head and body, no task), and its bytes are kept (`DEFAULT_CACHE_MAX_BYTES`
+per mount) for as long as the lstat every request makes shows the same inode,
+size, mtime and ctime; a larger one becomes a `FileResponse`, whose body goes
+out with sendfile (`HttpProtocol.sendfile`).
 
 Precompressed siblings: with ``precompressed=True`` a request for ``app.js``
 from a client whose Accept-Encoding allows ``br`` (or ``gzip``) gets

@@ -75,6 +75,9 @@ DEFAULT_CACHE_MAX_BYTES = 8 * 1024 * 1024
 #: later is served at most this long after it appears); saves two lookups per request.
 SIBLING_RECHECK = 1.0
 
+#: Seconds a file must have been left alone before its bytes are kept in memory.
+_SETTLED = 1.0
+
 #: Precompressed siblings, in the order they are preferred.
 _ENCODINGS = (("br", ".br"), ("gzip", ".gz"))
 
@@ -252,6 +255,11 @@ class StaticFiles:
 
     def _remember(self, path: str, st: os.stat_result, body: bytes) -> None:
         if len(body) > self.cache_max_bytes:
+            return
+        if time.time() - max(st.st_mtime, st.st_ctime) < _SETTLED:
+            # File times tick coarsely (a few ms): a file changed again within the
+            # same tick would keep the same identity. One that has not changed for
+            # a second cannot change without its times moving on.
             return
         old = self._cache.pop(path, None)
         if old is not None:

@@ -64,7 +64,7 @@ test-wheel:
 lint: build ## ruff, mypy, stubtest of _core.pyi against the built extension, cargo fmt, clippy
 	$(VENV)/bin/ruff check python tests benchmarks examples scripts
 	$(VENV)/bin/ruff format --check python tests benchmarks examples scripts
-	$(VENV)/bin/mypy --ignore-missing-imports python/surge/http python/surge/serve python/surge/asgi python/surge/wsgi python/surge/websocket python/surge/redis python/surge/postgres python/surge/tarantool python/surge/engine.py python/surge/endpoint.py python/surge/errors.py python/surge/__init__.py python/surge/cli.py python/surge/testing.py
+	$(VENV)/bin/mypy --ignore-missing-imports python/surge
 	$(PY) -m mypy.stubtest --concise --ignore-disjoint-bases --allowlist python/surge/_core.stubtest-allowlist surge._core
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -q -- -D warnings

@@ -8,6 +8,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 command -v curl >/dev/null || need+=(curl)
 command -v wrk >/dev/null || need+=(wrk)
+# surge.services.start_graphite (seed 000: per-second rates into Graphite).
+command -v carbon-cache >/dev/null || need+=(graphite-carbon)
 # The WebSocket browser test (tests/websocket/test_ws_browser.py) drives headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
 # The static-file benchmark's native reference (benchmarks/files), as the http suite's.

@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import time
 
 from surge.services import free_port
+
+from benchmarks.websocket.run import wait_port
 
 APPS = "benchmarks.middleware.apps"
 HEADERS = {
@@ -52,16 +52,6 @@ def servers(kind: str) -> dict[str, list[str]]:
         "surge, 3 middlewares": ["-m", "surge", "serve", f"{APPS}:surge_{kind}"],
         "Starlette+uvicorn, 3 middlewares": ["-m", "uvicorn", f"{APPS}:starlette_{kind}", *uvicorn],
     }
-
-
-def wait_port(port: int) -> None:
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start")
 
 
 def wrk(port: int, seconds: float, headers: list[str]) -> float:

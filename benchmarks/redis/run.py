@@ -140,6 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--conc", type=int, default=1000, help="coroutines per client")
     ap.add_argument("--size", type=int, default=64, help="value size in bytes")
     ap.add_argument("--no-strace", action="store_true")
+    ap.add_argument("--out", default="redis", help="bench-results/OUT.{json,md}")
+    ap.add_argument(
+        "--drivers",
+        default="",
+        help="comma-separated labels to run (surge/uvloop,surge+blpop/uvloop,redis-benchmark); "
+        "all by default",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n = 20_000 if args.quick else args.n
     repeats = 1 if args.quick else args.repeats
@@ -150,7 +157,10 @@ def main(argv: list[str] | None = None) -> dict:
     with services.redis() as svc:
         _pin(svc.pid, SERVER_CORE)
         configs = []
+        only = {d for d in args.drivers.split(",") if d}
         for cfg in _configs(args.quick, args.conc):
+            if only and _label(cfg) not in only:
+                continue
             # One redis-py connection is one round trip per command, and coredis spends
             # ~150 us of CPU per command: a fifth of N keeps the suite short, and ops/s
             # is a rate all the same.
@@ -163,6 +173,8 @@ def main(argv: list[str] | None = None) -> dict:
             configs.append((cfg, cn, cmd))
         rb_n = max(n, 100_000)
         rb_cmd = _redis_benchmark_cmd(svc.port, rb_n, args.size)
+        if only and "redis-benchmark" not in only:
+            rb_cmd = None
         runs: dict[int, list[dict]] = {i: [] for i in range(len(configs))}
         rb_runs: list[dict[str, float]] = []
         failed: set[int] = set()
@@ -221,8 +233,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     md = _markdown(results, n, repeats, args.size)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "redis.json").write_text(json.dumps(results, indent=2))
-    (RESULTS / "redis.md").write_text(md)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"{args.out}.md").write_text(md)
     print(md)
     version = subprocess.run(
         ["redis-server", "--version"], capture_output=True, text=True

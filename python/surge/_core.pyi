@@ -67,6 +67,7 @@ class Request:
     headers: Headers
     cookies: dict[str, str]
     host: str
+    scheme: str
     content_type: str | None
     content_length: int | None
     path_params: dict[str, Any]
@@ -137,6 +138,26 @@ class Response:
     ) -> None: ...
 
 @final
+@final
+class AccessLog:
+    """One line per response (gunicorn's atoms or JSON), written by a thread of its own."""
+
+    dropped: int
+    def __new__(
+        cls, fd: int, format: str | None = None, json: bool = False, buffer: int = ...
+    ) -> Self: ...
+    def log_rendered(self, request: Request, data: bytes) -> None: ...
+    def log(self, request: Request, status: int, sent: int, head: bytes | None = None) -> None: ...
+    def close(self, timeout: float = 2.0) -> bool: ...
+
+@final
+class ProxyTrust:
+    """Peers trusted to report the client (``--forwarded-allow-ips``)."""
+
+    def __new__(cls, allow: str) -> Self: ...
+    def trusts(self, host: str) -> bool: ...
+
+@final
 class ParseError:
     status: int
     message: str
@@ -162,6 +183,9 @@ class HttpConnection:
         max_headers: int | None = None,
         max_head: int | None = None,
         max_body: int | None = None,
+        access_log: AccessLog | None = None,
+        proxy: ProxyTrust | None = None,
+        scheme: str = "http",
     ) -> Self: ...
     def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
     def take_rest(self) -> bytes: ...
@@ -501,3 +525,29 @@ class WebSocketCodec:
     def ping(self, payload: bytes = ...) -> bytes: ...
     def pong(self, payload: bytes = ...) -> bytes: ...
     def close(self, code: int = 1000, reason: str = "") -> bytes: ...
+
+# Load generator: the HTTP load loop, run on a thread of its own (crates/surge-py/src/load).
+@final
+class HttpLoad:
+    def __new__(
+        cls,
+        ip: str,
+        port: int,
+        request: bytes,
+        *,
+        head: bool = False,
+        rate: float | None = None,
+        phase: float = 0.0,
+        connections: int,
+        pipeline: int = 1,
+        start_ns: int,
+        warmup: float,
+        duration: float,
+        timeout: float,
+        connect_timeout: float,
+    ) -> Self: ...
+    def start(self) -> None: ...
+    def done(self) -> bool: ...
+    def stop(self) -> None: ...
+    def ticks(self) -> list[dict[str, Any]]: ...
+    def join(self) -> dict[str, Any]: ...

@@ -47,6 +47,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     """Adds ``surge serve``."""
     from surge.http.config import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_THREADS
     from surge.serve import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
+    from surge.serve.listeners import DEFAULT_UDS_MODE
 
     serve = subparsers.add_parser(
         "serve",
@@ -139,6 +140,73 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="close a keep-alive connection that sends nothing for S seconds "
         f"(default: the app's keepalive_timeout, {DEFAULT_KEEPALIVE_TIMEOUT:g})",
     )
+    ops = serve.add_argument_group("operations (uvicorn's and gunicorn's option names)")
+    ops.add_argument(
+        "--access-log",
+        metavar="FILE",
+        help="log every response to FILE ('-' for stderr), written by a thread, never "
+        "blocking the server (default: off)",
+    )
+    ops.add_argument(
+        "--access-log-format",
+        metavar="FORMAT",
+        help="gunicorn's atoms (%%(h)s %%(r)s %%(s)s %%(b)s %%(D)s %%({x-request-id}i)s...) "
+        "or 'json' (default: gunicorn's combined format)",
+    )
+    ops.add_argument(
+        "--proxy-headers",
+        action="store_true",
+        help="take the client address, scheme and host from Forwarded / X-Forwarded-* "
+        "headers sent by a trusted proxy",
+    )
+    ops.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="trusted proxies: comma-separated IPs and CIDRs, or '*' "
+        "(default: $FORWARDED_ALLOW_IPS or 127.0.0.1)",
+    )
+    ops.add_argument(
+        "--proxy-protocol",
+        action="store_true",
+        help="every connection opens with a PROXY protocol v1/v2 header (HAProxy's "
+        "send-proxy) from a peer in --forwarded-allow-ips; its client becomes the peer",
+    )
+    ops.add_argument("--uds", metavar="PATH", help="listen on this Unix socket (removed at exit)")
+    ops.add_argument(
+        "--uds-mode",
+        type=lambda text: int(text, 8),
+        default=DEFAULT_UDS_MODE,
+        metavar="OCTAL",
+        help=f"permissions of the --uds socket file (default {DEFAULT_UDS_MODE:o})",
+    )
+    ops.add_argument(
+        "--fd", type=_int_in(0, 1 << 20), metavar="N", help="listen on this inherited socket"
+    )
+    ops.add_argument(
+        "--limit-max-requests",
+        type=_int_in(1, 1 << 62),
+        metavar="N",
+        help="replace a worker after N requests (its successor starts first)",
+    )
+    ops.add_argument(
+        "--limit-max-requests-jitter",
+        type=_int_in(0, 1 << 62),
+        default=0,
+        metavar="J",
+        help="draw each worker's limit from N-J..N+J, so they do not restart together",
+    )
+    ops.add_argument(
+        "--workers-max-rss",
+        type=_int_in(1, 1 << 30),
+        metavar="MIB",
+        help="replace a worker whose resident memory exceeds MIB (checked every second)",
+    )
+    ops.add_argument(
+        "--tracing",
+        action="store_true",
+        help="an OpenTelemetry span per request, child of the request's traceparent "
+        "(needs opentelemetry-api; spans go to the app's TracerProvider)",
+    )
     ws = serve.add_argument_group("WebSocket (uvicorn's option names; default: the app's limits)")
     ws.add_argument(
         "--ws-max-size",
@@ -193,7 +261,9 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from surge._core import ProxyTrust
     from surge.serve import StartupError, TlsConfig, run
+    from surge.serve.access_log import check_access_log
 
     tls = None
     if args.ssl_certfile:
@@ -208,6 +278,15 @@ def _serve(args: argparse.Namespace) -> int:
         )
     elif args.ssl_keyfile or args.ssl_ca_certs:
         print("surge: error: --ssl-keyfile and --ssl-ca-certs need --ssl-certfile", file=sys.stderr)
+        return 2
+    try:
+        # Checked here too, so a typo is a usage error rather than a traceback.
+        if args.access_log:
+            check_access_log(args.access_log, args.access_log_format)
+        if (args.proxy_headers or args.proxy_protocol) and args.forwarded_allow_ips:
+            ProxyTrust(args.forwarded_allow_ips)
+    except (ValueError, OSError) as exc:
+        print(f"surge: error: {exc}", file=sys.stderr)
         return 2
     try:
         run(
@@ -228,6 +307,18 @@ def _serve(args: argparse.Namespace) -> int:
             limit_concurrency=args.limit_concurrency,
             timeout_keep_alive=args.timeout_keep_alive,
             websocket=_websocket_options(args),
+            access_log=args.access_log,
+            access_log_format=args.access_log_format,
+            proxy_headers=args.proxy_headers,
+            forwarded_allow_ips=args.forwarded_allow_ips,
+            uds=args.uds,
+            uds_mode=args.uds_mode,
+            fd=args.fd,
+            limit_max_requests=args.limit_max_requests,
+            limit_max_requests_jitter=args.limit_max_requests_jitter,
+            workers_max_rss=args.workers_max_rss,
+            tracing=args.tracing,
+            proxy_protocol=args.proxy_protocol,
         )
     except StartupError as exc:
         if exc.detail:

@@ -294,7 +294,11 @@ class PipelinedConnection:
         liveness: Liveness | None = None,
         keep_connected: Callable[[], bool] | None = None,
         endpoints: Sequence[Endpoint] | None = None,
+        driver: str = "unknown",
     ) -> None:
+        #: Which driver made this connection ("postgres", "redis", "tarantool",
+        #: "http"): the ``driver`` label of its metrics (`surge.stats`).
+        self.driver = driver
         #: Where to connect, tried in order on every connect (default: host:port).
         self.endpoints: tuple[Endpoint, ...] = tuple(endpoints or (Endpoint(host, port),))
         if not self.endpoints:

@@ -912,9 +912,104 @@ def tarantool_replicaset(**kwargs) -> Iterator[list[Service]]:
             svc.stop()
 
 
-STARTERS = {"tarantool": start_tarantool, "redis": start_redis, "postgres": start_postgres}
+# -- Graphite (carbon-cache): where seed 000's per-second rates went --------------------
+
+#: Whisper retention of the local Graphite: one point per second for a day.
+GRAPHITE_RETENTION = "1s:1d"
+
+_CARBON_CONF = """\
+[cache]
+STORAGE_DIR = {workdir}/
+LOCAL_DATA_DIR = {workdir}/whisper/
+WHISPER_DIR = {workdir}/whisper/
+LOG_DIR = {workdir}/log/
+PID_DIR = {workdir}/
+ENABLE_LOGROTATION = False
+USER =
+MAX_CACHE_SIZE = inf
+MAX_UPDATES_PER_SECOND = 10000
+MAX_CREATES_PER_MINUTE = inf
+LINE_RECEIVER_INTERFACE = {host}
+LINE_RECEIVER_PORT = {port}
+ENABLE_UDP_LISTENER = False
+PICKLE_RECEIVER_INTERFACE = {host}
+PICKLE_RECEIVER_PORT = {pickle_port}
+CACHE_QUERY_INTERFACE = {host}
+CACHE_QUERY_PORT = {query_port}
+LOG_LISTENER_CONNECTIONS = False
+LOG_UPDATES = False
+LOG_CREATES = False
+WHISPER_AUTOFLUSH = True
+"""
+
+
+def start_graphite(
+    *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
+) -> Service:
+    """Start Graphite's carbon-cache (Debian's graphite-carbon) with its config and
+    whisper files in a temporary directory; ``url`` is ``graphite://host:port`` (the
+    plaintext line receiver), ``extra["whisper_dir"]`` where the points are stored."""
+    binary = shutil.which("carbon-cache") or "/usr/bin/carbon-cache"
+    if not os.path.exists(binary):
+        raise ServiceError("carbon-cache is not installed (graphite-carbon; make system-deps)")
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    workdir = _mkdtemp("graphite", base_dir)
+    for sub in ("whisper", "log"):
+        (workdir / sub).mkdir()
+    conf = workdir / "carbon.conf"
+    conf.write_text(
+        _CARBON_CONF.format(
+            workdir=workdir,
+            host=host,
+            port=port,
+            pickle_port=free_port(host),
+            query_port=free_port(host),
+        )
+    )
+    (workdir / "storage-schemas.conf").write_text(
+        f"[default]\npattern = .*\nretentions = {GRAPHITE_RETENTION}\n"
+    )
+    log = workdir / "log" / "carbon-cache.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [binary, f"--config={conf}", "--nodaemon", "start"],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_port(host, port, proc, timeout, log)
+    except BaseException:
+        _terminate(proc.pid, 1.0)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Service(
+        "graphite",
+        host,
+        port,
+        proc.pid,
+        str(workdir),
+        f"graphite://{host}:{port}",
+        {"whisper_dir": str(workdir / "whisper")},
+    )
+
+
+def graphite(**kwargs) -> contextlib.AbstractContextManager[Service]:
+    """``with graphite() as svc:`` a carbon-cache for the block."""
+    return running("graphite", **kwargs)
+
+
+STARTERS: dict[str, Callable[..., Service]] = {
+    "tarantool": start_tarantool,
+    "redis": start_redis,
+    "postgres": start_postgres,
+}
 STARTERS["redis-cluster"] = start_redis_cluster
 STARTERS["redis-sentinel"] = start_redis_sentinel
+STARTERS["graphite"] = start_graphite
 
 
 @contextlib.contextmanager

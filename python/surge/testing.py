@@ -17,6 +17,10 @@ app from an event loop on a thread of its own; the async one on the running
 loop. Works for a surge `App` and for ASGI and WSGI apps (served by surge's
 dispatchers, as ``surge serve`` would).
 
+Differences from a TCP client: ``request.client`` is what a Unix socketpair
+reports for its peer (no address), and the ``Host`` is httpx's (``testserver``
+by default, from ``base_url``).
+
 Needs the ``testing`` extra (httpx, h11, websockets).
 """
 

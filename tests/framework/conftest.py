@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "http"))
-from peer_servers import PeerServers, surge_command
+from peer_servers import PeerServer, PeerServers, surge_command
 
 APPS = Path(__file__).parent / "apps"
 
@@ -23,9 +23,24 @@ def command(kind: str, target: str, port: int) -> list[str]:
     return [*args, "--loop", "uvloop", "--http", "httptools", "--no-access-log"]
 
 
+class RetryingServers(PeerServers):
+    """`PeerServers` that try another port when the one `free_port` gave was taken
+    before the server bound it (other processes on a busy machine use the same
+    ephemeral range for their outgoing connections)."""
+
+    def get(self, kind: str, target: str) -> PeerServer:
+        for _ in range(4):
+            try:
+                return super().get(kind, target)
+            except pytest.fail.Exception as exc:
+                if "already in use" not in str(exc):
+                    raise
+        return super().get(kind, target)
+
+
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerServers]:
-    running = PeerServers(tmp_path_factory.mktemp("framework-logs"), APPS, command)
+    running = RetryingServers(tmp_path_factory.mktemp("framework-logs"), APPS, command)
     yield running
     running.stop_all()
 

@@ -33,35 +33,54 @@ def fetch(port: int, path: str) -> tuple[int, bytes]:
         conn.sock.close()
 
 
-def wait_accepting(proc: subprocess.Popen, port: int) -> None:
+def wait_accepting(proc: subprocess.Popen, port: int) -> bool:
+    """True once the server accepts; False if it exited (e.g. its port was taken)."""
     deadline = time.monotonic() + 20
     while True:
-        assert proc.poll() is None, "server exited"
+        if proc.poll() is not None:
+            return False
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            return True
         except OSError:
             assert time.monotonic() < deadline, "server not accepting"
             time.sleep(0.02)
 
 
+def start(args: list[str], env: dict[str, str], out: Path) -> tuple[subprocess.Popen, int]:
+    """The server on a free port; another port if the first was taken meanwhile
+    (a busy machine's outgoing connections share the ephemeral range)."""
+    for _ in range(4):
+        # A try that could not bind may have run its hooks: start the log afresh.
+        Path(env["HOOKS_LOG"]).unlink(missing_ok=True)
+        port = free_port()
+        with open(out, "wb") as sink:
+            proc = subprocess.Popen(
+                [*args, "--port", str(port)],
+                cwd=APPS,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        if wait_accepting(proc, port):
+            return proc, port
+        assert "already in use" in out.read_text(), out.read_text()
+    raise AssertionError("no free port after 4 tries")
+
+
 @pytest.mark.parametrize("how", ["surge serve --workers 2", "app.run()"])
 def test_hooks_run_once_per_worker_around_serving(tmp_path, how):
     log = tmp_path / "hooks.log"
-    port = free_port()
     if how == "app.run()":
-        args = [sys.executable, "hooks_app.py", str(port)]
+        args = [sys.executable, "hooks_app.py"]
         workers = 1
     else:
-        args = [sys.executable, "-m", "surge", "serve", "hooks_app:app", "--port", str(port)]
-        args += ["--workers", "2"]
+        args = [sys.executable, "-m", "surge", "serve", "hooks_app:app", "--workers", "2"]
         workers = 2
     env = {**os.environ, "HOOKS_LOG": str(log), "PYTHONUNBUFFERED": "1"}
     out = tmp_path / "server.out"
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen(args, cwd=APPS, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    proc, port = start(args, env, out)
     try:
-        wait_accepting(proc, port)
         for _ in range(20):
             status, body = fetch(port, "/")
             assert status == 200 and json.loads(body)["ready"] is True

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import gzip
+import inspect
 import logging
 
 import pytest
@@ -416,8 +417,10 @@ def test_router_prefix_names_and_url_for():
         app.url_for("user", id="x")
     with pytest.raises(ValueError, match="prefix"):
         app.include_router(api, prefix="api/")
-    with pytest.raises(ValueError, match="name 'search' is used"):
-        app.add_route("/other", search)
+    app.add_route("/other", search)  # a default name repeats: the first path keeps it
+    assert app.url_for("search", term="x") == "/search/x"
+    with pytest.raises(ValueError, match="name 'file' is used"):
+        app.add_route("/other-files", files, name="file")
 
     with TestClient(app) as client:
         assert client.get(app.url_for("user", id=7)).json() == {"id": 7}
@@ -633,3 +636,138 @@ def test_hook_middleware_keeps_the_order_among_dispatch_ones():
         order.clear()
         r = client.get("/fail-h1")
         assert r.status_code == 409 and r.headers.get_list("x-seen") == ["h2", "d3", "h4"]
+
+
+def test_router_hooks_apply_to_its_routes_only():
+    calls: list[str] = []
+    outer = Router()
+    inner = Router()
+
+    @outer.before_request
+    def outer_before(request):
+        calls.append("outer before")
+
+    @inner.before_request
+    async def inner_before(request):
+        calls.append("inner before")
+        if request.headers.get("x-deny"):
+            return Response("denied by inner", 403)
+
+    @inner.after_request
+    def inner_after(request, response):
+        calls.append("inner after")
+        response.add_header("X-Inner", "1")
+
+    @inner.get("/plain")
+    def plain(request):
+        calls.append("handler")
+        return "plain"
+
+    inner_plain = inner.routes[-1].handler
+    assert inspect.iscoroutinefunction(inner_plain)  # an async hook makes it async
+
+    sync_only = Router()
+    sync_only.after_request(lambda request, response: response.add_header("X-Sync", "1"))
+    sync_only.get("/fast")(lambda request: "fast")
+    assert not inspect.iscoroutinefunction(sync_only.routes[-1].handler)  # stays inline
+
+    outer.include_router(inner, prefix="/in")
+    app = App()
+    app.include_router(outer, prefix="/out")
+    app.include_router(sync_only)
+
+    @app.get("/elsewhere")
+    def elsewhere(request):
+        return "no router hooks here"
+
+    with TestClient(app) as client:
+        r = client.get("/out/in/plain")
+        assert (r.text, r.headers["x-inner"]) == ("plain", "1")
+        assert calls == ["outer before", "inner before", "handler", "inner after"]
+        calls.clear()
+        r = client.get("/out/in/plain", headers={"X-Deny": "1"})
+        assert (r.status_code, r.text) == (403, "denied by inner")
+        assert calls == ["outer before", "inner before", "inner after"]
+        calls.clear()
+        assert client.get("/elsewhere").text == "no router hooks here" and calls == []
+        assert client.get("/fast").headers["x-sync"] == "1"
+
+
+def test_only_hook_middleware_runs_plain_and_recovers_from_errors():
+    from surge.http.middleware import HookMiddleware
+
+    order: list[str] = []
+
+    class Hooks(HookMiddleware):
+        def __init__(self, app, tag):
+            self.tag = tag
+
+        def process_request(self, request):
+            order.append(f"{self.tag} in")
+            if request.path == f"/answer-{self.tag}":
+                return Response(f"answered by {self.tag}")
+            if request.path == f"/fail-in-{self.tag}":
+                raise HTTPException(409)
+            return None
+
+        def process_response(self, request, response):
+            order.append(f"{self.tag} out")
+            if request.path == f"/fail-out-{self.tag}":
+                raise KeyError(self.tag)
+            response.add_header("X-Seen", self.tag)
+            return response
+
+    app = App()
+    for tag in ("a", "b", "c"):  # c is the outermost
+        app.add_middleware(Hooks, tag=tag)
+
+    @app.errorhandler(KeyError)
+    async def key_error(request, exc):  # async: the rest is awaited
+        await asyncio.sleep(0)
+        return Response(f"key error {exc}", 500)
+
+    @app.route("/{name}")
+    def handler(request, name):
+        order.append("handler")
+        if name == "boom":
+            raise KeyError("handler")
+        if name == "later":
+            return asyncio.sleep(0, result="awaited result")
+        return name
+
+    full = ["c in", "b in", "a in", "handler", "a out", "b out", "c out"]
+    cases = [
+        ("/ok", 200, "ok", ["a", "b", "c"], full),
+        ("/answer-b", 200, "answered by b", ["c"], ["c in", "b in", "c out"]),
+        ("/fail-in-b", 409, "Conflict", ["c"], ["c in", "b in", "c out"]),
+        ("/boom", 500, "key error 'handler'", ["a", "b", "c"], full),
+        ("/fail-out-b", 500, "key error 'b'", ["c"], full),
+        ("/later", 200, "awaited result", ["a", "b", "c"], full),
+    ]
+    with TestClient(app) as client:
+        for path, status, text, seen, expected in cases:
+            order.clear()
+            r = client.get(path)
+            assert (r.status_code, r.text) == (status, text), path
+            assert r.headers.get_list("x-seen") == seen, path
+            assert order == expected, path
+
+
+def test_head_and_options_of_the_root_through_middleware():
+    # "/" shares its static entry with the catch-all route that brings 404/405
+    # through the middleware: HEAD must still reach the GET route.
+    app = App()
+    tagging(app, "mw", [])
+
+    @app.get("/")
+    def index(request):
+        return "hello root"
+
+    with TestClient(app) as client:
+        get, head = client.get("/"), client.head("/")
+        assert (head.status_code, head.content, head.headers["x-seen"]) == (200, b"", "mw")
+        assert head.headers["content-length"] == get.headers["content-length"] == "10"
+        options = client.options("/")
+        assert (options.status_code, options.headers["allow"]) == (204, "GET, HEAD, OPTIONS")
+        post = client.post("/")
+        assert (post.status_code, post.headers["allow"]) == (405, "GET, HEAD, OPTIONS")

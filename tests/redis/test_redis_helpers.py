@@ -171,3 +171,23 @@ def test_refused_on_a_shared_connection(url, arun):
         await r.close()
 
     arun(main())
+
+
+def test_dump_in_a_decoding_pipeline_is_refused_up_front(url, arun, mode):  # noqa: F811
+    ours, _theirs = clients(url, mode)
+
+    async def main():
+        pipe = ours.pipeline()
+        pipe.set("pd", "v")
+        if mode[1]:
+            with pytest.raises(DataError):
+                pipe.dump("pd")
+            assert await pipe.execute() == [True]  # the rest of the batch is intact
+        else:
+            pipe.dump("pd")
+            ok, payload = await pipe.execute()
+            assert ok is True and payload == await ours.dump("pd")
+        await ours.close()
+        await _theirs.aclose()
+
+    arun(main())

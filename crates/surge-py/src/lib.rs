@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 mod http;
+mod load;
 mod postgres;
 mod pydatetime;
 mod redis;
@@ -28,6 +29,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::Headers>()?;
     m.add_class::<http::server::Response>()?;
     m.add_class::<http::server::HttpConnection>()?;
+    m.add_class::<http::server::AccessLog>()?;
+    m.add_class::<http::server::ProxyTrust>()?;
     m.add_class::<http::server::ParseError>()?;
     m.add_function(wrap_pyfunction!(http::server::encode_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(http::server::http_date, m)?)?;
@@ -93,5 +96,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(tarantool::msgpack_packb, m)?)?;
     m.add_function(wrap_pyfunction!(tarantool::msgpack_unpackb, m)?)?;
+
+    // Load generator.
+    m.add_class::<load::HttpLoad>()?;
     Ok(())
 }

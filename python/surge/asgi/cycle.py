@@ -139,8 +139,11 @@ class HttpCycle(WriterResponse):
         "_receiving",
         "_remaining",
         "_request",
+        "_sent",
+        "_sent_head",
         "_space",
         "_started",
+        "_status",
         "_stream",
         "_task",
         "_waiting",
@@ -174,6 +177,10 @@ class HttpCycle(WriterResponse):
         self._framing = _NONE
         self._remaining = 0
         self._head: bytes | None = None
+        # For the access log: status, body bytes and head of the response.
+        self._status = 0
+        self._sent = 0
+        self._sent_head: bytes | None = None
         self._active = False
         self._pending: list[bytes] = []
         self._pending_size = 0
@@ -326,7 +333,8 @@ class HttpCycle(WriterResponse):
                 parts.append(b"connection: keep-alive\r\n")
         parts.append(b"\r\n")
         # Held back to leave with the first body bytes, in one write.
-        self._head = b"".join(parts)
+        self._head = self._sent_head = b"".join(parts)
+        self._status = status
 
     async def _body(self, body: bytes, more: bool) -> None:
         framing = self._framing
@@ -343,11 +351,15 @@ class HttpCycle(WriterResponse):
             data = bytes(body)
         else:
             data = b""
+        if framing != _NONE:
+            self._sent += len(body)
         if self._head is not None:
             data = self._head + data
             self._head = None
         if not more:
             self._complete = True
+            if self._conn.access_log is not None:
+                self._conn.access_log.log(self._request, self._status, self._sent, self._sent_head)
             if framing == _LENGTH and self._remaining > 0:
                 log.error("ASGI response shorter than its content-length: closing")
                 self._closing = True
@@ -412,6 +424,9 @@ class HttpCycle(WriterResponse):
                     conn.write(b"\r\n0\r\n\r\n")
         self._remaining = 0
         self._complete = True
+        if self._conn.access_log is not None:
+            sent = 0 if framing == _NONE else size
+            self._conn.access_log.log(self._request, self._status, sent, self._sent_head)
         if self._gone is not None and not self._gone.done():
             self._gone.set_result(None)
         self._wake_writer()
@@ -425,6 +440,8 @@ class HttpCycle(WriterResponse):
             b"content-length: %d\r\nconnection: close\r\n\r\n%s"
             % (http_date().encode(), _SERVER, len(_ERROR_500), _ERROR_500)
         ]
+        if self._conn.access_log is not None:
+            self._conn.access_log.log_rendered(self._request, self._pending[0])
         if self._active:
             self._conn.write(self._pending.pop())
             self._wake_writer()

@@ -161,7 +161,7 @@ class App(RouteDecorators):
         if stream and not is_async:
             raise TypeError(f"{path!r}: stream=True needs an async handler")
         methods = tuple(m.upper() for m in (methods or ("GET",)))
-        name = name or route_name(handler)
+        explicit, name = name is not None, name or route_name(handler)
         route = Route(
             path=path,
             methods=methods,
@@ -175,12 +175,12 @@ class App(RouteDecorators):
         # Validate the pattern now, so a bad route fails at import, not at start.
         Router().add(path, list(methods), handler, _DEFERRED, route.max_body, stream)
         known = self._names.get(name)
-        if known is not None and known != path:
-            raise ValueError(
-                f"route name {name!r} is used for {known!r} already; pass name= to tell "
-                f"{path!r} apart"
-            )
-        self._names[name] = path
+        if known is None:
+            self._names[name] = path
+        elif explicit and known != path:
+            # A default name may repeat (one function on two paths, two routers'
+            # `index`): the first keeps it, as in Starlette. A given one may not.
+            raise ValueError(f"route name {name!r} is used for {known!r} already")
         self.routes.append(route)
         return route
 

@@ -46,6 +46,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .errors import ClientDisconnected, HTTPException
+from .protocol import _Resumed
 from .response import FileResponse, Response, StreamingResponse, WriterResponse
 
 if TYPE_CHECKING:
@@ -124,13 +125,30 @@ class Pipeline:
         if hooked:
             call = partial(self._hooked, tuple(reversed(hooked)), call)
         self._outer = call
+        #: When every middleware is of the process_request/response kind and no
+        #: hook is registered, a plain handler's request runs with no coroutine
+        #: at all (`_plain_chain`); these are the middleware, outermost first.
+        self._all_hooked: tuple[Any, ...] | None = None
+        if hooked and len(hooked) == len(middleware) and not (self._before or self._after):
+            self._all_hooked = tuple(reversed(hooked))
 
     # The connection's side -----------------------------------------------------------
 
     def endpoint(self, request: Request, **_params: Any) -> Any:
         """The handler of every route: the response, or an awaitable of it."""
         ctx = contextvars.copy_context()
-        coro = self._outer(request)
+        if self._all_hooked is not None:
+            rid = request._route
+            if rid < self._routed:
+                route = self.routes[rid]
+                if not route.threaded:
+                    result = ctx.run(self._plain_chain, request, route)
+                    if type(result) is not _Recovering:
+                        return result
+                    return self._drive(ctx, result.coro)
+        return self._drive(ctx, self._outer(request))
+
+    def _drive(self, ctx: contextvars.Context, coro: Any) -> Any:
         if _EAGER_TASKS:  # pragma: no cover - Python 3.12+
             task: asyncio.Task[Any] = asyncio.Task(coro, context=ctx, eager_start=True)  # type: ignore[call-arg,arg-type]
             return task.result() if task.done() else task
@@ -138,7 +156,7 @@ class Pipeline:
             awaited = ctx.run(coro.send, None)  # type: ignore[attr-defined]
         except StopIteration as stop:
             return stop.value
-        return _Resumed(ctx, coro, awaited)
+        return _Resumed(_InContext(ctx, coro), awaited)
 
     async def endpoint_async(self, request: Request, **_params: Any) -> Any:
         """The handler of an `async def` route: the connection runs it in a task, as
@@ -150,6 +168,88 @@ class Pipeline:
         return self.endpoint(request)
 
     # Layers -------------------------------------------------------------------------
+
+    def _plain_chain(self, request: Request, route: Route) -> Any:
+        """Only process_request/response middleware around a plain handler: the
+        same order and error handling as `_hooked`, as plain calls. What needs
+        awaiting (an error handler, an awaitable result) goes on in `_recover`."""
+        group = self._all_hooked
+        assert group is not None
+        entered = 0
+        try:
+            for mw in group:
+                response = mw.process_request(request)
+                if response is not None:
+                    break
+                entered += 1
+            else:
+                result = route.handler(request, **request.path_params)
+                cls = type(result)
+                if cls is str or cls is bytes or cls is dict or cls is list:
+                    response = Response(result)
+                elif isinstance(result, _RESPONSES):
+                    response = result
+                elif inspect.isawaitable(result):
+                    return _Recovering(self._recover(request, entered, awaiting=result))
+                else:
+                    response = to_response(result)
+        except ClientDisconnected:
+            raise
+        except Exception as exc:
+            return _Recovering(self._recover(request, entered, error=exc))
+        while entered:
+            entered -= 1
+            mw = group[entered]
+            try:
+                new = mw.process_response(request, response)
+                if not isinstance(new, _RESPONSES):
+                    raise TypeError(
+                        f"{type(mw).__qualname__}.process_response returned "
+                        f"{type(new).__name__}, not a response"
+                    )
+                response = new
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                return _Recovering(self._recover(request, entered, error=exc))
+        return response
+
+    async def _recover(
+        self,
+        request: Request,
+        entered: int,
+        error: Exception | None = None,
+        awaiting: Any = None,
+    ) -> Any:
+        """`_plain_chain` from where it stopped: the error's response (or the
+        awaited result) goes out through the middleware entered before it."""
+        group = self._all_hooked
+        assert group is not None
+        if error is not None:
+            response = await self._error(request, error)
+        else:
+            try:
+                response = to_response(await awaiting)
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                response = await self._error(request, exc)
+        while entered:
+            entered -= 1
+            mw = group[entered]
+            try:
+                new = mw.process_response(request, response)
+                if not isinstance(new, _RESPONSES):
+                    raise TypeError(
+                        f"{type(mw).__qualname__}.process_response returned "
+                        f"{type(new).__name__}, not a response"
+                    )
+                response = new
+            except ClientDisconnected:
+                raise
+            except Exception as exc:
+                response = await self._error(request, exc)
+        return response
 
     async def _layer(self, mw: Dispatch, call_next: CallNext, request: Request) -> Any:
         try:
@@ -305,30 +405,27 @@ def _unrouted_error(rid: int, allowed: Any) -> HTTPException:
     return HTTPException(404)
 
 
-class _Resumed:
-    """The rest of a chain whose first step ran inline, in its own context: the
-    object it suspended on is handed to the awaiting task unchanged, as
-    ``await coro`` would have, and each later step runs in the same context."""
+class _Recovering:
+    """What `_plain_chain` returns when the rest must be awaited: `coro`."""
 
-    __slots__ = ("_awaited", "_coro", "_ctx")
+    __slots__ = ("coro",)
 
-    def __init__(self, ctx: contextvars.Context, coro: Any, awaited: Any) -> None:
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+
+
+class _InContext:
+    """A coroutine whose every step runs in `ctx` (for the connection's `_Resumed`,
+    which drives the rest of a chain whose first step ran inline)."""
+
+    __slots__ = ("_coro", "_ctx")
+
+    def __init__(self, ctx: contextvars.Context, coro: Any) -> None:
         self._ctx = ctx
         self._coro = coro
-        self._awaited = awaited
 
-    def __await__(self) -> Any:
-        ctx, coro, awaited = self._ctx, self._coro, self._awaited
-        while True:
-            try:
-                value = yield awaited
-            except BaseException as exc:
-                try:
-                    awaited = ctx.run(coro.throw, exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    awaited = ctx.run(coro.send, value)
-                except StopIteration as stop:
-                    return stop.value
+    def send(self, value: Any) -> Any:
+        return self._ctx.run(self._coro.send, value)
+
+    def throw(self, exc: BaseException) -> Any:
+        return self._ctx.run(self._coro.throw, exc)

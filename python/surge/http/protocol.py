@@ -31,7 +31,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from surge._core import HttpConnection, ParseError, Request, encode_response_head
+from surge._core import AccessLog, HttpConnection, ParseError, Request, encode_response_head
 
 from .conditional import FileReply, file_reply
 from .errors import ClientDisconnected, HTTPException
@@ -170,6 +170,7 @@ class HttpProtocol(asyncio.Protocol):
         "_transport",
         "_unsent",
         "_writer_busy",
+        "access_log",
         "dispatcher_data",
     )
 
@@ -204,6 +205,10 @@ class HttpProtocol(asyncio.Protocol):
         self._lost: asyncio.Future[None] | None = None
         #: What a dispatcher keeps per connection (the ASGI scope's constant part).
         self.dispatcher_data: Any = None
+        #: The server's access log, or None: responses the native side encodes
+        #: are logged there natively; the rest by whoever completes them (`_flush`,
+        #: `_write_body`, the ASGI and WSGI cycles) with `AccessLog.log`.
+        self.access_log: AccessLog | None = server.access_log
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -230,6 +235,9 @@ class HttpProtocol(asyncio.Protocol):
             max_headers=limits.max_headers,
             max_head=limits.max_head,
             max_body=limits.max_body,
+            access_log=self.access_log,
+            proxy=self._server.proxy_trust,
+            scheme="https" if transport.get_extra_info("sslcontext") is not None else "http",
         )
         self._server.connection_opened(self)
 
@@ -788,6 +796,8 @@ class HttpProtocol(asyncio.Protocol):
                 break
             parts.append(slot.data)  # type: ignore[arg-type]
             size += len(slot.data)  # type: ignore[arg-type]
+            if self.access_log is not None and slot.request is not None:
+                self.access_log.log_rendered(slot.request, slot.data)  # type: ignore[arg-type]
             if slot.close:
                 close = True
                 self._drop_queue()
@@ -849,7 +859,7 @@ class HttpProtocol(asyncio.Protocol):
             elif isinstance(slot.body, WriterResponse):
                 keep_alive = await slot.body.write(self)
             else:
-                keep_alive = await self._send_stream(slot.body, keep_alive, http10, head_only)
+                keep_alive = await self._send_stream(slot.body, keep_alive, http10, head_only, req)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -875,15 +885,21 @@ class HttpProtocol(asyncio.Protocol):
             raise ConnectionResetError("client went away")
 
     async def _send_stream(
-        self, body: StreamingResponse, keep_alive: bool, http10: bool, head_only: bool
+        self,
+        body: StreamingResponse,
+        keep_alive: bool,
+        http10: bool,
+        head_only: bool,
+        req: Request,
     ) -> bool:
         write = self._transport.write
-        write(
-            encode_response_head(
-                body.status, body.headers, body.content_type, None, keep_alive, http10
-            )
+        head = encode_response_head(
+            body.status, body.headers, body.content_type, None, keep_alive, http10
         )
+        write(head)
         if head_only:
+            if self.access_log is not None:
+                self.access_log.log(req, body.status, 0, head)
             return keep_alive and not http10
         iterator = body.iterator
         if hasattr(iterator, "__aiter__"):
@@ -897,20 +913,30 @@ class HttpProtocol(asyncio.Protocol):
                 for c in iterator:  # type: ignore[union-attr]
                     yield c
 
+        sent = 0
         async for chunk in chunks():
             if isinstance(chunk, str):
                 chunk = chunk.encode()
             if not chunk:
                 continue
+            sent += len(chunk)
             if http10:
                 write(chunk)
             else:
                 write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
             await self._wait_writable()
+        if self.access_log is not None:
+            self.access_log.log(req, body.status, sent, head)
         if http10:
             return False
         write(b"0\r\n\r\n")
         return keep_alive
+
+    def _not_found(self, req: Request) -> None:
+        data = self._conn.render_error(404, "Not Found")
+        self._transport.write(data)
+        if self.access_log is not None:
+            self.access_log.log_rendered(req, data)
 
     async def _send_file(
         self, body: FileResponse, req: Request, keep_alive: bool, http10: bool, head_only: bool
@@ -919,28 +945,24 @@ class HttpProtocol(asyncio.Protocol):
             # Non-blocking: opening a FIFO must not stall the loop (it is refused below).
             fd = os.open(body.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            self._transport.write(self._conn.render_error(404, "Not Found"))
+            self._not_found(req)
             return False
         with open(fd, "rb", buffering=0) as f:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                self._transport.write(self._conn.render_error(404, "Not Found"))
+                self._not_found(req)
                 return False
             if body.status == 200:
                 reply = file_reply(req.method, req.headers, st, body.content_type, body.headers)
             else:
                 whole: list[Any] = [(0, st.st_size)] if st.st_size else []
                 reply = FileReply(body.status, body.headers, body.content_type, whole)
-            self._transport.write(
-                encode_response_head(
-                    reply.status,
-                    reply.headers,
-                    reply.content_type,
-                    reply.length,
-                    keep_alive,
-                    http10,
-                )
+            head = encode_response_head(
+                reply.status, reply.headers, reply.content_type, reply.length, keep_alive, http10
             )
+            self._transport.write(head)
+            if self.access_log is not None:
+                self.access_log.log(req, reply.status, 0 if head_only else reply.length, head)
             if not head_only:
                 for piece in reply.pieces:
                     if isinstance(piece, bytes):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import quote
+
+from .pipeline import to_response
 
 Handler = Callable[..., Any]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,11 +126,28 @@ class Router(RouteDecorators):
 
     The decorators are the app's (`get`, `post`, `put`, `patch`, `delete`,
     `route`, `websocket`, each with ``name=``). Routers nest with
-    `include_router`. Hooks and middleware belong to the app.
+    `include_router`. `before_request`/`after_request` hooks apply to the
+    router's routes added after them (for a ``threaded=True`` route they run in
+    its thread too); middleware belongs to the app.
     """
 
     def __init__(self) -> None:
         self.routes: list[RouteSpec] = []
+        self.before_request_hooks: list[Callable[..., Any]] = []
+        self.after_request_hooks: list[Callable[..., Any]] = []
+
+    def before_request(self, fn: F) -> F:
+        """Runs `fn(request)` before each handler of this router (added before the
+        routes it applies to); a non-None return answers instead."""
+        self.before_request_hooks.append(fn)
+        return fn
+
+    def after_request(self, fn: F) -> F:
+        """Runs `fn(request, response)` after each handler of this router (added
+        before the routes it applies to); its return replaces the response. Unlike
+        the app's, these see what the handlers return, not error responses."""
+        self.after_request_hooks.append(fn)
+        return fn
 
     def add_route(
         self,
@@ -145,7 +165,7 @@ class Router(RouteDecorators):
             raise TypeError(f"handler for {path!r} is not callable")
         spec = RouteSpec(
             path=path,
-            handler=handler,
+            handler=with_hooks(handler, self.before_request_hooks, self.after_request_hooks),
             methods=tuple(m.upper() for m in (methods or ("GET",))),
             name=name or route_name(handler),
             options={"threaded": threaded, "stream": stream, "max_body_size": max_body_size},
@@ -162,19 +182,76 @@ class Router(RouteDecorators):
         return spec
 
     def include_router(self, router: Router, prefix: str = "") -> None:
-        """Adds `router`'s routes under `prefix`."""
+        """Adds `router`'s routes under `prefix` (this router's hooks registered so
+        far run around theirs)."""
         check_prefix(prefix)
         for spec in router.routes:
+            handler = spec.handler
+            if not spec.websocket:
+                handler = with_hooks(handler, self.before_request_hooks, self.after_request_hooks)
             self.routes.append(
                 RouteSpec(
                     prefix + spec.path,
-                    spec.handler,
+                    handler,
                     spec.methods,
                     spec.name,
                     dict(spec.options),
                     spec.websocket,
                 )
             )
+
+
+def with_hooks(
+    handler: Handler, before: list[Callable[..., Any]], after: list[Callable[..., Any]]
+) -> Handler:
+    """`handler` with a router's hooks around it (the hooks registered so far): a
+    plain function stays one when the hooks are plain functions too, so it keeps
+    the fast path; otherwise an `async def`."""
+    if not before and not after:
+        return handler
+    before, after = list(before), list(after)
+    hooks = [*before, *after]
+    if inspect.iscoroutinefunction(handler) or any(map(inspect.iscoroutinefunction, hooks)):
+
+        async def run_async(request: Any, **params: Any) -> Any:
+            for hook in before:
+                result = hook(request)
+                if inspect.isawaitable(result):
+                    result = await result
+                if result is not None:
+                    break
+            else:
+                result = handler(request, **params)
+                if inspect.isawaitable(result):
+                    result = await result
+            if after:
+                result = to_response(result)
+                for hook in after:
+                    new = hook(request, result)
+                    if inspect.isawaitable(new):
+                        new = await new
+                    if new is not None:
+                        result = to_response(new)
+            return result
+
+        return functools.wraps(handler)(run_async)
+
+    def run(request: Any, **params: Any) -> Any:
+        for hook in before:
+            result = hook(request)
+            if result is not None:
+                break
+        else:
+            result = handler(request, **params)
+        if after:
+            result = to_response(result)
+            for hook in after:
+                new = hook(request, result)
+                if new is not None:
+                    result = to_response(new)
+        return result
+
+    return functools.wraps(handler)(run)
 
 
 def route_name(handler: Handler) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ssl import SSLContext
 from typing import TYPE_CHECKING, Any
 
-from surge._core import Request, TlsServerConfig, encode_response_head
+from surge._core import AccessLog, ProxyTrust, Request, TlsServerConfig, encode_response_head
 
 from .protocol import HttpProtocol
 from .response import WriterResponse
@@ -46,6 +46,12 @@ class Server:
     served by `refusing_plan`: each request it sends gets ``503 Service
     Unavailable`` and the connection closes, so at most N connections (and the
     requests on them) are served at once by this worker, whatever the interface.
+    With ``access_log``, every response is logged there (closed by the caller).
+    With ``proxy_trust``, a connection from a trusted peer takes each request's
+    client, scheme and host from its forwarding headers (`surge._core.ProxyTrust`).
+    With ``proxy_protocol`` (the peers trusted to send it), each connection must
+    open with a PROXY v1/v2 header from one of them, whose source address becomes
+    the connection's peer.
     """
 
     def __init__(
@@ -55,8 +61,18 @@ class Server:
         debug: bool = False,
         keepalive_timeout: float | None = None,
         limit_concurrency: int | None = None,
+        access_log: AccessLog | None = None,
+        proxy_trust: ProxyTrust | None = None,
+        proxy_protocol: ProxyTrust | None = None,
     ) -> None:
         self.app = app
+        #: Where every connection logs its responses (see `surge.serve.access_log`).
+        self.access_log = access_log
+        #: Peers whose forwarding headers are believed (``--proxy-headers``).
+        self.proxy_trust = proxy_trust
+        #: Peers that open every connection with a PROXY protocol header
+        #: (`surge.serve.proxy_protocol`); None: no PROXY protocol.
+        self.proxy_protocol = proxy_protocol
         if debug:
             app.debug = True
         if limit_concurrency is not None and limit_concurrency < 1:
@@ -106,6 +122,17 @@ class Server:
 
             def factory() -> asyncio.Protocol:
                 return HttpProtocol(self)
+
+        if self.proxy_protocol is not None:
+            if ssl is not None:
+                raise ValueError("the PROXY protocol needs the rustls TLS backend or plain HTTP")
+            from surge.serve.proxy_protocol import ProxyProtocolReader
+
+            trust = self.proxy_protocol
+            inner = factory
+
+            def factory() -> asyncio.Protocol:
+                return ProxyProtocolReader(inner, trust.trusts)
 
         self._server = await loop.create_server(
             factory,

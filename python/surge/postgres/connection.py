@@ -106,6 +106,7 @@ class Connection:
             # A LISTENing connection has nothing pending: the engine keeps it
             # connected (and `_on_connect` LISTENs again) without waiting for a query.
             keep_connected=lambda: bool(self._listeners) and not self._closed,
+            driver="postgres",
         )
         #: Sending, gates and statements: what transactions, cursors, COPY and
         #: prepared statements use (see `session.py`).

@@ -195,6 +195,7 @@ class Redis(Commands):
             on_batch=guard,
             make_error=_same,
             **{**self._engine_options, **kwargs},
+            driver="redis",
         )
         return guard.engine
 

@@ -5,11 +5,18 @@ kernel spreads new connections between them; each worker forked into a slot
 inherits that slot's socket only, and the socket outlives its workers (see
 `surge.serve.master`). Before forking, the master probes the port once without
 ``SO_REUSEPORT`` (`check_bindable`), so a port that is taken is one clear error.
+
+A Unix socket (``--uds``) or an inherited descriptor (``--fd``) is one socket
+that every worker accepts on: the master makes (or adopts) it once, and removes
+a Unix socket's file at exit.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,4 +89,66 @@ def listen(addr: Address, backlog: int, *, reuse_port: bool) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise _bind_error(addr, exc) from None
+    return sock
+
+
+#: Permissions of a ``--uds`` socket file (uvicorn's: any local user may connect;
+#: restrict with ``--uds-mode`` or the directory's permissions).
+DEFAULT_UDS_MODE = 0o666
+
+
+def listen_unix(path: str, backlog: int, mode: int = DEFAULT_UDS_MODE) -> socket.socket:
+    """A listening Unix socket at ``path`` with permissions ``mode``.
+
+    A socket file left by a server that is gone (nothing accepts on it) is
+    replaced; one that a live server listens on, or a path that is not a
+    socket, is a `StartupError`. The caller removes the file at exit
+    (`remove_unix`).
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise StartupError(f"cannot listen on unix:{path}: the path exists and is not a socket")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(path)
+            except OSError:
+                os.unlink(path)  # stale: its server is gone
+            else:
+                raise StartupError(f"cannot listen on unix:{path}: a server is listening on it")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, mode)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(
+            f"cannot listen on unix:{path}: {(exc.strerror or str(exc)).lower()}"
+        ) from None
+    return sock
+
+
+def remove_unix(path: str) -> None:
+    """Removes the socket file ``path`` (at exit), if it is still there."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def inherited(fd: int) -> socket.socket:
+    """The listening socket passed in as descriptor ``fd`` (``--fd``; systemd, a supervisor)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise StartupError(f"cannot use fd {fd}: {(exc.strerror or str(exc)).lower()}") from None
+    if sock.type != socket.SOCK_STREAM or not sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_ACCEPTCONN
+    ):
+        sock.detach()
+        raise StartupError(f"fd {fd} is not a listening stream socket")
+    sock.setblocking(False)
     return sock

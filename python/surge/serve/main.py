@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from surge._core import ProxyTrust
 from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
 
-from .listeners import DEFAULT_BACKLOG, check_bindable, resolve
+from .access_log import check_access_log
+from .errors import StartupError
+from .listeners import DEFAULT_BACKLOG, DEFAULT_UDS_MODE, check_bindable, resolve
 from .loader import INTERFACES, import_string_of, importing_app, parse_import_string
 from .master import Master
 from .tls import TlsConfig
-from .worker import DEFAULT_GRACE, Config, run_single
+from .worker import DEFAULT_FORWARDED_ALLOW_IPS, DEFAULT_GRACE, Config, run_single
 
 if TYPE_CHECKING:
     from surge.http.app import App
@@ -40,6 +44,18 @@ def run(
     limit_concurrency: int | None = None,
     timeout_keep_alive: float | None = None,
     websocket: Mapping[str, Any] | None = None,
+    access_log: str | None = None,
+    access_log_format: str | None = None,
+    proxy_headers: bool = False,
+    forwarded_allow_ips: str | None = None,
+    uds: str | None = None,
+    uds_mode: int = DEFAULT_UDS_MODE,
+    fd: int | None = None,
+    limit_max_requests: int | None = None,
+    limit_max_requests_jitter: int = 0,
+    workers_max_rss: int | None = None,
+    tracing: bool = False,
+    proxy_protocol: bool = False,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -66,6 +82,25 @@ def run(
 
     ``tls`` serves HTTPS (see `surge.serve.tls`); its files are checked here, once,
     so a bad certificate or password fails before any worker starts.
+
+    ``access_log`` ("-" for stderr, or a file) logs every response, in
+    gunicorn's ``access_log_format`` atoms or ``"json"`` (see
+    `surge.serve.access_log`). ``proxy_headers`` takes each request's client,
+    scheme and host from ``Forwarded`` / ``X-Forwarded-*`` headers sent by a peer
+    in ``forwarded_allow_ips`` (IPs, CIDRs, "*"; default
+    `DEFAULT_FORWARDED_ALLOW_IPS`, or ``$FORWARDED_ALLOW_IPS`` as uvicorn reads it).
+
+    ``uds`` (a Unix socket path, file mode ``uds_mode``, removed at exit) or ``fd``
+    (an inherited listening socket) replace ``host``/``port``.
+    ``limit_max_requests`` N replaces a worker (its successor first) after N
+    requests, give or take ``limit_max_requests_jitter``; ``workers_max_rss``
+    (MiB) replaces one whose resident memory grows past it. Both need the master,
+    which they start even with one worker.
+
+    ``proxy_protocol`` expects a PROXY v1/v2 header on every connection, from a
+    peer in ``forwarded_allow_ips`` (`surge.serve.proxy_protocol`).
+    ``tracing`` gives every request an OpenTelemetry span (`surge.tracing`; needs
+    the opentelemetry-api package).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -85,6 +120,27 @@ def run(
         raise ValueError(f"timeout_keep_alive must be > 0 or None, got {timeout_keep_alive}")
     if lifespan not in ("auto", "on", "off"):
         raise ValueError(f"lifespan must be auto, on or off, got {lifespan!r}")
+    if uds is not None and fd is not None:
+        raise ValueError("uds and fd are exclusive: give one listener")
+    if limit_max_requests is not None and limit_max_requests < 1:
+        raise ValueError(f"limit_max_requests must be >= 1 or None, got {limit_max_requests}")
+    if limit_max_requests_jitter < 0:
+        raise ValueError(f"limit_max_requests_jitter must be >= 0, got {limit_max_requests_jitter}")
+    if workers_max_rss is not None and workers_max_rss < 1:
+        raise ValueError(f"workers_max_rss must be >= 1 (MiB) or None, got {workers_max_rss}")
+    if forwarded_allow_ips is None:
+        forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", DEFAULT_FORWARDED_ALLOW_IPS)
+    if proxy_headers or proxy_protocol:
+        ProxyTrust(forwarded_allow_ips)  # a malformed CIDR fails here, once
+    if proxy_protocol and tls is not None and not tls.uses_rustls():
+        raise StartupError("--proxy-protocol needs --ssl-backend rustls (or plain HTTP)")
+    if access_log is not None:
+        check_access_log(access_log, access_log_format)
+    if tracing:
+        from surge.tracing import available
+
+        if not available():
+            raise StartupError("--tracing needs the opentelemetry-api package")
     if importing_app():
         raise RuntimeError(
             "run() was called while importing the app: "
@@ -115,11 +171,25 @@ def run(
         limit_concurrency=limit_concurrency,
         timeout_keep_alive=timeout_keep_alive,
         websocket=tuple((websocket or {}).items()),
+        access_log=access_log,
+        access_log_format=access_log_format,
+        proxy_headers=proxy_headers,
+        forwarded_allow_ips=forwarded_allow_ips,
+        uds=uds,
+        uds_mode=uds_mode,
+        fd=fd,
+        limit_max_requests=limit_max_requests,
+        limit_max_requests_jitter=limit_max_requests_jitter,
+        workers_max_rss=workers_max_rss,
+        tracing=tracing,
+        proxy_protocol=proxy_protocol,
     )
-    if workers == 1 and not reload:
+    if workers == 1 and not reload and not cfg.needs_master:
         run_single(cfg)
         return
-    Master(dataclasses.replace(cfg, addr=check_bindable(addr))).run()
+    if uds is None and fd is None:
+        cfg = dataclasses.replace(cfg, addr=check_bindable(addr))
+    Master(cfg).run()
 
 
 def _configure_logging(debug: bool) -> None:

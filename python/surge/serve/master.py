@@ -25,7 +25,14 @@ The listening sockets belong to the master: one ``SO_REUSEPORT`` socket per
 worker slot, made once and inherited by every worker forked into the slot. A
 worker that exits closes only its copy, so connections the kernel queued on
 the socket wait for the slot's next worker instead of being reset, and a
-restart, rolling or not, refuses or drops no connection.
+restart, rolling or not, refuses or drops no connection. With ``--uds`` or
+``--fd`` all slots share the one socket.
+
+A worker that served its ``--limit-max-requests`` writes its pid to the
+retire pipe, and one whose resident memory passes ``--workers-max-rss`` is
+found by the master's poll; either is replaced like on SIGHUP, successor
+first. The master also makes the directory through which `/metrics` sums the
+workers (`surge.stats.multiprocess`) and folds an exited worker's counters in.
 """
 
 from __future__ import annotations
@@ -36,15 +43,19 @@ import json
 import logging
 import os
 import selectors
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from surge.stats import multiprocess
+
 from .errors import AppLoadError, StartupError
-from .listeners import listen
+from .listeners import inherited, listen, listen_unix, remove_unix
 from .reload import POLL_INTERVAL, FileWatcher, watch_roots
 from .worker import FORK_BLOCKED, STOP_SIGNALS, Config, worker_process
 
@@ -57,6 +68,9 @@ MIN_UPTIME = 5.0
 #: First and largest delay before restarting a crashing worker; doubles in between.
 FIRST_BACKOFF = 0.5
 MAX_BACKOFF = 30.0
+#: Seconds between two looks at the workers' memory (``--workers-max-rss``).
+RSS_POLL = 1.0
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(eq=False)
@@ -104,10 +118,41 @@ class Master:
         self.selector.register(self.wake_r, selectors.EVENT_READ, None)
         self.old_handlers: dict[int, Any] = {}
         self.old_wakeup_fd = -1
+        # Workers write their pid here to ask to be replaced (--limit-max-requests):
+        # one pipe for all, each message shorter than PIPE_BUF so writes never mix.
+        self.retire_r, self.retire_w = os.pipe()
+        os.set_blocking(self.retire_r, False)
+        self.selector.register(self.retire_r, selectors.EVENT_READ, None)
+        self.cfg = dataclasses.replace(cfg, retire_fd=self.retire_w)
+        #: The one socket every worker accepts on, for --uds and --fd (else a
+        #: SO_REUSEPORT socket per slot).
+        self.shared_sock: socket.socket | None = None
 
     # lifecycle
 
     def run(self) -> None:
+        metrics_dir = self._share_metrics()
+        try:
+            self._run()
+        finally:
+            if metrics_dir is not None:
+                os.environ.pop(multiprocess.ENV, None)
+                shutil.rmtree(metrics_dir, ignore_errors=True)
+
+    def _share_metrics(self) -> str | None:
+        """Makes the directory through which the workers' metrics are summed (see
+        `surge.stats.multiprocess`); None when the user named one (it is kept)."""
+        if os.environ.get(multiprocess.ENV):
+            return None
+        path = tempfile.mkdtemp(prefix="surge-metrics-")
+        os.environ[multiprocess.ENV] = path  # inherited by every worker
+        return path
+
+    def _run(self) -> None:
+        if self.cfg.uds is not None:
+            self.shared_sock = listen_unix(self.cfg.uds, self.cfg.backlog, self.cfg.uds_mode)
+        elif self.cfg.fd is not None:
+            self.shared_sock = inherited(self.cfg.fd)
         self._install_signals()
         try:
             if self._start():
@@ -138,7 +183,7 @@ class Master:
             log.info("reload: watching %d Python files under %s", len(self.watcher), where)
         for slot in self.slots[1:]:
             self._spawn(slot)
-        log.info("master %d: %d worker(s) on %s", os.getpid(), len(self.slots), self.cfg.addr)
+        log.info("master %d: %d worker(s) on %s", os.getpid(), len(self.slots), self.cfg.where)
         return True
 
     def _wait_first_report(self, slot: _Slot) -> dict[str, Any] | None:
@@ -165,12 +210,15 @@ class Master:
 
     def _supervise(self) -> None:
         next_poll = time.monotonic() + POLL_INTERVAL
+        self.next_rss = time.monotonic() + RSS_POLL
         while True:
             deadline = self._next_deadline(next_poll)
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             for key, _ in self.selector.select(timeout):
                 if key.fd == self.wake_r:
                     self._drain_wakeups()
+                elif key.fd == self.retire_r:
+                    self._on_retire_requests()
                 elif (report := self._read_status(key.data)) is not None:
                     self._on_report(key.data, report)
             if self._take_stop_signal():
@@ -190,6 +238,9 @@ class Master:
             for slot in self.slots:
                 if not slot.pid and slot.restart_at is not None and now >= slot.restart_at:
                     self._spawn(slot)
+            if self.cfg.workers_max_rss is not None and now >= self.next_rss:
+                self.next_rss = now + RSS_POLL
+                self._check_rss(self.cfg.workers_max_rss)
             for pid, deadline in list(self.retiring.items()):
                 if now >= deadline:
                     log.warning("worker %d did not drain in time, killing it", pid)
@@ -201,6 +252,8 @@ class Master:
         deadlines: list[float] = []
         if self.watcher is not None:
             deadlines.append(next_poll)
+        if self.cfg.workers_max_rss is not None:
+            deadlines.append(self.next_rss)
         deadlines += [s.restart_at for s in self.slots if not s.pid and s.restart_at is not None]
         # A worker waiting for its successor has no deadline yet (inf).
         deadlines += [d for d in self.retiring.values() if d != float("inf")]
@@ -233,8 +286,13 @@ class Master:
                 forced = True  # a second Ctrl+C: do not wait any longer
         for slot in self.slots:
             if slot.sock is not None:
-                slot.sock.close()
+                if slot.sock is not self.shared_sock:
+                    slot.sock.close()
                 slot.sock = None
+        if self.shared_sock is not None:
+            self.shared_sock.close()
+            if self.cfg.uds is not None:
+                remove_unix(self.cfg.uds)
         if live:
             log.info("master %d stopped", os.getpid())
 
@@ -242,12 +300,14 @@ class Master:
 
     def _spawn(self, slot: _Slot) -> None:
         if slot.sock is None:
-            slot.sock = listen(self.cfg.addr, self.cfg.backlog, reuse_port=True)
+            slot.sock = self.shared_sock or listen(self.cfg.addr, self.cfg.backlog, reuse_port=True)
         cfg = dataclasses.replace(self.cfg, listen_fd=slot.sock.fileno())
         status_r, status_w = os.pipe()
-        inherited = [self.wake_r, self.wake_w, status_r]
+        inherited = [self.wake_r, self.wake_w, status_r, self.retire_r]
         inherited += [s.status_fd for s in self.slots if s.status_fd >= 0]
-        inherited += [s.sock.fileno() for s in self.slots if s.sock is not None and s is not slot]
+        inherited += [
+            s.sock.fileno() for s in self.slots if s.sock is not None and s.sock is not slot.sock
+        ]
         signal.pthread_sigmask(signal.SIG_BLOCK, FORK_BLOCKED)
         try:
             pid = os.fork()
@@ -270,18 +330,53 @@ class Master:
         its successor serves (`_retire_predecessor`)."""
         self.load_error_logged = False
         for slot in self.slots:
-            old = slot.pid
-            if old:
-                self.by_pid.pop(old, None)
-                # Killed only if it outlives the grace period after its SIGTERM.
-                self.retiring[old] = float("inf")
-                self._close_status(slot)
-                slot.pid = 0
-            slot.broken = False
-            slot.quick_deaths = 0
-            self._spawn(slot)
-            if old:
-                self.successors[slot.pid] = old
+            self._replace(slot)
+
+    def _replace(self, slot: _Slot) -> None:
+        """Forks a successor into the slot; its current worker drains once it serves."""
+        old = slot.pid
+        if old:
+            self.by_pid.pop(old, None)
+            # Killed only if it outlives the grace period after its SIGTERM.
+            self.retiring[old] = float("inf")
+            self._close_status(slot)
+            slot.pid = 0
+        slot.broken = False
+        slot.quick_deaths = 0
+        self._spawn(slot)
+        if old:
+            self.successors[slot.pid] = old
+
+    def _on_retire_requests(self) -> None:
+        """Workers that served their --limit-max-requests: each gets a successor."""
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self.retire_r, 4096):
+                data += chunk
+        for line in data.split():
+            pid = int(line) if line.isdigit() else 0
+            slot = self.by_pid.get(pid)
+            if slot is not None and not self.stopping:
+                log.info("master %d: replacing worker %d (request limit)", os.getpid(), pid)
+                self._replace(slot)
+
+    def _check_rss(self, limit_mib: int) -> None:
+        """Replaces (new before old) a worker whose resident memory is over the limit."""
+        starting = set(self.successors)
+        for slot in self.slots:
+            pid = slot.pid
+            if not pid or pid in starting:
+                continue  # a successor still starting is given its chance
+            rss = _rss(pid)
+            if rss is not None and rss > limit_mib * 1024 * 1024:
+                log.warning(
+                    "master %d: worker %d uses %.0f MiB (over --workers-max-rss %d), replacing it",
+                    os.getpid(),
+                    pid,
+                    rss / 1048576,
+                    limit_mib,
+                )
+                self._replace(slot)
 
     def _retire_predecessor(self, pid: int) -> None:
         """The worker `pid` serves, failed or exited: the one it replaces drains now."""
@@ -365,6 +460,7 @@ class Master:
             self._on_exit(pid, status)
 
     def _on_exit(self, pid: int, status: int) -> None:
+        multiprocess.mark_process_dead(pid)
         self._retire_predecessor(pid)
         if self.retiring.pop(pid, None) is not None:
             return
@@ -412,8 +508,8 @@ class Master:
         for sig, old in self.old_handlers.items():
             signal.signal(sig, old)
         self.selector.close()
-        os.close(self.wake_r)
-        os.close(self.wake_w)
+        for fd in (self.wake_r, self.wake_w, self.retire_r, self.retire_w):
+            os.close(fd)
 
     def _drain_wakeups(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -434,6 +530,15 @@ class Master:
         if stop is not None and not self.stopping:
             log.info("master %d: %s, stopping workers", os.getpid(), signal.Signals(stop).name)
         return stop is not None
+
+
+def _rss(pid: int) -> int | None:
+    """Resident bytes of process ``pid`` (Linux /proc), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -21,6 +21,7 @@ import gc
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import sys
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from surge.http.config import DEFAULT_GC_THRESHOLD, DEFAULT_THREADS
 
 from .errors import AppLoadError, StartupError
-from .listeners import Address, listen
+from .listeners import DEFAULT_UDS_MODE, Address, inherited, listen, listen_unix, remove_unix
 from .loader import load_app, module_of
 from .tls import TlsConfig
 
@@ -50,6 +51,10 @@ DEFAULT_GRACE = 10.0
 SHUTDOWN_MARGIN = 3.0
 #: Exit code of a worker that could not load the app.
 EXIT_LOAD_ERROR = 3
+#: uvicorn's default ``--forwarded-allow-ips``: only a proxy on this host is trusted.
+DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1"
+#: Seconds between two looks at a worker's request count (``--limit-max-requests``).
+MAX_REQUESTS_POLL = 0.1
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 # Blocked around fork so a signal sent to a new worker before its event loop
@@ -90,6 +95,46 @@ class Config:
     #: WebSocket limits from the command line, (``ws_*`` field, value) pairs set
     #: over the app's `Limits`.
     websocket: tuple[tuple[str, Any], ...] = ()
+    #: ``--access-log``: "-" (stderr) or a file; None: no access log.
+    access_log: str | None = None
+    #: gunicorn's atoms, or "json"; None: `DEFAULT_ACCESS_LOG_FORMAT`.
+    access_log_format: str | None = None
+    #: ``--proxy-headers``: take the client, scheme and host from trusted proxies.
+    proxy_headers: bool = False
+    #: ``--forwarded-allow-ips``: the trusted proxies (IPs, CIDRs, "*").
+    forwarded_allow_ips: str = DEFAULT_FORWARDED_ALLOW_IPS
+    #: ``--uds``: listen on this Unix socket instead of host:port.
+    uds: str | None = None
+    #: Permissions of the ``--uds`` socket file.
+    uds_mode: int = DEFAULT_UDS_MODE
+    #: ``--fd``: listen on this inherited descriptor instead of host:port.
+    fd: int | None = None
+    #: ``--limit-max-requests``: a worker is replaced after about this many requests.
+    limit_max_requests: int | None = None
+    #: ``--limit-max-requests-jitter``: each worker's limit is drawn from N-J..N+J.
+    limit_max_requests_jitter: int = 0
+    #: ``--workers-max-rss``: the master replaces a worker above this many MiB.
+    workers_max_rss: int | None = None
+    #: Under a master: where a worker writes its pid to ask to be replaced.
+    retire_fd: int | None = None
+    #: ``--tracing``: an OpenTelemetry span per request (`surge.tracing`).
+    tracing: bool = False
+    #: ``--proxy-protocol``: every connection opens with a PROXY v1/v2 header.
+    proxy_protocol: bool = False
+
+    @property
+    def where(self) -> str:
+        """The listening address as logs show it."""
+        if self.uds is not None:
+            return f"unix:{self.uds}"
+        if self.fd is not None:
+            return f"fd {self.fd}"
+        return str(self.addr)
+
+    @property
+    def needs_master(self) -> bool:
+        """Options only a master can keep (replacing a worker needs one)."""
+        return self.limit_max_requests is not None or self.workers_max_rss is not None
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -134,6 +179,10 @@ async def _serve(
     )
     if cfg.websocket:
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
+    if cfg.tracing:
+        from surge.tracing import instrument
+
+        app = instrument(app)
     lifespan = await start_lifespan(app, cfg.lifespan)
     try:
         await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)
@@ -179,19 +228,38 @@ async def _serve_app(
     on_ready: Callable[[int], None] | None,
 ) -> None:
     _tune_gc(cfg.gc_threshold)
+    unix_path = None
     if cfg.listen_fd is not None:
         # This process's copy of its slot's socket: closing it (at shutdown)
         # leaves the socket and its queue to the next worker of the slot.
         sock = socket.socket(fileno=cfg.listen_fd)
+    elif cfg.uds is not None:
+        sock = listen_unix(cfg.uds, cfg.backlog, cfg.uds_mode)
+        unix_path = cfg.uds
+    elif cfg.fd is not None:
+        sock = inherited(cfg.fd)
     else:
         sock = listen(cfg.addr, cfg.backlog, reuse_port=reuse_port)
+    from surge._core import ProxyTrust
     from surge.http.server import Server
 
+    from .access_log import open_access_log
+
+    try:
+        access_log = (
+            open_access_log(cfg.access_log, cfg.access_log_format) if cfg.access_log else None
+        )
+    except BaseException:
+        sock.close()
+        raise
     server = Server(
         app,
         debug=cfg.debug,
         keepalive_timeout=cfg.timeout_keep_alive,
         limit_concurrency=cfg.limit_concurrency,
+        access_log=access_log,
+        proxy_trust=ProxyTrust(cfg.forwarded_allow_ips) if cfg.proxy_headers else None,
+        proxy_protocol=ProxyTrust(cfg.forwarded_allow_ips) if cfg.proxy_protocol else None,
     )
     try:
         # Made in each worker (contexts do not cross a fork); checked once by `run`.
@@ -203,21 +271,73 @@ async def _serve_app(
             await server.serve(sock, backlog=cfg.backlog, ssl=ssl_ctx)
     except BaseException:
         sock.close()
+        if unix_path is not None:
+            remove_unix(unix_path)
+        if access_log is not None:
+            access_log.close()
         raise
-    where = str(cfg.addr.with_port(sock.getsockname()[1]))
-    if cfg.tls is not None:
-        where = "https" + where.removeprefix("http")
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and cfg.fd is None:
+        where = str(cfg.addr.with_port(sock.getsockname()[1]))
+        if cfg.tls is not None:
+            where = "https" + where.removeprefix("http")
+    else:
+        where = cfg.where
     log.info("%s %d serving on %s", role, os.getpid(), where)
+    from surge.stats import start_publishing
+
+    publisher = start_publishing()  # under a master: /metrics sums the workers
     if on_ready is not None:
         on_ready(loading_since)
+    watch = _watch_requests(cfg, stop) if cfg.limit_max_requests is not None else None
     await stop.wait()
+    if watch is not None:
+        watch.cancel()
     try:
         await asyncio.wait_for(server.shutdown(cfg.grace), cfg.grace + SHUTDOWN_MARGIN)
     except TimeoutError:
         log.warning("%s %d: shutdown did not finish in time, exiting", role, os.getpid())
     finally:
         sock.close()
+        if publisher is not None:
+            publisher.stop()
+        if unix_path is not None:
+            remove_unix(unix_path)
+        if access_log is not None:
+            access_log.close()
+            if access_log.dropped:
+                log.warning(
+                    "%s %d: %d access log line(s) dropped (the log could not keep up)",
+                    role,
+                    os.getpid(),
+                    access_log.dropped,
+                )
     log.info("%s %d stopped", role, os.getpid())
+
+
+def _watch_requests(cfg: Config, stop: asyncio.Event) -> asyncio.Task[None]:
+    """Asks to be replaced once this worker has served its share of requests
+    (``--limit-max-requests`` N, drawn from N-J..N+J with the jitter J, so workers
+    started together do not all restart together)."""
+    from surge._core import http_stats
+
+    assert cfg.limit_max_requests is not None
+    jitter = cfg.limit_max_requests_jitter
+    limit = max(1, cfg.limit_max_requests + random.randint(-jitter, jitter))
+    base = http_stats()["requests"]
+
+    async def watch() -> None:
+        while http_stats()["requests"] - base < limit:
+            await asyncio.sleep(MAX_REQUESTS_POLL)
+        log.info("worker %d: served %d requests, asking to be replaced", os.getpid(), limit)
+        if cfg.retire_fd is None:
+            stop.set()  # no master to start a successor: just stop
+            return
+        # The master forks a successor and sends us SIGTERM once it serves; we
+        # keep serving meanwhile, so no connection finds the slot without a worker.
+        with contextlib.suppress(OSError):
+            os.write(cfg.retire_fd, b"%d\n" % os.getpid())
+
+    return asyncio.get_running_loop().create_task(watch())
 
 
 def run_single(cfg: Config) -> None:

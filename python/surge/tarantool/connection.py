@@ -206,6 +206,7 @@ class Connection:
             # Tarantool answers IPROTO_PING at once even while a long call runs
             # (requests run in fibers); the probe reads a new connection's greeting.
             liveness=liveness(liveness_interval, liveness_timeout, self._codec.ping, b""),
+            driver="tarantool",
         )
         c = self._codec
         self._req = self._engine.request

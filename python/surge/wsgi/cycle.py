@@ -113,6 +113,8 @@ class WsgiCycle(WriterResponse):
         "_queued",
         "_remaining",
         "_request",
+        "_sent",
+        "_sent_head",
         "_status",
         "_stream",
         "_wakeup",
@@ -142,6 +144,9 @@ class WsgiCycle(WriterResponse):
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
         self._head_sent = False
+        # For the access log: the body bytes and the head sent.
+        self._sent = 0
+        self._sent_head = b""
         self._framing = _NONE
         self._remaining = 0
         # Shared with the loop, under `_lock`.
@@ -232,6 +237,7 @@ class WsgiCycle(WriterResponse):
         count = min(size, self._remaining) if framing == _LENGTH else size
         if framing == _LENGTH:
             self._remaining -= count
+        self._sent += count
         if count == 0:
             if head:
                 self._put(head)
@@ -263,7 +269,10 @@ class WsgiCycle(WriterResponse):
             self._end(failed=True)
         else:
             self._keep_alive = False
-            self._end(_answer_500())
+            answer = _answer_500()
+            if self._conn.access_log is not None:
+                self._conn.access_log.log_rendered(self._request, answer)
+            self._end(answer)
 
     def _start_response(
         self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
@@ -342,7 +351,8 @@ class WsgiCycle(WriterResponse):
         elif self._http10:
             parts.append(b"connection: keep-alive\r\n")
         parts.append(b"\r\n")
-        return b"".join(parts)
+        self._sent_head = head = b"".join(parts)
+        return head
 
     def _send(self, data: bytes) -> None:
         """The `write` callable, and each chunk of the iterable: framed and queued."""
@@ -369,6 +379,8 @@ class WsgiCycle(WriterResponse):
             out = bytes(data)
         else:
             out = b""
+        if framing != _NONE:
+            self._sent += len(data)
         self._put(head + out if head else out)
 
     def _finish(self) -> None:
@@ -381,6 +393,9 @@ class WsgiCycle(WriterResponse):
         elif self._framing == _LENGTH and self._remaining > 0:
             log.error("WSGI response shorter than its Content-Length: closing the connection")
             self._closing = True
+        access_log = self._conn.access_log
+        if access_log is not None:
+            access_log.log(self._request, int(self._status[:3]), self._sent, self._sent_head)
         self._end(out)
 
     def _put(self, data: bytes) -> None:

@@ -1,5 +1,5 @@
 """An app whose startup and shutdown hooks write to $HOOKS_LOG, served by `surge
-serve` or by `app.run()` (``python hooks_app.py PORT``)."""
+serve` or by `app.run()` (``python hooks_app.py --port PORT``)."""
 
 from __future__ import annotations
 
@@ -43,4 +43,4 @@ async def slow(request):
 
 
 if __name__ == "__main__":
-    app.run(port=int(sys.argv[1]))
+    app.run(port=int(sys.argv[sys.argv.index("--port") + 1]))

@@ -26,6 +26,7 @@ from surge.errors import (
     ProtocolError,
     RequestTimeoutError,
 )
+from surge.tracing import client_span
 
 from .config import DEFAULT_TIMEOUT, UNSET, ClientLimits, Timeout
 from .errors import (
@@ -264,6 +265,29 @@ class Client:
             u = nu
 
     async def _send(
+        self,
+        method: str,
+        u: URL,
+        headers: list,
+        body: bytes | None,
+        t: Timeout,
+        stream: bool,
+    ) -> ClientResponse:
+        # In a trace (surge.tracing): a CLIENT span, propagated as `traceparent`.
+        span = client_span(method, u.scheme, u.host, u.port, u.target)
+        if span is None:
+            return await self._send_one(method, u, headers, body, t, stream)
+        headers = list(headers)
+        span.inject(headers)
+        try:
+            response = await self._send_one(method, u, headers, body, t, stream)
+        except BaseException as exc:
+            span.finish(None, exc)
+            raise
+        span.finish(response.status)
+        return response
+
+    async def _send_one(
         self,
         method: str,
         u: URL,

@@ -147,6 +147,7 @@ class Connection:
             # liveness check watches the connection while one is open (with
             # reconnect off, that is all this does).
             keep_connected=lambda: bool(self.streams),
+            driver="http",
         )
         #: Requests assigned and not finished (a streamed one until its body ends).
         self.active = 0

@@ -25,6 +25,14 @@ DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
 MAX_COOKIE_SIZE = 4096
 
 
+class Session(dict[str, Any]):
+    """``request.session``: a dict, which knows whether it came from a cookie
+    (emptied, the cookie is then cleared)."""
+
+    __slots__ = ("from_cookie",)
+    from_cookie: bool
+
+
 class SessionMiddleware(HookMiddleware):
     """``app.add_middleware(SessionMiddleware, secret_key=...)``; handlers read and
     change ``request.session`` (a dict of JSON values)."""
@@ -76,9 +84,11 @@ class SessionMiddleware(HookMiddleware):
 
     def process_request(self, request: Request) -> None:
         """Loads ``request.session`` from the cookie."""
-        loaded = self.load(request.cookies.get(self.session_cookie))
-        request._session_loaded = loaded is not None
-        request.session = {} if loaded is None else loaded
+        cookie = request.cookies.get(self.session_cookie)
+        loaded = None if cookie is None else self.load(cookie)
+        session = Session() if loaded is None else Session(loaded)
+        session.from_cookie = loaded is not None
+        request.session = session
 
     def process_response(self, request: Request, response: Any) -> Any:
         """Sends the session back as a cookie when it has data (or clears it)."""
@@ -94,7 +104,7 @@ class SessionMiddleware(HookMiddleware):
             max_age = f"Max-Age={self.max_age}; " if self.max_age else ""
             cookie = f"{self.session_cookie}={value}; path={self.path}; {max_age}{self.flags}"
             response.add_header("Set-Cookie", cookie)
-        elif request._session_loaded:
+        elif getattr(session, "from_cookie", False):
             response.add_header(
                 "Set-Cookie",
                 f"{self.session_cookie}=null; path={self.path}; "

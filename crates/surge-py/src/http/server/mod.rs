@@ -1,15 +1,19 @@
 //! The HTTP server's native half: router, lazy request, response encoding and
 //! the per-connection parser that runs sync handlers on the fast path.
 
+mod access_log;
 mod connection;
 mod date;
+mod proxy;
 mod request;
 mod response;
 mod router;
 mod stats;
 
+pub(crate) use access_log::AccessLog;
 pub(crate) use connection::{HttpConnection, ParseError};
 pub(crate) use date::http_date;
+pub(crate) use proxy::ProxyTrust;
 pub(crate) use request::Request;
 pub(crate) use response::{encode_response_head, Response};
 pub(crate) use router::Router;

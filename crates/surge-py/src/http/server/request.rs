@@ -63,6 +63,15 @@ pub struct Request {
     pub eof: bool,
     #[pyo3(get, set, name = "_stream")]
     pub stream: Option<PyObject>,
+    /// When the head was parsed; only read while an access log is on.
+    pub started: Option<std::time::Instant>,
+    /// "http" or "https": the connection's, or what a trusted proxy reported.
+    pub scheme: &'static str,
+    /// The host a trusted proxy reported (`Forwarded: host=`, `X-Forwarded-Host`).
+    pub forwarded_host: Option<String>,
+    /// A trusted proxy reported the client or the scheme: the ASGI scope and
+    /// the WSGI environ take them from this request, not from the connection.
+    pub proxied: bool,
     // Caches.
     method_obj: Option<Py<PyString>>,
     path_obj: Option<Py<PyString>>,
@@ -88,6 +97,10 @@ impl Request {
             chunk_bytes: 0,
             eof: false,
             stream: None,
+            started: None,
+            scheme: "http",
+            forwarded_host: None,
+            proxied: false,
             method_obj: None,
             path_obj: None,
             body_obj: None,
@@ -225,11 +238,21 @@ impl Request {
         Ok(c)
     }
 
-    /// The host the client asked for: the authority of an absolute-form target
+    /// "http" or "https" (with `--proxy-headers`, as a trusted proxy reports it).
+    #[getter]
+    fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    /// The host the client asked for: with `--proxy-headers`, the one a trusted
+    /// proxy reports; else the authority of an absolute-form target
     /// (RFC 9112 3.2.2: it overrides the Host header), else the Host header
     /// ("" when absent).
     #[getter]
     fn host(&self) -> String {
+        if let Some(h) = &self.forwarded_host {
+            return h.clone();
+        }
         self.head
             .authority()
             .or_else(|| self.head.header(b"host"))
@@ -354,6 +377,27 @@ impl Request {
         state: &Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let scope = base.copy()?;
+        if self.proxied {
+            if let Some(c) = &self.client {
+                scope.set_item(intern!(py, "client"), c.clone_ref(py))?;
+            }
+            scope.set_item(intern!(py, "scheme"), self.scheme)?;
+        }
+        if let Some(host) = &self.forwarded_host {
+            // The server the client addressed, as the proxy reports it.
+            let default_port = if self.scheme == "https" { 443 } else { 80 };
+            let (name, port) = match host.rsplit_once(':') {
+                Some((n, p)) if !n.ends_with(']') || host.starts_with('[') => {
+                    match p.parse::<u16>() {
+                        Ok(p) => (n, p),
+                        Err(_) => (host.as_str(), default_port),
+                    }
+                }
+                _ => (host.as_str(), default_port),
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            scope.set_item(intern!(py, "server"), (name, port))?;
+        }
         let asgi = PyDict::new(py);
         asgi.set_item(intern!(py, "version"), intern!(py, "3.0"))?;
         asgi.set_item(intern!(py, "spec_version"), intern!(py, "2.4"))?;
@@ -456,6 +500,17 @@ impl Request {
                 None => env.set_item(key_obj, latin1(py, value))?,
             }
         }
+        if self.proxied {
+            env.set_item(intern!(py, "wsgi.url_scheme"), self.scheme)?;
+            if let Some(c) = &self.client {
+                let c = c.bind(py);
+                env.set_item(intern!(py, "REMOTE_ADDR"), c.get_item(0)?.str()?)?;
+                env.set_item(intern!(py, "REMOTE_PORT"), c.get_item(1)?.str()?)?;
+            }
+            if let Some(h) = &self.forwarded_host {
+                env.set_item(intern!(py, "HTTP_HOST"), h)?;
+            }
+        }
         Ok(env)
     }
 
@@ -483,7 +538,7 @@ impl Request {
 
 /// `%XX` escapes decoded to bytes (a malformed escape stays as sent), for
 /// PATH_INFO, which holds the path's bytes whatever their encoding.
-fn percent_decode_bytes(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn percent_decode_bytes(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     fn hex(c: u8) -> Option<u8> {
         (c as char).to_digit(16).map(|d| d as u8)
     }

@@ -1,0 +1,1 @@
+"""Operations benchmark: what the access log (and metrics) cost a served request."""

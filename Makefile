@@ -43,7 +43,7 @@ test-py:
 lint: $(VENV)/.deps ## ruff check + format check, cargo fmt --check, cargo clippy -D warnings
 	$(VENV)/bin/ruff check python tests benchmarks examples
 	$(VENV)/bin/ruff format --check python tests benchmarks examples
-	$(VENV)/bin/mypy --ignore-missing-imports python/surge/http python/surge/serve python/surge/asgi python/surge/wsgi python/surge/websocket python/surge/redis python/surge/postgres python/surge/tarantool python/surge/engine.py python/surge/endpoint.py python/surge/errors.py python/surge/__init__.py
+	$(VENV)/bin/mypy --ignore-missing-imports python/surge/http python/surge/serve python/surge/asgi python/surge/wsgi python/surge/websocket python/surge/redis python/surge/postgres python/surge/tarantool python/surge/engine.py python/surge/endpoint.py python/surge/errors.py python/surge/__init__.py python/surge/stats python/surge/tracing.py
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -q -- -D warnings
 

@@ -48,6 +48,7 @@ PACKAGES: dict[str, list[str]] = {
     "asyncpg": ["asyncpg", "uvloop"],
     "psycopg": ["psycopg[binary]", "psycopg-pool", "uvloop"],
     "redis": ["redis[hiredis]", "uvloop"],
+    "coredis": ["coredis", "uvloop"],
 }
 
 # distribution names whose versions are reported in the results
@@ -72,6 +73,7 @@ REPORTED = [
     "psycopg-pool",
     "redis",
     "hiredis",
+    "coredis",
 ]
 
 

@@ -6,10 +6,16 @@ need=()
 command -v tarantool >/dev/null || need+=(tarantool)
 command -v redis-server >/dev/null || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+# hstore (tests/postgres/test_pg_typecodecs.py): in postgresql-contrib.
+ls /usr/share/postgresql/*/extension/hstore.control >/dev/null 2>&1 || need+=(postgresql-contrib)
 command -v curl >/dev/null || need+=(curl)
 command -v wrk >/dev/null || need+=(wrk)
+# surge.services.start_graphite (seed 000: per-second rates into Graphite).
+command -v carbon-cache >/dev/null || need+=(graphite-carbon)
 # The WebSocket browser test (tests/websocket/test_ws_browser.py) drives headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
+# The static-file benchmark's native reference (benchmarks/files), as the http suite's.
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

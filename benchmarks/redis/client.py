@@ -5,8 +5,12 @@ imports only the driver it is asked for.
 
     python benchmarks/redis/client.py DRIVER LOOP CONCURRENCY N PORT VALUE_SIZE
 
-DRIVER: surge, redis-py (its pool: a connection per concurrent command) or
-redis-py-1conn (a pool of one connection).
+DRIVER: surge, redis-py (its pool: a connection per concurrent command),
+redis-py-1conn (a pool of one connection), coredis (its multiplexing client:
+``Redis(..., max_connections=1)`` pipelines many coroutines' commands on one
+connection too), or surge+blpop (surge with BLOCKERS more coroutines blocked in
+BLPOP on a list nobody pushes to, for the whole run: the blocking commands go on
+connections of their own, so the GET/SET rate should not move).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import sys
 import time
 
 PHASES = ("set", "get")
+#: Coroutines blocked in BLPOP beside the GET/SET workload (driver surge+blpop).
+BLOCKERS = 100
 
 
 async def run_async(r, conc: int, n: int, value: bytes) -> dict:
@@ -39,15 +45,43 @@ async def run_async(r, conc: int, n: int, value: bytes) -> dict:
     return out
 
 
-async def surge_main(conc: int, n: int, port: int, value: bytes) -> dict:
+async def surge_main(conc: int, n: int, port: int, value: bytes, blockers: int = 0) -> dict:
     import surge.redis
 
-    r = surge.redis.connect(f"redis://127.0.0.1:{port}/0")
+    r = surge.redis.connect(
+        f"redis://127.0.0.1:{port}/0", max_blocking_connections=max(blockers, 1)
+    )
     await r.flushdb()
+    stop = asyncio.Event()
+
+    async def blocked() -> None:
+        while not stop.is_set():
+            await r.blpop(["bench:never"], 1)
+
+    sides = [asyncio.ensure_future(blocked()) for _ in range(blockers)]
+    while r.blocking_pool.in_use < blockers:
+        await asyncio.sleep(0.01)
     res = await run_async(r, conc, n, value)
-    res["connections"] = 1
+    stop.set()
+    for t in sides:
+        t.cancel()
+    await asyncio.gather(*sides, return_exceptions=True)
+    res["connections"] = 1 + blockers
     res["writes_counted"] = r.engine.stats["writes"]
     await r.close()
+    return res
+
+
+async def coredis_main(conc: int, n: int, port: int, value: bytes) -> dict:
+    import coredis
+
+    # coredis multiplexes: with max_connections=1 every coroutine's command shares
+    # one connection, as surge's do (its default pool would open more).
+    r = coredis.Redis(host="127.0.0.1", port=port)
+    async with r:
+        await r.flushdb()
+        res = await run_async(r, conc, n, value)
+    res["connections"] = 1
     return res
 
 
@@ -77,6 +111,10 @@ def main() -> None:
     args = (int(conc), int(n), int(port), b"x" * int(size))
     if driver == "surge":
         coro = surge_main(*args)
+    elif driver == "surge+blpop":
+        coro = surge_main(*args, blockers=BLOCKERS)
+    elif driver == "coredis":
+        coro = coredis_main(*args)
     else:
         coro = redispy_main(*args, one=driver == "redis-py-1conn")
     if loop == "uvloop":

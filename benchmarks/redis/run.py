@@ -1,11 +1,13 @@
-"""Redis GET/SET, side by side: surge vs redis-py asyncio, redis-benchmark as the
-native reference.
+"""Redis GET/SET, side by side: surge vs redis-py asyncio and coredis, redis-benchmark
+as the native reference; and surge with 100 coroutines blocked in BLPOP beside it.
 
 One redis-server (no persistence). Each client SETs then GETs N keys with
 VALUE_SIZE-byte values from C coroutines. surge puts every coroutine on ONE
 connection (pipelined: one write per loop iteration); redis-py uses its own
 connection pool (a connection per concurrent command, up to C). Each
-configuration runs in its own process, REPEATS times; we report medians of ops/s
+configuration runs in its own process, REPEATS times, the configurations taking
+turns round by round (surge, redis-py, coredis, ..., surge, redis-py, ...: the
+machine's speed drifts, so every side sees the same drift); we report medians of ops/s
 and client CPU seconds per 100k commands, and from one extra run under
 `strace -c -f` the socket writes per 100k commands. redis-benchmark runs with
 `-c 50 -P 16` (50 connections, 16 commands pipelined on each), the C client's
@@ -49,13 +51,15 @@ def _configs(quick: bool, conc: int) -> list[dict]:
         out.append({"driver": "surge", "loop": loop, "conc": conc})
         out.append({"driver": "redis-py", "loop": loop, "conc": conc})
     out.append({"driver": "redis-py-1conn", "loop": "uvloop", "conc": conc})
+    out.append({"driver": "coredis", "loop": "uvloop", "conc": conc})
+    out.append({"driver": "surge+blpop", "loop": "uvloop", "conc": conc})
     if quick:
         out = [c for c in out if c["loop"] == "uvloop"]
     return out
 
 
 def _command(cfg: dict, n: int, port: int, size: int) -> list[str] | None:
-    py = SURGE_PY if cfg["driver"] == "surge" else BENCH_PY
+    py = SURGE_PY if cfg["driver"].startswith("surge") else BENCH_PY
     if not py.exists():
         return None
     client = str(HERE / "client.py")
@@ -101,30 +105,26 @@ def _count_writes(path: str) -> int:
     return total
 
 
-def _redis_benchmark(port: int, n: int, size: int, repeats: int) -> dict | None:
+def _redis_benchmark_cmd(port: int, n: int, size: int) -> list[str] | None:
     exe = shutil.which("redis-benchmark")
     if exe is None:
         return None
     cmd = [exe, "-p", str(port), "-t", "set,get", "-n", str(n), "-c", "50", "-P", "16"]
-    cmd += ["-d", str(size), "-r", str(n), "--csv"]
-    runs: dict[str, list[float]] = {"set": [], "get": []}
-    for _ in range(repeats):
-        out = subprocess.run(
-            _on_client_core(cmd), capture_output=True, text=True, timeout=300
-        ).stdout
-        for row in csv.reader(io.StringIO(out)):
-            if row and row[0].lower() in runs:
-                runs[row[0].lower()].append(float(row[1]))
-    if not all(runs.values()):
-        return None
-    return {
-        "driver": "redis-benchmark",
-        "loop": "-",
-        "conc": 50,
-        "n": n,
-        "command": " ".join(["redis-benchmark", *cmd[1:]]),
-        "phases": {p: {"ops": statistics.median(v), "cpu_per_100k": None} for p, v in runs.items()},
-    }
+    return [*cmd, "-d", str(size), "-r", str(n), "--csv"]
+
+
+def _redis_benchmark_round(cmd: list[str]) -> dict[str, float]:
+    """One run of redis-benchmark: ops/s per phase."""
+    out = subprocess.run(_on_client_core(cmd), capture_output=True, text=True, timeout=300).stdout
+    got = {}
+    for row in csv.reader(io.StringIO(out)):
+        if row and row[0].lower() in PHASES:
+            got[row[0].lower()] = float(row[1])
+    return got
+
+
+def _ops(cfg: dict, run: dict, n: int) -> dict[str, int]:
+    return {p: round(n / run[p]["secs"]) for p in PHASES}
 
 
 def _label(r: dict) -> str:
@@ -140,32 +140,67 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--conc", type=int, default=1000, help="coroutines per client")
     ap.add_argument("--size", type=int, default=64, help="value size in bytes")
     ap.add_argument("--no-strace", action="store_true")
+    ap.add_argument("--out", default="redis", help="bench-results/OUT.{json,md}")
+    ap.add_argument(
+        "--drivers",
+        default="",
+        help="comma-separated labels to run (surge/uvloop,surge+blpop/uvloop,redis-benchmark); "
+        "all by default",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n = 20_000 if args.quick else args.n
     repeats = 1 if args.quick else args.repeats
     have_strace = shutil.which("strace") is not None and not args.no_strace
-    bvenv.ensure(groups=["redis"])
+    bvenv.ensure(groups=["redis", "coredis"])
 
     results = []
     with services.redis() as svc:
         _pin(svc.pid, SERVER_CORE)
+        configs = []
+        only = {d for d in args.drivers.split(",") if d}
         for cfg in _configs(args.quick, args.conc):
-            # One redis-py connection is one round trip per command: a fifth of N keeps
-            # the suite short, and ops/s is a rate all the same.
-            cn = max(1000, n // 5) if cfg["driver"] == "redis-py-1conn" else n
+            if only and _label(cfg) not in only:
+                continue
+            # One redis-py connection is one round trip per command, and coredis spends
+            # ~150 us of CPU per command: a fifth of N keeps the suite short, and ops/s
+            # is a rate all the same.
+            slow = cfg["driver"] in ("redis-py-1conn", "coredis")
+            cn = max(1000, n // 5) if slow else n
             cmd = _command(cfg, cn, svc.port, args.size)
             if cmd is None:
                 print(f"skip {_label(cfg)}: interpreter missing", file=sys.stderr)
                 continue
-            try:
-                runs = [_run(cmd) for _ in range(repeats)]
-            except RuntimeError as e:
-                print(f"skip {_label(cfg)}: {e}", file=sys.stderr)
+            configs.append((cfg, cn, cmd))
+        rb_n = max(n, 100_000)
+        rb_cmd = _redis_benchmark_cmd(svc.port, rb_n, args.size)
+        if only and "redis-benchmark" not in only:
+            rb_cmd = None
+        runs: dict[int, list[dict]] = {i: [] for i in range(len(configs))}
+        rb_runs: list[dict[str, float]] = []
+        failed: set[int] = set()
+        # Round by round, every configuration once per round (surge, peer, surge, peer).
+        for rnd in range(repeats):
+            for i, (cfg, _cn, cmd) in enumerate(configs):
+                if i in failed:
+                    continue
+                try:
+                    runs[i].append(_run(cmd))
+                except RuntimeError as e:
+                    print(f"skip {_label(cfg)}: {e}", file=sys.stderr)
+                    failed.add(i)
+                    continue
+                print(
+                    f"round {rnd + 1}: {_label(cfg)}", _ops(cfg, runs[i][-1], _cn), file=sys.stderr
+                )
+            if rb_cmd is not None:
+                rb_runs.append(_redis_benchmark_round(rb_cmd))
+        for i, (cfg, cn, cmd) in enumerate(configs):
+            if i in failed or not runs[i]:
                 continue
-            row = {**cfg, "n": cn, "connections": runs[0].get("connections"), "phases": {}}
+            row = {**cfg, "n": cn, "connections": runs[i][0].get("connections"), "phases": {}}
             for ph in PHASES:
-                ops = statistics.median(cn / r[ph]["secs"] for r in runs)
-                cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs)
+                ops = statistics.median(cn / r[ph]["secs"] for r in runs[i])
+                cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs[i])
                 row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
             if have_strace:
                 # strace slows every syscall: a smaller N keeps a chatty peer's run short,
@@ -181,19 +216,25 @@ def main(argv: list[str] | None = None) -> dict:
                         writes = _count_writes(f.name) / (2 * sn + 1) * 100_000
                         row["writes_per_100k"] = writes
             results.append(row)
-            print(
-                _label(cfg),
-                {p: round(v["ops"]) for p, v in row["phases"].items()},
-                file=sys.stderr,
+        if rb_cmd is not None and all(set(r) == set(PHASES) for r in rb_runs) and rb_runs:
+            results.append(
+                {
+                    "driver": "redis-benchmark",
+                    "loop": "-",
+                    "conc": 50,
+                    "n": rb_n,
+                    "command": " ".join(["redis-benchmark", *rb_cmd[1:]]),
+                    "phases": {
+                        p: {"ops": statistics.median(r[p] for r in rb_runs), "cpu_per_100k": None}
+                        for p in PHASES
+                    },
+                }
             )
-        rb = _redis_benchmark(svc.port, max(n, 100_000), args.size, repeats)
-        if rb is not None:
-            results.append(rb)
 
     md = _markdown(results, n, repeats, args.size)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "redis.json").write_text(json.dumps(results, indent=2))
-    (RESULTS / "redis.md").write_text(md)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"{args.out}.md").write_text(md)
     print(md)
     version = subprocess.run(
         ["redis-server", "--version"], capture_output=True, text=True
@@ -202,9 +243,12 @@ def main(argv: list[str] | None = None) -> dict:
         f"Redis {version[2] if len(version) > 2 else '?'} (no persistence); SET then GET of "
         f"{n} keys with {args.size}-byte values from {args.conc} coroutines; surge on one "
         "connection, redis-py asyncio with its pool (a connection per concurrent command) "
-        "and with a pool of one connection (N/5 keys); "
+        "and with a pool of one connection (N/5 keys), coredis (N/5 keys); surge+blpop: "
+        "the same surge run with 100 more coroutines blocked in BLPOP (on 100 connections "
+        "of the blocking pool); "
         "redis-benchmark -c 50 -P 16; "
-        f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg; "
+        f"medians of {repeats} rounds, configurations alternating within each round; "
+        "writes = strace -c write/writev/sendto/sendmsg; "
         f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
     ]
     return {"markdown": md, "setup_lines": setup, "results": results}
@@ -216,7 +260,7 @@ def _markdown(results: list[dict], n: int, repeats: int, size: int) -> str:
     lines = [
         f"### Redis: SET/GET of {n} keys x {size} B (ops/s, median of {repeats})",
         "",
-        "| client | coroutines | connections | SET | GET | vs redis-py, pool / 1 conn (SET/GET) | "
+        "| client | coroutines | connections | SET | GET | vs peers (SET/GET) | "
         "vs redis-benchmark (SET/GET) | CPU s / 100k cmds | writes / 100k cmds |",
         "|---|---:|---:|---:|---:|---|---|---:|---:|",
     ]
@@ -228,8 +272,14 @@ def _markdown(results: list[dict], n: int, repeats: int, size: int) -> str:
             for name, peer in (
                 ("pool", peers.get(("redis-py", r["loop"]))),
                 ("1 conn", peers.get(("redis-py-1conn", r["loop"]))),
+                ("coredis", peers.get(("coredis", r["loop"]))),
+                ("surge without BLPOP", peers.get(("surge", r["loop"]))),
             )
-            if peer and r["driver"] == "surge"
+            if peer
+            and (
+                (r["driver"] == "surge" and name != "surge without BLPOP")
+                or (r["driver"] == "surge+blpop" and name == "surge without BLPOP")
+            )
         )
         vsn = (
             "/".join(f"{ph[p]['ops'] / native['phases'][p]['ops']:.2f}" for p in PHASES)

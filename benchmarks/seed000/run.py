@@ -12,7 +12,11 @@ with ``--procs`` worker processes, each with ONE pipelined connection shared by
 * ``rated``   the mix at a fixed rate (open model), for honest latency percentiles
 
 Tarantool's own counters (``box.stat()``) are read before and after each run, so
-the generator's counts are checked against what the server says it did.
+the generator's counts are checked against what the server says it did. As in the
+seed, the per-second rates go to Graphite while the run goes: a real carbon-cache
+(Debian's graphite-carbon, started by ``surge.services``) receives them from
+``surge.load.run(graphite=...)``, and after each run they are read back from its
+whisper files and compared with the generator's own per-second counts.
 
     python -m benchmarks.seed000.run [--quick] [--procs 2] [--pipeline 200] [--rate 20000]
 
@@ -77,13 +81,17 @@ def box_stat(url: str) -> dict[str, int]:
     return asyncio.run(get())
 
 
-def run_one(name: str, url: str, pid: int, **kw: Any) -> dict[str, Any]:
+def run_one(name: str, url: str, pid: int, graphite: Any, **kw: Any) -> dict[str, Any]:
     import surge.load
     from surge.load import chart
 
     before = box_stat(url)
     cpu0, t0, m0 = _cpu_s(pid), time.monotonic(), _machine()
-    r = surge.load.run(url, progress=True, **kw)
+    since = int(time.time()) - 2
+    prefix = f"seed000.{name}"
+    r = surge.load.run(
+        url, progress=True, graphite=f"{graphite.address}", graphite_prefix=prefix, **kw
+    )
     cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
     m1 = _machine()
     machine = (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
@@ -95,6 +103,7 @@ def run_one(name: str, url: str, pid: int, **kw: Any) -> dict[str, Any]:
     title = f"seed 000 {name}: {kw['mix']}, {kw['procs']} procs x 1 connection, {how}"
     chart.rate_over_time(r, png, title=title)
     ours = {op: r.ops[op]["replies"] for op in r.ops}
+    in_graphite = graphite_series(graphite, prefix, list(r.ops), len(r.series), since)
     return {
         "name": name,
         "settings": kw,
@@ -106,16 +115,48 @@ def run_one(name: str, url: str, pid: int, **kw: Any) -> dict[str, Any]:
         "server_counts": server,
         "generator_counts": ours,
         "counts_match": counts_match(server, ours, kw["procs"]),
+        "graphite_match": all(
+            in_graphite[op] == [p["ops"][op] / p.get("dt", 1) for p in r.series] for op in r.ops
+        ),
         "chart": png.name,
         "table": r,
     }
 
 
+def graphite_series(
+    graphite: Any, prefix: str, ops: list[str], seconds: int, since: int
+) -> dict[str, list[float]]:
+    """Each operation's per-second rates as Graphite stored them (whisper files),
+    waiting up to 15 s for carbon to write them."""
+    import whisper
+
+    out: dict[str, list[float]] = {}
+    deadline = time.monotonic() + 15
+    for op in ops:
+        path = Path(graphite.extra["whisper_dir"], *prefix.split("."), op, "rate.wsp")
+        values: list[float] = []
+        while time.monotonic() < deadline:
+            if path.exists():
+                _, raw = whisper.fetch(str(path), since, int(time.time()) + 1)
+                values = [v for v in raw if v is not None]
+                if len(values) >= seconds:
+                    break
+            time.sleep(0.2)
+        out[op] = values
+    return out
+
+
 def counts_match(server: dict[str, int], ours: dict[str, int], procs: int) -> bool:
     """Does Tarantool count what the generator counted? Besides the measured requests it
     saw each process's setup: 1000 prefill inserts, and 4 selects of _vspace/_vindex
-    (the schema, fetched on connect and once more after the space is ensured)."""
-    extra = {"insert": 1000 * procs, "select": 4 * procs, "update": 0, "delete": 0}
+    (the schema, fetched on connect and once more after the space is ensured); and
+    its cleanup: one delete per key it ever used (the 1000 prefilled and the inserted)."""
+    extra = {
+        "insert": 1000 * procs,
+        "select": 4 * procs,
+        "update": 0,
+        "delete": 1000 * procs + ours.get("insert", 0),
+    }
     return all(server[op] - ours.get(op, 0) == extra[op] for op in OPS)
 
 
@@ -139,11 +180,18 @@ def _md(runs: list[dict[str, Any]]) -> str:
         )
     lines.append("")
     ok = all(run["counts_match"] for run in runs)
+    in_graphite = all(run["graphite_match"] for run in runs)
     lines.append(
         "Tarantool's own `box.stat()` totals "
         + (
             "match the generator's counts exactly in every run (besides each process's setup)."
             if ok
+            else "DIFFER from the generator's counts: see seed000.json."
+        )
+        + " The per-second rates read back from Graphite's whisper files "
+        + (
+            "equal the generator's own counts, second by second."
+            if in_graphite
             else "DIFFER from the generator's counts: see seed000.json."
         )
     )
@@ -168,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     runs = []
-    with services.tarantool() as tnt:
+    with services.tarantool() as tnt, services.graphite() as graphite:
         with contextlib.suppress(AttributeError, OSError):
             os.sched_setaffinity(tnt.pid, {TARANTOOL_CORE})
         from surge.load.tarantool import CREATE_SPACE
@@ -182,11 +230,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         asyncio.run(create_space())  # DDL before the first measured run, not inside it
         common = {"duration": duration, "procs": args.procs, "connections": 1, "timeout": 10}
         mix = "insert=25,select=25,update=25,delete=25"
-        runs.append(run_one("mixed", tnt.url, tnt.pid, mix=mix, pipeline=args.pipeline, **common))
-        runs.append(
-            run_one("select", tnt.url, tnt.pid, mix="select=1", pipeline=args.pipeline, **common)
-        )
-        runs.append(run_one("rated", tnt.url, tnt.pid, mix=mix, rate=args.rate, **common))
+        at = (tnt.url, tnt.pid, graphite)
+        runs.append(run_one("mixed", *at, mix=mix, pipeline=args.pipeline, **common))
+        runs.append(run_one("select", *at, mix="select=1", pipeline=args.pipeline, **common))
+        runs.append(run_one("rated", *at, mix=mix, rate=args.rate, **common))
     md = _md(runs)
     data = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -199,7 +246,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"seed 000: Tarantool (wal_mode none) pinned to core {TARANTOOL_CORE}; surge load with "
         f"{args.procs} processes x 1 connection, {args.pipeline} requests in flight each "
         f"(closed runs) or {args.rate:g} ops/s in all (rated run); 1.5 KB tuples; {duration:g} s "
-        "per run; charts bench-results/seed000-*.png",
+        "per run; charts bench-results/seed000-*.png; per-second rates pushed to a local "
+        "Graphite (carbon-cache) and read back",
     ]
     return {"markdown": md, "setup_lines": setup}
 

@@ -17,6 +17,7 @@ import json
 import string
 import sys
 import time
+from typing import Any
 
 DATA = [string.printable[i] * 1536 for i in range(len(string.printable))]
 PHASES = ("insert", "select", "update", "delete")
@@ -117,14 +118,19 @@ def main() -> None:
     if driver == "tarantool-python":
         res = tarantool_python_main(n, port)
     else:
-        coro = (surge_main if driver == "surge" else asynctnt_main)(conc, n, port, repeats)
-        if loop == "uvloop":
-            import uvloop
-
-            res = uvloop.run(coro)
-        else:
-            res = asyncio.run(coro)
+        res = run_on(
+            loop, (surge_main if driver == "surge" else asynctnt_main)(conc, n, port, repeats)
+        )
     print(json.dumps(res))
+
+
+def run_on(loop: str, coro: Any) -> Any:
+    """Run `coro` on a new loop: "uvloop" or plain asyncio."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ workload RSS_REPEATS times on one connection and reports its RSS after each
 repetition and the spread (max - min) / min, over all and after the first
 (warm-up) repetition.
 
+Replica set (seed 000's topology): `benchmarks.tarantool.replicaset` measures a
+Pool over a master and two replicas against one connection to the master
+(``--pool-n 0`` skips it).
+
     python -m benchmarks.tarantool [--quick] [--n 100000] [--repeats 3] [--rss-repeats 10]
 """
 
@@ -121,6 +125,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument(
         "--rss-repeats", type=int, default=10, help="workload repetitions for RSS (0: skip)"
     )
+    ap.add_argument(
+        "--pool-n",
+        type=int,
+        default=200_000,
+        help="ops per run of the replica-set workload (0: skip)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     bvenv.ensure(groups=["asynctnt", "tarantool"])
     n = 10_000 if args.quick else args.n
@@ -167,8 +177,17 @@ def main(argv: list[str] | None = None) -> dict:
         rss = _measure_rss(svc.port, n, args.rss_repeats) if args.rss_repeats > 1 else []
 
     md = _markdown(results, n, repeats) + _rss_markdown(rss, n)
+    pool: dict | None = None
+    if args.pool_n > 0:
+        from benchmarks.tarantool import replicaset
+
+        pool_n = 20_000 if args.quick else args.pool_n
+        pool = replicaset.measure(pool_n, max(repeats, 3), conc=1000, read_percent=80)
+        md += "\n" + replicaset.markdown(pool)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "tarantool.json").write_text(json.dumps({"runs": results, "rss": rss}, indent=2))
+    (RESULTS / "tarantool.json").write_text(
+        json.dumps({"runs": results, "rss": rss, "pool": pool}, indent=2)
+    )
     (RESULTS / "tarantool.md").write_text(md)
     print(md)
     setup = [
@@ -177,6 +196,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"medians of {repeats} runs; writes = strace -c write/writev/sendto/sendmsg; "
         f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
     ]
+    if pool is not None:
+        from benchmarks.tarantool import replicaset
+
+        setup.append(replicaset.setup_line(pool))
     return {"markdown": md, "setup_lines": setup, "results": results}
 
 

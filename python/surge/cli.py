@@ -366,20 +366,11 @@ def _websocket_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _positive_float(text: str) -> float:
-    value = _non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    # One place: Cargo.toml's workspace version, compiled into the extension.
+    from surge import __version__
 
-    try:
-        return version("surge")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def _int_in(low: int, high: int) -> Callable[[str], int]:

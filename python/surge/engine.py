@@ -104,6 +104,7 @@ from surge.errors import (
     ConnectionLostError,
     ProtocolError,
     RequestTimeoutError,
+    SurgeError,
 )
 
 #: Flush before the end of the loop iteration when this many bytes are buffered.
@@ -217,7 +218,6 @@ class Codec(Protocol):
     def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
     def take(self) -> bytes: ...
     def pending(self) -> int: ...
-    def forget(self, rid: int) -> None: ...
     def reset(self) -> None: ...
 
 
@@ -320,6 +320,9 @@ class PipelinedConnection:
         #: The watchdog's settings; None turns it off (see the module docstring).
         self.liveness = liveness
         self._keep_connected = keep_connected
+        #: Asked for the endpoints at the start of every connect round, when set
+        #: (Sentinel: where the master is now); an error there fails the round.
+        self.resolve: Callable[[], Awaitable[Sequence[Endpoint]]] | None = None
         self._on_connect_hook = on_connect
         self._oob = on_out_of_band or (lambda v: None)
         self._make_error = make_error
@@ -724,6 +727,11 @@ class PipelinedConnection:
                 # The last round's reasons are reported if this one has no time left.
                 tried, failures = failures, []
                 unreachable: set[tuple[str, int, str | None]] = set()
+                if self.resolve is not None:
+                    try:
+                        self.endpoints = tuple(await self.resolve())
+                    except (OSError, TimeoutError, SurgeError) as exc:
+                        failures.append((self.endpoint, exc))
                 for ep in self.endpoints:
                     if self._closed:
                         raise ClosedError("connection closed")

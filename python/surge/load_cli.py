@@ -7,6 +7,7 @@
         --rate 20000 --procs 2 --chart rates.png
     surge load postgresql://postgres@127.0.0.1:5432/postgres --query "SELECT 1" -c 1 --pipeline 100
     surge load postgresql://postgres@127.0.0.1:5432/postgres --mix select=80,update=20 --rate 5000
+    surge load tarantool://127.0.0.1:3301 --rate 20000 --graphite 127.0.0.1:2003
 """
 
 from __future__ import annotations
@@ -108,6 +109,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="PNG: percentiles against rate for --rates, else per-operation rate over time",
     )
     out.add_argument("--quiet", "-q", action="store_true", help="no live progress line")
+    out.add_argument(
+        "--graphite",
+        metavar="HOST:PORT",
+        help="send each second's per-operation rates to Graphite (plaintext protocol)",
+    )
+    out.add_argument(
+        "--graphite-prefix", default="surge.load", metavar="PREFIX", help="(default surge.load)"
+    )
     p.set_defaults(func=main)
 
 
@@ -121,7 +130,14 @@ def main(args: argparse.Namespace) -> int:
         rates = args.rates or ([args.rate] if args.rate else [None])
         results: list[Any] = []
         for rate in rates:
-            r = load.run(args.target, rate=rate, progress=not args.quiet, **kw)
+            r = load.run(
+                args.target,
+                rate=rate,
+                progress=not args.quiet,
+                graphite=args.graphite,
+                graphite_prefix=args.graphite_prefix,
+                **kw,
+            )
             if not args.quiet and sys.stderr.isatty():
                 sys.stderr.write("\n")
             sys.stdout.write(load.render_table(r))

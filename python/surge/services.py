@@ -99,6 +99,8 @@ class Service:
 
     def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
         """Stop the server (SIGTERM, then SIGKILL) and remove its directory."""
+        for pid in self.extra.get("pids", ()):  # a group of servers (a cluster)
+            _terminate(pid, timeout)
         _terminate(self.pid, timeout)
         if not self.extra.get("keep_workdir"):
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -237,9 +239,16 @@ def start_tarantool(
 
 
 def start_redis(
-    *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
+    *,
+    port: int | None = None,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+    extra_conf: str = "",
+    args: Sequence[str] = (),
 ) -> Service:
-    """Start redis-server with a config file in a temporary directory (no persistence)."""
+    """Start redis-server with a config file in a temporary directory (no persistence);
+    ``extra_conf``: more config lines (cluster, replicaof, TLS, sentinel ...),
+    ``args``: more command-line arguments (``--sentinel``)."""
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     if not os.path.exists(binary):
         raise ServiceError("redis-server is not installed (make system-deps)")
@@ -250,10 +259,10 @@ def start_redis(
     conf.write_text(
         f"bind {host}\nport {port}\ndir {workdir}\nlogfile {workdir}/redis.log\n"
         'save ""\nappendonly no\ndaemonize no\nprotected-mode no\n'
-        f"unixsocket {workdir}/redis.sock\nunixsocketperm 700\n"
+        f"unixsocket {workdir}/redis.sock\nunixsocketperm 700\n{extra_conf}"
     )
     proc = subprocess.Popen(
-        [binary, str(conf)],
+        [binary, str(conf), *args],
         cwd=workdir,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -516,7 +525,523 @@ def stop_postgres_now(svc: Service) -> None:
     _wait_exit(svc.pid, DEFAULT_STOP_TIMEOUT)
 
 
-STARTERS = {"tarantool": start_tarantool, "redis": start_redis, "postgres": start_postgres}
+# -- Redis Cluster and Sentinel ------------------------------------------------------
+
+#: Milliseconds a cluster node (or a sentinel) waits before it calls a silent peer
+#: dead: short, so a killed master's replica takes over within about two seconds.
+REDIS_NODE_TIMEOUT_MS = 1000
+#: Started by `up` only when named (nine servers each).
+UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel"})
+#: The name sentinels monitor the test master under.
+SENTINEL_MASTER_NAME = "mymaster"
+# Exit at once on SIGTERM: a master would otherwise wait up to 10 s for its
+# replicas (Redis 7's shutdown-timeout), and a stopped test cluster kills them too.
+_REDIS_FAST_EXIT = "shutdown-on-sigterm now\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class RedisTls:
+    """PEM files that turn TLS on in a test Redis: its certificate and key (also
+    shown to the other nodes of a cluster), and the CA it trusts."""
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+    #: Client certificates: "no", "optional" or "yes" (required).
+    auth_clients: str = "no"
+
+    def conf(self, port: int) -> str:
+        """The config lines for a TLS listener on ``port``."""
+        return (
+            f"tls-port {port}\ntls-cert-file {self.cert_file}\n"
+            f"tls-key-file {self.key_file}\ntls-ca-cert-file {self.ca_file}\n"
+            f"tls-auth-clients {self.auth_clients}\n"
+        )
+
+
+def _redis_cli(*args: str, timeout: float = DEFAULT_START_TIMEOUT) -> str:
+    cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+    r = subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise ServiceError(f"redis-cli {' '.join(args)}: {r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def _redis_info(host: str, port: int, *what: str) -> dict[str, str]:
+    out = _redis_cli("-h", host, "-p", str(port), *what)
+    return dict(
+        line.strip().split(":", 1) for line in out.splitlines() if ":" in line and line[0] != "#"
+    )
+
+
+def _group(kind: str, nodes: list[Service], workdir: Path, url: str, extra: dict) -> Service:
+    """One Service for several servers: stopping it stops them all."""
+    first = nodes[0]
+    extra = {
+        "pids": [n.pid for n in nodes[1:]],
+        "nodes": [n.to_json() for n in nodes],
+        **extra,
+    }
+    return Service(kind, first.host, first.port, first.pid, str(workdir), url, extra)
+
+
+def group_members(svc: Service) -> list[Service]:
+    """The servers of a group (`start_redis_cluster`, `start_redis_sentinel`), one
+    `Service` each (to kill one in a failover test)."""
+    return [Service(**n) for n in svc.extra["nodes"]]
+
+
+def start_redis_cluster(
+    *,
+    masters: int = 3,
+    replicas: int = 1,
+    node_timeout_ms: int = REDIS_NODE_TIMEOUT_MS,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+    extra_conf: str = "",
+    tls: RedisTls | None = None,
+) -> Service:
+    """A local Redis Cluster: ``masters`` masters with ``replicas`` replicas each
+    (3 + 3 by default), made by ``redis-cli --cluster create``; returns once every
+    node reports ``cluster_state:ok``. ``url`` names the first node;
+    ``extra["nodes"]`` lists them all (`group_members`). ``tls``: each node also
+    listens for TLS (``extra["tls_ports"]``, in the order of the nodes) and the
+    nodes talk TLS to each other; ``extra["tls_url"]`` is a ``rediss://`` URL."""
+    workdir = _mkdtemp("redis-cluster", base_dir)
+    nodes: list[Service] = []
+    tls_ports: list[int] = []
+    try:
+        for _ in range(masters * (1 + replicas)):
+            bus = free_port()
+            if tls is not None:
+                tls_ports.append(free_port())
+                extra_conf_node = tls.conf(tls_ports[-1]) + "tls-cluster yes\ntls-replication yes\n"
+            else:
+                extra_conf_node = ""
+            nodes.append(
+                start_redis(
+                    base_dir=str(workdir),
+                    timeout=timeout,
+                    extra_conf=(
+                        "cluster-enabled yes\ncluster-config-file nodes.conf\n"
+                        # The bus port: free, not port + 10000 (which may not exist).
+                        f"cluster-port {bus}\n"
+                        f"cluster-node-timeout {node_timeout_ms}\n"
+                        # A test cluster keeps serving the slots it still has.
+                        "cluster-require-full-coverage no\n"
+                        f"{_REDIS_FAST_EXIT}{extra_conf}{extra_conf_node}"
+                    ),
+                )
+            )
+        if masters >= 3:
+            _redis_cli(
+                "--cluster",
+                "create",
+                *(n.address for n in nodes),
+                "--cluster-replicas",
+                str(replicas),
+                "--cluster-yes",
+                timeout=timeout,
+            )
+        else:
+            _small_cluster(nodes, masters, timeout)
+        deadline = time.monotonic() + timeout
+        while not all(
+            _redis_info(n.host, n.port, "CLUSTER", "INFO").get("cluster_state") == "ok"
+            and _redis_info(n.host, n.port, "CLUSTER", "INFO").get("cluster_known_nodes")
+            == str(len(nodes))
+            for n in nodes
+        ):
+            if time.monotonic() > deadline:
+                raise ServiceError(f"the Redis cluster was not ok within {timeout}s")
+            time.sleep(0.1)
+        wait_redis_replicas(nodes, timeout)
+    except BaseException:
+        for n in nodes:
+            n.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    first = nodes[0]
+    extra: dict = {}
+    if tls is not None:
+        extra = {"tls_ports": tls_ports, "tls_url": f"rediss://{first.host}:{tls_ports[0]}"}
+    return _group("redis-cluster", nodes, workdir, f"redis://{first.address}", extra)
+
+
+def _small_cluster(nodes: list[Service], masters: int, timeout: float) -> None:
+    # redis-cli --cluster create wants 3 masters at least: fewer (a 1-master
+    # cluster to compare with) are joined by hand, as that tool does.
+    def cli(n: Service, *args: str) -> str:
+        return _redis_cli("-h", n.host, "-p", str(n.port), *args, timeout=timeout).strip()
+
+    per = -(-16384 // masters)
+    for i, m in enumerate(nodes[:masters]):
+        cli(m, "CLUSTER", "ADDSLOTSRANGE", str(i * per), str(min(16383, (i + 1) * per - 1)))
+    first = nodes[0]
+    for n in nodes[1:]:
+        # The bus port is given: it is not port + 10000 here.
+        bus = cli(first, "CONFIG", "GET", "cluster-port").split()[-1]
+        cli(n, "CLUSTER", "MEET", first.host, str(first.port), bus)
+    ids = [cli(m, "CLUSTER", "MYID") for m in nodes[:masters]]
+    deadline = time.monotonic() + timeout
+    for i, n in enumerate(nodes[masters:]):
+        while "OK" not in cli(n, "CLUSTER", "REPLICATE", ids[i % masters]):
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{n.address} could not replicate")
+            time.sleep(0.1)
+
+
+def wait_redis_replicas(nodes: list[Service], timeout: float = DEFAULT_START_TIMEOUT) -> None:
+    """Wait until every replica among ``nodes`` has its link to its master up."""
+    deadline = time.monotonic() + timeout
+    for n in nodes:
+        while True:
+            info = _redis_info(n.host, n.port, "INFO", "replication")
+            if info.get("role") != "slave" or info.get("master_link_status") == "up":
+                break
+            if time.monotonic() > deadline:
+                raise ServiceError(f"replica {n.address} did not sync within {timeout}s")
+            time.sleep(0.05)
+
+
+def start_redis_sentinel(
+    *,
+    sentinels: int = 3,
+    replicas: int = 1,
+    name: str = SENTINEL_MASTER_NAME,
+    down_after_ms: int = REDIS_NODE_TIMEOUT_MS,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+) -> Service:
+    """A Redis master, ``replicas`` replicas and ``sentinels`` sentinels (quorum: a
+    majority) watching it as ``name``; returns once every sentinel knows the master
+    and its replicas. ``url``/``port`` name the first sentinel,
+    ``extra["sentinels"]`` lists them as ``[host, port]``, ``extra["master"]`` is
+    the master's ``host:port``; `group_members` gives master, replicas, sentinels."""
+    workdir = _mkdtemp("redis-sentinel", base_dir)
+    nodes: list[Service] = []
+    try:
+        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_FAST_EXIT)
+        nodes.append(master)
+        for _ in range(replicas):
+            nodes.append(
+                start_redis(
+                    base_dir=str(workdir),
+                    timeout=timeout,
+                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_FAST_EXIT}"
+                    # Sentinels prefer replicas by priority, then by offset.
+                    "replica-priority 100\n",
+                )
+            )
+        wait_redis_replicas(nodes, timeout)
+        quorum = sentinels // 2 + 1
+        watch = (
+            f"sentinel monitor {name} {master.host} {master.port} {quorum}\n"
+            f"sentinel down-after-milliseconds {name} {down_after_ms}\n"
+            f"sentinel failover-timeout {name} {max(3 * down_after_ms, 3000)}\n"
+            "sentinel resolve-hostnames no\n"
+        )
+        sents = [
+            start_redis(
+                base_dir=str(workdir), timeout=timeout, extra_conf=watch, args=["--sentinel"]
+            )
+            for _ in range(sentinels)
+        ]
+        nodes += sents
+        deadline = time.monotonic() + timeout
+        for s in sents:
+            while True:
+                info = _redis_info(s.host, s.port, "INFO", "sentinel")
+                st = info.get("master0", "")
+                if f"slaves={replicas}" in st and f"sentinels={sentinels}" in st:
+                    break
+                if time.monotonic() > deadline:
+                    raise ServiceError(f"sentinel {s.address} not ready within {timeout}s: {st}")
+                time.sleep(0.1)
+    except BaseException:
+        for n in nodes:
+            n.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    first = sents[0]
+    return _group(
+        "redis-sentinel",
+        nodes,
+        workdir,
+        f"redis://{first.address}",
+        {
+            "sentinels": [[s.host, s.port] for s in sents],
+            "master": master.address,
+            "name": name,
+        },
+    )
+
+
+@contextlib.contextmanager
+def redis_cluster(**kwargs) -> Iterator[Service]:
+    """``with redis_cluster() as svc:`` a 3-master, 3-replica Redis Cluster for the block."""
+    svc = start_redis_cluster(**kwargs)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@contextlib.contextmanager
+def redis_sentinel(**kwargs) -> Iterator[Service]:
+    """``with redis_sentinel() as svc:`` a master, a replica and three sentinels."""
+    svc = start_redis_sentinel(**kwargs)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+# -- Tarantool replica set: a master and replicas (seed 000's topology) ---------------
+
+_TARANTOOL_REPLICA_INIT = """\
+box.cfg{{
+    listen = '127.0.0.1:{port}',
+    work_dir = {work_dir!r},
+    -- Replication reads the write-ahead log: wal_mode 'none' cannot replicate.
+    wal_mode = 'write',
+    log = 'tarantool.log',
+    memtx_memory = {memtx_memory},
+    net_msg_max = 65536,
+    readahead = 1048576,
+    log_level = 4,
+    read_only = {read_only},
+    replication = {{{peers}}},
+    replication_connect_timeout = {connect_timeout},
+    -- Reconnects to a peer every 0.5 s (1 s by default): the set comes up sooner.
+    replication_timeout = 0.5,
+}}
+if not box.info.ro then
+    box.once('surge-bootstrap', function()
+        box.schema.user.create({user!r}, {{password = {password!r}}})
+        box.schema.user.grant({user!r}, 'read,write,execute,create,drop,alter',
+                              'universe')
+        box.schema.user.grant({user!r}, 'replication')
+        box.schema.user.grant('guest', 'read,write,execute,create,drop,alter',
+                              'universe')
+    end)
+    box.once('surge-replicaset-schema', function()
+{schema_lua}
+    end)
+end
+-- Every instance waits until the master's schema has reached it.
+local fiber = require('fiber')
+while box.space._schema:get{{'oncesurge-replicaset-schema'}} == nil do fiber.sleep(0.01) end
+{extra_lua}
+local ready = io.open({ready!r}, 'w'); ready:write('ok'); ready:close()
+"""
+
+
+def start_tarantool_replicaset(
+    *,
+    replicas: int = 2,
+    schema_lua: str = "",
+    extra_lua: str = "",
+    memtx_memory: int = 256 << 20,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    base_dir: str | None = None,
+) -> list[Service]:
+    """Start a Tarantool master and ``replicas`` read-only replicas in a full mesh
+    (every instance replicates from every other, so a promoted replica's writes reach
+    the rest). Returns ``[master, replica, ...]``; ``extra["role"]`` says which.
+
+    ``schema_lua`` runs once on the master (spaces, indexes: replicated);
+    ``extra_lua`` runs on every instance (global Lua functions). Promote a replica
+    with ``box.cfg{read_only = false}`` (see `promote_tarantool`).
+    """
+    binary = shutil.which("tarantool")
+    if binary is None:
+        raise ServiceError("tarantool is not installed (make system-deps)")
+    host = "127.0.0.1"
+    ports = [free_port(host) for _ in range(replicas + 1)]
+    auth = f"{TARANTOOL_USER}:{TARANTOOL_PASSWORD}"
+    peers = ", ".join(f"'{auth}@{host}:{p}'" for p in ports)
+    started: list[tuple[subprocess.Popen, Path, int]] = []
+    try:
+        # All at once: the master's box.cfg waits for its peers to connect.
+        for i, port in enumerate(ports):
+            workdir = _mkdtemp("tarantool", base_dir)
+            (workdir / "init.lua").write_text(
+                _TARANTOOL_REPLICA_INIT.format(
+                    port=port,
+                    work_dir=str(workdir),
+                    memtx_memory=memtx_memory,
+                    read_only="false" if i == 0 else "true",
+                    peers=peers,
+                    connect_timeout=timeout,
+                    user=TARANTOOL_USER,
+                    password=TARANTOOL_PASSWORD,
+                    schema_lua=schema_lua,
+                    extra_lua=extra_lua,
+                    ready=str(workdir / "ready"),
+                )
+            )
+            proc = subprocess.Popen(
+                [binary, str(workdir / "init.lua")],
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=open(workdir / "stderr.log", "wb"),  # noqa: SIM115 - child owns it
+                start_new_session=True,
+            )
+            started.append((proc, workdir, port))
+        for proc, workdir, port in started:
+            _wait_port(host, port, proc, timeout, workdir / "tarantool.log", workdir / "ready")
+    except BaseException:
+        for proc, workdir, _ in started:
+            _terminate(proc.pid, 1.0)
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return [
+        Service(
+            "tarantool",
+            host,
+            port,
+            proc.pid,
+            str(workdir),
+            f"tarantool://{auth}@{host}:{port}",
+            {
+                "user": TARANTOOL_USER,
+                "password": TARANTOOL_PASSWORD,
+                "role": "master" if i == 0 else "replica",
+            },
+        )
+        for i, (proc, workdir, port) in enumerate(started)
+    ]
+
+
+def promote_tarantool(svc: Service, timeout: float = DEFAULT_START_TIMEOUT) -> None:
+    """Make a replica the master: ``box.cfg{read_only = false}``, sent by a
+    `tarantool` client process (so no driver is needed here)."""
+    binary = shutil.which("tarantool")
+    if binary is None:
+        raise ServiceError("tarantool is not installed (make system-deps)")
+    uri = f"{TARANTOOL_USER}:{TARANTOOL_PASSWORD}@{svc.host}:{svc.port}"
+    script = (
+        f"local c = require('net.box').connect({uri!r}) "
+        "c:eval('box.cfg{read_only = false}') os.exit(0)"
+    )
+    done = subprocess.run([binary, "-e", script], timeout=timeout, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ServiceError(f"promoting {svc.address} failed: {done.stderr.strip()}")
+    svc.extra["role"] = "master"
+
+
+@contextlib.contextmanager
+def tarantool_replicaset(**kwargs) -> Iterator[list[Service]]:
+    """``with tarantool_replicaset() as (master, r1, r2):`` a replica set for the block
+    (``kwargs`` go to `start_tarantool_replicaset`)."""
+    services = start_tarantool_replicaset(**kwargs)
+    try:
+        yield services
+    finally:
+        for svc in services:
+            svc.stop()
+
+
+# -- Graphite (carbon-cache): where seed 000's per-second rates went --------------------
+
+#: Whisper retention of the local Graphite: one point per second for a day.
+GRAPHITE_RETENTION = "1s:1d"
+
+_CARBON_CONF = """\
+[cache]
+STORAGE_DIR = {workdir}/
+LOCAL_DATA_DIR = {workdir}/whisper/
+WHISPER_DIR = {workdir}/whisper/
+LOG_DIR = {workdir}/log/
+PID_DIR = {workdir}/
+ENABLE_LOGROTATION = False
+USER =
+MAX_CACHE_SIZE = inf
+MAX_UPDATES_PER_SECOND = 10000
+MAX_CREATES_PER_MINUTE = inf
+LINE_RECEIVER_INTERFACE = {host}
+LINE_RECEIVER_PORT = {port}
+ENABLE_UDP_LISTENER = False
+PICKLE_RECEIVER_INTERFACE = {host}
+PICKLE_RECEIVER_PORT = {pickle_port}
+CACHE_QUERY_INTERFACE = {host}
+CACHE_QUERY_PORT = {query_port}
+LOG_LISTENER_CONNECTIONS = False
+LOG_UPDATES = False
+LOG_CREATES = False
+WHISPER_AUTOFLUSH = True
+"""
+
+
+def start_graphite(
+    *, port: int | None = None, timeout: float = DEFAULT_START_TIMEOUT, base_dir: str | None = None
+) -> Service:
+    """Start Graphite's carbon-cache (Debian's graphite-carbon) with its config and
+    whisper files in a temporary directory; ``url`` is ``graphite://host:port`` (the
+    plaintext line receiver), ``extra["whisper_dir"]`` where the points are stored."""
+    binary = shutil.which("carbon-cache") or "/usr/bin/carbon-cache"
+    if not os.path.exists(binary):
+        raise ServiceError("carbon-cache is not installed (graphite-carbon; make system-deps)")
+    host = "127.0.0.1"
+    port = port or free_port(host)
+    workdir = _mkdtemp("graphite", base_dir)
+    for sub in ("whisper", "log"):
+        (workdir / sub).mkdir()
+    conf = workdir / "carbon.conf"
+    conf.write_text(
+        _CARBON_CONF.format(
+            workdir=workdir,
+            host=host,
+            port=port,
+            pickle_port=free_port(host),
+            query_port=free_port(host),
+        )
+    )
+    (workdir / "storage-schemas.conf").write_text(
+        f"[default]\npattern = .*\nretentions = {GRAPHITE_RETENTION}\n"
+    )
+    log = workdir / "log" / "carbon-cache.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [binary, f"--config={conf}", "--nodaemon", "start"],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_port(host, port, proc, timeout, log)
+    except BaseException:
+        _terminate(proc.pid, 1.0)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Service(
+        "graphite",
+        host,
+        port,
+        proc.pid,
+        str(workdir),
+        f"graphite://{host}:{port}",
+        {"whisper_dir": str(workdir / "whisper")},
+    )
+
+
+def graphite(**kwargs) -> contextlib.AbstractContextManager[Service]:
+    """``with graphite() as svc:`` a carbon-cache for the block."""
+    return running("graphite", **kwargs)
+
+
+STARTERS: dict[str, Callable[..., Service]] = {
+    "tarantool": start_tarantool,
+    "redis": start_redis,
+    "postgres": start_postgres,
+}
+STARTERS["redis-cluster"] = start_redis_cluster
+STARTERS["redis-sentinel"] = start_redis_sentinel
+STARTERS["graphite"] = start_graphite
 
 
 @contextlib.contextmanager
@@ -564,7 +1089,7 @@ def up(kinds: list[str] | None = None, state_dir: str = STATE_DIR) -> list[Servi
     state = Path(state_dir)
     state.mkdir(exist_ok=True)
     started = []
-    for kind in kinds or list(STARTERS):
+    for kind in kinds or [k for k in STARTERS if k not in UP_ONLY_BY_NAME]:
         path = state / f"{kind}.json"
         if path.exists():
             svc = Service(**json.loads(path.read_text()))

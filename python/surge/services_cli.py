@@ -28,7 +28,12 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("services", help="start/stop local Tarantool, PostgreSQL, Redis")
     sub = p.add_subparsers(dest="services_command", required=True)
     up = sub.add_parser("up", help="start servers and print their URLs")
-    up.add_argument("kinds", nargs="*", help="any of: tarantool postgres redis (default: all)")
+    up.add_argument(
+        "kinds",
+        nargs="*",
+        help=f"any of: {' '.join(services.STARTERS)} (default: all but"
+        f" {' and '.join(sorted(services.UP_ONLY_BY_NAME))})",
+    )
     up.add_argument("--state-dir", default=services.STATE_DIR)
     up.set_defaults(func=_up)
     down = sub.add_parser("down", help="stop the servers started by `up`")

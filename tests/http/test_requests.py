@@ -443,7 +443,7 @@ def test_curl_sees_404_and_405(uv_server, run_curl):
     assert out.stdout == b"404"
     out = run_curl("-s", "-i", "-X", "DELETE", uv_server.url("/submit"))
     assert out.stdout.startswith(b"HTTP/1.1 405")
-    assert b"Allow: POST\r\n" in out.stdout
+    assert b"Allow: OPTIONS, POST\r\n" in out.stdout
 
 
 def test_raw_chunk_encoder_matches_curl_framing():

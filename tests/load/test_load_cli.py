@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import surge.load
 from surge import cli
+from surge.load import chart
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -35,6 +37,32 @@ def test_rate_sweep_chart(surge_server, tmp_path, capsys) -> None:
     data = json.loads(out.read_text())
     assert [d["target_rate"] for d in data] == [50, 100]
     assert png.read_bytes().startswith(PNG)
+
+
+def test_sweep_chart_labels_its_whole_log_axis(surge_server) -> None:
+    """Latencies from a fraction of a millisecond to several: the log axis has
+    labels above 1 ms, up to the top of the plotted range."""
+    import matplotlib.pyplot as plt
+
+    fast = surge.load.sweep(surge_server.url("/"), [50, 100], duration=0.5)
+    slow = surge.load.sweep(surge_server.url("/slow/3"), [50, 100], duration=0.5)
+    fig = chart.percentiles_figure({"fast": fast, "slow": slow})
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        lo, hi = ax.get_ylim()
+        labels = [
+            float(t.get_text())
+            for t in ax.get_yticklabels()
+            if t.get_text() and lo <= t.get_position()[1] <= hi
+        ]
+    finally:
+        plt.close(fig)
+    top = max(r.latency["p99"] for r in slow)
+    assert top > 3
+    assert len(labels) >= 3, labels
+    assert any(v > 1 for v in labels), labels
+    assert max(labels) * 2.5 >= top, (labels, top)
 
 
 def test_headers_and_progress_line(surge_server, capsys) -> None:

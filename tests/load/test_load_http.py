@@ -117,6 +117,17 @@ def test_hang_up_is_counted(raw_server) -> None:
     assert r.errors == {"disconnect": 25}
 
 
+def test_connections_dying_at_once_lose_no_request(raw_server) -> None:
+    """A server that closes every connection as it accepts it: each of the 400
+    requests due is counted once, as a disconnect (none vanishes with a connection
+    that died before it was used)."""
+    srv = raw_server(lambda sock: sock.close())
+    r = surge.load.run(srv.url(), rate=200, duration=2.0)
+    assert r.sent == 400
+    assert r.replies == 0
+    assert r.errors == {"disconnect": 400}, r.errors
+
+
 def test_silent_server_times_out(raw_server) -> None:
     def silent(sock: socket.socket) -> None:
         read_request(sock)
@@ -185,3 +196,52 @@ def test_warmup_keeps_one_set_of_closed_loops(surge_server) -> None:
 def test_negative_warmup_is_refused() -> None:
     with pytest.raises(surge.load.LoadError, match="warmup"):
         surge.load.run("http://127.0.0.1:1/", rate=10, duration=1.0, warmup=-1)
+
+
+def test_native_schedule_counts_and_histogram_sanity(surge_server) -> None:
+    """2000 req/s for 1 s from the native loop: every request due is sent and ends
+    once; the per-second series, the histogram and the schedule lag agree."""
+    r = surge.load.run(surge_server.url("/"), rate=2000, duration=1.0)
+    assert r.sent == 2000
+    assert r.replies + r.error_count == 2000, r.to_dict()
+    assert r.histogram.get_total_count() == r.replies
+    assert sum(p["n"] for p in r.series) == r.replies
+    lag = r.generator["schedule_lag_ms"]
+    assert lag is not None and 0 <= lag["p50"] <= lag["p99"] <= lag["max"]
+    lat = r.latency
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+
+
+def test_latency_is_never_below_the_server_delay(surge_server) -> None:
+    """Timed from the due time: a 10 ms handler gives no latency under its delay, and
+    the open model issues at its rate although each reply takes 10 ms."""
+    r = surge.load.run(surge_server.url("/slow/10"), rate=300, duration=1.0)
+    assert r.errors == {}
+    assert r.replies == 300
+    # uvloop counts its timers in whole milliseconds from the loop's cached clock,
+    # so the handler's 10 ms sleep may end up to 1 ms early; never more.
+    assert r.histogram.get_min_value() >= 9_000  # microseconds
+    assert r.latency["p50"] >= 9
+
+
+def test_head_requests_have_no_body(surge_server) -> None:
+    r = surge.load.run(
+        surge_server.url("/"), method="HEAD", connections=2, pipeline=4, duration=0.5
+    )
+    assert r.errors == {} and r.replies > 50
+    assert r.sent == r.replies
+
+
+def test_connection_close_responses_are_counted(raw_server) -> None:
+    """A server that answers one request per connection and closes it: every
+    request gets its response on a connection of its own."""
+
+    def one_and_close(sock: socket.socket) -> None:
+        read_request(sock)
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    srv = raw_server(one_and_close)
+    r = surge.load.run(srv.url(), rate=100, duration=0.5)
+    assert r.sent == 50
+    assert r.replies + sum(r.errors.values()) == 50
+    assert r.replies >= 45, r.to_dict()

@@ -45,9 +45,10 @@ def test_table_rows_match_the_recorded_command_docs():
         if len(parts) > 1:
             doc = doc["subcommands"][f"{parts[0]}|{parts[1]}"]
         tokens = _tokens(doc.get("arguments", []))
-        for kind, _name, token in _parse(params):
+        for kind, _name, token, _ in _parse(params):
             if kind in ("opt", "flag") and token:
-                assert token in tokens, (method, token, sorted(tokens))
+                for word in token:
+                    assert word in tokens, (method, word, sorted(tokens))
 
 
 K = "{key}"
@@ -232,10 +233,7 @@ def test_geo(url, arun, mode):  # noqa: F811
             await same(r, p, "geodist", key, "Palermo", "Catania", "km")
             await same(r, p, "geodist", key, "Palermo", "nowhere")
             await same(r, p, "geopos", key, "Palermo", "nowhere")
-            a = await r.geohash(key, "Palermo", "Catania")
-            b = await p.geohash(key, "Palermo", "Catania")
-            text = [x.decode() if isinstance(x, bytes) else x for x in b]
-            assert a == text  # surge: str always (ASCII words); redis-py: str on RESP2
+            await same(r, p, "geohash", key, "Palermo", "Catania")
             await same(r, p, "geosearch", key, longitude=15, latitude=37, radius=200, unit="km")
             await same(r, p, "geosearch", key, member="Palermo", radius=300, unit="km", sort="DESC")
             await same(

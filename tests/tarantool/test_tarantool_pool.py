@@ -70,3 +70,27 @@ def test_failover_when_instance_dies(arun):
     finally:
         a.stop()
         b.stop()
+
+
+def test_write_refused_as_read_only_is_sent_again_to_the_new_master(instances, arun):
+    """Roles swapped behind the pool's back (no health check in between): the write
+    is refused with ER_READONLY (so it did not run), the pool checks every instance
+    and sends it once more, to the new master."""
+    rw, ro = instances
+
+    async def main():
+        async with st.Pool([rw.address, ro.address], health_interval=3600) as pool:
+            assert pool.master is pool.instances[0].conn
+            await pool.instances[0].conn.eval("box.cfg{read_only = true}")
+            await pool.instances[1].conn.eval("box.cfg{read_only = false}")
+            try:
+                assert await pool.replace("kv", (7, "moved")) == [(7, "moved")]
+                assert pool.master is pool.instances[1].conn
+                assert await pool.instances[1].conn.select("kv", 7) == [(7, "moved")]
+                assert await pool.instances[0].conn.select("kv", 7) == []
+            finally:
+                await pool.instances[1].conn.delete("kv", 7)
+                await pool.instances[1].conn.eval("box.cfg{read_only = true}")
+                await pool.instances[0].conn.eval("box.cfg{read_only = false}")
+
+    arun(main())

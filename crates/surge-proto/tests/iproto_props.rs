@@ -1,5 +1,5 @@
 //! Properties of IPROTO frame boundaries: `frame_len` announces exactly the bytes
-//! `decode_frame` takes, every shorter prefix of a frame is `Incomplete` (never an
+//! `decode_frame` takes, every shorter prefix of a frame is `Partial` (never an
 //! error), and arbitrary bytes never panic either function. The client's read
 //! path (crates/surge-py `IprotoCodec::feed`) buffers only a frame split across
 //! reads, relying on all three.
@@ -44,7 +44,7 @@ proptest! {
             prop_assert_eq!((f.code, f.sync), (code, sync));
             prop_assert_eq!(frame_len(&buf).unwrap(), Some(buf.len()));
             for k in (0..buf.len()).step_by(1 + buf.len() / 64) {
-                prop_assert!(matches!(decode_frame(&buf[..k]), Ok(Status::Incomplete)));
+                prop_assert!(matches!(decode_frame(&buf[..k]), Ok(Status::Partial)));
                 let announced = frame_len(&buf[..k]).unwrap();
                 prop_assert!(announced.is_none() || announced == Some(buf.len()));
             }

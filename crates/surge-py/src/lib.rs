@@ -6,7 +6,9 @@
 use pyo3::prelude::*;
 
 mod http;
+mod load;
 mod postgres;
+mod pydatetime;
 mod redis;
 mod tarantool;
 mod tls;
@@ -72,6 +74,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<postgres::Record>()?;
     m.add_class::<postgres::ScramClient>()?;
     m.add_function(wrap_pyfunction!(postgres::pg_md5_password, m)?)?;
+    m.add_function(wrap_pyfunction!(postgres::pg_types, m)?)?;
     m.add(
         "PgProtocolError",
         py.get_type::<postgres::PgProtocolError>(),
@@ -94,5 +97,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(tarantool::msgpack_packb, m)?)?;
     m.add_function(wrap_pyfunction!(tarantool::msgpack_unpackb, m)?)?;
+
+    // Load generator.
+    m.add_class::<load::HttpLoad>()?;
     Ok(())
 }

@@ -7,6 +7,7 @@ from .client import Client, ClientLimits, ClientResponse, Timeout
 from .config import Limits
 from .datastructures import QueryParams
 from .errors import ClientDisconnected, HTTPException
+from .forms import FormData, UploadFile
 from .response import (
     FileResponse,
     HTMLResponse,
@@ -15,7 +16,9 @@ from .response import (
     Response,
     StreamingResponse,
 )
+from .routing import NoMatchFound, Router
 from .server import Server, serve
+from .staticfiles import StaticFiles
 
 __all__ = [
     "App",
@@ -24,18 +27,23 @@ __all__ = [
     "ClientLimits",
     "ClientResponse",
     "FileResponse",
+    "FormData",
     "HTMLResponse",
     "HTTPException",
     "Headers",
     "JSONResponse",
     "Limits",
+    "NoMatchFound",
     "QueryParams",
     "RedirectResponse",
     "Request",
     "Response",
     "Route",
+    "Router",
     "Server",
+    "StaticFiles",
     "StreamingResponse",
     "Timeout",
+    "UploadFile",
     "serve",
 ]

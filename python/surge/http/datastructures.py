@@ -50,11 +50,15 @@ def parse_query(raw: bytes) -> QueryParams:
 
 
 def parse_cookies(headers: list[str]) -> dict[str, str]:
-    """Parses Cookie headers; malformed pairs are skipped, not fatal."""
+    """Parses Cookie headers (RFC 6265 5.4, tolerantly): pairs split on ``;``,
+    names and values stripped of spaces, a quoted value unquoted; a pair without
+    ``=`` or without a name is skipped; of repeated names the first is kept (a
+    browser sends the most specific path first)."""
     cookies: dict[str, str] = {}
     for header in headers:
         for part in header.split(";"):
-            name, sep, value = part.strip().partition("=")
+            name, sep, value = part.partition("=")
+            name = name.strip()
             if not sep or not name:
                 continue
             value = value.strip()

@@ -7,10 +7,13 @@ import mimetypes
 import os
 import unicodedata
 from collections.abc import AsyncIterable, Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 from surge._core import Response
+
+from .cookies import delete_cookie_header, set_cookie_header
 
 if TYPE_CHECKING:
     from .protocol import HttpProtocol
@@ -92,6 +95,38 @@ class _HeadersMixin:
         self.headers[:] = [(n, v) for n, v in self.headers if n.lower() != lower]
         self.headers.append((name, value))
 
+    def set_cookie(
+        self,
+        key: str,
+        value: str = "",
+        max_age: int | None = None,
+        expires: datetime | str | int | None = None,
+        path: str | None = "/",
+        domain: str | None = None,
+        secure: bool = False,
+        httponly: bool = False,
+        samesite: str | None = "lax",
+        partitioned: bool = False,
+    ) -> None:
+        """Adds a Set-Cookie header (see `surge.http.cookies`)."""
+        header = set_cookie_header(
+            key, value, max_age, expires, path, domain, secure, httponly, samesite, partitioned
+        )
+        self.headers.append(("Set-Cookie", header))
+
+    def delete_cookie(
+        self,
+        key: str,
+        path: str = "/",
+        domain: str | None = None,
+        secure: bool = False,
+        httponly: bool = False,
+        samesite: str | None = "lax",
+    ) -> None:
+        """Adds a Set-Cookie header that removes the cookie `key`."""
+        header = delete_cookie_header(key, path, domain, secure, httponly, samesite)
+        self.headers.append(("Set-Cookie", header))
+
 
 class StreamingResponse(_HeadersMixin):
     """A body produced by an (async) iterator of str or bytes, sent chunked."""
@@ -112,7 +147,16 @@ class StreamingResponse(_HeadersMixin):
 
 
 class FileResponse(_HeadersMixin):
-    """A file sent with sendfile where the loop supports it."""
+    """A file, its body sent with sendfile (`HttpProtocol.sendfile`).
+
+    With status 200 it answers conditional and range requests like a static
+    file (`surge.http.conditional`): ETag and Last-Modified from the file,
+    304 / 412 on If-None-Match, If-Modified-Since, If-Match,
+    If-Unmodified-Since, 206 (one range, or several as multipart/byteranges)
+    and 416 on Range / If-Range, and ``Accept-Ranges: bytes``. Another status
+    sends the whole file as it is. A missing file or one that is not a regular
+    file gets 404.
+    """
 
     __slots__ = ("content_type", "filename", "headers", "path", "status")
 
@@ -127,13 +171,34 @@ class FileResponse(_HeadersMixin):
         self.path = os.fspath(path)
         self.status = status
         self.headers = _header_list(headers)
-        if content_type is None:
-            guessed, _ = mimetypes.guess_type(self.path)
-            content_type = guessed or "application/octet-stream"
-        self.content_type = content_type
+        self.content_type = guess_content_type(self.path) if content_type is None else content_type
         self.filename = filename
         if filename is not None:
             self.headers.append(("Content-Disposition", content_disposition(filename)))
+
+
+#: Codings `mimetypes` recognises as a file's encoding, and the type of such a
+#: file served as it is (``a.txt.gz`` is a gzip file, not text).
+_ENCODED_TYPES = {
+    "gzip": "application/gzip",
+    "br": "application/x-brotli",
+    "bzip2": "application/x-bzip2",
+    "xz": "application/x-xz",
+    "compress": "application/x-compress",
+}
+
+
+def guess_content_type(path: str) -> str:
+    """The Content-Type for a file name: by extension (`mimetypes`), with
+    ``charset=utf-8`` for text; ``application/octet-stream`` when unknown."""
+    guessed, encoding = mimetypes.guess_type(path, strict=False)
+    if encoding is not None:
+        return _ENCODED_TYPES.get(encoding, "application/octet-stream")
+    if guessed is None:
+        return "application/octet-stream"
+    if guessed.startswith("text/") or guessed == "application/javascript":
+        return f"{guessed}; charset=utf-8"
+    return guessed
 
 
 def content_disposition(filename: str) -> str:

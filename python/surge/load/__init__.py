@@ -9,6 +9,10 @@ earlier ones were answered, each timed from its due time (no coordinated
 omission). Closed model (no rate): ``connections`` connections each keep
 ``pipeline`` requests in flight. Latencies go into HDR histograms (merged across
 ``procs`` worker processes), so memory stays fixed however long a run lasts.
+
+HTTP targets run in a native loop (`surge._core.HttpLoad`, see `surge.load.http`);
+Tarantool, Redis and PostgreSQL targets on asyncio through surge's drivers
+(`surge.load.driver`). Targets register their URL schemes (`surge.load.target`).
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+# The built-in targets register their URL schemes on import.
+from surge.load import http, postgres, redis, tarantool  # noqa: F401
+from surge.load.graphite import DEFAULT_PREFIX, GraphiteRates
 from surge.load.report import Result, render_progress, render_sweep, render_table
 from surge.load.runner import run_load, run_load_async
-from surge.load.target import DriverNotAvailable, LoadConfig, LoadError, parse_mix
+from surge.load.target import LoadConfig, LoadError, parse_mix
 
 __all__ = [
-    "DriverNotAvailable",
+    "GraphiteRates",
     "LoadConfig",
     "LoadError",
     "Result",
@@ -72,14 +79,37 @@ def config(
     )
 
 
-def run(target: str, *, progress: bool | Callable[[dict], Any] = False, **kw: Any) -> Result:
+def run(
+    target: str,
+    *,
+    progress: bool | Callable[[dict], Any] = False,
+    graphite: str | None = None,
+    graphite_prefix: str = DEFAULT_PREFIX,
+    **kw: Any,
+) -> Result:
     """Runs a load and returns its `Result` (blocking; not inside a running loop).
 
-    ``target``: ``http://host:port/path`` or ``tarantool://host:port``; keywords as
-    `config`. ``progress=True`` writes a live line to stderr each second.
+    ``target``: ``http://host:port/path``, ``tarantool://host:port``,
+    ``redis://host:port`` or ``postgresql://user@host/db``; keywords as `config`.
+    ``progress=True`` writes a live line to stderr each second; ``graphite="host:port"``
+    sends each second's per-operation rates to Graphite under ``graphite_prefix``
+    (see `surge.load.graphite`).
     """
     cfg = config(target, **kw)
-    return run_load(cfg, _progress(progress, cfg))
+    show = _progress(progress, cfg)
+    if graphite is None:
+        return run_load(cfg, show)
+    sender = GraphiteRates(graphite, prefix=graphite_prefix)
+
+    def both(point: dict) -> None:
+        sender(point)
+        if show is not None:
+            show(point)
+
+    try:
+        return run_load(cfg, both)
+    finally:
+        sender.close()
 
 
 async def run_async(target: str, **kw: Any) -> Result:

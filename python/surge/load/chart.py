@@ -3,15 +3,17 @@ over time (one run). matplotlib is imported only here, when a chart is asked for
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from surge.load.report import Result
 
 
-def _plt():
+def _plt() -> Any:
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -22,16 +24,52 @@ def _plt():
     return plt
 
 
-def _log_ms(ax) -> None:
-    """A log scale labelled in plain milliseconds (50, 60, 100), not 6x10^1."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
+#: Most labelled ticks on a latency axis.
+MAX_TICKS = 12
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Labelled values for a log axis from `lo` to `hi`: the finest of 1-per-decade,
+    1-2-5 and 1..9 that fits in `MAX_TICKS`; evenly spaced values when the range
+    is too narrow for those (0.3 to 1.8 ms would get nothing above "1")."""
+    from matplotlib.ticker import MaxNLocator
+
+    if not (lo > 0 and hi > lo):
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    best: list[float] = []
+    for subs in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [
+            round(s * 10.0**e, 12)
+            for e in range(first, last + 1)
+            for s in subs
+            if lo <= s * 10.0**e <= hi
+        ]
+        if len(ticks) > MAX_TICKS:
+            break
+        best = ticks
+    # Three labels at least, and no end of the range further from a label than
+    # the labels are from each other.
+    gap = max((b / a for a, b in itertools.pairwise(best)), default=10.0)
+    if len(best) >= 3 and best[0] <= lo * gap and best[-1] >= hi / gap:
+        return best
+    even = MaxNLocator(nbins=6).tick_values(lo, hi)
+    return [round(float(v), 12) for v in even if lo <= v <= hi and v > 0]
+
+
+def _log_ms(ax: Any) -> None:
+    """A log scale labelled in plain milliseconds (0.5, 1, 2, 5, 10), every label
+    chosen from the plotted range so that no stretch of the axis is left bare."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
     ax.set_yscale("log")
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    ax.yaxis.set_major_formatter(plain)
+    ax.autoscale_view()
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_locator(FixedLocator(log_ticks(lo, hi)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 4, 5, 6, 7, 8, 9)))
-    ax.yaxis.set_minor_formatter(plain)
-    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(lo, hi)
 
 
 def percentiles_vs_rate(
@@ -41,7 +79,22 @@ def percentiles_vs_rate(
     title: str = "latency against request rate",
     limit_ms: float | None = None,
 ) -> Path:
-    """One line per (name, percentile): p50/p95/p99 against the target rate."""
+    """One line per (name, percentile): p50/p95/p99 against the target rate, as a PNG."""
+    plt = _plt()
+    fig = percentiles_figure(series, title=title, limit_ms=limit_ms)
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def percentiles_figure(
+    series: dict[str, Sequence[Result]],
+    *,
+    title: str = "latency against request rate",
+    limit_ms: float | None = None,
+) -> Any:
+    """The matplotlib figure `percentiles_vs_rate` saves (close it with pyplot.close)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 5.5))
     styles = {"p50": ":", "p95": "--", "p99": "-"}
@@ -69,10 +122,7 @@ def percentiles_vs_rate(
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=max(1, len(series)))
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def rate_over_time(result: Result, path: str | Path, *, title: str | None = None) -> Path:

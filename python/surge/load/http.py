@@ -1,79 +1,41 @@
-"""HTTP/1.1 target: a pool of keep-alive connections driven by callbacks.
+"""HTTP/1.1 target: the schedule, the connections and the timing run natively.
 
-No task or future per request: a request is its due time appended to a
-connection's in-flight deque, and a response pops it and records the latency.
-Requests are identical, so their bytes are built once and a connection's
-unsent requests leave in one write per loop iteration.
+`surge._core.HttpLoad` runs the whole load on a thread of its own with the GIL
+released: a timerfd keeps the schedule to within microseconds, requests (built
+once here) are written in one write per connection per loop turn, responses
+are framed by surge-proto's HTTP/1 client parser and latencies go into HDR
+histograms there. This module builds the request, resolves the address, starts
+the loop and passes its per-second ticks on; see ``crates/surge-py/src/load``.
 
 Open model: a request goes to a connection with room (fewer than ``pipeline``
-requests in flight); if none has room, it waits in the pool's queue (its latency
-still counts from its due time) and a new connection is opened, up to
+requests in flight); if none has room, it waits in the queue (its latency still
+counts from its due time) and a new connection is opened, up to
 ``connections``. Closed model: ``connections`` connections each keep
-``pipeline`` requests in flight; each response sends the next request.
+``pipeline`` requests in flight; each response sends the next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
-from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
-from surge.load.http_framing import MalformedReply, ResponseFramer
-from surge.load.recorder import Recorder
+from surge._core import HttpLoad
 from surge.load.target import (
     DEFAULT_CLOSED_CONNECTIONS,
     DEFAULT_OPEN_CONNECTIONS,
     LoadConfig,
     LoadError,
     Target,
-    connect_error_kind,
+    register,
 )
 
-#: Closed model: wait this long before reopening a connection that failed.
-RECONNECT_DELAY = 0.05
 _OP = "request"
-
-try:
-    from surge._core import HttpResponseParser as _NativeParser
-except ImportError:  # an older build: the pure-Python framer does the same job, slower
-    _NativeParser = None
-
-#: True when responses are framed by the native parser (surge._core.HttpResponseParser).
-NATIVE = _NativeParser is not None
-
-
-class _NativeFramer:
-    """`ResponseFramer`'s interface over the native parser."""
-
-    __slots__ = ("_p", "_statuses", "close_after")
-
-    def __init__(self, *, head_only: bool = False) -> None:
-        self._p = _NativeParser()
-        self._statuses = self._p.feed_statuses
-        # The server's Connection: close shows as the connection ending.
-        self.close_after = False
-        if head_only:
-            raise ValueError("HEAD runs use the Python framer")
-
-    def feed(self, data: bytes) -> list[int]:
-        try:
-            return self._statuses(data)
-        except Exception as exc:
-            raise MalformedReply(str(exc)) from None
-
-    def eof(self) -> int | None:
-        try:
-            done = self._p.feed_eof(True)
-        except Exception:
-            return None
-        return done[0] if done else None
-
-
-def _framer(head_only: bool) -> ResponseFramer | _NativeFramer:
-    if NATIVE and not head_only:
-        return _NativeFramer()
-    return ResponseFramer(head_only=head_only)
+#: How often the finished seconds are collected from the native loop (seconds).
+TICK_POLL = 0.05
 
 
 def build_request(config: LoadConfig) -> tuple[str, int, bytes]:
@@ -97,267 +59,112 @@ def build_request(config: LoadConfig) -> tuple[str, int, bytes]:
     return url.hostname, port, head + config.body
 
 
-class _Conn(asyncio.Protocol):
-    __slots__ = ("dead", "framer", "in_free", "inflight", "pool", "transport", "unsent")
-
-    def __init__(self, pool: HttpTarget) -> None:
-        self.pool = pool
-        self.transport: asyncio.Transport | None = None
-        self.framer = _framer(pool.head_only)
-        self.inflight: deque[int] = deque()
-        self.unsent = 0
-        self.in_free = False
-        self.dead = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            statuses = self.framer.feed(data)
-        except MalformedReply:
-            self.pool._kill(self, "malformed")
-            return
-        if statuses:
-            self.pool._responses(self, statuses)
-
-    def eof_received(self) -> bool:
-        status = self.framer.eof()
-        if status is not None and self.inflight:
-            self.pool._responses(self, [status])
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.pool._lost(self)
-
-
+@register("http", "https")
 class HttpTarget(Target):
-    """Load on one HTTP URL."""
+    """Load on one HTTP URL, run by the native loop."""
 
     ops = [_OP]
+    example = "http://host:port/path"
+    native = True
 
-    def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
-        super().__init__(config, recorder)
-        self.host, self.port, self.request = build_request(config)
-        self.head_only = config.method.upper() == "HEAD"
-        self.depth = config.pipeline
+    @classmethod
+    def operations(cls, config: LoadConfig) -> list[str]:
+        if config.target.lower().startswith("https:"):
+            raise LoadError("https targets are not supported (surge's HTTP is plain HTTP/1.1)")
+        return [_OP]
+
+    async def run_native(
+        self,
+        index: int,
+        sink: Callable[[dict[str, Any]], None] | None,
+        ready: Callable[[], Awaitable[float | None]] | None,
+    ) -> dict[str, Any]:
+        config = self.config
+        host, port, request = build_request(config)
+        ip = await _resolve(host, port, min(config.connect_timeout, 1.0))
         default = DEFAULT_OPEN_CONNECTIONS if config.open_model else DEFAULT_CLOSED_CONNECTIONS
-        self.max_connections = config.connections or default
-        self.timeout_ns = int(config.timeout * 1e9)
-        self.conns: set[_Conn] = set()
-        self.free: list[_Conn] = []
-        self.queue: deque[int] = deque()
-        self.connecting = 0
-        self._dirty: list[_Conn] = []
-        self._flush_scheduled = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task] = set()
-        #: Connections opened, and attempts that failed (for reports and tests).
-        self.opened = 0
-        self.failed_connects = 0
-        self._closed = False
+        if ready is not None:
+            start_wall = await ready()
+            if start_wall is not None:
+                await asyncio.sleep(max(0.0, start_wall - time.time()))
+        start_ns = time.monotonic_ns() + int(config.warmup * 1e9)
+        load = HttpLoad(
+            ip,
+            port,
+            request,
+            head=config.method.upper() == "HEAD",
+            rate=config.rate / config.procs if config.rate is not None else None,
+            phase=index / config.procs,
+            connections=config.connections or default,
+            pipeline=config.pipeline,
+            start_ns=start_ns,
+            warmup=config.warmup,
+            duration=config.duration,
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+        )
+        cpu0 = time.process_time()
 
-    async def prepare(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        def pass_ticks() -> None:
+            for tick in load.ticks():
+                if sink is not None:
+                    sink(
+                        {
+                            "t": tick["t"],
+                            "ops": {_OP: {k: tick[k] for k in ("n", "errors", "hist")}},
+                            "cpu": time.process_time() - cpu0,
+                        }
+                    )
 
-    # -- open model ---------------------------------------------------------------------
-
-    def issue(self, due_ns: int) -> None:
-        if not self.queue:
-            free = self.free
-            while free:
-                conn = free[-1]
-                if conn.dead or len(conn.inflight) >= self.depth:
-                    free.pop()
-                    conn.in_free = False
-                    continue
-                self._send(conn, due_ns)
-                if len(conn.inflight) >= self.depth:
-                    free.pop()
-                    conn.in_free = False
-                return
-        self.queue.append(due_ns)
-        if len(self.conns) + self.connecting < self.max_connections and self.connecting < len(
-            self.queue
-        ):
-            self._open()
-
-    # -- closed model -------------------------------------------------------------------
-
-    def start_closed(self) -> None:
-        for _ in range(self.max_connections):
-            self._open()
-
-    # -- bookkeeping --------------------------------------------------------------------
-
-    def outstanding(self) -> int:
-        return len(self.queue) + sum(len(c.inflight) for c in self.conns)
-
-    def expire(self, now_ns: int) -> None:
-        limit = now_ns - self.timeout_ns
-        q = self.queue
-        rec = self.recorder
-        while q and q[0] <= limit:
-            q.popleft()
-            rec.error(_OP, "timeout")
-        for conn in list(self.conns):
-            if conn.inflight and conn.inflight[0] <= limit:
-                # A response can no longer be matched to its request once one is
-                # skipped: every request on this connection ends as a timeout.
-                self._kill(conn, "timeout")
-
-    def abandon(self) -> None:
-        rec = self.recorder
-        while self.queue:
-            self.queue.popleft()
-            rec.error(_OP, "timeout")
-        for conn in list(self.conns):
-            self._kill(conn, "timeout")
-
-    async def close(self) -> None:
-        self.stopping = self._closed = True
-        for conn in list(self.conns):
-            if conn.transport is not None:
-                conn.transport.abort()
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    # -- internals ----------------------------------------------------------------------
-
-    def _open(self) -> None:
-        assert self._loop is not None
-        self.connecting += 1
-        task = self._loop.create_task(self._connect())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _connect(self) -> None:
-        assert self._loop is not None
+        load.start()
         try:
-            _, conn = await asyncio.wait_for(
-                self._loop.create_connection(lambda: _Conn(self), self.host, self.port),
-                self.config.connect_timeout,
-            )
-        except asyncio.CancelledError:
-            self.connecting -= 1
-            raise
-        except Exception as exc:
-            self.connecting -= 1
-            self.failed_connects += 1
-            self._connect_failed(connect_error_kind(exc))
-            return
-        self.connecting -= 1
-        self.opened += 1
-        # Closed model: no new work after the stop. Open model: queued requests still go.
-        if self._closed or (self.stopping and not self.config.open_model):
-            conn.transport.abort()
-            return
-        self.conns.add(conn)
-        if self.config.open_model:
-            self._feed(conn)
-        else:
-            for _ in range(self.depth):
-                self._send(conn, time.monotonic_ns())
+            while not load.done():
+                pass_ticks()
+                await asyncio.sleep(TICK_POLL)
+        finally:
+            load.stop()  # a no-op once it has ended; ends it if we were cancelled
+            final = load.join()
+        pass_ticks()
+        wall = (time.monotonic_ns() - start_ns) / 1e9
+        return {
+            "ops": {
+                _OP: {
+                    "n": final["n"],
+                    "hist": final["hist"],
+                    "errors": final["errors"],
+                    "status": final["status"],
+                }
+            },
+            "sent": final["sent"],
+            "lag": final["lag"] if config.open_model else b"",
+            "cpu": time.process_time() - cpu0,
+            "index": index,
+            "wall": max(wall, config.duration),
+            "duration": config.duration,
+        }
 
-    def _connect_failed(self, kind: str) -> None:
-        rec = self.recorder
-        if self.config.open_model:
-            # Queued requests wait for any connection; they fail only when none is left.
-            if not self.conns and not self.connecting:
-                while self.queue:
-                    self.queue.popleft()
-                    rec.error(_OP, kind)
-            return
-        # Closed model: this connection's requests fail; try again after a pause.
-        for _ in range(self.depth):
-            rec.error(_OP, kind)
-        if not self.stopping and not self._closed:
-            self._reopen_later()
 
-    def _reopen_later(self) -> None:
-        assert self._loop is not None
-        self.connecting += 1
-
-        def reopen() -> None:
-            self.connecting -= 1
-            if not self.stopping:
-                self._open()
-
-        self._loop.call_later(RECONNECT_DELAY, reopen)
-
-    def _feed(self, conn: _Conn) -> None:
-        """Give a connection with room queued requests; else list it as free."""
-        q = self.queue
-        depth = self.depth
-        while q and len(conn.inflight) < depth:
-            self._send(conn, q.popleft())
-        if len(conn.inflight) < depth and not conn.in_free:
-            conn.in_free = True
-            self.free.append(conn)
-
-    def _send(self, conn: _Conn, due_ns: int) -> None:
-        conn.inflight.append(due_ns)
-        if conn.unsent == 0:
-            self._dirty.append(conn)
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                assert self._loop is not None
-                self._loop.call_soon(self._flush)
-        conn.unsent += 1
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        dirty, self._dirty = self._dirty, []
-        req = self.request
-        for conn in dirty:
-            n, conn.unsent = conn.unsent, 0
-            if conn.dead or conn.transport is None:
-                continue
-            conn.transport.write(req * n if n > 1 else req)
-
-    def _responses(self, conn: _Conn, statuses: list[int]) -> None:
-        now = time.monotonic_ns()
-        rec = self.recorder
-        inflight = conn.inflight
-        for status in statuses:
-            if not inflight:
-                self._kill(conn, "malformed")  # a response nobody asked for
-                return
-            rec.http(_OP, status, now - inflight.popleft())
-        if conn.framer.close_after:
-            self._kill(conn, "disconnect")  # what was pipelined behind it is lost
-            return
-        if self.config.open_model:
-            self._feed(conn)
-        elif not self.stopping:
-            for _ in range(len(statuses)):
-                self._send(conn, now)
-
-    def _kill(self, conn: _Conn, kind: str) -> None:
-        """End a connection; its requests in flight end as `kind`."""
-        if conn.dead:
-            return
-        conn.dead = True
-        self.conns.discard(conn)
-        rec = self.recorder
-        while conn.inflight:
-            conn.inflight.popleft()
-            rec.error(_OP, kind)
-        if conn.transport is not None:
-            conn.transport.abort()
-        self._replace()
-
-    def _lost(self, conn: _Conn) -> None:
-        if not conn.dead:
-            self._kill(conn, "disconnect")
-
-    def _replace(self) -> None:
-        if self._closed:
-            return
-        if self.config.open_model:
-            if self.queue and len(self.conns) + self.connecting < self.max_connections:
-                self._open()
-        elif not self.stopping:
-            self._open()
+async def _resolve(host: str, port: int, timeout: float) -> str:
+    """The IP address of `host` to load: the first of its addresses that accepts a
+    connection (``localhost`` may list ::1 first for a server on 127.0.0.1 only),
+    else the first (the run then counts the connect errors)."""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )
+    except socket.gaierror as exc:
+        raise LoadError(f"cannot resolve {host!r}: {exc}") from None
+    ips = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not ips:
+        raise LoadError(f"cannot resolve {host!r}")
+    if len(ips) == 1:
+        return ips[0]
+    for ip in ips:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(ip, port), timeout)
+        except (OSError, TimeoutError):
+            continue
+        writer.close()
+        return ip
+    return ips[0]

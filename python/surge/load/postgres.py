@@ -16,46 +16,32 @@ many coroutines on it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import random
 import re
 from collections.abc import Callable
 from typing import Any
 
-from surge.load.driver import DriverTarget
+from surge.load.driver import DriverTarget, engine_error_kind, mix_cycle, mix_ops
 from surge.load.recorder import Recorder
-from surge.load.tarantool import error_kind as _engine_error_kind
-from surge.load.tarantool import mix_cycle
-from surge.load.target import LoadConfig, LoadError, connect_error_kind
+from surge.load.target import LoadConfig, LoadError, register
 
 #: Operations of the PostgreSQL workload, and the default mixes.
 OPS = ("query", "select", "insert", "update", "delete")
 DEFAULT_MIX = {"select": 80.0, "update": 20.0}
 QUERY_MIX = {"query": 1.0}
-#: How long setup (connect, create the table, pre-fill) may take.
-PREPARE_TIMEOUT = 30.0
 #: Table names we accept (they go into the SQL text).
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-def mix_ops(mix: dict[str, float] | None, query: str | None = None) -> list[str]:
-    """The operations a mix uses, in the standard order; unknown names are an error."""
-    mix = mix or (QUERY_MIX if query else DEFAULT_MIX)
-    unknown = sorted(set(mix) - set(OPS))
-    if unknown:
-        raise LoadError(f"unknown PostgreSQL operations {unknown}; known: {', '.join(OPS)}")
-    ops = [op for op in OPS if mix.get(op, 0) > 0]
-    if "query" in ops and not query:
-        raise LoadError("the PostgreSQL operation 'query' needs --query 'SELECT ...'")
-    return ops
 
 
 def check(config: LoadConfig) -> list[str]:
     """The run's operations; `LoadError` for a mix or a table name that cannot run."""
     if not IDENT.fullmatch(config.table):
         raise LoadError(f"bad --table {config.table!r}: want a plain SQL identifier")
-    return mix_ops(mix_of(config), config.query)
+    ops = mix_ops("PostgreSQL", OPS, mix_of(config), DEFAULT_MIX)
+    if "query" in ops and not config.query:
+        raise LoadError("the PostgreSQL operation 'query' needs --query 'SELECT ...'")
+    return ops
 
 
 def mix_of(config: LoadConfig) -> dict[str, float]:
@@ -74,7 +60,7 @@ def error_kind(exc: BaseException) -> str:
     )
     if (db_errors and isinstance(exc, db_errors)) or getattr(exc, "sqlstate", None):
         return "db_error"
-    return _engine_error_kind(exc)
+    return engine_error_kind(exc)
 
 
 def _connect_kwargs(connect: Callable[..., Any], config: LoadConfig) -> dict[str, Any]:
@@ -92,8 +78,17 @@ def _connect_kwargs(connect: Callable[..., Any], config: LoadConfig) -> dict[str
     return {k: v for k, v in wanted.items() if k in params}
 
 
+@register("postgresql", "postgres")
 class PostgresTarget(DriverTarget):
     """A query, or a CRUD mix on one table, through surge's PostgreSQL driver."""
+
+    protocol = "PostgreSQL"
+    default_port = 5432
+    example = "postgresql://user@host:port/db"
+
+    @classmethod
+    def operations(cls, config: LoadConfig) -> list[str]:
+        return check(config)
 
     def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
         super().__init__(config, recorder)
@@ -106,11 +101,8 @@ class PostgresTarget(DriverTarget):
         self._outstanding = dict.fromkeys(self.ops, 0)
         self.table = table = config.table
         self.query = config.query
-        # Placeholders until prepare() connects: requests on them fail with why.
+        # Placeholders until prepare() connects.
         self.conns: list[Any] = [None] * (config.connections or 1)
-        #: Why requests cannot be sent (an error kind) until prepare() connects.
-        self._not_ready: str | None = "connect_error"
-        self._next_conn = 0
         rng = random.Random()
         # 56-bit random base: workers and runs never share keys.
         self.base = self.lo = self.hi = rng.getrandbits(40) << 16
@@ -130,25 +122,10 @@ class PostgresTarget(DriverTarget):
             "delete": self._delete,
         }
 
-    async def prepare(self) -> None:
-        try:
-            await asyncio.wait_for(self._setup(), PREPARE_TIMEOUT)
-        except Exception as exc:
-            # Unreachable, refused, bad database or user: the run goes on and every
-            # request is counted as failed by this kind.
-            kind = self.classify(exc)
-            if kind == "other" and isinstance(exc, OSError | TimeoutError):
-                kind = connect_error_kind(exc)
-            if kind == "other":
-                raise
-            self._not_ready = kind
-        else:
-            self._not_ready = None
-
     async def _setup(self) -> None:
         kw = _connect_kwargs(self._connect, self.config)
         for i in range(len(self.conns)):
-            conn = self._connect(self.config.target, **kw)
+            conn: Any = self._connect(self.config.target, **kw)
             if inspect.isawaitable(conn):  # `await connect(dsn)`, as asyncpg
                 conn = await asyncio.wait_for(conn, self.config.connect_timeout)
             self.conns[i] = conn
@@ -183,23 +160,6 @@ class PostgresTarget(DriverTarget):
 
     # -- the operations -----------------------------------------------------------------
 
-    def _conn(self) -> Any:
-        conns = self.conns
-        if len(conns) == 1:
-            return conns[0]
-        self._next_conn = (self._next_conn + 1) % len(conns)
-        return conns[self._next_conn]
-
-    def _start(self, due_ns: int, closed: bool) -> None:
-        if self._not_ready is None:
-            super()._start(due_ns, closed)
-            return
-        # Not connected: the request fails at once (and a closed loop stops).
-        op = self._cycle[self._i]
-        self._i = (self._i + 1) % len(self._cycle)
-        if not self._abandoned:
-            self.recorder.error(op, self._not_ready)
-
     def _key(self) -> int:
         span = self.hi - self.lo
         return self.lo + int(self._rand() * span) if span > 0 else self.lo
@@ -227,20 +187,10 @@ class PostgresTarget(DriverTarget):
     def classify(self, exc: BaseException) -> str:
         return error_kind(exc)
 
-    async def close(self) -> None:
-        self.stopping = True
-        conns = [c for c in self.conns if c is not None]
-        if conns and self.ops != ["query"]:
-            # The worker's rows go: a long insert-heavy run leaves no table behind it.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    conns[0].execute(
-                        f"DELETE FROM {self.table} WHERE id >= $1 AND id < $2",
-                        self.base,
-                        self.hi,
-                    ),
-                    2.0,
-                )
-        for c in conns:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(c.close(), 2.0)
+    async def _cleanup(self) -> None:
+        if self.ops == ["query"]:
+            return
+        # The worker's rows go: a long insert-heavy run leaves no table behind it.
+        await self.conns[0].execute(
+            f"DELETE FROM {self.table} WHERE id >= $1 AND id < $2", self.base, self.hi
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 from hdrh.histogram import HdrHistogram
 
@@ -44,6 +44,14 @@ def decode_histogram(data: bytes) -> HdrHistogram:
     if data:
         h.decode_and_add(data)
     return h
+
+
+class Sink(Protocol):
+    """Where a target reports how its requests ended (a `Recorder`, or a stand-in)."""
+
+    def ok(self, op: str, latency_ns: int) -> None: ...
+    def http(self, op: str, status: int, latency_ns: int) -> None: ...
+    def error(self, op: str, kind: str) -> None: ...
 
 
 class OpStats:

@@ -14,27 +14,15 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from surge.errors import ConnectError
-from surge.load.driver import DriverTarget
+from surge.load.driver import DriverTarget, engine_error_kind, mix_cycle, mix_ops
 from surge.load.recorder import Recorder
-from surge.load.tarantool import error_kind as _engine_error_kind
-from surge.load.tarantool import mix_cycle
-from surge.load.target import LoadConfig, LoadError
+from surge.load.target import LoadConfig, register
 
 #: Operations of the Redis workload, and the default mix.
 OPS = ("get", "set")
 DEFAULT_MIX = {"get": 50.0, "set": 50.0}
-#: How long setup (connect, pre-fill) may take.
-PREPARE_TIMEOUT = 30.0
-
-
-def mix_ops(mix: dict[str, float] | None) -> list[str]:
-    """The operations a mix uses, in the standard order; unknown names are an error."""
-    mix = mix or DEFAULT_MIX
-    unknown = sorted(set(mix) - set(OPS))
-    if unknown:
-        raise LoadError(f"unknown Redis operations {unknown}; known: {', '.join(OPS)}")
-    return [op for op in OPS if mix.get(op, 0) > 0]
+#: Keys per DEL when a worker removes its keys at the end.
+DELETE_BATCH = 1000
 
 
 def error_kind(exc: BaseException) -> str:
@@ -43,17 +31,26 @@ def error_kind(exc: BaseException) -> str:
 
     if isinstance(exc, RedisError):
         return "db_error"
-    return _engine_error_kind(exc)
+    return engine_error_kind(exc)
 
 
+@register("redis")
 class RedisTarget(DriverTarget):
     """GET/SET load through surge's Redis driver."""
+
+    protocol = "Redis"
+    default_port = 6379
+    example = "redis://host:port"
+
+    @classmethod
+    def operations(cls, config: LoadConfig) -> list[str]:
+        return mix_ops("Redis", OPS, config.mix, DEFAULT_MIX)
 
     def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
         super().__init__(config, recorder)
         from surge.redis import connect
 
-        self.ops = mix_ops(config.mix)
+        self.ops = mix_ops("Redis", OPS, config.mix, DEFAULT_MIX)
         mix = config.mix or DEFAULT_MIX
         self._cycle = mix_cycle(self.ops, [mix[op] for op in self.ops])
         self._outstanding = dict.fromkeys(self.ops, 0)
@@ -65,7 +62,6 @@ class RedisTarget(DriverTarget):
             )
             for _ in range(config.connections or 1)
         ]
-        self._next_conn = 0
         rng = random.Random()
         prefix = f"surge:load:{rng.getrandbits(48):012x}:"
         self._keys = [f"{prefix}{i}" for i in range(max(1, config.prefill))]
@@ -73,25 +69,18 @@ class RedisTarget(DriverTarget):
         self._rand = rng.random
         self._issue: dict[str, Callable[[Any], Any]] = {"get": self._get, "set": self._set}
 
-    async def prepare(self) -> None:
-        try:
-            await asyncio.wait_for(self._setup(), PREPARE_TIMEOUT)
-        except (ConnectError, TimeoutError, OSError):
-            # Unreachable: the run goes on and every request is counted by kind.
-            return
-
     async def _setup(self) -> None:
         for c in self.conns:
             await c.connect()
         first = self.conns[0]
         await asyncio.gather(*(first.set(k, self._value) for k in self._keys))
 
-    def _conn(self) -> Any:
-        conns = self.conns
-        if len(conns) == 1:
-            return conns[0]
-        self._next_conn = (self._next_conn + 1) % len(conns)
-        return conns[self._next_conn]
+    async def _cleanup(self) -> None:
+        keys = self._keys
+        first = self.conns[0]
+        await asyncio.gather(
+            *(first.delete(*keys[i : i + DELETE_BATCH]) for i in range(0, len(keys), DELETE_BATCH))
+        )
 
     def _key(self) -> str:
         keys = self._keys

@@ -193,6 +193,8 @@ def _run_procs(config: LoadConfig, agg: Aggregator) -> list[dict[str, Any]]:
             if kind == "ready":
                 ready += 1
             elif kind == "error":
+                if not payload.startswith("Traceback"):
+                    raise LoadError(payload)
                 raise LoadError(f"worker {idx} failed during setup:\n{payload}")
         start_at.value = time.time() + 0.05
         go.set()
@@ -244,6 +246,9 @@ def _proc_main(config: LoadConfig, index: int, q: Any, go: Any, start_at: Any) -
         final = _new_runner_run(
             run_worker(config, index=index, sink=lambda t: q.put(("tick", index, t)), ready=ready)
         )
+    except LoadError as exc:  # a clear message of its own: no traceback
+        q.put(("error", index, str(exc)))
+        return
     except BaseException:
         q.put(("error", index, traceback.format_exc()))
         return

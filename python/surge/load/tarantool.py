@@ -11,28 +11,18 @@ pipelined connections (one by default, as in the seed).
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import string
 from collections.abc import Callable
 from typing import Any
 
-from surge.errors import (
-    ClosedError,
-    ConnectError,
-    ConnectionLostError,
-    ProtocolError,
-    RequestTimeoutError,
-)
-from surge.load.driver import DriverTarget
+from surge.load.driver import DriverTarget, engine_error_kind, mix_cycle, mix_ops
 from surge.load.recorder import Recorder
-from surge.load.target import LoadConfig, LoadError, connect_error_kind
+from surge.load.target import LoadConfig, register
 
 #: Operations of the Tarantool workload, and the seed's mix.
 OPS = ("insert", "select", "update", "delete")
 DEFAULT_MIX = {"insert": 25.0, "select": 25.0, "update": 25.0, "delete": 25.0}
-#: How long setup (connect, create the space, pre-fill) may take.
-PREPARE_TIMEOUT = 30.0
 
 CREATE_SPACE = """
 local name = ...
@@ -43,62 +33,47 @@ if box.space[name] == nil then
 end
 return box.space[name].id
 """
-
-
-def mix_ops(mix: dict[str, float] | None) -> list[str]:
-    """The operations a mix uses, in the standard order; unknown names are an error."""
-    mix = mix or DEFAULT_MIX
-    unknown = sorted(set(mix) - set(OPS))
-    if unknown:
-        raise LoadError(f"unknown Tarantool operations {unknown}; known: {', '.join(OPS)}")
-    return [op for op in OPS if mix.get(op, 0) > 0]
-
-
-def mix_cycle(ops: list[str], weights: list[float]) -> list[str]:
-    """The shortest sequence of ops in the mix's exact proportions, interleaved
-    (smooth weighted round robin): 25/25/25/25 is insert, select, update, delete."""
-    total = sum(weights)
-    ints = [round(1000 * w / total) for w in weights]
-    g = 0
-    for w in ints:
-        g = math.gcd(g, w)
-    ints = [w // g for w in ints]
-    current = [0] * len(ops)
-    cycle = []
-    for _ in range(sum(ints)):
-        for i, w in enumerate(ints):
-            current[i] += w
-        best = max(range(len(ops)), key=lambda i: current[i])
-        current[best] -= sum(ints)
-        cycle.append(ops[best])
-    return cycle
+#: Deletes the keys [lo, lo + count) of a space in one request, yielding between
+#: batches so other clients are served meanwhile. Keys are 56-bit: `lo + i` keeps
+#: them exact (uint64 cdata) where a Lua number loop would round them.
+DELETE_RANGE = """
+local name, lo, count = ...
+local s = box.space[name]
+local n = 0
+for i = 0, count - 1 do
+    if s:delete(lo + i) ~= nil then n = n + 1 end
+    if i % 1000 == 999 then require('fiber').yield() end
+end
+return n
+"""
 
 
 def error_kind(exc: BaseException) -> str:
     """The report's error kind for a driver exception."""
-    if isinstance(exc, RequestTimeoutError):
-        return "timeout"
-    if isinstance(exc, ConnectError):
-        return connect_error_kind(exc.__cause__) if exc.__cause__ else "connect_error"
-    if isinstance(exc, ProtocolError):
-        return "malformed"
-    if isinstance(exc, ConnectionLostError | ClosedError):
-        return "disconnect"
     from surge.tarantool.errors import DatabaseError
 
     if isinstance(exc, DatabaseError):
         return "db_error"
-    return "other"
+    return engine_error_kind(exc)
 
 
+@register("tarantool", "tnt")
 class TarantoolTarget(DriverTarget):
     """Mixed CRUD load on one space through surge's Tarantool driver."""
+
+    protocol = "Tarantool"
+    default_port = 3301
+    example = "tarantool://host:port"
+
+    @classmethod
+    def operations(cls, config: LoadConfig) -> list[str]:
+        return mix_ops("Tarantool", OPS, config.mix, DEFAULT_MIX)
 
     def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
         super().__init__(config, recorder)
         from surge.tarantool import connect
 
-        self.ops = mix_ops(config.mix)
+        self.ops = mix_ops("Tarantool", OPS, config.mix, DEFAULT_MIX)
         mix = config.mix or DEFAULT_MIX
         weights = [mix[op] for op in self.ops]
         self._cycle = mix_cycle(self.ops, weights)
@@ -113,11 +88,10 @@ class TarantoolTarget(DriverTarget):
             )
             for _ in range(config.connections or 1)
         ]
-        self._next_conn = 0
         size = config.tuple_size
         self._data = [(string.printable[i % len(string.printable)] * size) for i in range(8)]
         # 56-bit random base: workers and runs never share keys.
-        self.lo = self.hi = rng.getrandbits(40) << 16
+        self.base = self.lo = self.hi = rng.getrandbits(40) << 16
         self._rand = rng.random
         self._issue: dict[str, Callable[[Any], Any]] = {
             "insert": self._insert,
@@ -125,13 +99,6 @@ class TarantoolTarget(DriverTarget):
             "update": self._update,
             "delete": self._delete,
         }
-
-    async def prepare(self) -> None:
-        try:
-            await asyncio.wait_for(self._setup(), PREPARE_TIMEOUT)
-        except (ConnectError, TimeoutError, OSError):
-            # Unreachable: the run goes on and every request is counted by kind.
-            return
 
     async def _setup(self) -> None:
         first = self.conns[0]
@@ -145,14 +112,11 @@ class TarantoolTarget(DriverTarget):
         await asyncio.gather(*batch)
         self.hi += self.config.prefill
 
-    # -- the operations -----------------------------------------------------------------
+    async def _cleanup(self) -> None:
+        # Inserted and pre-filled keys alike are in [base, hi): none is left behind.
+        await self.conns[0].eval(DELETE_RANGE, (self.space, self.base, self.hi - self.base))
 
-    def _conn(self) -> Any:
-        conns = self.conns
-        if len(conns) == 1:
-            return conns[0]
-        self._next_conn = (self._next_conn + 1) % len(conns)
-        return conns[self._next_conn]
+    # -- the operations -----------------------------------------------------------------
 
     def _insert(self, conn: Any) -> Any:
         key = self.hi

@@ -4,19 +4,21 @@ A target turns "issue one request due at time T" (open model) or "keep N
 requests going" (closed model) into traffic, and tells the `Recorder` how each
 request ended. Every request ends exactly once: a reply (with its latency from
 the due time), or an error of one kind.
+
+Targets register their URL schemes with `register`; this module knows none of
+them (``surge.load`` imports the built-in ones, so they are always registered).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import importlib
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, ClassVar, TypeVar
 
-from surge.load.recorder import Recorder
+from surge.load.recorder import Recorder, Sink
 
 #: Default request timeout (seconds, from the request's due time).
 DEFAULT_TIMEOUT = 10.0
@@ -29,11 +31,7 @@ DEFAULT_CLOSED_CONNECTIONS = 10
 
 
 class LoadError(Exception):
-    """The run cannot start: bad settings, or a target surge has no driver for yet."""
-
-
-class DriverNotAvailable(LoadError):
-    """The target's scheme needs a surge driver that does not exist yet."""
+    """The run cannot start: bad settings, or a target that cannot be loaded."""
 
 
 @dataclass
@@ -86,26 +84,7 @@ class LoadConfig:
             raise LoadError("--mix needs op=weight pairs with weights >= 0")
         if self.mix is not None and sum(self.mix.values()) <= 0:
             raise LoadError("--mix weights add up to 0")
-        scheme_of(self.target)
-
-
-def scheme_of(target: str) -> str:
-    """The target's kind: http, tarantool, redis or postgresql."""
-    scheme = urlsplit(target).scheme.lower() if "://" in target else ""
-    if scheme in ("http",):
-        return "http"
-    if scheme == "https":
-        raise LoadError("https targets are not supported (surge's HTTP is plain HTTP/1.1)")
-    if scheme in ("tarantool", "tnt"):
-        return "tarantool"
-    if scheme in ("redis",):
-        return "redis"
-    if scheme in ("postgres", "postgresql"):
-        return "postgresql"
-    raise LoadError(
-        f"unknown target {target!r}: use http://host:port/path, tarantool://host:port, "
-        "redis://host:port or postgresql://user@host/db"
-    )
+        target_class(self.target).operations(self)
 
 
 class Target:
@@ -113,12 +92,31 @@ class Target:
 
     #: Operation names, as reports show them.
     ops: list[str] = ["request"]
+    #: The URL form, for messages ("http://host:port/path").
+    example: ClassVar[str] = ""
+
+    @classmethod
+    def operations(cls, config: LoadConfig) -> list[str]:
+        """The run's operation names; `LoadError` for settings this target cannot run."""
+        return list(cls.ops)
 
     def __init__(self, config: LoadConfig, recorder: Recorder) -> None:
         self.config = config
-        self.recorder = recorder
+        self.recorder: Sink = recorder
         #: Set when the run's time is up: closed loops stop issuing.
         self.stopping = False
+
+    #: True for a target that runs its schedule and recording itself (`run_native`).
+    native: ClassVar[bool] = False
+
+    async def run_native(
+        self,
+        index: int,
+        sink: Callable[[dict[str, Any]], None] | None,
+        ready: Callable[[], Awaitable[float | None]] | None,
+    ) -> dict[str, Any]:
+        """A native target's whole run: what `surge.load.worker.run_worker` returns."""
+        raise NotImplementedError
 
     async def prepare(self) -> None:
         """Work before the clock starts (connect, create a space, pre-fill keys)."""
@@ -160,72 +158,39 @@ def connect_error_kind(exc: BaseException) -> str:
     return "other"
 
 
+T = TypeVar("T", bound=type[Target])
+_TARGETS: dict[str, type[Target]] = {}
+
+
+def register(*schemes: str) -> Callable[[T], T]:
+    """Class decorator: the target for URLs of these schemes."""
+
+    def add(cls: T) -> T:
+        for scheme in schemes:
+            _TARGETS[scheme.lower()] = cls
+        return cls
+
+    return add
+
+
+def target_class(target: str) -> type[Target]:
+    """The registered target class for a URL's scheme."""
+    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
+    cls = _TARGETS.get(scheme)
+    if cls is None:
+        forms = ", ".join(dict.fromkeys(c.example for c in _TARGETS.values() if c.example))
+        raise LoadError(f"unknown target {target!r}: use {forms}")
+    return cls
+
+
 def make_target(config: LoadConfig, recorder: Recorder) -> Target:
     """The target for `config.target`."""
-    kind = scheme_of(config.target)
-    if kind == "http":
-        from surge.load.http import HttpTarget
-
-        return HttpTarget(config, recorder)
-    if kind == "tarantool":
-        from surge.load.tarantool import TarantoolTarget
-
-        return TarantoolTarget(config, recorder)
-    if kind == "redis":
-        from surge.load.redis import RedisTarget
-
-        return RedisTarget(config, recorder)
-    if kind == "postgresql":
-        _require_driver(kind)
-        from surge.load.postgres import PostgresTarget
-
-        return PostgresTarget(config, recorder)
-    raise DriverNotAvailable(_missing_driver(kind))
+    return target_class(config.target)(config, recorder)
 
 
 def ops_of(config: LoadConfig) -> list[str]:
     """Operation names of a run (without building the target)."""
-    kind = scheme_of(config.target)
-    if kind == "tarantool":
-        from surge.load.tarantool import mix_ops
-
-        return mix_ops(config.mix)
-    if kind == "redis":
-        from surge.load.redis import mix_ops as redis_mix_ops
-
-        return redis_mix_ops(config.mix)
-    if kind == "postgresql":
-        _require_driver(kind)
-        from surge.load.postgres import check as pg_check
-
-        return pg_check(config)
-    if kind == "http":
-        return ["request"]
-    raise DriverNotAvailable(_missing_driver(kind))
-
-
-def _require_driver(kind: str) -> None:
-    """Raise `DriverNotAvailable` unless the driver of `kind` imports, with its connect()."""
-    module = {"redis": "surge.redis", "postgresql": "surge.postgres"}[kind]
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:
-        raise DriverNotAvailable(_missing_driver(kind)) from None
-    if not callable(getattr(mod, "connect", None)):
-        raise DriverNotAvailable(
-            f"{kind} targets: driver not available yet ({module} has no connect())"
-        )
-
-
-def _missing_driver(kind: str) -> str:
-    module = {"redis": "surge.redis", "postgresql": "surge.postgres"}[kind]
-    try:
-        __import__(module)
-    except ImportError:
-        return f"{kind} targets: driver not available yet ({module} does not exist in this build)"
-    return (
-        f"{kind} targets: driver {module} exists but the load generator has no workload for it yet"
-    )
+    return target_class(config.target).operations(config)
 
 
 def parse_mix(text: str) -> dict[str, float]:

@@ -53,6 +53,10 @@ async def run_worker(
     """
     recorder = Recorder(ops_of(config))
     target = make_target(config, recorder)
+    if target.native:
+        # The target runs its own schedule and recording (the HTTP target's
+        # native loop); it returns this function's result.
+        return await target.run_native(index, sink, ready)
     await target.prepare()
     if ready is not None:
         start_wall = await ready()

@@ -5,11 +5,25 @@ await r.set("k", "v"); await r.get("k")               # redis-py's names and rep
 """
 
 from surge.redis.client import Redis, connect, from_url
+from surge.redis.cluster import (
+    ClusterDownError,
+    ClusterError,
+    ClusterNode,
+    CrossSlotTransactionError,
+    RedisCluster,
+    RedisClusterException,
+    SlotNotCoveredError,
+)
+from surge.redis.cluster_pipeline import ClusterPipeline
+from surge.redis.cluster_pubsub import ClusterPubSub
+from surge.redis.encoder import Encoder
 from surge.redis.errors import (
     AuthenticationError,
     BusyLoadingError,
     DataError,
     ExecAbortError,
+    LockError,
+    LockNotOwnedError,
     NoPermissionError,
     NoScriptError,
     ReadOnlyError,
@@ -17,22 +31,42 @@ from surge.redis.errors import (
     ResponseError,
     WatchError,
 )
+from surge.redis.lock import Lock
+from surge.redis.monitor import Monitor
 from surge.redis.pipeline import Pipeline
 from surge.redis.pubsub import PubSub
+from surge.redis.sentinel import MasterNotFoundError, Sentinel, SlaveNotFoundError
 
 __all__ = [
     "AuthenticationError",
     "BusyLoadingError",
+    "ClusterDownError",
+    "ClusterError",
+    "ClusterNode",
+    "ClusterPipeline",
+    "ClusterPubSub",
+    "CrossSlotTransactionError",
     "DataError",
+    "Encoder",
     "ExecAbortError",
+    "Lock",
+    "LockError",
+    "LockNotOwnedError",
+    "MasterNotFoundError",
+    "Monitor",
     "NoPermissionError",
     "NoScriptError",
     "Pipeline",
     "PubSub",
     "ReadOnlyError",
     "Redis",
+    "RedisCluster",
+    "RedisClusterException",
     "RedisError",
     "ResponseError",
+    "Sentinel",
+    "SlaveNotFoundError",
+    "SlotNotCoveredError",
     "WatchError",
     "connect",
     "from_url",

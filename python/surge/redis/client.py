@@ -32,6 +32,9 @@ from surge.redis.commands import Commands, Reply
 from surge.redis.errors import DataError, make_error
 
 if TYPE_CHECKING:
+    from surge.redis.encoder import Encoder
+    from surge.redis.lock import Lock
+    from surge.redis.monitor import Monitor
     from surge.redis.pipeline import Pipeline
     from surge.redis.pubsub import PubSub
 
@@ -89,7 +92,9 @@ class Redis(Commands):
     Where it differs from redis-py: status replies (``+OK``, TYPE's ``+string``)
     are always ``str`` (they are ASCII words, not data); connection errors are
     surge's (`surge.errors.ConnectionLostError`, ...), not `RedisError`s; a pipeline
-    that WATCHes opens a connection of its own for that transaction; a path that
+    that WATCHes opens a connection of its own for that transaction (and the
+    client's own ``watch``/``unwatch``, ``reset`` and ``client_reply("OFF")``, which
+    would change the connection every coroutine shares, raise `DataError`); a path that
     goes silent with commands pending is found dead within ``liveness_interval +
     2 * liveness_timeout`` seconds (20 s by default, see `surge.engine`) even with
     no timeout set, where redis-py relies on its 5 s socket timeout.
@@ -154,7 +159,7 @@ class Redis(Commands):
         self.endpoint = Endpoint(host, port, path=unix_socket_path, tls=tls)
         self.username, self.password = username, password
         self.decode_responses = decode_responses
-        self.protocol = protocol
+        self._protocol = protocol
         self.client_name = client_name
         self._engine_options: dict[str, Any] = {
             "connect_timeout": connect_timeout,
@@ -167,6 +172,7 @@ class Redis(Commands):
         liveness(liveness_interval, liveness_timeout)
         self._liveness = (liveness_interval, liveness_timeout)
         self._codec = RespCodec(decode_responses, False, make_error, DataError, ProtocolError)
+        self._scratch = RespCodec(False, False, make_error, DataError, ProtocolError)
         self._engine = self.new_engine(
             self._codec, max_in_flight=max_in_flight, on_lost=self._use_cold_path
         )
@@ -201,7 +207,14 @@ class Redis(Commands):
         self._req = self._request_cold
 
     def _request_cold(self, encode: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._engine.request(encode, *_plain(args), **kwargs)
+        plain = _plain(args)
+        if not self._engine.is_connected:
+            # The engine encodes once connected: a bad argument (None, bool, a dict)
+            # would surface only then. Encoded once here into a scratch buffer, it
+            # raises DataError at the call, as on the hot path.
+            getattr(self._scratch, encode.__name__)(*plain)
+            self._scratch.reset()
+        return self._engine.request(encode, *plain, **kwargs)
 
     async def _handshake(self, engine: PipelinedConnection) -> None:
         # Every step is sent at once and awaited together: one round trip.
@@ -229,6 +242,11 @@ class Redis(Commands):
                     raise r
         if engine is getattr(self, "_engine", None):
             self._req = engine.request
+
+    @property
+    def protocol(self) -> int:
+        """The RESP version spoken (2, or 3 after HELLO 3)."""
+        return self._protocol
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -275,6 +293,9 @@ class Redis(Commands):
             if reply is replies.ok or reply is replies.pong:
                 # The codec answers +OK with True itself: no wrapper per SET.
                 return self._req(self._command_ok, *args)
+            if reply is replies.raw:
+                # A binary payload (DUMP): bytes whatever decode_responses says.
+                return self._req(self._codec.command_raw, *args)
             return _then(self._req(self._command, *args), reply)
         except DataError:
             # Off the hot path: the codec refused an argument; a memoryview is
@@ -305,6 +326,34 @@ class Redis(Commands):
         """GET: the value or None."""
         return self._req(self._command, "GET", name)
 
+    def set(
+        self,
+        name: Any,
+        value: Any,
+        ex: Any = None,
+        px: Any = None,
+        nx: bool = False,
+        xx: bool = False,
+        keepttl: bool = False,
+        get: bool = False,
+        exat: Any = None,
+        pxat: Any = None,
+    ) -> Any:
+        """SET with redis-py's options (see `Commands.set`); the plain ``set(k, v)``
+        goes straight to the codec: the hot path of most programs."""
+        if (
+            ex is None
+            and px is None
+            and exat is None
+            and pxat is None
+            and not (nx or xx or keepttl or get)
+        ):
+            try:
+                return self._req(self._command_ok, "SET", name, value)
+            except DataError:
+                pass  # a memoryview (or a bad value): the general path decides
+        return Commands.set(self, name, value, ex, px, nx, xx, keepttl, get, exat, pxat)
+
     def pipeline(self, transaction: bool = True) -> Pipeline:
         """Commands queued and sent together by `execute()` (in MULTI/EXEC when transaction)."""
         from surge.redis.pipeline import Pipeline
@@ -316,6 +365,90 @@ class Redis(Commands):
         from surge.redis.pubsub import PubSub
 
         return PubSub(self, ignore_subscribe_messages=ignore_subscribe_messages)
+
+    async def quit(self) -> Any:
+        """QUIT: the server answers and closes the connection; surge drops it at once
+        (commands pipelined behind QUIT fail, as on any connection) and the next
+        command reconnects."""
+        ok = await self._exec(replies.ok, "QUIT")
+        self._engine.abort()
+        # The transport reports the loss on a later loop iteration: until then a
+        # new command would still be written to the closing connection.
+        for _ in range(100):
+            if not self._engine.is_connected:
+                break
+            await asyncio.sleep(0)
+        return ok
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Redis:
+        """`connect(url, **kwargs)` under redis-py's name."""
+        return connect(url, **kwargs)
+
+    def get_encoder(self) -> Encoder:
+        """redis-py's encoder object (the client itself encodes in Rust, same rules)."""
+        from surge.redis.encoder import Encoder
+
+        return Encoder(decode_responses=self.decode_responses)
+
+    def lock(
+        self,
+        name: Any,
+        timeout: float | None = None,
+        sleep: float = 0.1,
+        blocking: bool = True,
+        blocking_timeout: float | None = None,
+        lock_class: type[Lock] | None = None,
+        thread_local: bool = True,
+        raise_on_release_error: bool = True,
+    ) -> Lock:
+        """redis-py's `Lock` on key ``name`` (see `surge.redis.lock`)."""
+        from surge.redis.lock import Lock
+
+        cls = lock_class or Lock
+        return cls(
+            self,
+            name,
+            timeout=timeout,
+            sleep=sleep,
+            blocking=blocking,
+            blocking_timeout=blocking_timeout,
+            thread_local=thread_local,
+            raise_on_release_error=raise_on_release_error,
+        )
+
+    def monitor(self) -> Monitor:
+        """MONITOR on a connection of its own: ``async with r.monitor() as m``."""
+        from surge.redis.monitor import Monitor
+
+        return Monitor(self)
+
+    async def transaction(
+        self,
+        func: Any,
+        *watches: Any,
+        shard_hint: Any = None,
+        value_from_callable: bool = False,
+        watch_delay: float | None = None,
+    ) -> Any:
+        """Run ``func(pipe)`` (sync or async) with ``watches`` WATCHed, then EXEC;
+        again from the start whenever a watched key changed (WatchError)."""
+        from surge.redis.errors import WatchError
+
+        while True:
+            pipe = self.pipeline(True)
+            try:
+                await pipe.watch(*watches)
+                value = func(pipe)
+                if asyncio.iscoroutine(value):
+                    value = await value
+                result = await pipe.execute()
+                return value if value_from_callable else result
+            except WatchError:
+                if watch_delay is not None and watch_delay > 0:
+                    await asyncio.sleep(watch_delay)
+            finally:
+                await pipe.reset()
 
     async def scan_iter(
         self, match: Any = None, count: int | None = None, _type: str | None = None

@@ -9,26 +9,16 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from surge.redis import replies
+from surge.redis.data_commands import DataCommands, geosearch_args
+from surge.redis.data_commands import _at_ms as _unix_millis
+from surge.redis.data_commands import _at_secs as _unix_seconds
+from surge.redis.data_commands import _ms as _millis
+from surge.redis.data_commands import _secs as _seconds
 from surge.redis.errors import DataError, NoScriptError
+from surge.redis.server_commands import ServerCommands
 from surge.redis.table import install
 
 Reply = Callable[[Any], Any] | None
-
-
-def _seconds(v: int | dt.timedelta) -> int:
-    return int(v.total_seconds()) if isinstance(v, dt.timedelta) else v
-
-
-def _millis(v: int | dt.timedelta) -> int:
-    return int(v.total_seconds() * 1000) if isinstance(v, dt.timedelta) else v
-
-
-def _unix_seconds(v: int | dt.datetime) -> int:
-    return int(v.timestamp()) if isinstance(v, dt.datetime) else v
-
-
-def _unix_millis(v: int | dt.datetime) -> int:
-    return int(v.timestamp() * 1000) if isinstance(v, dt.datetime) else v
 
 
 def _flat(mapping: Mapping[Any, Any]) -> list[Any]:
@@ -38,7 +28,7 @@ def _flat(mapping: Mapping[Any, Any]) -> list[Any]:
     return out
 
 
-class Commands:
+class Commands(DataCommands, ServerCommands):
     """Redis commands; `_exec(reply_conversion, *args)` sends them."""
 
     def _exec(self, reply: Reply, *args: Any) -> Any:
@@ -105,11 +95,7 @@ class Commands:
         lt: bool = False,
     ) -> Any:
         """EXPIRE name seconds [NX|XX|GT|LT]; True when the timeout was set."""
-        args: list[Any] = ["EXPIRE", name, _seconds(time)]
-        for flag, word in ((nx, "NX"), (xx, "XX"), (gt, "GT"), (lt, "LT")):
-            if flag:
-                args.append(word)
-        return self._exec(replies.boolean, *args)
+        return self._expiry("EXPIRE", name, _seconds(time), nx, xx, gt, lt)
 
     def ttl(self, name: Any) -> Any:
         """TTL: seconds left, -1 without expiry, -2 when the key is missing."""
@@ -671,23 +657,10 @@ class Commands:
         withhash: bool = False,
     ) -> Any:
         """GEOSEARCH FROMMEMBER|FROMLONLAT BYRADIUS|BYBOX [ASC|DESC] [COUNT n [ANY]] [WITH...]."""
-        if (member is None) == (longitude is None or latitude is None):
-            raise DataError("geosearch: give member, or longitude and latitude")
-        if (radius is None) == (width is None or height is None):
-            raise DataError("geosearch: give radius, or width and height")
-        if any and count is None:
-            raise DataError("geosearch: any needs count")
-        args: list[Any] = ["GEOSEARCH", name]
-        args += (
-            ("FROMMEMBER", member) if member is not None else ("FROMLONLAT", longitude, latitude)
-        )
-        args += ("BYRADIUS", radius, unit) if radius is not None else ("BYBOX", width, height, unit)
-        if sort is not None:
-            args.append(sort.upper())
-        if count is not None:
-            args += ("COUNT", count)
-            if any:
-                args.append("ANY")
+        args = geosearch_args(
+            "GEOSEARCH", [name], member, longitude, latitude, unit, radius, width, height,
+            sort, count, any,
+        )  # fmt: skip
         for flag, word in (
             (withcoord, "WITHCOORD"),
             (withdist, "WITHDIST"),

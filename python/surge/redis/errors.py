@@ -56,6 +56,19 @@ class ReadOnlyError(ResponseError):
     """READONLY: a write sent to a read-only replica."""
 
 
+class LockError(RedisError, ValueError):
+    """A `Lock` could not be acquired, released, extended or reacquired."""
+
+    def __init__(self, message: str | None = None, lock_name: object = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.lock_name = lock_name
+
+
+class LockNotOwnedError(LockError):
+    """The lock's key holds another token (it expired and someone else took it)."""
+
+
 #: Error reply prefix -> class (redis-py's table, plus the auth messages that start with ERR).
 ERROR_CLASSES: dict[str, type[ResponseError]] = {
     "NOAUTH": AuthenticationError,

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from surge._core import RespCodec
 from surge.errors import ProtocolError
+from surge.redis import replies
 from surge.redis.commands import Commands, Reply
 from surge.redis.errors import DataError, RedisError, WatchError, make_error
 
@@ -42,6 +43,13 @@ class Pipeline(Commands):
         self._multi = False
 
     def _exec(self, reply: Reply, *args: Any) -> Any:
+        if reply is replies.raw and self._client.decode_responses:
+            # A binary payload inside a decoded batch would fail the whole batch's
+            # decoding (EXEC's one array): refused here, before anything is queued.
+            raise DataError(
+                f"{args[0]}: a binary payload cannot be read in a decode_responses "
+                "pipeline; run it on the client (it keeps the payload as bytes)"
+            )
         if self._own is not None and not self._multi:
             # Watching, before multi(): the command runs now, on the watching connection.
             assert self._own_codec is not None

@@ -237,3 +237,196 @@ def geosearch(withdist: bool, withhash: bool, withcoord: bool) -> Callable[[Any]
         return out
 
     return convert
+
+
+def raw(r: Any) -> Any:
+    """A binary payload (DUMP): the client asks the codec to leave it as bytes."""
+    return r
+
+
+def floats_or_none(r: Any) -> list[float | None]:
+    """ZMSCORE: each score as a float, None for a missing member."""
+    return [None if x is None else float(x) for x in r]
+
+
+def pairs_to_tuples(r: Any) -> list[tuple[Any, int]]:
+    """PUBSUB NUMSUB: [channel, n, ...] -> [(channel, n), ...]."""
+    if isinstance(r, dict):
+        return list(r.items())
+    it = iter(r)
+    return list(zip(it, it, strict=True))
+
+
+def timestamp(r: Any) -> Any:
+    """LASTSAVE: unix seconds -> a local datetime (redis-py's)."""
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(r))
+
+
+def server_time(r: Any) -> tuple[int, int]:
+    """TIME: (seconds, microseconds) as ints."""
+    return int(r[0]), int(r[1])
+
+
+def object_reply(r: Any) -> Any:
+    """OBJECT ENCODING/FREQ/IDLETIME/REFCOUNT: the server's reply as is."""
+    return r
+
+
+def debug_object(r: Any) -> dict[str, Any]:
+    """DEBUG OBJECT's status line -> {field: int or str}."""
+    text_ = r.decode() if isinstance(r, bytes) else r
+    out: dict[str, Any] = {}
+    for item in text_.split(" "):
+        if ":" not in item:
+            continue
+        k, _, v = item.partition(":")
+        try:
+            out[k] = int(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
+def config(r: Any) -> dict[Any, Any]:
+    """CONFIG GET: pairs or a RESP3 map -> dict of str (names and values are text;
+    redis-py decodes them whatever decode_responses says)."""
+    return {_s(k): _s(v) for k, v in pairs_to_dict(r).items()}
+
+
+def memory_stats(r: Any) -> dict[str, Any]:
+    """MEMORY STATS: a dict with str keys (db.N entries as dicts too)."""
+    out = _fields(r)
+    for k, v in out.items():
+        if isinstance(v, list | dict) and k.startswith("db."):
+            out[k] = _fields(v)
+    return out
+
+
+def client_info(r: Any) -> dict[str, Any]:
+    """CLIENT INFO: ``id=3 addr=... name=`` -> {field: value} (str keys and values)."""
+    text_ = r.decode() if isinstance(r, bytes) else r
+    out: dict[str, Any] = {}
+    for item in text_.strip().split(" "):
+        k, _, v = item.partition("=")
+        out[k] = v
+    return out
+
+
+def score_pair_or_pairs3(r: Any) -> Any:
+    """ZPOPMIN/MAX on RESP3: one [member, score] without count (redis-py passes it
+    through), a list of (member, score) with it."""
+    if r and not isinstance(r[0], list):
+        return [r[0], float(r[1])]
+    return with_scores(r)
+
+
+def _s(v: Any) -> Any:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def client_list(r: Any) -> list[dict[str, str]]:
+    """CLIENT LIST: one ``k=v ...`` line per client -> one dict each (str values)."""
+    text_ = _s(r)
+    return [
+        dict(item.partition("=")[::2] for item in line.split(" ")) for line in text_.splitlines()
+    ]
+
+
+def slowlog(r: Any) -> list[dict[str, Any]]:
+    """SLOWLOG GET: [id, start, duration, [args], addr, name] -> dicts; the command
+    as one space-joined string of its arguments."""
+    out = []
+    for e in r:
+        args = e[3]
+        joined = b" ".join(a if isinstance(a, bytes) else str(a).encode() for a in args)
+        entry = {"id": e[0], "start_time": e[1], "duration": e[2], "command": joined}
+        if len(e) > 5:
+            entry["client_address"] = e[4]
+            entry["client_name"] = e[5]
+        out.append(entry)
+    return out
+
+
+def command_table(r: Any) -> dict[str, dict[str, Any]]:
+    """COMMAND: {name: {name, arity, flags, first_key_pos, last_key_pos, step_count, ...}}."""
+    out = {}
+    for c in r:
+        name = _s(c[0])
+        flags = c[2]
+        entry: dict[str, Any] = {
+            "name": name,
+            "arity": c[1],
+            "flags": {_s(f) for f in flags} if isinstance(flags, set) else [_s(f) for f in flags],
+            "first_key_pos": c[3],
+            "last_key_pos": c[4],
+            "step_count": c[5],
+        }
+        if len(c) > 7:
+            entry["acl_categories"] = c[6]
+            entry["tips"] = c[7]
+            entry["key_specifications"] = c[8]
+            entry["subcommands"] = c[9]
+        out[name] = entry
+    return out
+
+
+def acl_user(r: Any) -> dict[str, Any] | None:
+    """ACL GETUSER: a dict with str keys and values; categories split out of the
+    command rules; None for no such user."""
+    if r is None:
+        return None
+    d = _fields(r)
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, list | set):
+            out[k] = [_s(x) for x in v]
+        elif isinstance(v, dict):
+            out[k] = {_s(a): _s(b) for a, b in v.items()}
+        else:
+            out[k] = _s(v)
+    for k in ("keys", "channels"):
+        if isinstance(out.get(k), str):
+            out[k] = out[k].split(" ") if out[k] else []
+    rules = out.get("commands", "")
+    rules = rules.split(" ") if isinstance(rules, str) and rules else []
+    out["categories"] = [x for x in rules if "@" in x]
+    out["commands"] = [x for x in rules if "@" not in x]
+    out["selectors"] = [
+        _fields(s) if not isinstance(s, dict) else s for s in d.get("selectors", [])
+    ]
+    out["enabled"] = "on" in out.get("flags", [])
+    return out
+
+
+def acl_log(r: Any) -> list[dict[str, Any]]:
+    """ACL LOG: each entry a dict with str keys; client-info parsed into a dict."""
+    out = []
+    for e in r:
+        d = _fields(e)
+        if "client-info" in d:
+            d["client-info"] = client_info(d["client-info"])
+        if "age-seconds" in d:
+            d["age-seconds"] = float(d["age-seconds"])
+        out.append(d)
+    return out
+
+
+def text_keys(r: Any) -> Any:
+    """CLIENT TRACKINGINFO: on RESP2 the field names of the flat list as str; RESP3
+    sets (flags) as lists, as redis-py gives them."""
+    if isinstance(r, list):
+        return [_s(x) if i % 2 == 0 else x for i, x in enumerate(r)]
+    return unset(r)
+
+
+def unset(r: Any) -> Any:
+    """RESP3 sets inside a reply as lists (redis-py's shape for flags)."""
+    if isinstance(r, set):
+        return list(r)
+    if isinstance(r, list):
+        return [unset(x) for x in r]
+    if isinstance(r, dict):
+        return {k: unset(v) for k, v in r.items()}
+    return r

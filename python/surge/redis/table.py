@@ -13,6 +13,7 @@ Parameter notation (space-separated, in redis-py's order):
 ``name=TOK``   optional (default None), sent as ``TOK value`` when given
 ``name?TOK``   a flag (default False), sends ``TOK`` when true
 ``name@``      one key or a list of them, spread
+``name:v``     optional with default ``v`` (an int when it looks like one), sent bare
 =============  =====================================================================
 
 Commands whose arguments or replies do not fit a row (GEOSEARCH, XPENDING, ...)
@@ -27,7 +28,10 @@ from typing import Any
 
 from surge.redis import replies
 
-Row = tuple[str, str, Callable[[Any], Any] | None]
+Conv = Callable[[Any], Any] | None
+#: A conversion, or one for RESP2 and one for RESP3 (redis-py decodes some RESP2
+#: replies, ACL CAT's words say, that it leaves as bytes on RESP3).
+Row = tuple[str, str, Conv | tuple[Conv, Conv]]
 
 #: method name -> (command words, parameters, reply conversion or None for the raw reply)
 TABLE: dict[str, Row] = {
@@ -43,7 +47,7 @@ TABLE: dict[str, Row] = {
     "pfmerge": ("PFMERGE", "dest *sources", replies.ok),
     # geo
     "geodist": ("GEODIST", "name place1 place2 unit=", replies.float_or_none),
-    "geohash": ("GEOHASH", "name *values", replies.texts),
+    "geohash": ("GEOHASH", "name *values", (replies.texts, None)),
     "geopos": ("GEOPOS", "name *values", replies.geopos),
     # scripting
     "evalsha": ("EVALSHA", "sha numkeys *keys_and_args", None),
@@ -78,9 +82,9 @@ TABLE: dict[str, Row] = {
     "getrange": ("GETRANGE", "key start end", None),
     "setrange": ("SETRANGE", "name offset value", None),
     "setnx": ("SETNX", "name value", replies.boolean),
-    "incrbyfloat": ("INCRBYFLOAT", "name amount", replies.float_or_none),
+    "incrbyfloat": ("INCRBYFLOAT", "name amount:1.0", replies.float_or_none),
     "hsetnx": ("HSETNX", "name key value", None),
-    "hincrbyfloat": ("HINCRBYFLOAT", "name key amount", replies.float_or_none),
+    "hincrbyfloat": ("HINCRBYFLOAT", "name key amount:1.0", replies.float_or_none),
     "hstrlen": ("HSTRLEN", "name key", None),
     "lindex": ("LINDEX", "name index", None),
     "linsert": ("LINSERT", "name where refvalue value", None),
@@ -106,39 +110,171 @@ TABLE: dict[str, Row] = {
     "renamenx": ("RENAMENX", "src dst", replies.boolean),
     "rename": ("RENAME", "src dst", replies.ok),
     "touch": ("TOUCH", "*args", None),
+    # keys
+    "copy": ("COPY", "source destination destination_db=DB replace?REPLACE", replies.boolean),
+    "dump": ("DUMP", "name", replies.raw),
+    "expiretime": ("EXPIRETIME", "key", None),
+    "pexpiretime": ("PEXPIRETIME", "key", None),
+    "randomkey": ("RANDOMKEY", "", None),
+    "move": ("MOVE", "name db", replies.boolean),
+    "object": ("OBJECT", "infotype key", replies.object_reply),
+    "exists": ("EXISTS", "*names", None),
+    # strings
+    "getset": ("GETSET", "name value", None),
+    "substr": ("SUBSTR", "name start end:-1", None),
+    "msetnx": ("MSETNX", "mapping%", replies.boolean),
+    "hmset": ("HMSET", "name mapping%", replies.ok),
+    # lists
+    "lmpop": ("LMPOP", "num_keys *args direction! count=COUNT:1", None),
+    # sets
+    "smismember": ("SMISMEMBER", "name values@ *args", None),
+    "srandmember": ("SRANDMEMBER", "name number=", None),
+    "sintercard": ("SINTERCARD", "numkeys keys@ limit=LIMIT:0", None),
+    # sorted sets
+    "zmscore": ("ZMSCORE", "key members@", replies.floats_or_none),
+    "zintercard": ("ZINTERCARD", "numkeys keys@ limit=LIMIT:0", None),
+    "zdiffstore": ("ZDIFFSTORE", "dest #keys@", None),
+    "zrangebylex": ("ZRANGEBYLEX", "name min max start=LIMIT num=", None),
+    "zrevrangebylex": ("ZREVRANGEBYLEX", "name max min start=LIMIT num=", None),
+    # geo
+    # scripting and functions
+    "fcall": ("FCALL", "function numkeys *keys_and_args", None),
+    "fcall_ro": ("FCALL_RO", "function numkeys *keys_and_args", None),
+    "function_delete": ("FUNCTION DELETE", "library", replies.ok),
+    "function_flush": ("FUNCTION FLUSH", "mode:SYNC", replies.ok),
+    "function_dump": ("FUNCTION DUMP", "", replies.raw),
+    "function_restore": ("FUNCTION RESTORE", "payload policy:APPEND", replies.ok),
+    "function_kill": ("FUNCTION KILL", "", None),
+    "function_stats": ("FUNCTION STATS", "", None),
+    # pub/sub introspection
+    "spublish": ("SPUBLISH", "shard_channel message", None),
+    "pubsub_channels": ("PUBSUB CHANNELS", "pattern:*", None),
+    "pubsub_shardchannels": ("PUBSUB SHARDCHANNELS", "pattern:*", None),
+    "pubsub_numpat": ("PUBSUB NUMPAT", "", None),
+    "pubsub_numsub": ("PUBSUB NUMSUB", "*args", replies.pairs_to_tuples),
+    "pubsub_shardnumsub": ("PUBSUB SHARDNUMSUB", "*args", replies.pairs_to_tuples),
+    # server
+    "bgrewriteaof": ("BGREWRITEAOF", "", replies.true),
+    "save": ("SAVE", "", replies.ok),
+    "lastsave": ("LASTSAVE", "", replies.timestamp),
+    "flushall": ("FLUSHALL", "asynchronous?ASYNC", replies.ok),
+    "swapdb": ("SWAPDB", "first second", replies.ok),
+    "select": ("SELECT", "index", replies.ok),
+    "time": ("TIME", "", replies.server_time),
+    "role": ("ROLE", "", None),
+    "readonly": ("READONLY", "", replies.ok),
+    "readwrite": ("READWRITE", "", replies.ok),
+    "config_get": ("CONFIG GET", "pattern:* *args", replies.config),
+    "config_set": ("CONFIG SET", "name value *args", replies.ok),
+    "config_resetstat": ("CONFIG RESETSTAT", "", replies.ok),
+    "config_rewrite": ("CONFIG REWRITE", "", None),
+    "command_count": ("COMMAND COUNT", "", None),
+    "command_getkeys": ("COMMAND GETKEYS", "*args", (replies.texts, None)),
+    "command_getkeysandflags": ("COMMAND GETKEYSANDFLAGS", "*args", replies.unset),
+    "command_list": (
+        "COMMAND LIST",
+        "module=FILTERBY_MODULE category=FILTERBY_ACLCAT pattern=FILTERBY_PATTERN",
+        None,
+    ),
+    "slowlog_len": ("SLOWLOG LEN", "", None),
+    "slowlog_reset": ("SLOWLOG RESET", "", replies.ok),
+    "latency_history": ("LATENCY HISTORY", "event", None),
+    "latency_latest": ("LATENCY LATEST", "", None),
+    "latency_reset": ("LATENCY RESET", "*events", None),
+    "latency_doctor": ("LATENCY DOCTOR", "", None),
+    "latency_histogram": ("LATENCY HISTOGRAM", "*args", None),
+    "memory_usage": ("MEMORY USAGE", "key samples=SAMPLES", None),
+    "memory_purge": ("MEMORY PURGE", "", replies.ok),
+    "memory_doctor": ("MEMORY DOCTOR", "", None),
+    "memory_malloc_stats": ("MEMORY MALLOC-STATS", "", None),
+    "memory_stats": ("MEMORY STATS", "", replies.memory_stats),
+    "module_list": ("MODULE LIST", "", None),
+    "client_id": ("CLIENT ID", "", None),
+    "client_getname": ("CLIENT GETNAME", "", (replies.text, None)),
+    "client_setname": ("CLIENT SETNAME", "name", replies.ok),
+    "client_getredir": ("CLIENT GETREDIR", "", None),
+    "client_info": ("CLIENT INFO", "", replies.client_info),
+    "client_unpause": ("CLIENT UNPAUSE", "", None),
+    "client_no_evict": ("CLIENT NO-EVICT", "mode", None),
+    "client_trackinginfo": ("CLIENT TRACKINGINFO", "", replies.text_keys),
+    "client_unblock": ("CLIENT UNBLOCK", "client_id error?ERROR", replies.boolean),
+    "client_kill": ("CLIENT KILL", "address", replies.ok),
+    "acl_cat": ("ACL CAT", "category=", (replies.texts, None)),
+    "acl_deluser": ("ACL DELUSER", "*username", None),
+    "acl_dryrun": ("ACL DRYRUN", "username *args", None),
+    "acl_genpass": ("ACL GENPASS", "bits=", (replies.text, None)),
+    "acl_help": ("ACL HELP", "", (replies.texts, None)),
+    "acl_list": ("ACL LIST", "", (replies.texts, None)),
+    "acl_load": ("ACL LOAD", "", replies.ok),
+    "acl_save": ("ACL SAVE", "", replies.ok),
+    "acl_users": ("ACL USERS", "", (replies.texts, None)),
+    "acl_whoami": ("ACL WHOAMI", "", (replies.text, None)),
+    "acl_log_reset": ("ACL LOG RESET", "", replies.ok),
 }
 
 
-def _parse(params: str) -> list[tuple[str, str, str | None]]:
-    out: list[tuple[str, str, str | None]] = []
+def _literal(v: str | None) -> Any:
+    if v is None:
+        return None
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return v
+
+
+#: One parsed parameter: (kind, name, option words or None, default).
+Param = tuple[str, str, tuple[str, ...] | None, Any]
+
+
+def _parse(params: str) -> list[Param]:
+    out: list[Param] = []
     for p in params.split():
+        default: Any = None
+        if ":" in p:
+            p, raw = p.split(":", 1)
+            default = _literal(raw)
         if p.startswith("*"):
-            out.append(("var", p[1:], None))
+            out.append(("var", p[1:], None, None))
+        elif p.startswith("#"):
+            out.append(("counted", p[1:].rstrip("@"), None, None))
         elif p.endswith("@"):
-            out.append(("list", p[:-1], None))
+            out.append(("list", p[:-1], None, None))
+        elif p.endswith("%"):
+            out.append(("mapping", p[:-1], None, None))
+        elif p.endswith("!"):
+            out.append(("kwonly", p[:-1], None, None))
         elif "?" in p:
             name, token = p.split("?")
-            out.append(("flag", name, token))
+            out.append(("flag", name, tuple(token.split("_")), False))
         elif "=" in p:
             name, token = p.split("=")
-            out.append(("opt", name, token or None))
+            out.append(("opt", name, tuple(token.split("_")) if token else None, default))
+        elif default is not None:
+            out.append(("opt", p, None, default))
         else:
-            out.append(("req", p, None))
+            out.append(("req", p, None, None))
     return out
 
 
-def _make(method: str, words: str, params: str, reply: Callable[[Any], Any] | None) -> Any:
+def _spread(v: Any) -> list[Any]:
+    return [v] if isinstance(v, str | bytes | memoryview) else list(v)
+
+
+def _make(method: str, words: str, params: str, reply: Conv | tuple[Conv, Conv]) -> Any:
     spec = _parse(params)
     head = tuple(words.split())
     P = inspect.Parameter
     sig_params = [P("self", P.POSITIONAL_OR_KEYWORD)]
-    for kind, name, _ in spec:
+    for kind, name, _, default in spec:
         if kind == "var":
             sig_params.append(P(name, P.VAR_POSITIONAL))
-        elif kind == "flag":
-            sig_params.append(P(name, P.POSITIONAL_OR_KEYWORD, default=False))
-        elif kind == "opt":
-            sig_params.append(P(name, P.POSITIONAL_OR_KEYWORD, default=None))
+        elif kind == "kwonly":
+            sig_params.append(P(name, P.KEYWORD_ONLY))
+        elif kind in ("flag", "opt"):
+            pkind = P.KEYWORD_ONLY if any(p.kind == P.VAR_POSITIONAL for p in sig_params) else None
+            sig_params.append(P(name, pkind or P.POSITIONAL_OR_KEYWORD, default=default))
         else:
             sig_params.append(P(name, P.POSITIONAL_OR_KEYWORD))
     signature = inspect.Signature(sig_params)
@@ -148,20 +284,28 @@ def _make(method: str, words: str, params: str, reply: Callable[[Any], Any] | No
         bound.apply_defaults()
         values = bound.arguments
         out: list[Any] = list(head)
-        for kind, name, token in spec:
+        for kind, name, token, _ in spec:
             v = values[name]
             if kind == "var":
                 out += v
             elif kind == "list":
-                out += [v] if isinstance(v, str | bytes) else list(v)
+                out += _spread(v)
+            elif kind == "counted":
+                items = _spread(v)
+                out += (len(items), *items)
+            elif kind == "mapping":
+                for k, x in v.items():
+                    out += (k, x)
             elif kind == "flag":
-                if v:
-                    out.append(token)
+                if v and token:
+                    out += token
             elif kind == "opt":
                 if v is not None:
-                    out += (token, v) if token else (v,)
+                    out += (*token, v) if token else (v,)
             else:
                 out.append(v)
+        if isinstance(reply, tuple):
+            return self._exec(reply[self.protocol == 3], *out)
         return self._exec(reply, *out)
 
     command.__name__ = command.__qualname__ = method

@@ -187,7 +187,7 @@ async def _serve(
         from surge.tracing import instrument
 
         app = instrument(app)
-    lifespan = await _start_lifespan(app, cfg.lifespan)
+    lifespan = await start_lifespan(app, cfg.lifespan)
     try:
         await _serve_app(cfg, app, role, reuse_port, loading_since, stop, on_ready)
     finally:
@@ -195,15 +195,26 @@ async def _serve(
             try:
                 await asyncio.wait_for(lifespan.shutdown(), cfg.grace + SHUTDOWN_MARGIN)
             except TimeoutError:
-                log.warning(
-                    "%s %d: ASGI lifespan shutdown did not finish in time", role, os.getpid()
-                )
+                log.warning("%s %d: lifespan shutdown did not finish in time", role, os.getpid())
 
 
-async def _start_lifespan(app: Servable, mode: str) -> Lifespan | None:
-    """Runs an ASGI app's lifespan startup (raises LifespanError when it fails)."""
+async def start_lifespan(app: Servable, mode: str) -> Lifespan | App | None:
+    """Runs an ASGI app's lifespan startup (raises LifespanError when it fails), or
+    a surge App's startup hooks (raises StartupError when one fails); what it
+    returns has the matching ``shutdown()``."""
     from surge.asgi import AsgiApp, Lifespan
+    from surge.http.app import App
 
+    if isinstance(app, App):
+        if not (app.startup_hooks or app.shutdown_hooks):
+            return None
+        try:
+            await app.startup()
+        except Exception as exc:
+            raise StartupError(
+                f"startup hook failed: {type(exc).__name__}: {exc}", traceback.format_exc()
+            ) from exc
+        return app
     if not isinstance(app, AsgiApp) or mode == "off":
         return None
     lifespan = Lifespan(app.app, mode, app.state)

@@ -14,7 +14,7 @@ from surge.tarantool.errors import (
     SchemaError,
     TarantoolError,
 )
-from surge.tarantool.pool import Pool
+from surge.tarantool.pool import NoHealthyInstanceError, Pool
 from surge.tarantool.transaction import ISOLATION_LEVELS, Transaction
 from surge.tarantool.types import Adjust, ErrorInfo, ExtValue, Interval
 from surge.tarantool.watch import Watcher
@@ -31,6 +31,7 @@ __all__ = [
     "ExtValue",
     "FeatureNotSupportedError",
     "Interval",
+    "NoHealthyInstanceError",
     "Pool",
     "SQLResult",
     "SchemaError",

@@ -19,11 +19,14 @@ attempt starts clean and no future is left holding an exception nobody reads.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Sequence
+import contextlib
+import time
+from collections.abc import Awaitable, Generator, Sequence
 from typing import Any
 
 from surge._core import IprotoCodec
 from surge.engine import (
+    _DEFAULT,  # the engine's "use request_timeout"
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LIVENESS_INTERVAL,
     DEFAULT_LIVENESS_TIMEOUT,
@@ -33,7 +36,7 @@ from surge.engine import (
     PipelinedConnection,
     liveness,
 )
-from surge.errors import ConnectError, ConnectionLostError, InterfaceError
+from surge.errors import ConnectError, ConnectionLostError, InterfaceError, RequestTimeoutError
 from surge.tarantool import transaction as _tx
 from surge.tarantool.errors import (
     DatabaseError,
@@ -129,8 +132,10 @@ class SQLResult:
 class Connection:
     """A Tarantool connection; made outside a loop, it connects on first use.
 
-    Request methods return awaitables. Bad input (an unknown space name, a value
-    MessagePack cannot hold) raises at the call, before anything is sent.
+    Request methods return awaitables. Bad input (a value MessagePack cannot hold)
+    raises at the call, before anything is sent. A space, index or field name the
+    cached schema lacks makes the call wait for one schema reload and look again;
+    if the name is still unknown, awaiting raises `SchemaError` (nothing was sent).
     """
 
     def __init__(
@@ -175,7 +180,13 @@ class Connection:
         # Bumped by every loss of the current connection: the handshake compares it
         # after each wait, since what it sends next would go nowhere.
         self._losses = 0
+        #: How many times the schema was loaded (on each connect and each reload).
+        self.schema_loads = 0
+        # The name table the request methods look in: the schema's own while it is
+        # fresh, an empty one while a reload is due (see "schema" below).
+        self._names: dict[int | str, SpaceInfo] = self.schema.by_name
         self._reload: asyncio.Task | None = None
+        self._reload_sent = False
         self._codec = IprotoCodec()
         self._engine = PipelinedConnection(
             host,
@@ -425,6 +436,37 @@ class Connection:
             return self._req
         return tx.send
 
+    # -- schema ---------------------------------------------------------------------
+    #
+    # Theory of operation. `_names` is what the request methods look names up in:
+    # the current schema's table while it is fresh, an empty table while a reload
+    # is due. So the fast path stays one dict lookup, and a request made while a
+    # reload is due misses and waits for that reload (`_later`) instead of going
+    # out with an id that may be stale. A reload is due when
+    #   * a reply carries a schema version other than the cached one (DDL ran, on
+    #     this connection or another): `_check_schema`, run after each batch of
+    #     replies and before any caller of that batch resumes, so the request a
+    #     caller makes right after its `eval` of DDL already waits;
+    #   * a space, index or field name is not in the cached schema: the request
+    #     waits for a reload, then looks once more, then raises `SchemaError`.
+    # There is at most one reload in flight and every caller that needs one waits
+    # for that one (`_reloading`). A caller whose miss came after the in-flight
+    # reload had already sent its selects waits for it and then for one more, so
+    # its retry always sees a schema read after its miss.
+    #
+    # Requests carry no IPROTO_SCHEMA_VERSION (asynctnt sends none either), so the
+    # server never answers ER_WRONG_SCHEMA_VERSION: a space dropped and re-created
+    # by ANOTHER connection between our reload and our request fails that one
+    # request with the server's NoSuchSpaceError, and its reply triggers the reload.
+
+    def _set_schema(self, schema: Schema) -> None:
+        self.schema = schema
+        self._names = schema.by_name
+        self.schema_loads += 1
+
+    def _schema_due(self) -> bool:
+        return self._names is not self.schema.by_name
+
     async def _load_schema(self, submit: Any) -> None:
         all_ = ITERATORS["ALL"]
         # gather, not one await after the other: when the first fails, the second's
@@ -433,23 +475,39 @@ class Connection:
             submit(self._codec.select, VSPACE_ID, 0, (), MAX_LIMIT, 0, all_),
             submit(self._codec.select, VINDEX_ID, 0, (), MAX_LIMIT, 0, all_),
         )
-        self.schema = Schema.from_rows(self._codec.schema_version, spaces, indexes)
+        self._set_schema(Schema.from_rows(self._codec.schema_version, spaces, indexes))
 
     def _check_schema(self) -> None:
         # Every reply carries the server's schema version; a new one means DDL ran.
-        v = self._codec.schema_version
         if (
-            self.fetch_schema
-            and v != self.schema.version
+            self._codec.schema_version != self.schema.version
+            and self.fetch_schema
             and self._engine.is_connected
-            and (self._reload is None or self._reload.done())
         ):
-            task = self._reload = asyncio.get_running_loop().create_task(self.reload_schema())
+            self._reloading()
+
+    def _reloading(self) -> asyncio.Task:
+        """The reload under way, or a new one; until it ends requests wait for it."""
+        task = self._reload
+        if task is None or task.done():
+            self._names = {}
+            self._reload_sent = False
+            task = self._reload = asyncio.get_running_loop().create_task(self._reload_loop())
             task.add_done_callback(self._reload_done)
+        return task
+
+    async def _reload_loop(self) -> None:
+        # The version stored is the last one the selects' replies carried. DDL
+        # landing between the server's answers to the two selects would leave
+        # names of two versions under the later one: rare, and never silent (a
+        # name that then misses reloads again, a stale id gets the server's error).
+        loading = self._load_schema(self._req)
+        self._reload_sent = True
+        await loading
 
     def _reload_done(self, task: asyncio.Task) -> None:
-        # Nobody may await a reload started by a reply: read its outcome here. A lost
-        # connection needs no word (the next connection loads the schema anew).
+        # Read its outcome here (a reload started by a reply may have no waiter). A
+        # lost connection needs no word (the next connection loads the schema anew).
         if task.cancelled():
             return
         exc = task.exception()
@@ -465,38 +523,73 @@ class Connection:
         )
 
     async def reload_schema(self) -> None:
-        """Fetch space and index names again."""
-        await self._load_schema(self._req)
+        """Fetch space, index and field names again (one load shared by concurrent calls)."""
+        await self.connect()
+        await self._fresh_reload()
 
-    async def _space_slow(self, space: int | str) -> SpaceInfo:
-        await self._engine.connect()
-        try:
-            return self.schema.space(space)
-        except SchemaError:
-            if self._reload is not None and not self._reload.done():
-                await asyncio.shield(self._reload)
-            else:
-                await self.reload_schema()
-            return self.schema.space(space)
+    async def _fresh_reload(self) -> None:
+        """Wait for a reload that sends its selects after this call."""
+        task = self._reload
+        if task is not None and not task.done() and self._reload_sent:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+        await asyncio.shield(self._reloading())
 
     def _space(self, space: int | str) -> SpaceInfo | None:
         """The space's info, or None when we must connect (or reload the schema) first."""
         e = self._engine
-        if not e._ready and not e.is_draining:
+        if (not e._ready and not e.is_draining) or self._schema_due():
             return None
         if space.__class__ is str:
             return self.schema.by_name.get(space)  # type: ignore[arg-type]
         return self.schema.space(space)
 
-    async def _later(self, space: int | str, build: Any) -> Any:
-        """A request that must wait for the connection (or a schema reload) first."""
-        return await build(await self._space_slow(space))
+    async def _later(self, space: int | str, build: Any, timeout: Any) -> Any:
+        """A request that must wait for the connection or the schema first.
+
+        ``build(info, timeout)`` sends the request, or raises `SchemaError` for a
+        name the schema lacks: then the names are reloaded once and it is tried
+        once more. The wait for a reload counts against ``timeout``.
+        """
+        e = self._engine
+        if not e._ready and not e.is_draining:
+            await e.connect()
+        t = e.request_timeout if timeout is _DEFAULT else timeout
+        deadline = None if t is None else time.monotonic() + t
+        fresh = False  # waited for a reload that read the schema after this call
+        if self._schema_due() and self.fetch_schema:
+            task = self._reload
+            fresh = task is None or task.done() or not self._reload_sent
+            await self._wait_reload(self._reloading(), deadline)
+        try:
+            reply = build(self.schema.space(space), _left(deadline, timeout))
+        except SchemaError:
+            if fresh or not self.fetch_schema:
+                raise
+            await self._wait_reload(self._fresh_reload(), deadline)
+            reply = build(self.schema.space(space), _left(deadline, timeout))
+        return await reply
+
+    async def _wait_reload(self, reload: Awaitable[None], deadline: float | None) -> None:
+        # Shielded: the reload is shared, a caller that gives up must not cancel it.
+        if deadline is None:
+            await asyncio.shield(reload)
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(reload), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise RequestTimeoutError("timed out waiting for the schema reload") from None
 
     # -- requests -------------------------------------------------------------------
+    #
+    # Every request method takes ``timeout``, asynctnt's way: None or < 0 is the
+    # connection's ``request_timeout``, 0 is no timeout, > 0 is seconds. On expiry
+    # the awaitable raises `RequestTimeoutError` (a `TimeoutError`, which is
+    # `asyncio.TimeoutError`); the late reply is recognised by its sync and dropped.
 
-    def ping(self) -> Any:
+    def ping(self, *, timeout: float | None = None) -> Any:
         """Round trip to the server."""
-        return self._req(self._codec.ping)
+        return self._req(self._codec.ping, timeout=_timeout(timeout))
 
     def select(
         self,
@@ -507,6 +600,7 @@ class Connection:
         limit: int | None = None,
         offset: int = 0,
         iterator: int | str | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """Tuples of `space` matching `key` in `index` (all tuples when key is None)."""
         if key.__class__ is not list and key.__class__ is not tuple:
@@ -522,106 +616,168 @@ class Connection:
             it = int(iterator)
         lim = MAX_LIMIT if limit is None else limit
         send = self._sender() if self._tx_open else self._req
+        tmo = _DEFAULT if timeout is None else _timeout(timeout)
         # The fast path builds nothing per call: no closure unless we must wait.
-        info = self.schema.by_name.get(space) if self._engine._ready else None
+        info = self._names.get(space) if self._engine._ready else None
+        if info is None:
+            info = self._space(space)
+        if info is not None:
+            idx = index if index.__class__ is int else info.indexes.get(index)  # type: ignore[arg-type]
+            if idx is not None:
+                return send(
+                    self._select, info.id, idx, key, lim, offset, it, info.field_names, timeout=tmo
+                )
+        return self._later(
+            space,
+            lambda i, t: send(
+                self._select,
+                i.id,
+                i.index_id(index),
+                key,
+                lim,
+                offset,
+                it,
+                i.field_names,
+                timeout=t,
+            ),
+            tmo,
+        )
+
+    def insert(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
+        """Insert a tuple; returns [inserted tuple]."""
+        return self._store(space, t, False, timeout)
+
+    def replace(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
+        """Insert or replace a tuple; returns [tuple]."""
+        return self._store(space, t, True, timeout)
+
+    def _store(self, space: int | str, t: Sequence[Any], replace: bool, timeout: Any) -> Any:
+        send = self._sender() if self._tx_open else self._req
+        tmo = _DEFAULT if timeout is None else _timeout(timeout)
+        info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
         if info is None:
             return self._later(
                 space,
-                lambda i: send(
-                    self._select, i.id, i.index_id(index), key, lim, offset, it, i.field_names
-                ),
+                lambda i, w: send(self._insert, i.id, t, i.field_names, replace, timeout=w),
+                tmo,
             )
-        idx = index if index.__class__ is int else info.index_id(index)
-        return send(self._select, info.id, idx, key, lim, offset, it, info.field_names)
-
-    def insert(self, space: int | str, t: Sequence[Any]) -> Any:
-        """Insert a tuple; returns [inserted tuple]."""
-        send = self._sender() if self._tx_open else self._req
-        info = self.schema.by_name.get(space) if self._engine._ready else None
-        if info is None:
-            info = self._space(space)
-        if info is None:
-            return self._later(space, lambda i: send(self._insert, i.id, t, i.field_names, False))
-        return send(self._insert, info.id, t, info.field_names, False)
-
-    def replace(self, space: int | str, t: Sequence[Any]) -> Any:
-        """Insert or replace a tuple; returns [tuple]."""
-        send = self._sender() if self._tx_open else self._req
-        info = self.schema.by_name.get(space) if self._engine._ready else None
-        if info is None:
-            info = self._space(space)
-        if info is None:
-            return self._later(space, lambda i: send(self._insert, i.id, t, i.field_names, True))
-        return send(self._insert, info.id, t, info.field_names, True)
+        return send(self._insert, info.id, t, info.field_names, replace, timeout=tmo)
 
     def update(
-        self, space: int | str, key: Any, ops: Sequence[Any], *, index: int | str = 0
+        self,
+        space: int | str,
+        key: Any,
+        ops: Sequence[Any],
+        *,
+        index: int | str = 0,
+        timeout: float | None = None,
     ) -> Any:
         """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or []."""
         if key.__class__ is not list and key.__class__ is not tuple:
             key = _key(key)
         send = self._sender() if self._tx_open else self._req
-
-        info = self.schema.by_name.get(space) if self._engine._ready else None
+        tmo = _DEFAULT if timeout is None else _timeout(timeout)
+        info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
-        if info is None:
-            return self._later(
-                space,
-                lambda i: send(
-                    self._update, i.id, i.index_id(index), key, _ops(i, ops), i.field_names
-                ),
-            )
-        idx = index if index.__class__ is int else info.index_id(index)
-        return send(self._update, info.id, idx, key, _ops(info, ops), info.field_names)
+        if info is not None:
+            idx = index if index.__class__ is int else info.indexes.get(index)  # type: ignore[arg-type]
+            resolved = _ops_or_none(info, ops)
+            if idx is not None and resolved is not None:
+                return send(
+                    self._update, info.id, idx, key, resolved, info.field_names, timeout=tmo
+                )
+        return self._later(
+            space,
+            lambda i, t: send(
+                self._update, i.id, i.index_id(index), key, _ops(i, ops), i.field_names, timeout=t
+            ),
+            tmo,
+        )
 
-    def upsert(self, space: int | str, t: Sequence[Any], ops: Sequence[Any]) -> Any:
+    def upsert(
+        self,
+        space: int | str,
+        t: Sequence[Any],
+        ops: Sequence[Any],
+        *,
+        timeout: float | None = None,
+    ) -> Any:
         """Insert `t`, or apply `ops` to the existing tuple; returns []."""
         send = self._sender() if self._tx_open else self._req
-        info = self.schema.by_name.get(space) if self._engine._ready else None
+        tmo = _DEFAULT if timeout is None else _timeout(timeout)
+        info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
-        if info is None:
-            return self._later(space, lambda i: send(self._upsert, i.id, t, _ops(i, ops)))
-        return send(self._upsert, info.id, t, _ops(info, ops))
+        if info is not None:
+            resolved = _ops_or_none(info, ops)
+            if resolved is not None:
+                return send(self._upsert, info.id, t, resolved, timeout=tmo)
+        return self._later(
+            space, lambda i, w: send(self._upsert, i.id, t, _ops(i, ops), timeout=w), tmo
+        )
 
-    def delete(self, space: int | str, key: Any, *, index: int | str = 0) -> Any:
+    def delete(
+        self, space: int | str, key: Any, *, index: int | str = 0, timeout: float | None = None
+    ) -> Any:
         """Delete by key; returns [deleted tuple] or []."""
         if key.__class__ is not list and key.__class__ is not tuple:
             key = _key(key)
         send = self._sender() if self._tx_open else self._req
-        info = self.schema.by_name.get(space) if self._engine._ready else None
+        tmo = _DEFAULT if timeout is None else _timeout(timeout)
+        info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
-        if info is None:
-            return self._later(
-                space, lambda i: send(self._delete, i.id, i.index_id(index), key, i.field_names)
-            )
-        idx = index if index.__class__ is int else info.index_id(index)
-        return send(self._delete, info.id, idx, key, info.field_names)
+        if info is not None:
+            idx = index if index.__class__ is int else info.indexes.get(index)  # type: ignore[arg-type]
+            if idx is not None:
+                return send(self._delete, info.id, idx, key, info.field_names, timeout=tmo)
+        return self._later(
+            space,
+            lambda i, t: send(self._delete, i.id, i.index_id(index), key, i.field_names, timeout=t),
+            tmo,
+        )
 
-    def call(self, function: str, args: Sequence[Any] = ()) -> Any:
+    def call(self, function: str, args: Sequence[Any] = (), *, timeout: float | None = None) -> Any:
         """Call a stored (Lua) function; returns the list of its return values."""
         send = self._sender() if self._tx_open else self._req
-        return send(self._codec.call, function, args)
+        return send(self._codec.call, function, args, timeout=_timeout(timeout))
 
-    def eval(self, expr: str, args: Sequence[Any] = ()) -> Any:
+    def eval(self, expr: str, args: Sequence[Any] = (), *, timeout: float | None = None) -> Any:
         """Evaluate Lua (`...` holds args); returns the list of its return values."""
         send = self._sender() if self._tx_open else self._req
-        return send(self._codec.eval, expr, args)
+        return send(self._codec.eval, expr, args, timeout=_timeout(timeout))
 
-    def execute(self, query: str | int, params: Any = ()) -> Any:
+    def execute(self, query: str | int, params: Any = (), *, timeout: float | None = None) -> Any:
         """Run SQL (text or a prepared statement id) with positional or named params;
         awaits to an `SQLResult`."""
         send = self._sender() if self._tx_open else self._req
-        return _sql_result(send(self._codec.execute, query, _sql_params(params)))
+        return _sql_result(
+            send(self._codec.execute, query, _sql_params(params), timeout=_timeout(timeout))
+        )
 
-    def prepare(self, sql: str) -> Any:
+    def prepare(self, sql: str, *, timeout: float | None = None) -> Any:
         """Prepare SQL on the server; awaits to the statement id for `execute`."""
         send = self._sender() if self._tx_open else self._req
-        return _stmt_id(send(self._codec.prepare, sql))
+        return _stmt_id(send(self._codec.prepare, sql, timeout=_timeout(timeout)))
+
+
+def _timeout(timeout: float | None) -> Any:
+    """asynctnt's per-call timeout rule in the engine's terms (see "requests")."""
+    if timeout is None or timeout < 0:
+        return _DEFAULT
+    if timeout == 0:
+        return None
+    return float(timeout)
+
+
+def _left(deadline: float | None, timeout: Any) -> Any:
+    """What is left of a per-call timeout after waiting (or the default, unchanged)."""
+    if deadline is None:
+        return timeout
+    return max(0.001, deadline - time.monotonic())
 
 
 async def _sql_result(reply: Any) -> SQLResult:
@@ -646,6 +802,14 @@ def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:
             op = (op[0], names[field], *op[2:])
         out.append(op)
     return out
+
+
+def _ops_or_none(info: SpaceInfo, ops: Sequence[Any]) -> list | None:
+    """`_ops`, or None when a field name is not in the cached schema (reload first)."""
+    try:
+        return _ops(info, ops)
+    except SchemaError:
+        return None
 
 
 def _sql_params(params: Any) -> Any:

@@ -1,19 +1,38 @@
 """`Pool`: one pipelined connection per Tarantool instance, with routing and failover.
 
 Each instance gets one `Connection` (pipelining makes more pointless). A health
-check task pings every instance each `health_interval` seconds and reads
-`box.info.ro`, so requests go to instances that answered last time: writes to a
-read-write one, reads round-robin over all (``mode="any"``) or replicas first
-(``mode="ro"``). A request that fails to *connect* is retried on the next instance;
-a request lost in flight is not retried (it may have run) and raises.
+check task asks every instance each `health_interval` seconds for `box.info.ro`
+(and `box.info.id`), so requests go to instances that answered last time.
+
+Routing, by mode (the pool's default, or ``mode=`` per call):
+
+* ``"rw"``: the master (an instance with ``read_only = false``). Writes (insert,
+  replace, update, upsert, delete) always go there; `call`, `eval` and `execute`
+  too unless told otherwise, since they may write.
+* ``"ro"``: replicas (read-only instances), round-robin; the master when no
+  replica is up.
+* ``"any"``: every healthy instance, round-robin.
+
+`select` and `ping` use the pool's ``mode`` ("rw" by default: reads see the
+pool's own writes; ``"ro"`` spreads them over replicas, which lag a little).
+
+Failover: a request that fails to *connect* is retried on the next candidate; a
+request lost in flight is not retried (it may have run) and raises
+`ConnectionLostError`. A write that finds no master raises
+`NoHealthyInstanceError` at once (never waits) until a replica is promoted
+(``box.cfg{read_only = false}``); the pool then finds it at the next health check,
+which every such failure also starts early, so writes flow again within
+``health_interval`` plus a round trip. A write answered ER_READONLY (its instance
+was demoted) did not run: the pool checks every instance and sends it once more
+to the master it finds.
 
 State changes are logged on the ``surge.tarantool`` logger, one line each: a
-WARNING with the reason when an instance goes down, an INFO when it is back;
-nothing for the failed checks in between. A health check is never cancelled:
-one still running when the next round starts (a host that does not answer) is
-waited for again rather than started anew, and its outcome is always read.
-Connections refuse to retry a refused connect (``retry_connect=False``): the
-pool has other instances to try, and the health checks find the way back.
+WARNING with the reason when an instance goes down, an INFO when it is back (or
+changes role); nothing for the failed checks in between. A health check is never
+cancelled: one still running when the next round starts (a host that does not
+answer) is waited for again rather than started anew, and its outcome is always
+read. Connections refuse to retry a refused connect (``retry_connect=False``):
+the pool has other instances to try, and the health checks find the way back.
 """
 
 from __future__ import annotations
@@ -25,6 +44,7 @@ from typing import Any
 
 from surge.errors import ConnectError, InterfaceError, SurgeConnectionError
 from surge.tarantool.connection import Connection, connect
+from surge.tarantool.errors import ReadOnlyError
 from surge.tarantool.faults import describe, log, traceback_of
 
 #: Seconds between health checks of every instance.
@@ -32,22 +52,24 @@ DEFAULT_HEALTH_INTERVAL = 1.0
 #: A health check that takes longer than this marks the instance down.
 DEFAULT_HEALTH_TIMEOUT = 1.0
 
-_READS = frozenset({"select", "ping"})
 MODES = ("rw", "ro", "any")
+_HEALTH_LUA = "return box.info.ro, box.info.id"
 
 
 class NoHealthyInstanceError(SurgeConnectionError):
-    """No instance of the pool can serve the request right now."""
+    """No instance of the pool can serve the request right now (nothing was sent)."""
 
 
 class _Instance:
-    __slots__ = ("address", "check", "conn", "healthy", "ro")
+    __slots__ = ("address", "check", "conn", "healthy", "id", "ro")
 
     def __init__(self, address: str, conn: Connection) -> None:
         self.address = address
         self.conn = conn
         self.healthy = True  # optimistic until the first check says otherwise
         self.ro = False
+        #: The server's box.info.id (its number in the replica set), once checked.
+        self.id: int | None = None
         #: The health check under way (or the last one).
         self.check: asyncio.Task | None = None
 
@@ -70,8 +92,7 @@ class Pool:
         health_timeout: float = DEFAULT_HEALTH_TIMEOUT,
         **connect_kwargs: Any,
     ) -> None:
-        if mode not in MODES:
-            raise InterfaceError(f"mode must be one of {MODES}, not {mode!r}")
+        _check_mode(mode)
         if not addresses:
             raise InterfaceError("a pool needs at least one address")
         connect_kwargs.setdefault("connect_timeout", 1.0)
@@ -80,8 +101,12 @@ class Pool:
         self.health_interval = health_interval
         self.health_timeout = health_timeout
         self.instances = [_Instance(a, connect(a, **connect_kwargs)) for a in addresses]
-        self._rr = 0
+        self._rr = dict.fromkeys(MODES, 0)
+        # Candidates by mode, rebuilt when an instance changes state (not per call).
+        self._cands: dict[str, list[_Instance]] = {}
+        self._rebuild()
         self._health: asyncio.Task | None = None
+        self._early: asyncio.Task | None = None
         self._closed = False
 
     async def connect(self) -> Pool:
@@ -100,14 +125,17 @@ class Pool:
     async def close(self) -> None:
         """Stop health checks and close every connection."""
         self._closed = True
-        if self._health is not None:
-            self._health.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._health
+        for task in (self._health, self._early):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await asyncio.gather(*(i.conn.close() for i in self.instances), return_exceptions=True)
 
+    # -- health -----------------------------------------------------------------------
+
     async def check_health(self) -> None:
-        """Ping every instance now and read its `box.info.ro`."""
+        """Ask every instance now for its `box.info.ro` (never raises)."""
         checks: dict[asyncio.Task, _Instance] = {}
         for inst in self.instances:
             if inst.check is None or inst.check.done():
@@ -121,92 +149,199 @@ class Pool:
 
     async def _check(self, inst: _Instance) -> None:
         try:
-            (ro,) = await inst.conn.eval("return box.info.ro")
+            ro, iid = await inst.conn.eval(_HEALTH_LUA)
         except Exception as exc:  # never raises: nobody may be waiting for it
             self._down(inst, exc)
         else:
-            inst.ro = bool(ro)
+            ro = bool(ro)
+            if inst.healthy and ro != inst.ro and not self._closed:
+                log.info("tarantool %s is now %s", inst.name, "read-only" if ro else "read-write")
+            changed = ro != inst.ro
+            inst.ro, inst.id = ro, iid
             self._up(inst)
+            if changed:
+                self._rebuild()
 
     def _down(self, inst: _Instance, exc: BaseException) -> None:
         if inst.healthy and not self._closed:
             log.warning(
                 "tarantool %s is down: %s", inst.name, describe(exc), exc_info=traceback_of(exc)
             )
-        inst.healthy = False
+        if inst.healthy:
+            inst.healthy = False
+            self._rebuild()
 
     def _up(self, inst: _Instance) -> None:
         if not inst.healthy and not self._closed:
             log.info("tarantool %s is up%s", inst.name, " (read-only)" if inst.ro else "")
-        inst.healthy = True
+        if not inst.healthy:
+            inst.healthy = True
+            self._rebuild()
 
     async def _health_loop(self) -> None:
         while not self._closed:
             await asyncio.sleep(self.health_interval)
             await self.check_health()
 
-    def _candidates(self, write: bool) -> list[_Instance]:
+    def _check_soon(self) -> None:
+        """Start a health check now, in the background (one at a time)."""
+        if self._closed or (self._early is not None and not self._early.done()):
+            return
+        self._early = asyncio.get_running_loop().create_task(self.check_health())
+
+    # -- routing ----------------------------------------------------------------------
+
+    def _rebuild(self) -> None:
         healthy = [i for i in self.instances if i.healthy]
-        if write or self.mode == "rw":
-            return [i for i in healthy if not i.ro]
-        if self.mode == "ro":
-            replicas = [i for i in healthy if i.ro]
-            return replicas or healthy
-        return healthy
+        self._cands = {
+            "rw": [i for i in healthy if not i.ro],
+            "ro": [i for i in healthy if i.ro] or healthy,
+            "any": healthy,
+        }
 
-    def instance(self, write: bool = True) -> Connection:
-        """The connection the next request would use (round-robin)."""
-        cands = self._candidates(write)
+    def _candidates(self, mode: str) -> list[_Instance]:
+        return self._cands[mode]
+
+    def _pick(self, mode: str) -> _Instance:
+        cands = self._candidates(mode)
         if not cands:
+            self._check_soon()
+            if mode == "rw":
+                known = [i.name for i in self.instances if not i.ro]
+                raise NoHealthyInstanceError(
+                    f"no read-write instance is up among {[i.name for i in self.instances]}"
+                    + (f" (the last master, {known[0]}, is down)" if known else "")
+                    + ": writes fail until one is promoted (box.cfg{read_only = false})"
+                )
             raise NoHealthyInstanceError(
-                f"no {'read-write' if write else 'healthy'} instance among "
-                f"{[i.address for i in self.instances]}"
+                f"no instance is up among {[i.name for i in self.instances]}"
             )
-        self._rr = (self._rr + 1) % len(cands)
-        return cands[self._rr].conn
+        n = self._rr[mode] = (self._rr[mode] + 1) % len(cands)
+        return cands[n]
 
-    async def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        write = method not in _READS
+    def instance(self, write: bool = True, *, mode: str | None = None) -> Connection:
+        """The connection the next request would use (round-robin): the master for a
+        write, else by ``mode`` (the pool's by default)."""
+        if mode is None:
+            mode = "rw" if write else self.mode
+        _check_mode(mode)
+        return self._pick(mode).conn
+
+    @property
+    def master(self) -> Connection | None:
+        """The master's connection as of the last health check (None when none is up)."""
+        rw = self._candidates("rw")
+        return rw[0].conn if rw else None
+
+    async def _run(self, mode: str, method: str, *args: Any, **kwargs: Any) -> Any:
         tried = 0
+        readonly_retried = False
         while True:
-            conn = self.instance(write)
+            inst = self._pick(mode)
             try:
-                return await getattr(conn, method)(*args, **kwargs)
+                return await getattr(inst.conn, method)(*args, **kwargs)
             except ConnectError as exc:
                 # Never sent: safe to try another instance.
-                for inst in self.instances:
-                    if inst.conn is conn:
-                        self._down(inst, exc)
+                self._down(inst, exc)
+                self._check_soon()
                 tried += 1
                 if tried >= len(self.instances):
                     raise
+            except ReadOnlyError:
+                # ER_READONLY: it did not run. The master moved: look again, once.
+                if mode != "rw" or readonly_retried:
+                    raise
+                readonly_retried = True
+                inst.ro = True
+                self._rebuild()
+                await self.check_health()
+            except SurgeConnectionError:
+                self._check_soon()  # lost in flight: may have run, so not retried
+                raise
 
-    def ping(self) -> Any:
-        return self._run("ping")
+    # -- requests (the Connection's, routed) -----------------------------------------
 
-    def select(self, space: int | str, key: Any = None, **kwargs: Any) -> Any:
-        return self._run("select", space, key, **kwargs)
+    def ping(self, *, mode: str | None = None, timeout: float | None = None) -> Any:
+        """Round trip to an instance picked by ``mode`` (the pool's by default)."""
+        return self._run(_mode(mode, self.mode), "ping", timeout=timeout)
 
-    def insert(self, space: int | str, t: Sequence[Any]) -> Any:
-        return self._run("insert", space, t)
+    def select(
+        self, space: int | str, key: Any = None, *, mode: str | None = None, **kwargs: Any
+    ) -> Any:
+        """`Connection.select` on an instance picked by ``mode`` (the pool's by default)."""
+        mode = self.mode if mode is None else _mode(mode, self.mode)
+        if not self._cands[mode]:
+            return self._run(mode, "select", space, key, **kwargs)  # raises when awaited
+        conn = self._pick(mode).conn
+        if conn.engine._ready:
+            # The hot path: connected, so it cannot fail to connect, and a read is
+            # never refused as read-only: nothing to retry, no coroutine around it.
+            return conn.select(space, key, **kwargs)
+        return self._run(mode, "select", space, key, **kwargs)
 
-    def replace(self, space: int | str, t: Sequence[Any]) -> Any:
-        return self._run("replace", space, t)
+    def insert(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
+        """`Connection.insert` on the master."""
+        return self._run("rw", "insert", space, t, timeout=timeout)
+
+    def replace(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
+        """`Connection.replace` on the master."""
+        return self._run("rw", "replace", space, t, timeout=timeout)
 
     def update(self, space: int | str, key: Any, ops: Sequence[Any], **kwargs: Any) -> Any:
-        return self._run("update", space, key, ops, **kwargs)
+        """`Connection.update` on the master."""
+        return self._run("rw", "update", space, key, ops, **kwargs)
 
-    def upsert(self, space: int | str, t: Sequence[Any], ops: Sequence[Any]) -> Any:
-        return self._run("upsert", space, t, ops)
+    def upsert(
+        self,
+        space: int | str,
+        t: Sequence[Any],
+        ops: Sequence[Any],
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        """`Connection.upsert` on the master."""
+        return self._run("rw", "upsert", space, t, ops, timeout=timeout)
 
     def delete(self, space: int | str, key: Any, **kwargs: Any) -> Any:
-        return self._run("delete", space, key, **kwargs)
+        """`Connection.delete` on the master."""
+        return self._run("rw", "delete", space, key, **kwargs)
 
-    def call(self, function: str, args: Sequence[Any] = ()) -> Any:
-        return self._run("call", function, args)
+    def call(
+        self,
+        function: str,
+        args: Sequence[Any] = (),
+        *,
+        mode: str = "rw",
+        timeout: float | None = None,
+    ) -> Any:
+        """`Connection.call`; on the master unless ``mode`` says it only reads."""
+        return self._run(_mode(mode, "rw"), "call", function, args, timeout=timeout)
 
-    def eval(self, expr: str, args: Sequence[Any] = ()) -> Any:
-        return self._run("eval", expr, args)
+    def eval(
+        self, expr: str, args: Sequence[Any] = (), *, mode: str = "rw", timeout: float | None = None
+    ) -> Any:
+        """`Connection.eval`; on the master unless ``mode`` says it only reads."""
+        return self._run(_mode(mode, "rw"), "eval", expr, args, timeout=timeout)
 
-    def execute(self, query: str | int, params: Any = ()) -> Any:
-        return self._run("execute", query, params)
+    def execute(
+        self,
+        query: str | int,
+        params: Any = (),
+        *,
+        mode: str = "rw",
+        timeout: float | None = None,
+    ) -> Any:
+        """`Connection.execute` (SQL); on the master unless ``mode`` says it only reads."""
+        return self._run(_mode(mode, "rw"), "execute", query, params, timeout=timeout)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InterfaceError(f"mode must be one of {MODES}, not {mode!r}")
+
+
+def _mode(mode: str | None, default: str) -> str:
+    if mode is None:
+        return default
+    _check_mode(mode)
+    return mode

@@ -30,6 +30,7 @@ import contextvars
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from surge.engine import _DEFAULT
 from surge.errors import ConnectionLostError, InterfaceError
 
 if TYPE_CHECKING:
@@ -131,12 +132,12 @@ class Transaction:
         self._generation = None
         self.conn._tx_ended(self)
 
-    def send(self, encode: Any, *args: Any) -> Any:
+    def send(self, encode: Any, *args: Any, timeout: Any = _DEFAULT) -> Any:
         """Send one request on the stream (the connection's methods call this)."""
         gen = self._generation
         if gen is None:
             raise InterfaceError("transaction is not active (begin it, or it has ended)")
-        return self.conn.engine.request_pinned(gen, encode, *args, self.stream_id)
+        return self.conn.engine.request_pinned(gen, encode, *args, self.stream_id, timeout=timeout)
 
     async def __aenter__(self) -> Transaction:
         await self.begin()

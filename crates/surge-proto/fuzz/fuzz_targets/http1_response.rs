@@ -1,71 +1,11 @@
-//! Fuzz target for the HTTP/1 response parser
-//! (`surge_proto::http1::client::ResponseParser`).
-//!
-//! Property checked, for any input bytes:
-//! - feeding, polling and ending the stream never panics, and poll always
-//!   returns (checked by the driver: a bounded number of events per byte);
-//! - events come in order (`Head`, `Data`*, `End`), no empty `Data`, and a
-//!   failed parser keeps returning the same error;
-//! - the bytes fed whole, byte by byte, and cut at points derived from the
-//!   input give the same responses (heads, concatenated bodies, ends) and the
-//!   same final error or the same "need more", with and without the end of
-//!   the stream.
-//!
-//! Input layout: byte 0 picks the limits (bit 0: small limits, so short inputs
-//! reach every limit), whether the stream ends (bit 1), which responses answer
-//! HEAD (bits 2..8: response i answers HEAD when bit 2 + i is set) and seeds the
-//! cut points; the rest is the stream.
+//! Fuzz target; the property and its input layout are in
+//! `tests/fuzz_checks/http1_response.rs`, which `cargo test` also replays over the corpus.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use surge_proto::http1::client::{Expect, ResponseLimits};
-
 #[path = "../../tests/client_common/mod.rs"]
 mod client_common;
+#[path = "../../tests/fuzz_checks/http1_response.rs"]
+mod check;
 
-use client_common::{run_bytewise, run_parts, run_whole, small_limits};
-
-/// Piece sizes of 1 to 32 bytes from a small xorshift seeded by `seed`.
-fn pieces(input: &[u8], seed: u8) -> Vec<&[u8]> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut out = Vec::new();
-    let mut rest = input;
-    while !rest.is_empty() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let n = (x % 32 + 1) as usize;
-        let (head, tail) = rest.split_at(n.min(rest.len()));
-        out.push(head);
-        rest = tail;
-    }
-    out
-}
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&control, stream)) = data.split_first() else {
-        return;
-    };
-    let limits = if control & 1 == 1 {
-        small_limits()
-    } else {
-        ResponseLimits::default()
-    };
-    let eof = control & 2 != 0;
-    let expects: Vec<Expect> = (2..8)
-        .map(|bit| {
-            if control & (1 << bit) != 0 {
-                Expect::Head
-            } else {
-                Expect::Normal
-            }
-        })
-        .collect();
-
-    let whole = run_whole(limits, &expects, stream, eof);
-    let bytewise = run_bytewise(limits, &expects, stream, eof);
-    assert_eq!(whole, bytewise, "fed whole vs byte by byte");
-    let cut = run_parts(limits, &expects, pieces(stream, control), eof);
-    assert_eq!(whole, cut, "fed whole vs in pieces");
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check::check(data));

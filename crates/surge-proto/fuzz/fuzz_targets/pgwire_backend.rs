@@ -1,79 +1,9 @@
-//! Fuzz target for the PostgreSQL backend decoder (`surge_proto::pgwire`).
-//!
-//! Property checked, for any input bytes:
-//! - framing, typing and walking every view (DataRow fields, RowDescription
-//!   columns, error fields) never panic;
-//! - a decoder fed the input whole, byte by byte, and in pieces cut at points
-//!   derived from the input finds the same message ends and the same error
-//!   (a prefix of a stream is never an error);
-//! - the binary type decoders never panic on any field.
-//!
-//! Input layout: byte 0 seeds the cut points; the rest is the stream.
+//! Fuzz target; the property and its input layout are in
+//! `tests/fuzz_checks/pgwire_backend.rs`, which `cargo test` also replays over the corpus.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use surge_proto::pgwire::{read_frame, types, Error, Message, Status};
+#[path = "../../tests/fuzz_checks/pgwire_backend.rs"]
+mod check;
 
-fn walk(m: &Message<'_>) {
-    match m {
-        Message::DataRow(d) => {
-            for f in d.fields().flatten() {
-                let _ = types::numeric_to_string(f);
-                let _ = types::decode_interval(f);
-                if let Ok((h, rest)) = types::decode_array_header(f) {
-                    let _ = types::array_elements(rest, h.element_count());
-                }
-            }
-        }
-        Message::RowDescription(r) => assert_eq!(r.columns().count(), r.len()),
-        Message::ErrorResponse(f) | Message::NoticeResponse(f) => {
-            let _ = f.iter().count();
-        }
-        _ => {}
-    }
-}
-
-fn run(stream: &[u8], cuts: &[usize]) -> (Vec<usize>, Option<Error>) {
-    let mut ends = Vec::new();
-    let mut start = 0;
-    for &end in cuts.iter().chain(std::iter::once(&stream.len())) {
-        loop {
-            match read_frame(&stream[start..end]) {
-                Ok(Status::Complete((f, n))) => {
-                    match Message::parse(f) {
-                        Ok(m) => walk(&m),
-                        Err(e) => return (ends, Some(e)),
-                    }
-                    start += n;
-                    ends.push(start);
-                }
-                Ok(Status::Incomplete) => break,
-                Err(e) => return (ends, Some(e)),
-            }
-        }
-    }
-    (ends, None)
-}
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&seed, stream)) = data.split_first() else {
-        return;
-    };
-    let whole = run(stream, &[]);
-    let bytewise: Vec<usize> = (1..stream.len()).collect();
-    assert_eq!(run(stream, &bytewise), whole);
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut cuts = Vec::new();
-    let mut at = 0;
-    while at < stream.len() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        at += (x % 32 + 1) as usize;
-        if at < stream.len() {
-            cuts.push(at);
-        }
-    }
-    assert_eq!(run(stream, &cuts), whole);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check::check(data));

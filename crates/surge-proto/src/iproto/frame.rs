@@ -3,12 +3,7 @@
 use super::{key, Error, MAX_FRAME_SIZE};
 use crate::msgpack::{read_token, skip_value, write_map_len, write_uint, Token};
 
-/// A decode result: a value, or "need more bytes" (not an error).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status<T> {
-    Complete(T),
-    Incomplete,
-}
+pub use crate::status::Status;
 
 /// One decoded frame header; `body` borrows the read buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +68,7 @@ pub fn decode_frame(buf: &[u8]) -> Result<Status<Frame<'_>>, Error> {
     let size = match read_token(buf, &mut pos) {
         Ok(Token::Uint(n)) => n,
         Ok(_) => return Err(Error::BadSize),
-        Err(crate::msgpack::Error::Truncated) => return Ok(Status::Incomplete),
+        Err(crate::msgpack::Error::Truncated) => return Ok(Status::Partial),
         Err(e) => return Err(e.into()),
     };
     if size > MAX_FRAME_SIZE as u64 {
@@ -81,7 +76,7 @@ pub fn decode_frame(buf: &[u8]) -> Result<Status<Frame<'_>>, Error> {
     }
     let end = pos + size as usize;
     if buf.len() < end {
-        return Ok(Status::Incomplete);
+        return Ok(Status::Partial);
     }
     let frame = &buf[pos..end];
     let mut p = 0;
@@ -171,11 +166,11 @@ mod tests {
         let s = start_frame(&mut buf, request::PING, 7, 0);
         write_map_len(&mut buf, 0);
         finish_frame(&mut buf, s);
-        // Two frames back to back, decoded one at a time, every prefix is Incomplete.
+        // Two frames back to back, decoded one at a time, every prefix is Partial.
         let one = buf.clone();
         buf.extend_from_slice(&one);
         for cut in 0..one.len() {
-            assert_eq!(decode_frame(&buf[..cut]).unwrap(), Status::Incomplete);
+            assert_eq!(decode_frame(&buf[..cut]).unwrap(), Status::Partial);
         }
         let Status::Complete(f) = decode_frame(&buf).unwrap() else {
             panic!()

@@ -4,7 +4,7 @@
 //! Encoders append whole frames to a caller-owned buffer ([`start_frame`] writes a
 //! 5-byte size placeholder and the header, [`finish_frame`] patches the size), so a
 //! batch of requests is one buffer and one write. The decoder ([`decode_frame`]) looks
-//! at the front of a read buffer and answers `Incomplete` until a whole frame is there;
+//! at the front of a read buffer and answers `Partial` until a whole frame is there;
 //! replies are matched to requests by the header's `sync`. Messages without a caller
 //! (IPROTO_EVENT from watchers, IPROTO_CHUNK pushes) carry their own request type.
 //!

@@ -3,13 +3,7 @@
 
 use super::{Error, MAX_MESSAGE_LEN};
 
-/// Decoding outcome: a whole message, or "need more bytes" (never an error for
-/// a prefix of a valid stream).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status<T> {
-    Complete(T),
-    Incomplete,
-}
+pub use crate::status::Status;
 
 /// Every tag a backend message may carry (protocol 3.0 and 3.2).
 const BACKEND_TAGS: &[u8] = b"RK23CdcGHWDIEVvnNAtS1sZT";
@@ -22,17 +16,17 @@ pub struct Frame<'a> {
 }
 
 /// Read one message frame at the start of `buf`: `Complete((frame, bytes used))`
-/// or `Incomplete`. The tag and length are checked as soon as they are there,
+/// or `Partial`. The tag and length are checked as soon as they are there,
 /// so garbage fails at once rather than after a long wait for a bogus length.
 pub fn read_frame(buf: &[u8]) -> Result<Status<(Frame<'_>, usize)>, Error> {
     let Some(&tag) = buf.first() else {
-        return Ok(Status::Incomplete);
+        return Ok(Status::Partial);
     };
     if !BACKEND_TAGS.contains(&tag) {
         return Err(Error::UnknownTag(tag));
     }
     if buf.len() < 5 {
-        return Ok(Status::Incomplete);
+        return Ok(Status::Partial);
     }
     let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]);
     if len < 4 {
@@ -44,7 +38,7 @@ pub fn read_frame(buf: &[u8]) -> Result<Status<(Frame<'_>, usize)>, Error> {
     }
     let total = 1 + len;
     if buf.len() < total {
-        return Ok(Status::Incomplete);
+        return Ok(Status::Partial);
     }
     Ok(Status::Complete((
         Frame {

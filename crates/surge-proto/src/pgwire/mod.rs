@@ -2,7 +2,7 @@
 //!
 //! Theory of operation: every backend message is a tag byte and a length word
 //! that counts itself. [`read_frame`] cuts one message off the front of a buffer
-//! (`Incomplete` until it is all there; an unknown tag or impossible length is
+//! (`Partial` until it is all there; an unknown tag or impossible length is
 //! an [`Error`] at once), and [`Message::parse`] types it, checking every field
 //! against the body so the views it returns (a [`DataRow`]'s fields, a
 //! [`RowDescription`]'s columns) never read out of bounds. Frontend encoders

@@ -65,6 +65,9 @@ struct Waiting {
     /// A status reply (`+OK`, `+PONG`) answers True (redis-py's convention),
     /// saving the driver a Python conversion per SET.
     status_true: bool,
+    /// Bulk strings stay bytes even under decode_responses (DUMP's payload is
+    /// binary: redis-py never decodes it either).
+    raw: bool,
 }
 
 #[pyclass(module = "surge._core")]
@@ -94,6 +97,7 @@ impl RespCodec {
             collected: collect.then(Vec::new),
             confirms,
             status_true: false,
+            raw: false,
         });
         self.next_id
     }
@@ -240,10 +244,6 @@ impl RespCodec {
         b
     }
 
-    /// A caller went away: its reply still comes, in order, and is dropped by
-    /// the engine; nothing to forget here.
-    fn forget(&mut self, _id: u64) {}
-
     /// Encode one command (`"SET", "k", b"v"`); returns its id. A bad argument
     /// raises `data_error` and leaves nothing in the buffer.
     #[pyo3(signature = (*args))]
@@ -258,6 +258,17 @@ impl RespCodec {
         let id = self.command(py, args)?;
         if let Some(w) = self.waiting.back_mut() {
             w.status_true = true;
+        }
+        Ok(id)
+    }
+
+    /// Like `command`, but the reply's bulk strings stay bytes whatever
+    /// `decode_responses` says (binary payloads: DUMP, FUNCTION DUMP).
+    #[pyo3(signature = (*args))]
+    fn command_raw(&mut self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<u64> {
+        let id = self.command(py, args)?;
+        if let Some(w) = self.waiting.back_mut() {
+            w.raw = true;
         }
         Ok(id)
     }
@@ -331,12 +342,13 @@ impl RespCodec {
             };
             let start = self.rpos;
             self.rpos += n;
+            let push = Builder::is_push(&self.rbuf, start);
+            let raw = !push && self.waiting.front().is_some_and(|w| w.raw);
             let builder = Builder {
                 py,
-                decode: self.decode,
+                decode: self.decode && !raw,
                 error_factory: &factory,
             };
-            let push = Builder::is_push(&self.rbuf, start);
             let status = self.rbuf[start] == b'+';
             let mut pos = start;
             let value = builder.build(&self.rbuf[..start + n], &mut pos);

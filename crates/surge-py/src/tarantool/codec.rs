@@ -189,7 +189,7 @@ impl IprotoCodec {
             loop {
                 let f = match iproto::decode_frame(&buf[pos..]).map_err(proto_err)? {
                     Status::Complete(f) => f,
-                    Status::Incomplete => return Ok(()),
+                    Status::Partial => return Ok(()),
                 };
                 pos += f.len;
                 if f.schema_version != 0 {
@@ -251,11 +251,6 @@ impl IprotoCodec {
         let b = PyBytes::new(py, &self.wbuf);
         self.wbuf.clear();
         b
-    }
-
-    /// Drop what we remember about a request whose caller went away.
-    fn forget(&mut self, sync: u64) {
-        self.row_names.remove(&sync);
     }
 
     /// Parse every complete message in `data` (plus what was buffered): a list of

@@ -4,10 +4,12 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{
-    PyBool, PyByteArray, PyBytes, PyDateAccess, PyDateTime, PyDict, PyFloat, PyInt, PyList,
-    PyMemoryView, PyString, PyTimeAccess, PyTuple, PyType,
+    PyBool, PyByteArray, PyBytes, PyDateTime, PyDict, PyFloat, PyInt, PyList, PyMemoryView,
+    PyString, PyTuple, PyType,
 };
 use surge_proto::msgpack::{self as mp, ext};
+
+use crate::pydatetime::{PyDateAccess, PyTimeAccess};
 
 use super::tuple::Tuple;
 

@@ -192,9 +192,6 @@ impl HttpClientCodec {
         b
     }
 
-    /// Nothing to forget: a reply whose caller went away is parsed and dropped.
-    fn forget(&mut self, _id: u64) {}
-
     /// Requests sent whose responses have not completed.
     #[getter]
     fn in_flight(&self) -> usize {

@@ -18,6 +18,7 @@ static ORJSON_LOADS: GILOnceCell<PyObject> = GILOnceCell::new();
 static PARSE_QUERY: GILOnceCell<PyObject> = GILOnceCell::new();
 static PARSE_COOKIES: GILOnceCell<PyObject> = GILOnceCell::new();
 static HTTP_EXCEPTION: GILOnceCell<PyObject> = GILOnceCell::new();
+static FORM: GILOnceCell<PyObject> = GILOnceCell::new();
 
 fn import_attr(
     py: Python<'_>,
@@ -328,6 +329,16 @@ impl Request {
                 Err(other) => other,
             }
         })
+    }
+
+    /// The body parsed as a form: `await request.form()` (or `async with`) gives a
+    /// `FormData`; written in Python (`surge.http.forms.form`, which takes the
+    /// limits as keywords) since it is python-multipart's parser that runs.
+    #[pyo3(signature = (**limits))]
+    fn form(slf: &Bound<'_, Self>, limits: Option<&Bound<'_, PyDict>>) -> PyResult<PyObject> {
+        let py = slf.py();
+        let form = import_attr(py, &FORM, "surge.http.forms", "form")?;
+        form.call(py, (slf,), limits)
     }
 
     /// An async iterator over the body's chunks (routes declared `stream=True`).

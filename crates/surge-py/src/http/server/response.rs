@@ -11,6 +11,19 @@ use surge_proto::http1::server::write_status_line;
 use super::date::with_date;
 
 static ORJSON_DUMPS: GILOnceCell<PyObject> = GILOnceCell::new();
+static SET_COOKIE: GILOnceCell<PyObject> = GILOnceCell::new();
+static DELETE_COOKIE: GILOnceCell<PyObject> = GILOnceCell::new();
+
+fn cookie_function(
+    py: Python<'_>,
+    cell: &'static GILOnceCell<PyObject>,
+    name: &str,
+) -> PyResult<PyObject> {
+    cell.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("surge.http.cookies")?.getattr(name)?.unbind())
+    })
+    .map(|f| f.clone_ref(py))
+}
 
 pub const TEXT: &[u8] = b"text/plain; charset=utf-8";
 pub const JSON: &[u8] = b"application/json";
@@ -171,67 +184,34 @@ impl Response {
         Ok(())
     }
 
-    /// Adds a Set-Cookie header.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (key, value="", max_age=None, expires=None, path="/", domain=None, secure=false, httponly=false, samesite=Some("lax")))]
+    /// Adds a Set-Cookie header (Starlette's signature; formatted and checked by
+    /// `surge.http.cookies.set_cookie_header`, so every response type shares it).
+    #[pyo3(signature = (*args, **kwargs))]
     fn set_cookie(
         &mut self,
-        key: &str,
-        value: &str,
-        max_age: Option<i64>,
-        expires: Option<&str>,
-        path: Option<&str>,
-        domain: Option<&str>,
-        secure: bool,
-        httponly: bool,
-        samesite: Option<&str>,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        if !is_token(key.as_bytes()) {
-            return Err(PyValueError::new_err(format!(
-                "invalid cookie name {key:?}"
-            )));
-        }
-        if value
-            .bytes()
-            .any(|b| b <= b' ' || b == b'"' || b == b',' || b == b';' || b == b'\\' || b >= 0x7f)
-        {
-            return Err(PyValueError::new_err(
-                "cookie value holds a character cookies may not carry",
-            ));
-        }
-        let mut c = format!("{key}={value}");
-        if let Some(a) = max_age {
-            c.push_str(&format!("; Max-Age={a}"));
-        }
-        if let Some(e) = expires {
-            c.push_str(&format!("; Expires={e}"));
-        }
-        if let Some(p) = path {
-            c.push_str(&format!("; Path={p}"));
-        }
-        if let Some(d) = domain {
-            c.push_str(&format!("; Domain={d}"));
-        }
-        if secure {
-            c.push_str("; Secure");
-        }
-        if httponly {
-            c.push_str("; HttpOnly");
-        }
-        if let Some(s) = samesite {
-            let s = match s.to_ascii_lowercase().as_str() {
-                "lax" => "Lax",
-                "strict" => "Strict",
-                "none" => "None",
-                _ => {
-                    return Err(PyValueError::new_err(
-                        "samesite must be 'lax', 'strict' or 'none'",
-                    ))
-                }
-            };
-            c.push_str(&format!("; SameSite={s}"));
-        }
-        self.add_header("Set-Cookie".into(), c)
+        let header = cookie_function(py, &SET_COOKIE, "set_cookie_header")?
+            .call(py, args, kwargs)?
+            .extract::<String>(py)?;
+        self.add_header("Set-Cookie".into(), header)
+    }
+
+    /// Adds a Set-Cookie header that removes the cookie `key`
+    /// (`surge.http.cookies.delete_cookie_header`).
+    #[pyo3(signature = (*args, **kwargs))]
+    fn delete_cookie(
+        &mut self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let header = cookie_function(py, &DELETE_COOKIE, "delete_cookie_header")?
+            .call(py, args, kwargs)?
+            .extract::<String>(py)?;
+        self.add_header("Set-Cookie".into(), header)
     }
 
     fn __repr__(&self) -> String {

@@ -1,0 +1,1 @@
+"""Static files and uploads: surge beside nginx, granian and Starlette (`make bench`)."""

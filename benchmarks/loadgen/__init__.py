@@ -1,0 +1,1 @@
+"""The load generator measured: schedule lag, agreement with vegeta, capacity vs wrk."""

@@ -1,0 +1,383 @@
+"""The load generator measured against independent tools, side by side.
+
+* accuracy: ``surge load`` and vegeta (exact percentiles, open model) at 500 and
+  5000 req/s on a fast route (``/``, about 0.2 ms) and a 10 ms route of one surge
+  worker; p50/p90/p99 of each and their ratio, plus surge's own schedule lag;
+* round trip: closed model, ONE connection (one request at a time: no schedule,
+  so nothing but the client's own cost between the two), ``surge load -c 1``
+  against ``wrk -t1 -c1 --latency`` on the fast route: p50/p90/p99;
+* capacity: one ``surge load`` process (closed model, 50 connections) against
+  ``wrk -t1 -c50`` on the same nginx (one worker): requests per second.
+
+Sides alternate round by round (surge, peer, surge, peer, ...), medians are
+compared; the generator is pinned to core 0 and the server to core 1 with
+``taskset``. On a shared machine other processes preempt whichever side runs and
+their pauses swamp sub-millisecond figures, so when it may (root, ``chrt``) the
+suite runs the server and BOTH generators under ``chrt -f 20`` (SCHED_FIFO;
+``--no-realtime`` turns it off); the setup line says which. vegeta is installed
+with ``go install`` when missing; a tool that cannot be had is skipped with a
+message saying why.
+
+    python -m benchmarks.loadgen.run [--quick] [--rounds 3] [--duration 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+RESULTS = ROOT / "bench-results"
+CLIENT_CORE, SERVER_CORE = "0", "1"
+#: Prefix of every client and server command (["chrt", "-f", "20"] in realtime mode).
+RT: list[str] = []
+VEGETA = "github.com/tsenart/vegeta/v12@latest"
+
+NGINX_CONF = """\
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000000;
+    client_body_temp_path {d}/cb; proxy_temp_path {d}/px; fastcgi_temp_path {d}/fc;
+    uwsgi_temp_path {d}/uw; scgi_temp_path {d}/sc;
+    server {{
+        listen 127.0.0.1:{port};
+        location = / {{ default_type text/plain; return 200 "Hello, world!"; }}
+    }}
+}}
+"""
+
+
+def _log(msg: str) -> None:
+    print(f"[loadgen] {msg}", file=sys.stderr, flush=True)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not listen")
+
+
+@contextmanager
+def _server(argv: list[str], port: int, cwd: Path) -> Iterator[None]:
+    proc = subprocess.Popen(
+        [*RT, "taskset", "-c", SERVER_CORE, *argv],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait(port, proc)
+        yield
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def find_vegeta() -> str | None:
+    """vegeta on PATH or in GOPATH/bin, else `go install`ed there; None if it cannot be had."""
+    gobin = Path(os.environ.get("GOPATH", Path.home() / "go")) / "bin" / "vegeta"
+    found = shutil.which("vegeta") or (str(gobin) if gobin.exists() else None)
+    if found:
+        return found
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not os.path.exists(go):
+        return None
+    _log(f"installing vegeta: go install {VEGETA}")
+    r = subprocess.run([go, "install", VEGETA], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        _log(f"vegeta could not be installed: {r.stderr.strip()[-300:]}")
+        return None
+    return str(gobin) if gobin.exists() else None
+
+
+def surge_rate(url: str, rate: float, duration: float) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [sys.executable, "-m", "surge", "load", url, "--rate", f"{rate:g}"]
+        argv += ["-d", f"{duration:g}", "--warmup", "1", "-q", "--json", out.name]
+        subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
+        data = json.loads(Path(out.name).read_text())
+    lat, lag = data["latency_ms"], data["generator"]["schedule_lag_ms"] or {}
+    return {
+        "p50": lat["p50"],
+        "p90": lat["p90"],
+        "p99": lat["p99"],
+        "lag_p50": lag.get("p50"),
+        "lag_p99": lag.get("p99"),
+        "errors": sum(data["errors"].values()),
+    }
+
+
+def vegeta_rate(vegeta: str, url: str, rate: float, duration: float) -> dict[str, Any]:
+    target = f"GET {url}\n"
+    attack = [vegeta, "attack", f"-rate={rate:g}", f"-duration={duration:g}s", "-keepalive=true"]
+    with tempfile.NamedTemporaryFile(suffix=".bin") as out:
+        # The same 1 s warm-up as surge's --warmup, not recorded.
+        warm = [vegeta, "attack", f"-rate={rate:g}", "-duration=1s"]
+        subprocess.run(
+            [*RT, "taskset", "-c", CLIENT_CORE, *warm],
+            input=target.encode(),
+            check=True,
+            capture_output=True,
+        )
+        res = subprocess.run(
+            [*RT, "taskset", "-c", CLIENT_CORE, *attack],
+            input=target.encode(),
+            check=True,
+            capture_output=True,
+        )
+        Path(out.name).write_bytes(res.stdout)
+        rep = subprocess.run(
+            [vegeta, "report", "-type=json", out.name], check=True, capture_output=True, text=True
+        )
+    data = json.loads(rep.stdout)
+    lat = data["latencies"]
+    return {
+        "p50": lat["50th"] / 1e6,
+        "p90": lat["90th"] / 1e6,
+        "p99": lat["99th"] / 1e6,
+        "errors": data["requests"] - round(data["success"] * data["requests"]),
+    }
+
+
+def surge_capacity(url: str, duration: float) -> float:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [sys.executable, "-m", "surge", "load", url, "-c", "50", "-d", f"{duration:g}"]
+        argv += ["--warmup", "1", "-q", "--json", out.name]
+        subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
+        data = json.loads(Path(out.name).read_text())
+    return float(data["achieved_rate"])
+
+
+def wrk_capacity(url: str, duration: float) -> float:
+    argv = ["wrk", "-t1", "-c50", f"-d{duration:g}s", url]
+    out = subprocess.run(
+        [*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True, text=True
+    ).stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if not m:
+        raise RuntimeError(f"no Requests/sec in wrk's output:\n{out}")
+    return float(m.group(1))
+
+
+_WRK_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def wrk_latency(url: str, duration: float) -> dict[str, float]:
+    argv = ["wrk", "-t1", "-c1", f"-d{duration:g}s", "--latency", url]
+    out = subprocess.run(
+        [*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True, text=True
+    ).stdout
+    got = {}
+    for p in ("50", "90", "99"):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if not m:
+            raise RuntimeError(f"no {p}% in wrk's output:\n{out}")
+        got[f"p{p}"] = float(m.group(1)) * _WRK_UNITS[m.group(2)]
+    return got
+
+
+def surge_latency(url: str, duration: float) -> dict[str, float]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = [sys.executable, "-m", "surge", "load", url, "-c", "1", "-d", f"{duration:g}"]
+        argv += ["--warmup", "1", "-q", "--json", out.name]
+        subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
+        lat = json.loads(Path(out.name).read_text())["latency_ms"]
+    return {k: lat[k] for k in ("p50", "p90", "p99")}
+
+
+def round_trip(rounds: int, duration: float) -> tuple[str, dict[str, Any]]:
+    if not shutil.which("wrk"):
+        return "round trip: skipped, wrk is not installed (make system-deps)\n", {}
+    port = _port()
+    argv = [sys.executable, "-m", "surge", "serve", "app:app", "--port", str(port)]
+    sides: dict[str, list[dict[str, float]]] = {"surge": [], "wrk": []}
+    with _server(argv, port, HERE):
+        url = f"http://127.0.0.1:{port}/"
+        for i in range(rounds):
+            _log(f"round trip round {i + 1}/{rounds}")
+            sides["surge"].append(surge_latency(url, duration))
+            sides["wrk"].append(wrk_latency(url, duration))
+    med = {side: {p: _med(rows, p) for p in ("p50", "p90", "p99")} for side, rows in sides.items()}
+    ratio = " / ".join(
+        f"{(med['surge'][p] or 0) / med['wrk'][p]:.2f}" if med["wrk"][p] else "-"
+        for p in ("p50", "p90", "p99")
+    )
+    md = (
+        "| closed model, 1 connection, route / | p50 ms | p90 ms | p99 ms |\n|---|---:|---:|---:|\n"
+        + "".join(
+            f"| {side} | {m['p50']} | {m['p90']} | {m['p99']} |\n"
+            for side, m in (("surge load -c 1", med["surge"]), ("wrk -t1 -c1", med["wrk"]))
+        )
+        + f"\nsurge / wrk at p50 / p90 / p99: {ratio}\n"
+    )
+    return md, {"sides": sides, "median": med}
+
+
+def _med(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return round(statistics.median(vals), 3) if vals else None
+
+
+def accuracy(rounds: int, duration: float, rates: list[float]) -> tuple[str, list[dict]]:
+    vegeta = find_vegeta()
+    if vegeta is None:
+        return (
+            "accuracy: skipped, vegeta could not be installed (needs go and the module proxy)\n",
+            [],
+        )
+    port = _port()
+    argv = [sys.executable, "-m", "surge", "serve", "app:app", "--port", str(port)]
+    out: list[dict[str, Any]] = []
+    with _server(argv, port, HERE):
+        for path, label in (("/", "fast (~0.2 ms)"), ("/slow/10", "10 ms")):
+            url = f"http://127.0.0.1:{port}{path}"
+            for rate in rates:
+                sides: dict[str, list[dict[str, Any]]] = {"surge": [], "vegeta": []}
+                for i in range(rounds):
+                    _log(f"accuracy {label} {rate:g}/s round {i + 1}/{rounds}")
+                    sides["surge"].append(surge_rate(url, rate, duration))
+                    sides["vegeta"].append(vegeta_rate(vegeta, url, rate, duration))
+                row = {"route": label, "rate": rate}
+                for side, rows in sides.items():
+                    for k in ("p50", "p90", "p99", "lag_p50", "lag_p99", "errors"):
+                        row[f"{side}_{k}"] = _med(rows, k)
+                row["rounds"] = sides
+                out.append(row)
+    lines = [
+        "| route | rate | surge p50 | vegeta p50 | surge p90 | vegeta p90 | surge p99 "
+        "| vegeta p99 | p50 / p90 / p99 ratio | surge lag p50 / p99 (us) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in out:
+        ratio = " / ".join(
+            f"{r[f'surge_{p}'] / r[f'vegeta_{p}']:.2f}" if r[f"vegeta_{p}"] else "-"
+            for p in ("p50", "p90", "p99")
+        )
+        lag = "-"
+        if r["surge_lag_p50"] is not None:
+            lag = f"{r['surge_lag_p50'] * 1000:.0f} / {r['surge_lag_p99'] * 1000:.0f}"
+        lines.append(
+            f"| {r['route']} | {r['rate']:g} | {r['surge_p50']} | {r['vegeta_p50']:.3f} "
+            f"| {r['surge_p90']} | {r['vegeta_p90']:.3f} | {r['surge_p99']} "
+            f"| {r['vegeta_p99']:.3f} | {ratio} | {lag} |"
+        )
+    return "\n".join(lines) + "\n", out
+
+
+def capacity(rounds: int, duration: float) -> tuple[str, dict[str, Any]]:
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(nginx) or not shutil.which("wrk"):
+        return "capacity: skipped, nginx or wrk is not installed (make system-deps)\n", {}
+    port = _port()
+    with tempfile.TemporaryDirectory(prefix="loadgen-nginx-") as d:
+        conf = Path(d) / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(d=d, port=port))
+        argv = [nginx, "-p", d, "-e", f"{d}/error.log", "-c", str(conf), "-g", "daemon off;"]
+        url = f"http://127.0.0.1:{port}/"
+        sides: dict[str, list[float]] = {"surge": [], "wrk": []}
+        with _server(argv, port, Path(d)):
+            for i in range(rounds):
+                _log(f"capacity round {i + 1}/{rounds}")
+                sides["surge"].append(surge_capacity(url, duration))
+                sides["wrk"].append(wrk_capacity(url, duration))
+    s, w = statistics.median(sides["surge"]), statistics.median(sides["wrk"])
+    md = (
+        "| generator (1 process, 50 connections, core 0) | req/s (median) | rounds |\n"
+        "|---|---:|---|\n"
+        f"| surge load -c 50 | {s:.0f} | {', '.join(f'{v:.0f}' for v in sides['surge'])} |\n"
+        f"| wrk -t1 -c50 | {w:.0f} | {', '.join(f'{v:.0f}' for v in sides['wrk'])} |\n"
+        f"\nsurge / wrk: **{s / w:.2f}x** (nginx, 1 worker, core 1)\n"
+    )
+    return md, {"surge": sides["surge"], "wrk": sides["wrk"], "ratio": s / w}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.loadgen.run", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="3 rounds of 3 s")
+    ap.add_argument("--rounds", type=int, help="rounds per side (default 3)")
+    ap.add_argument("--duration", type=float, help="seconds per round (default 10, quick 3)")
+    ap.add_argument("--rates", default="500,5000", help="open-model rates (default 500,5000)")
+    ap.add_argument(
+        "--only", default="accuracy,rtt,capacity", help="any of accuracy, rtt, capacity"
+    )
+    ap.add_argument("--no-realtime", action="store_true", help="no chrt -f for either side")
+    args = ap.parse_args(argv)
+    realtime = not args.no_realtime and os.geteuid() == 0 and shutil.which("chrt") is not None
+    RT[:] = ["chrt", "-f", "20"] if realtime else []
+    rounds = max(3, args.rounds or 3)
+    duration = args.duration or (3.0 if args.quick else 10.0)
+    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    parts, data = ["### Load generator\n"], {}
+    if "accuracy" in args.only:
+        md, rows = accuracy(rounds, duration, rates)
+        parts += ["Latency (ms) from `surge load` and vegeta, same server, alternating:\n", md]
+        data["accuracy"] = rows
+    if "rtt" in args.only:
+        md, rtt = round_trip(rounds, duration)
+        parts += ["Round trip, one request at a time (surge load vs wrk --latency):\n", md]
+        data["round_trip"] = rtt
+    if "capacity" in args.only:
+        md, cap = capacity(rounds, duration)
+        parts += ["Capacity against nginx:\n", md]
+        data["capacity"] = cap
+    md = "\n".join(parts)
+    (RESULTS / "loadgen.json").write_text(json.dumps(data, indent=1))
+    (RESULTS / "loadgen.md").write_text(md)
+    print(md)
+    setup = [
+        f"load generator: client on core {CLIENT_CORE}, server on core {SERVER_CORE}; "
+        f"{rounds} alternating rounds of {duration:g} s (+1 s warm-up) per side; accuracy on "
+        "one `surge serve` worker (routes / and /slow/10) at "
+        f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta; round trip: -c 1 vs wrk -t1 -c1 "
+        "--latency; capacity: closed model, 50 "
+        "connections vs wrk -t1 -c50 on nginx (1 worker); "
+        + (
+            "server and both generators under chrt -f 20 (SCHED_FIFO)"
+            if realtime
+            else "normal priority"
+        ),
+    ]
+    return {"markdown": md, "setup_lines": setup}
+
+
+if __name__ == "__main__":
+    main()

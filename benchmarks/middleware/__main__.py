@@ -1,0 +1,3 @@
+from benchmarks.middleware.run import main
+
+main()

@@ -1,0 +1,197 @@
+"""Redis Cluster and Redis over TLS, side by side, sides alternating round by round.
+
+1. A cluster of 3 masters (no replicas: the bench measures clients, not
+   replication), SET then GET of N keys (64 B values) from 1000 coroutines:
+   surge's RedisCluster (one pipelined connection per node) vs redis-py's asyncio
+   RedisCluster (a connection per concurrent command per node), both on the same
+   event loop; surge on uvloop as well.
+2. surge's RedisCluster on a 1-master cluster vs the 3-master one.
+3. One redis-server with a plaintext and a TLS port: surge's Redis on each.
+
+Every server is pinned to core 1 and every client to core 0 (taskset); each
+comparison runs its sides in turn, round after round (surge, peer, surge, peer,
+...), and reports medians: the machine's speed drifts over minutes.
+
+    python -m benchmarks.redis_cluster [--quick] [--rounds 3] [--n 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import trustme
+from surge import services
+
+from benchmarks import venv as bvenv
+from benchmarks.redis.run import (
+    CLIENT_CORE,
+    PHASES,
+    RESULTS,
+    ROOT,
+    SERVER_CORE,
+    _pin,
+    _run,
+)
+
+HERE = Path(__file__).resolve().parent
+SURGE_PY = ROOT / ".venv" / "bin" / "python"
+BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
+SIZE = 64
+
+
+def _cmd(driver: str, loop: str, conc: int, n: int, host: str, port: int, ca: str = "") -> list:
+    # redis-py from the bench venv when `make bench` made it, else the test venv's.
+    py = SURGE_PY if driver.startswith("surge") or not BENCH_PY.exists() else BENCH_PY
+    args = [driver, loop, conc, n, host, port, SIZE, *([ca] if ca else [])]
+    return [str(py), str(HERE / "client.py"), *map(str, args)]
+
+
+def _alternate(sides: dict[str, tuple[list, int]], rounds: int) -> dict[str, dict]:
+    """Run each side once per round, in turn; medians of ops/s per phase."""
+    runs: dict[str, list[dict]] = {name: [] for name in sides}
+    for r in range(rounds):
+        for name, (cmd, n) in sides.items():
+            res = _run(cmd)
+            runs[name].append({p: n / res[p]["secs"] for p in PHASES})
+            print(
+                f"round {r + 1} {name}",
+                {p: round(v) for p, v in runs[name][-1].items()},
+                file=sys.stderr,
+            )
+    return {
+        name: {p: statistics.median(x[p] for x in rs) for p in PHASES} | {"runs": rs}
+        for name, rs in runs.items()
+    }
+
+
+def _pin_all(svc: services.Service) -> None:
+    for m in services.group_members(svc) if "nodes" in svc.extra else [svc]:
+        _pin(m.pid, SERVER_CORE)
+
+
+def _row(name: str, ops: dict, base: dict | None, base_name: str) -> str:
+    cells = [name, *(f"{ops[p]:,.0f}" for p in PHASES)]
+    if base is not None:
+        cells.append(" / ".join(f"{ops[p] / base[p]:.2f}" for p in PHASES) + f" (vs {base_name})")
+    else:
+        cells.append("")
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the suite; write bench-results/redis_cluster.{json,md}; return the markdown."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.redis_cluster")
+    ap.add_argument("--quick", action="store_true", help="N=20000, 3 rounds")
+    ap.add_argument("--n", type=int, default=100_000, help="keys per phase for surge")
+    ap.add_argument("--peer-n", type=int, default=10_000, help="keys per phase for redis-py")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--conc", type=int, default=1000)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    n = 20_000 if args.quick else args.n
+    peer_n = min(args.peer_n, n)
+    rounds = max(3, args.rounds)
+    conc = args.conc
+    bvenv.ensure(groups=["redis"])
+    results: dict[str, dict] = {}
+
+    with (
+        services.redis_cluster(replicas=0) as three,
+        services.redis_cluster(masters=1, replicas=0) as one,
+    ):
+        _pin_all(three)
+        _pin_all(one)
+        h, p = three.host, three.port
+        results["vs_redis_py"] = _alternate(
+            {
+                "surge RedisCluster/asyncio": (_cmd("surge-cluster", "asyncio", conc, n, h, p), n),
+                "redis-py RedisCluster/asyncio": (
+                    _cmd("redis-py-cluster", "asyncio", conc, peer_n, h, p),
+                    peer_n,
+                ),
+                "surge RedisCluster/uvloop": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n),
+            },
+            rounds,
+        )
+        results["masters"] = _alternate(
+            {
+                "1 master": (_cmd("surge-cluster", "uvloop", conc, n, one.host, one.port), n),
+                "3 masters": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n),
+            },
+            rounds,
+        )
+
+    tmp = Path(tempfile.mkdtemp(prefix="surge-bench-tls-"))  # test certificates, not results
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost")
+    ca_file, cert_file, key_file = tmp / "ca.pem", tmp / "server.pem", tmp / "server.key"
+    ca.cert_pem.write_to_path(str(ca_file))
+    cert.cert_chain_pems[0].write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    tls_port = services.free_port()
+    conf = (
+        f"tls-port {tls_port}\ntls-cert-file {cert_file}\ntls-key-file {key_file}\n"
+        f"tls-ca-cert-file {ca_file}\ntls-auth-clients no\n"
+    )
+    with services.redis(extra_conf=conf) as single:
+        _pin(single.pid, SERVER_CORE)
+        results["tls"] = _alternate(
+            {
+                "surge Redis, plaintext": (
+                    _cmd("surge", "uvloop", conc, n, "127.0.0.1", single.port),
+                    n,
+                ),
+                "surge Redis, TLS": (
+                    _cmd("surge-tls", "uvloop", conc, n, "localhost", tls_port, str(ca_file)),
+                    n,
+                ),
+            },
+            rounds,
+        )
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    md = _markdown(results, n, peer_n, rounds, conc)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "redis_cluster.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / "redis_cluster.md").write_text(md)
+    print(md)
+    setup = [
+        f"Redis Cluster (3 masters, and 1 master; no replicas) and one redis-server with "
+        f"a TLS port (TLS 1.3, server certificate only); SET then GET of {n} keys "
+        f"({peer_n} for redis-py) with {SIZE}-byte values from {conc} coroutines; sides "
+        f"alternate round by round, medians of {rounds}; servers pinned to core "
+        f"{SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
+    ]
+    return {"markdown": md, "setup_lines": setup, "results": results}
+
+
+def _markdown(results: dict, n: int, peer_n: int, rounds: int, conc: int) -> str:
+    head = "| client | SET ops/s | GET ops/s | ratio SET / GET |\n|---|---:|---:|---|"
+    vs = results["vs_redis_py"]
+    peer = vs["redis-py RedisCluster/asyncio"]
+    lines = [
+        f"### Redis Cluster, 3 masters: {conc} coroutines, SET/GET (medians of {rounds} rounds)",
+        "",
+        head,
+    ]
+    for name, ops in vs.items():
+        base = peer if name.startswith("surge") else None
+        lines.append(_row(name, ops, base, "redis-py/asyncio"))
+    m = results["masters"]
+    lines += ["", "### surge RedisCluster: 1 master vs 3 masters (servers on one core)", "", head]
+    lines.append(_row("1 master", m["1 master"], None, ""))
+    lines.append(_row("3 masters", m["3 masters"], m["1 master"], "1 master"))
+    t = results["tls"]
+    lines += ["", "### surge Redis over TLS vs plaintext (one server)", "", head]
+    lines.append(_row("plaintext", t["surge Redis, plaintext"], None, ""))
+    lines.append(_row("TLS", t["surge Redis, TLS"], t["surge Redis, plaintext"], "plaintext"))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,612 @@
+//! The HTTP load loop: one thread, one epoll (mio), a timerfd for the schedule.
+//!
+//! Theory of operation. Requests are identical, so their bytes are built once
+//! and a request is no more than its due time: pushed on a connection's
+//! in-flight queue when sent, popped when its response completes (responses
+//! come in order on HTTP/1.1), and the latency is `now - due`. Each loop turn
+//! issues every request that is due, writes each connection's new requests in
+//! one write, then sleeps in epoll until the next due time, socket event,
+//! second boundary or timeout sweep.
+//!
+//! Open model: request `i` is due at `begin + (phase + i) / rate`; it goes to a
+//! connection with fewer than `pipeline` requests in flight, else waits in the
+//! queue (its latency still counts from its due time) while a new connection
+//! opens, up to `connections`. Closed model: `connections` connections each
+//! keep `pipeline` requests in flight, each response sending the next.
+//!
+//! Every request ends exactly once: a response, or an error of one kind (its
+//! connection failed to open, died, sent garbage, or the request timed out).
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mio::net::TcpStream;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use surge_proto::http1::client::{Expect, ResponseEvent, ResponseLimits, ResponseParser};
+
+use super::stats::{Final, Kind, Recorder, Tick};
+use super::timer::{now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS, MIN_SPIN_NS};
+
+/// How often requests and connection attempts are checked against their timeouts.
+const SWEEP_NS: u64 = 10_000_000;
+/// Closed model: wait this long before reopening a connection that failed to open.
+const RECONNECT_DELAY_NS: u64 = 50_000_000;
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 64 * 1024;
+const TIMER: Token = Token(usize::MAX);
+
+/// One run's settings (times in CLOCK_MONOTONIC nanoseconds).
+#[derive(Clone)]
+pub struct Settings {
+    pub addr: SocketAddr,
+    pub request: Vec<u8>,
+    pub head: bool,
+    /// Open model: this worker's requests per second; None for the closed model.
+    pub rate: Option<f64>,
+    /// This worker's schedule offset, as a fraction of one interval.
+    pub phase: f64,
+    pub connections: usize,
+    pub pipeline: usize,
+    /// When the measured period starts; the warm-up runs before it.
+    pub start_ns: u64,
+    pub warmup_ns: u64,
+    pub duration_ns: u64,
+    pub timeout_ns: u64,
+    pub connect_timeout_ns: u64,
+}
+
+/// What the loop and Python share: finished seconds, and the stop request.
+#[derive(Default)]
+pub struct Shared {
+    pub ticks: Mutex<Vec<Tick>>,
+    pub stop: AtomicBool,
+    pub done: AtomicBool,
+}
+
+struct Conn {
+    stream: TcpStream,
+    parser: ResponseParser,
+    inflight: VecDeque<u64>,
+    out: Vec<u8>,
+    connected: bool,
+    opened_at: u64,
+    status: u16,
+    keep_alive: bool,
+    dirty: bool,
+    in_free: bool,
+}
+
+struct Loop {
+    s: Settings,
+    poll: Poll,
+    conns: Vec<Option<Conn>>,
+    vacant: Vec<usize>,
+    live: usize,
+    connecting: usize,
+    queue: VecDeque<u64>,
+    free: Vec<usize>,
+    dirty: Vec<usize>,
+    reopen_at: Vec<u64>,
+    rec: Recorder,
+    stopping: bool,
+    closed: bool,
+    scratch: Vec<u8>,
+}
+
+/// Runs the whole load on the calling thread; returns what was recorded.
+pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
+    tighten_timer_slack();
+    let poll = Poll::new()?;
+    let mut timer = TimerFd::new()?;
+    poll.registry()
+        .register(&mut SourceFd(&timer.raw()), TIMER, Interest::READABLE)?;
+    let begin = s.start_ns.saturating_sub(s.warmup_ns);
+    let end = s.start_ns + s.duration_ns;
+    let mut lp = Loop {
+        rec: Recorder::new(s.start_ns, s.duration_ns),
+        s,
+        poll,
+        conns: Vec::new(),
+        vacant: Vec::new(),
+        live: 0,
+        connecting: 0,
+        queue: VecDeque::new(),
+        free: Vec::new(),
+        dirty: Vec::new(),
+        reopen_at: Vec::new(),
+        stopping: false,
+        closed: false,
+        scratch: vec![0; READ_CHUNK],
+    };
+    let mut events = Events::with_capacity(1024);
+    let mut ticks = Vec::new();
+    // Sleep until the run begins (several processes start together).
+    let mut margin = Margin::new();
+    while now_ns() < begin {
+        timer.arm_at(begin.saturating_sub(MAX_SPIN_NS));
+        let wait = begin.saturating_sub(now_ns());
+        let t = if wait > MAX_SPIN_NS {
+            None
+        } else {
+            Some(Duration::ZERO)
+        };
+        lp.poll.poll(&mut events, t)?;
+        timer.clear();
+    }
+    let interval = lp.s.rate.map(|r| 1e9 / r);
+    let phase = lp.s.phase;
+    let due_of = |i: u64| begin + ((phase + i as f64) * interval.unwrap_or(0.0)) as u64;
+    let mut i: u64 = 0;
+    let mut due = due_of(0);
+    if interval.is_none() {
+        for _ in 0..lp.s.connections {
+            lp.open(now_ns());
+        }
+    }
+    let spin_cap = interval.map_or(MAX_SPIN_NS, |i| ((i / 4.0) as u64).max(MIN_SPIN_NS));
+    let mut next_sweep = now_ns() + SWEEP_NS;
+    let mut drain_end = u64::MAX;
+    loop {
+        let now = now_ns();
+        if shared.stop.load(Ordering::Relaxed) {
+            lp.abandon();
+            break;
+        }
+        if interval.is_some() {
+            while due <= now && due < end {
+                lp.rec.issued(due, now);
+                lp.issue(due);
+                i += 1;
+                due = due_of(i);
+            }
+        }
+        if !lp.reopen_at.is_empty() {
+            let n = lp.reopen_at.len();
+            lp.reopen_at.retain(|t| *t > now);
+            for _ in lp.reopen_at.len()..n {
+                if !lp.stopping {
+                    lp.open(now);
+                }
+            }
+        }
+        if now >= next_sweep {
+            lp.expire(now);
+            next_sweep = now + SWEEP_NS;
+        }
+        lp.rec.ticks_due(now, &mut ticks);
+        if !ticks.is_empty() {
+            shared.ticks.lock().unwrap().append(&mut ticks);
+        }
+        if now >= end {
+            if !lp.stopping {
+                lp.stopping = true;
+                drain_end = now + lp.s.timeout_ns;
+            }
+            if lp.outstanding() == 0 || now >= drain_end {
+                lp.abandon();
+                break;
+            }
+        }
+        lp.flush();
+        // Sleep until the next thing to do; poll the last margin before a due time.
+        let mut wake = next_sweep.min(if lp.stopping { drain_end } else { end });
+        if let Some(at) = lp.rec.next_tick_at() {
+            wake = wake.min(at);
+        }
+        if let Some(at) = lp.reopen_at.iter().min() {
+            wake = wake.min(*at);
+        }
+        if interval.is_some() && due < end {
+            wake = wake.min(due);
+        }
+        let left = wake.saturating_sub(now_ns());
+        // At most a quarter of the interval: at high rates the loop is awake
+        // often anyway, and a generator spinning a whole core would take it from
+        // whatever shares the machine.
+        let spin = margin.spin_ns().min(spin_cap);
+        let timeout = if left <= spin {
+            Some(Duration::ZERO)
+        } else {
+            timer.arm_at(wake - spin);
+            None
+        };
+        match lp.poll.poll(&mut events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let now = now_ns();
+        for ev in events.iter() {
+            if ev.token() == TIMER {
+                margin.woke(timer.target(), now);
+                timer.clear();
+                continue;
+            }
+            lp.event(
+                ev.token().0,
+                ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                now,
+            );
+        }
+    }
+    let fin = lp.rec.finish(&mut ticks);
+    shared.ticks.lock().unwrap().append(&mut ticks);
+    Ok(fin)
+}
+
+impl Loop {
+    fn open_model(&self) -> bool {
+        self.s.rate.is_some()
+    }
+
+    fn outstanding(&self) -> usize {
+        self.queue.len()
+            + self
+                .conns
+                .iter()
+                .flatten()
+                .map(|c| c.inflight.len())
+                .sum::<usize>()
+    }
+
+    fn open(&mut self, now: u64) {
+        let mut stream = match TcpStream::connect(self.s.addr) {
+            Ok(s) => s,
+            Err(e) => {
+                self.rec.failed_connects += 1;
+                self.connect_failed(Kind::of_connect(&e), now);
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let idx = self.vacant.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            Token(idx),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            self.vacant.push(idx);
+            self.connect_failed(Kind::of_connect(&e), now);
+            return;
+        }
+        self.connecting += 1;
+        self.conns[idx] = Some(Conn {
+            stream,
+            parser: ResponseParser::new(ResponseLimits::default()),
+            inflight: VecDeque::new(),
+            out: Vec::new(),
+            connected: false,
+            opened_at: now,
+            status: 0,
+            keep_alive: true,
+            dirty: false,
+            in_free: false,
+        });
+    }
+
+    /// A connection attempt failed (the attempt is no longer counted in `connecting`).
+    fn connect_failed(&mut self, kind: Kind, now: u64) {
+        if self.open_model() {
+            // Queued requests wait for any connection; they fail when none is left.
+            if self.live == 0 && self.connecting == 0 {
+                while let Some(due) = self.queue.pop_front() {
+                    self.rec.error(due, kind);
+                }
+            }
+            return;
+        }
+        // Closed model: this connection's requests fail; try again after a pause.
+        for _ in 0..self.s.pipeline {
+            self.rec.error(now, kind);
+        }
+        if !self.stopping && !self.closed {
+            self.reopen_at.push(now + RECONNECT_DELAY_NS);
+        }
+    }
+
+    fn event(&mut self, idx: usize, readable: bool, now: u64) {
+        let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if !conn.connected {
+            let failed = match conn.stream.take_error() {
+                Ok(None) => match conn.stream.peer_addr() {
+                    Ok(_) => None,
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                    Err(e) => Some(e),
+                },
+                Ok(Some(e)) | Err(e) => Some(e),
+            };
+            if let Some(e) = failed {
+                self.rec.failed_connects += 1;
+                self.remove(idx);
+                self.connecting -= 1;
+                self.connect_failed(Kind::of_connect(&e), now);
+                return;
+            }
+            conn.connected = true;
+            self.connecting -= 1;
+            self.live += 1;
+            self.rec.opened += 1;
+            if self.closed || (self.stopping && !self.open_model()) {
+                self.kill(idx, Kind::Disconnect);
+                return;
+            }
+            if self.open_model() {
+                self.feed(idx);
+            } else {
+                for _ in 0..self.s.pipeline {
+                    self.send(idx, now);
+                }
+            }
+        }
+        if readable {
+            self.read(idx, now);
+        }
+        // Writable: what a full socket buffer held back goes now.
+        if let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) {
+            if !conn.out.is_empty() && !conn.dirty {
+                conn.dirty = true;
+                self.dirty.push(idx);
+            }
+        }
+    }
+
+    fn read(&mut self, idx: usize, now: u64) {
+        let mut eof = false;
+        loop {
+            let Some(conn) = self.conns[idx].as_mut() else {
+                return;
+            };
+            match conn.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    eof = true;
+                    conn.parser.feed_eof();
+                    break;
+                }
+                Ok(n) => {
+                    conn.parser.feed(&self.scratch[..n]);
+                    if !self.responses(idx, now) {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.kill(idx, Kind::Disconnect);
+                    return;
+                }
+            }
+        }
+        if eof && self.responses(idx, now) {
+            self.kill(idx, Kind::Disconnect);
+        }
+    }
+
+    /// Completes the responses the parser holds; false if the connection was dropped.
+    fn responses(&mut self, idx: usize, now: u64) -> bool {
+        let mut done = 0usize;
+        loop {
+            let Some(conn) = self.conns[idx].as_mut() else {
+                return false;
+            };
+            match conn.parser.poll() {
+                Ok(None) => break,
+                Ok(Some(ResponseEvent::Head(h))) => {
+                    conn.status = h.status;
+                    conn.keep_alive = h.keep_alive;
+                }
+                Ok(Some(ResponseEvent::Data(_))) => {}
+                Ok(Some(ResponseEvent::End)) => {
+                    let Some(due) = conn.inflight.pop_front() else {
+                        self.kill(idx, Kind::Malformed); // a response nobody asked for
+                        return false;
+                    };
+                    let (status, keep_alive) = (conn.status, conn.keep_alive);
+                    self.rec.reply(due, now, status);
+                    done += 1;
+                    if !keep_alive {
+                        // What was pipelined behind it is lost.
+                        self.kill(idx, Kind::Disconnect);
+                        return false;
+                    }
+                }
+                Err(_) => {
+                    self.kill(idx, Kind::Malformed);
+                    return false;
+                }
+            }
+        }
+        if done > 0 {
+            if self.open_model() {
+                self.feed(idx);
+            } else if !self.stopping {
+                for _ in 0..done {
+                    self.send(idx, now);
+                }
+            }
+        }
+        true
+    }
+
+    /// Open model: one request due at `due`.
+    fn issue(&mut self, due: u64) {
+        if self.queue.is_empty() {
+            while let Some(&idx) = self.free.last() {
+                let room = match self.conns.get(idx).and_then(|c| c.as_ref()) {
+                    Some(c) if c.connected => c.inflight.len() < self.s.pipeline,
+                    _ => false,
+                };
+                if !room {
+                    self.free.pop();
+                    if let Some(c) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) {
+                        c.in_free = false;
+                    }
+                    continue;
+                }
+                self.send(idx, due);
+                return;
+            }
+        }
+        self.queue.push_back(due);
+        if self.live + self.connecting < self.s.connections && self.connecting < self.queue.len() {
+            self.open(now_ns());
+        }
+    }
+
+    /// Gives a connection with room queued requests; else lists it as free.
+    fn feed(&mut self, idx: usize) {
+        let depth = self.s.pipeline;
+        loop {
+            let Some(conn) = self.conns[idx].as_ref() else {
+                return;
+            };
+            if conn.inflight.len() >= depth {
+                return;
+            }
+            let Some(due) = self.queue.pop_front() else {
+                break;
+            };
+            self.send(idx, due);
+        }
+        if let Some(conn) = self.conns[idx].as_mut() {
+            if !conn.in_free {
+                conn.in_free = true;
+                self.free.push(idx);
+            }
+        }
+    }
+
+    fn send(&mut self, idx: usize, due: u64) {
+        let head = self.s.head;
+        let Some(conn) = self.conns[idx].as_mut() else {
+            return;
+        };
+        conn.inflight.push_back(due);
+        conn.out.extend_from_slice(&self.s.request);
+        if head {
+            conn.parser.expect(Expect::Head);
+        }
+        if !conn.dirty {
+            conn.dirty = true;
+            self.dirty.push(idx);
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &idx in &dirty {
+            let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            conn.dirty = false;
+            if !conn.connected {
+                continue;
+            }
+            let mut failed = false;
+            while !conn.out.is_empty() {
+                match conn.stream.write(&conn.out) {
+                    Ok(n) => {
+                        conn.out.drain(..n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed {
+                self.kill(idx, Kind::Disconnect);
+            }
+        }
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+    }
+
+    fn remove(&mut self, idx: usize) -> Option<Conn> {
+        let mut conn = self.conns.get_mut(idx)?.take()?;
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.vacant.push(idx);
+        Some(conn)
+    }
+
+    /// Ends a connection; its requests in flight end as `kind`.
+    fn kill(&mut self, idx: usize, kind: Kind) {
+        let Some(conn) = self.remove(idx) else {
+            return;
+        };
+        if conn.connected {
+            self.live -= 1;
+        } else {
+            self.connecting -= 1;
+        }
+        for due in conn.inflight {
+            self.rec.error(due, kind);
+        }
+        if self.closed {
+            return;
+        }
+        if self.open_model() {
+            if !self.queue.is_empty() && self.live + self.connecting < self.s.connections {
+                self.open(now_ns());
+            } else if self.live == 0 && self.connecting == 0 {
+                while let Some(due) = self.queue.pop_front() {
+                    self.rec.error(due, kind);
+                }
+            }
+        } else if !self.stopping {
+            self.open(now_ns());
+        }
+    }
+
+    fn expire(&mut self, now: u64) {
+        let timeout = self.s.timeout_ns;
+        while let Some(&due) = self.queue.front() {
+            if due + timeout > now {
+                break;
+            }
+            self.queue.pop_front();
+            self.rec.error(due, Kind::Timeout);
+        }
+        for idx in 0..self.conns.len() {
+            let Some(conn) = self.conns[idx].as_ref() else {
+                continue;
+            };
+            if !conn.connected {
+                if conn.opened_at + self.s.connect_timeout_ns <= now {
+                    self.remove(idx);
+                    self.connecting -= 1;
+                    self.rec.failed_connects += 1;
+                    self.connect_failed(Kind::ConnectTimeout, now);
+                }
+            } else if conn.inflight.front().is_some_and(|d| d + timeout <= now) {
+                // A response can no longer be matched to its request once one is
+                // skipped: every request on this connection ends as a timeout.
+                self.kill(idx, Kind::Timeout);
+            }
+        }
+    }
+
+    /// The drain time is over: everything outstanding counts as a timeout.
+    fn abandon(&mut self) {
+        self.closed = true;
+        while let Some(due) = self.queue.pop_front() {
+            self.rec.error(due, Kind::Timeout);
+        }
+        for idx in 0..self.conns.len() {
+            self.kill(idx, Kind::Timeout);
+        }
+    }
+}

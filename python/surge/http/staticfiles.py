@@ -1,0 +1,387 @@
+"""Static files: a directory mounted under a URL prefix (`App.static`).
+
+Theory of operation: the mount is one GET route, ``prefix/{path:path}`` (plus
+``prefix`` and ``prefix/`` for an index). Its handler never trusts the decoded
+path parameter: it takes the raw, still percent-encoded path, splits it on
+``/`` first and only then decodes each segment, so ``%2f`` can never make a
+separator. A segment that is ``.`` or ``..``, or that holds ``/``, ``\\`` or
+NUL once decoded, answers 404 before the file system is asked; the rest are
+joined under the root; each is checked not to be a symlink (lstat) and the file opened
+with ``O_NOFOLLOW`` must be the inode checked, so nothing swapped in between
+is served. Where a segment is a symlink the whole path is resolved
+(`os.path.realpath`) and must still lie inside the root, unless
+``follow_symlinks=True``. Only regular files are served (never a FIFO
+or a device, which could block the loop or have side effects).
+
+``follow_symlinks``: False (the default) resolves symlinks and serves the file
+only if its real location is inside the root (a link to another file of the
+tree works, a link out of it is 404). True serves what a link inside the root
+points to wherever it is, for trees that link to shared assets on purpose; the
+path as requested must still stay inside the root.
+
+The answer (conditional requests, ranges, 304/206/416) is decided by
+`surge.http.conditional.file_reply`. A file of at most `inline_max` bytes is
+read and answered as one native `Response` from the inline handler (one write
+for head and body, no task); a larger one becomes a `FileResponse`, whose body
+goes out with sendfile (`HttpProtocol.sendfile`).
+
+Precompressed siblings: with ``precompressed=True`` a request for ``app.js``
+from a client whose Accept-Encoding allows ``br`` (or ``gzip``) gets
+``app.js.br`` (``app.js.gz``) when that file exists, with ``Content-Encoding``,
+the original's Content-Type, an ETag of its own, and ranges counted over the
+encoded bytes (RFC 9110 14.1.2: ranges apply to the selected representation).
+Every answer for a path that has a sibling carries ``Vary: Accept-Encoding``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
+
+from surge._core import Response
+
+from .conditional import file_reply
+from .response import FileResponse, RedirectResponse, guess_content_type
+
+if TYPE_CHECKING:
+    from surge._core import Request
+
+__all__ = [
+    "DEFAULT_CACHE_MAX_BYTES",
+    "DEFAULT_INLINE_MAX",
+    "SIBLING_RECHECK",
+    "StaticFiles",
+    "resolve_path",
+]
+
+#: Files up to this size are read and sent with their head in one write instead
+#: of with sendfile: for a small file the open/dup/sendfile/close round costs
+#: more syscalls than copying it (see benchmarks/files).
+DEFAULT_INLINE_MAX = 64 * 1024
+
+#: Bytes of small files (at most `inline_max` each) a mount keeps in memory. Each
+#: request still lstats the file's path: an entry is used only while the file is
+#: the same inode with the same size, mtime and ctime, so a change is seen at
+#: once; what it saves is the open, fstat, read and close per request.
+DEFAULT_CACHE_MAX_BYTES = 8 * 1024 * 1024
+
+#: Seconds a file's having no precompressed sibling is remembered (a sibling added
+#: later is served at most this long after it appears); saves two lookups per request.
+SIBLING_RECHECK = 1.0
+
+#: Precompressed siblings, in the order they are preferred.
+_ENCODINGS = (("br", ".br"), ("gzip", ".gz"))
+
+_FORBIDDEN_CHARS = frozenset("/\\\0")
+
+
+def _segments(rel: bytes) -> list[str] | None:
+    """The decoded segments of a raw path, or None if one is unsafe."""
+    segments: list[str] = []
+    for raw in rel.split(b"/"):
+        if not raw:
+            continue  # "a//b" is "a/b"
+        try:
+            seg = unquote_to_bytes(raw).decode("utf-8") if b"%" in raw else raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if seg in (".", "..") or not _FORBIDDEN_CHARS.isdisjoint(seg):
+            return None
+        segments.append(seg)
+    return segments
+
+
+#: `_open_beneath` result for a directory (nothing is opened).
+_DIRECTORY = -1
+#: `_open_beneath` result for a file whose bytes `StaticFiles` holds (nothing is opened).
+_CACHED = -2
+
+
+def _open_beneath(
+    root: str,
+    segments: list[str],
+    follow_symlinks: bool,
+    cached: Callable[[str, os.stat_result], bool] | None = None,
+) -> tuple[int, os.stat_result, str] | None:
+    """The regular file (or directory) that `segments` name under `root`, as (a
+    descriptor open for reading, or `_DIRECTORY`; its stat; its path), if it
+    lies inside `root` once symlinks are resolved, or `follow_symlinks`; None
+    otherwise, or when nothing is there, or it is neither a file nor a directory.
+
+    The common case, no symlink on the way, costs an lstat per segment, one
+    open and one fstat: each segment is checked not to be a link, and the file
+    opened (``O_NOFOLLOW``) must be the very inode checked (device and inode
+    compared), so nothing swapped in meanwhile is served. A link on the way
+    takes `_open_resolved`. When `cached(path, st)` says the checked inode's
+    bytes are held already, nothing is opened and the descriptor is `_CACHED`.
+    """
+    path = root
+    st = None
+    try:
+        for seg in segments:
+            path = os.path.join(path, seg)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                return _open_resolved(root, os.path.join(root, *segments), follow_symlinks)
+        if st is None:
+            st = os.stat(root)
+    except (OSError, ValueError):
+        return None
+    if cached is not None and stat.S_ISREG(st.st_mode) and cached(path, st):
+        return _CACHED, st, path
+    return _open_checked(path, st)
+
+
+def _open_resolved(
+    root: str, path: str, follow_symlinks: bool
+) -> tuple[int, os.stat_result, str] | None:
+    # A symlink on the way: resolve it all and hold the result to the root.
+    real = os.path.realpath(path)
+    if not follow_symlinks and not _inside(root, real):
+        return None
+    try:
+        st = os.stat(real)
+    except (OSError, ValueError):
+        return None
+    return _open_checked(real, st)
+
+
+def _open_checked(path: str, st: os.stat_result) -> tuple[int, os.stat_result, str] | None:
+    if stat.S_ISDIR(st.st_mode):
+        return _DIRECTORY, st, path
+    if not stat.S_ISREG(st.st_mode):
+        return None  # never a FIFO or a device: opening one may block or have effects
+    try:
+        # Non-blocking: should a FIFO be swapped in meanwhile, the open must not wait.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(opened.st_mode):
+        os.close(fd)
+        return None
+    return fd, opened, path
+
+
+def resolve_path(root: str, rel: bytes, follow_symlinks: bool = False) -> str | None:
+    """The path of the regular file or directory the raw (percent-encoded) `rel`
+    names under the real directory `root`, or None when it names nothing that
+    may be served from there (an unsafe segment, nothing there, or, unless
+    `follow_symlinks`, a place outside `root` once symlinks are resolved)."""
+    segments = _segments(rel)
+    if segments is None:
+        return None
+    found = _open_beneath(root, segments, follow_symlinks)
+    if found is None:
+        return None
+    if found[0] >= 0:
+        os.close(found[0])
+    return found[2]
+
+
+def _accepted(accept_encoding: str | None) -> set[str]:
+    """The codings of an Accept-Encoding header with a non-zero q (``*`` expanded)."""
+    if not accept_encoding:
+        return set()
+    accepted: set[str] = set()
+    refused: set[str] = set()
+    star = False
+    for item in accept_encoding.split(","):
+        name, _, params = item.partition(";")
+        name = name.strip().lower()
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if name == "*":
+            star = q > 0
+        elif q > 0:
+            accepted.add(name)
+        else:
+            refused.add(name)
+    if star:
+        accepted |= {coding for coding, _ in _ENCODINGS} - refused
+    return accepted
+
+
+class StaticFiles:
+    """Serves the files under `directory` (see the module docstring)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        html: bool = False,
+        follow_symlinks: bool = False,
+        precompressed: bool = True,
+        inline_max: int = DEFAULT_INLINE_MAX,
+        cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
+        root = os.path.realpath(os.fspath(directory))
+        if not os.path.isdir(root):
+            raise FileNotFoundError(f"static directory {os.fspath(directory)!r} does not exist")
+        self.root = root
+        self.html = html
+        self.follow_symlinks = follow_symlinks
+        self.precompressed = precompressed
+        self.inline_max = inline_max
+        self.headers = list(headers or [])
+        self.prefix = ""
+        self.cache_max_bytes = cache_max_bytes
+        #: path -> (identity of the file when read, its bytes); oldest first.
+        self._cache: dict[str, tuple[tuple[int, ...], bytes]] = {}
+        self._cache_bytes = 0
+        #: path -> monotonic time until which it is known to have no sibling.
+        self._no_siblings: dict[str, float] = {}
+        self._is_cached = self._cached if cache_max_bytes > 0 else None
+
+    def _cached(self, path: str, st: os.stat_result) -> bool:
+        entry = self._cache.get(path)
+        return entry is not None and entry[0] == _identity(st)
+
+    def _remember(self, path: str, st: os.stat_result, body: bytes) -> None:
+        if len(body) > self.cache_max_bytes:
+            return
+        old = self._cache.pop(path, None)
+        if old is not None:
+            self._cache_bytes -= len(old[1])
+        while self._cache and self._cache_bytes + len(body) > self.cache_max_bytes:
+            _, dropped = self._cache.pop(next(iter(self._cache)))
+            self._cache_bytes -= len(dropped)
+        self._cache[path] = (_identity(st), body)
+        self._cache_bytes += len(body)
+
+    def handler(self, prefix: str) -> Callable[..., Any]:
+        """The route handler for a mount at `prefix` (no trailing slash)."""
+        self.prefix = prefix
+        strip = len(prefix.encode())
+
+        def static_file(request: Request, path: str = "") -> Any:
+            return self.serve(request, request.raw_path[strip:])
+
+        return static_file
+
+    def serve(self, request: Request, rel: bytes) -> Any:
+        """The response for the raw path `rel` below the mount."""
+        segments = _segments(rel)
+        if segments is None:
+            return _not_found()
+        found = _open_beneath(self.root, segments, self.follow_symlinks, self._is_cached)
+        if found is not None and found[0] == _DIRECTORY:
+            if not self.html:
+                return _not_found()
+            if not request.raw_path.endswith(b"/"):
+                query = request.query_string
+                target = request.raw_path.decode("latin-1") + "/"
+                return RedirectResponse(target + ("?" + query if query else ""), 307)
+            segments.append("index.html")
+            found = _open_beneath(self.root, segments, self.follow_symlinks, self._is_cached)
+            if found is not None and found[0] == _DIRECTORY:
+                found = None
+        if found is None:
+            if self.html:
+                page = _open_beneath(self.root, ["404.html"], False)
+                if page is not None and page[0] != _DIRECTORY:
+                    return self._send(request, page, None, 404)
+            return _not_found()
+        return self._send(request, found, segments, 200)
+
+    def _send(
+        self,
+        request: Request,
+        found: tuple[int, os.stat_result, str],
+        segments: list[str] | None,
+        status: int,
+    ) -> Any:
+        """The answer for the open file `found`; `segments` name it (None: no siblings)."""
+        fd, st, path = found
+        content_type = guess_content_type(path if segments is None else segments[-1])
+        headers = list(self.headers)
+        if self.precompressed and segments:
+            sibling = self._sibling(request, segments, headers)
+            if sibling is not None:
+                if fd >= 0:
+                    os.close(fd)
+                fd, st, path = sibling
+        try:
+            if st.st_size > self.inline_max:
+                return FileResponse(path, status, headers, content_type)
+            if fd == _CACHED:
+                data = self._cache[path][1]
+            else:
+                data = os.pread(fd, st.st_size, 0)
+                if len(data) != st.st_size:
+                    # Changed since fstat: a short body under the promised length
+                    # would hang clients.
+                    return Response("file changed while being read", 503)
+                if self._is_cached is not None:
+                    self._remember(path, st, data)
+            if status != 200:
+                return Response(data, status, headers, content_type=content_type)
+            reply = file_reply(request.method, request.headers, st, content_type, headers)
+            if not reply.pieces:
+                return Response(None, reply.status, reply.headers, content_type=reply.content_type)
+            parts = [p if isinstance(p, bytes) else data[p[0] : p[0] + p[1]] for p in reply.pieces]
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            return Response(body, reply.status, reply.headers, content_type=reply.content_type)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _sibling(
+        self, request: Request, segments: list[str], headers: list[tuple[str, str]]
+    ) -> tuple[int, os.stat_result, str] | None:
+        """The precompressed sibling to send instead, if any (adding Vary and
+        Content-Encoding to `headers`)."""
+        key = "/".join(segments)
+        now = time.monotonic()
+        if self._no_siblings.get(key, 0.0) > now:
+            return None
+        found = []
+        for coding, ext in _ENCODINGS:
+            sibling_segments = [*segments[:-1], segments[-1] + ext]
+            sibling = _open_beneath(
+                self.root, sibling_segments, self.follow_symlinks, self._is_cached
+            )
+            if sibling is not None:
+                if sibling[0] == _DIRECTORY:
+                    continue
+                found.append((coding, sibling))
+        if not found:
+            if len(self._no_siblings) > 10_000:
+                self._no_siblings.clear()  # bounded: a crawler cannot grow it
+            self._no_siblings[key] = now + SIBLING_RECHECK
+            return None
+        headers.append(("Vary", "Accept-Encoding"))
+        accepted = _accepted(request.headers.get("accept-encoding"))
+        chosen = None
+        for coding, sibling in found:
+            if chosen is None and coding in accepted:
+                chosen = sibling
+                headers.append(("Content-Encoding", coding))
+            elif sibling[0] >= 0:
+                os.close(sibling[0])
+        return chosen
+
+
+def _not_found() -> Response:
+    # A new one each time: hooks may add headers to the response they are given.
+    return Response("Not Found", 404)
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    # What must be unchanged for bytes read earlier to still be the file's.
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _inside(root: str, real: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)

@@ -1,0 +1,118 @@
+"""redis-py's TLS options on a redis-server with TLS of its own (``tls-port``,
+client certificates required), on `Redis(...)` and on `from_url` query strings:
+each combination connects or is refused as it is with redis-py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+import redis.asyncio as rpy
+import surge.redis
+import trustme
+from surge import services
+
+from tests.loops import arun_fixture
+
+pytestmark = pytest.mark.timeout(60)
+arun = arun_fixture(20.0)
+
+
+class Files:
+    def __init__(self, d: Path) -> None:
+        self.ca, self.other_ca = trustme.CA(), trustme.CA()
+        self.ca_file, self.other_file = str(d / "ca.pem"), str(d / "other.pem")
+        self.ca.cert_pem.write_to_path(self.ca_file)
+        self.other_ca.cert_pem.write_to_path(self.other_file)
+        server = self.ca.issue_cert("localhost")  # not 127.0.0.1: host checks can fail
+        self.server_cert, self.server_key = str(d / "server.pem"), str(d / "server.key")
+        server.cert_chain_pems[0].write_to_path(self.server_cert)
+        server.private_key_pem.write_to_path(self.server_key)
+        client = self.ca.issue_cert("client@surge")
+        self.client_cert, self.client_key = str(d / "client.pem"), str(d / "client.key")
+        client.cert_chain_pems[0].write_to_path(self.client_cert)
+        client.private_key_pem.write_to_path(self.client_key)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[services.Service, int, Files]]:
+    files = Files(tmp_path_factory.mktemp("redis-tls"))
+    port = services.free_port()
+    conf = (
+        f"tls-port {port}\ntls-cert-file {files.server_cert}\n"
+        f"tls-key-file {files.server_key}\ntls-ca-cert-file {files.ca_file}\n"
+        "tls-auth-clients yes\n"
+    )
+    svc = services.start_redis(extra_conf=conf)
+    try:
+        yield svc, port, files
+    finally:
+        svc.stop()
+
+
+def _cases(f: Files) -> list[tuple[str, dict, bool]]:
+    cert = {"ssl_certfile": f.client_cert, "ssl_keyfile": f.client_key}
+    return [
+        ("localhost", {"ssl_ca_certs": f.ca_file, **cert}, True),
+        ("localhost", {"ssl_ca_certs": f.ca_file}, False),  # no client certificate
+        ("localhost", {"ssl_ca_certs": f.other_file, **cert}, False),  # untrusted server
+        ("localhost", {"ssl_cert_reqs": "none", **cert}, True),
+        ("127.0.0.1", {"ssl_ca_certs": f.ca_file, **cert}, False),  # name mismatch
+        ("127.0.0.1", {"ssl_ca_certs": f.ca_file, "ssl_check_hostname": False, **cert}, True),
+        ("localhost", {"ssl_ca_certs": f.ca_file, "ssl_cert_reqs": "required", **cert}, True),
+    ]
+
+
+async def _works(client) -> bool:
+    try:
+        await asyncio.wait_for(client.set("tls", "yes"), 2)
+        return await client.get("tls") == b"yes"
+    except Exception:
+        return False
+    finally:
+        await client.aclose()
+
+
+def test_ssl_keywords_as_redis_py(tls, arun):
+    _svc, port, files = tls
+
+    async def main():
+        cases = _cases(files)
+        ours = [surge.redis.Redis(h, port, ssl=True, connect_timeout=1, **o) for h, o, _ in cases]
+        theirs = [rpy.Redis(host=h, port=port, ssl=True, **o) for h, o, _ in cases]
+        got = await asyncio.gather(*map(_works, ours), *map(_works, theirs))
+        expected = [e for _, _, e in cases]
+        assert got == expected + expected, cases
+
+    arun(main())
+
+
+def test_ssl_options_in_the_url(tls, arun):
+    _svc, port, files = tls
+
+    async def main():
+        cases = _cases(files)
+        urls = [
+            f"rediss://{h}:{port}/0?{urlencode({k: str(v) for k, v in o.items()})}"
+            for h, o, _ in cases
+        ]
+        ours = [surge.redis.from_url(u, connect_timeout=1) for u in urls]
+        theirs = [rpy.from_url(u) for u in urls]
+        got = await asyncio.gather(*map(_works, ours), *map(_works, theirs))
+        expected = [e for _, _, e in cases]
+        assert got == expected + expected, urls
+        # Keywords win over the URL.
+        ours = surge.redis.from_url(
+            f"rediss://localhost:{port}/0?ssl_ca_certs={files.other_file}",
+            ssl_ca_certs=files.ca_file,
+            ssl_certfile=files.client_cert,
+            ssl_keyfile=files.client_key,
+        )
+        assert await _works(ours)
+        with pytest.raises(surge.redis.DataError, match="ssl_cert_reqs"):
+            surge.redis.Redis("localhost", port, ssl=True, ssl_cert_reqs="sometimes")
+
+    arun(main())

@@ -534,7 +534,7 @@ def stop_postgres_now(svc: Service) -> None:
 #: dead: short, so a killed master's replica takes over within about two seconds.
 REDIS_NODE_TIMEOUT_MS = 1000
 #: Started by `up` only when named (nine servers each).
-UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel"})
+UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel", "graphite"})
 #: The name sentinels monitor the test master under.
 SENTINEL_MASTER_NAME = "mymaster"
 # Exit at once on SIGTERM: a master would otherwise wait up to 10 s for its

@@ -368,7 +368,11 @@ class Connection:
         if callback in self._log_listeners:
             self._log_listeners.remove(callback)
 
-    def _on_out_of_band(self, event: tuple) -> None:
+    def _on_out_of_band(self, event: tuple | BaseException) -> None:
+        if not isinstance(event, tuple):
+            # A stream error that belongs to no query (the peer is not PostgreSQL,
+            # say): the engine fails the connection with it; nothing to dispatch.
+            return
         kind = event[0]
         if kind == "notify":
             _, pid, channel, payload = event

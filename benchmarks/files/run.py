@@ -43,6 +43,9 @@ from pathlib import Path
 
 from benchmarks import venv as bvenv
 
+# SIGSTOP/SIGCONT of a server's process group (only `.proc` is used).
+from benchmarks.http.run import pause
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 RESULTS = ROOT / "bench-results"
@@ -130,14 +133,6 @@ def _reset_peaks(srv: Server) -> None:
 def _rss(srv: Server, key: str) -> int:
     """The largest `key` (VmRSS or VmHWM) of the server's processes: its worker."""
     return max((_status_kb(p, key) for p in _pids(srv.proc.pid)), default=0)  # type: ignore[union-attr]
-
-
-def pause(srv: Server, paused: bool) -> None:
-    if srv.proc and srv.proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(srv.proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
-        if not paused:
-            time.sleep(0.2)
 
 
 def start(srv: Server, tmp: Path) -> bool:

@@ -5,7 +5,9 @@ One PostgreSQL (``surge.services.postgres``: initdb defaults, so shared_buffers
 the asyncpg article's benchmark (MagicStack/pgbench, seed 002), with the sizes
 of DESIGN.md: ``pg_type`` (the catalog, a dozen columns, a few hundred rows),
 ``generate_series`` (1000 one-int rows), ``bytea`` (100 rows of 1 KB) and
-``int_array`` (100 rows of int[100]).
+``int_array`` (100 rows of int[100]); and ``composite_range`` (100 rows of a
+composite type, an int4range, a tstzrange and an int8range[]: user-defined and
+range codecs).
 
 Two shapes, each a client process per driver:
 
@@ -52,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = ROOT / "bench-results"
 SURGE_PY = ROOT / ".venv" / "bin" / "python"
 BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
-WORKLOADS = ("pg_type", "generate_series", "bytea", "int_array")
+WORKLOADS = ("pg_type", "generate_series", "bytea", "int_array", "composite_range")
 WRITE_CALLS = ("write", "writev", "sendto", "sendmsg")
 #: Seconds per workload in the extra run under strace.
 STRACE_SECS = 1.0
@@ -67,7 +69,16 @@ INSERT INTO _bench_bytes(b) SELECT repeat('a', 1024)::bytea FROM generate_series
 CREATE TABLE _bench_arrays(a int[]);
 INSERT INTO _bench_arrays(a)
     SELECT (SELECT array_agg(i) FROM generate_series(1, 100) AS s(i)) FROM generate_series(1, 100);
-VACUUM ANALYZE _bench_bytes, _bench_arrays;
+DROP TABLE IF EXISTS _bench_comp;
+DROP TYPE IF EXISTS _bench_pair;
+CREATE TYPE _bench_pair AS (id int, name text, score float8, tags text[]);
+CREATE TABLE _bench_comp(p _bench_pair, r int4range, t tstzrange, rs int8range[]);
+INSERT INTO _bench_comp
+    SELECT ROW(i, 'name ' || i, i * 1.5, ARRAY['a', 'b'])::_bench_pair, int4range(i, i + 10),
+           tstzrange('2024-01-01'::timestamptz + i * interval '1 hour', '2024-02-01'),
+           ARRAY[int8range(i, i + 1), int8range(i + 5, NULL)]
+    FROM generate_series(1, 100) AS s(i);
+VACUUM ANALYZE _bench_bytes, _bench_arrays, _bench_comp;
 """
 SETTINGS = ("server_version", "shared_buffers", "fsync", "synchronous_commit", "max_connections")
 
@@ -346,7 +357,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"shared_buffers {settings.get('shared_buffers', '?')}, max_connections "
         f"{settings.get('max_connections', '?')}; fsync {settings.get('fsync', '?')}, "
         "irrelevant to these reads); workloads of MagicStack/pgbench: pg_type, "
-        "generate_series(1, 1000), 100 x 1 KB bytea, 100 x int[100]; "
+        "generate_series(1, 1000), 100 x 1 KB bytea, 100 x int[100]; composite_range: 100 "
+        "rows of (a 4-field composite, int4range, tstzrange, int8range[2]); "
         f"asyncpg {vers.get('asyncpg', '?')}, psycopg {vers.get('psycopg', '?')} "
         f"(binary wheel, AsyncConnectionPool {vers.get('psycopg-pool', '?')}, autocommit, "
         "text results); asyncpg's pool resets a connection on release (one more round "

@@ -8,6 +8,9 @@ loopback port, and is stopped (and its directory removed) by ``stop()``. Three w
   (``pytest_plugins = ["surge.services"]`` in a conftest);
 * PostgreSQL extras: TLS (`PostgresTls`), pg_hba lines, a streaming standby
   (`start_postgres_standby`, `postgres_pair`), `promote_postgres`, `stop_postgres_now`;
+* Redis extras: a cluster (`redis_cluster`: 3 masters + 3 replicas, TLS with
+  `RedisTls`) and Sentinel (`redis_sentinel`: a master, a replica, 3 sentinels),
+  each one `Service` whose `group_members` are its servers (to kill one);
 * CLI: ``surge services up`` prints URLs and records the servers in ``.services/``
   so that ``surge services down`` can stop them.
 
@@ -531,12 +534,32 @@ def stop_postgres_now(svc: Service) -> None:
 #: dead: short, so a killed master's replica takes over within about two seconds.
 REDIS_NODE_TIMEOUT_MS = 1000
 #: Started by `up` only when named (nine servers each).
-UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel"})
+UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel", "graphite"})
 #: The name sentinels monitor the test master under.
 SENTINEL_MASTER_NAME = "mymaster"
 # Exit at once on SIGTERM: a master would otherwise wait up to 10 s for its
 # replicas (Redis 7's shutdown-timeout), and a stopped test cluster kills them too.
 _REDIS_FAST_EXIT = "shutdown-on-sigterm now\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class RedisTls:
+    """PEM files that turn TLS on in a test Redis: its certificate and key (also
+    shown to the other nodes of a cluster), and the CA it trusts."""
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+    #: Client certificates: "no", "optional" or "yes" (required).
+    auth_clients: str = "no"
+
+    def conf(self, port: int) -> str:
+        """The config lines for a TLS listener on ``port``."""
+        return (
+            f"tls-port {port}\ntls-cert-file {self.cert_file}\n"
+            f"tls-key-file {self.key_file}\ntls-ca-cert-file {self.ca_file}\n"
+            f"tls-auth-clients {self.auth_clients}\n"
+        )
 
 
 def _redis_cli(*args: str, timeout: float = DEFAULT_START_TIMEOUT) -> str:
@@ -579,16 +602,25 @@ def start_redis_cluster(
     timeout: float = DEFAULT_START_TIMEOUT,
     base_dir: str | None = None,
     extra_conf: str = "",
+    tls: RedisTls | None = None,
 ) -> Service:
     """A local Redis Cluster: ``masters`` masters with ``replicas`` replicas each
     (3 + 3 by default), made by ``redis-cli --cluster create``; returns once every
     node reports ``cluster_state:ok``. ``url`` names the first node;
-    ``extra["nodes"]`` lists them all (`group_members`)."""
+    ``extra["nodes"]`` lists them all (`group_members`). ``tls``: each node also
+    listens for TLS (``extra["tls_ports"]``, in the order of the nodes) and the
+    nodes talk TLS to each other; ``extra["tls_url"]`` is a ``rediss://`` URL."""
     workdir = _mkdtemp("redis-cluster", base_dir)
     nodes: list[Service] = []
+    tls_ports: list[int] = []
     try:
         for _ in range(masters * (1 + replicas)):
             bus = free_port()
+            if tls is not None:
+                tls_ports.append(free_port())
+                extra_conf_node = tls.conf(tls_ports[-1]) + "tls-cluster yes\ntls-replication yes\n"
+            else:
+                extra_conf_node = ""
             nodes.append(
                 start_redis(
                     base_dir=str(workdir),
@@ -600,7 +632,7 @@ def start_redis_cluster(
                         f"cluster-node-timeout {node_timeout_ms}\n"
                         # A test cluster keeps serving the slots it still has.
                         "cluster-require-full-coverage no\n"
-                        f"{_REDIS_FAST_EXIT}{extra_conf}"
+                        f"{_REDIS_FAST_EXIT}{extra_conf}{extra_conf_node}"
                     ),
                 )
             )
@@ -633,7 +665,10 @@ def start_redis_cluster(
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     first = nodes[0]
-    return _group("redis-cluster", nodes, workdir, f"redis://{first.address}", {})
+    extra: dict = {}
+    if tls is not None:
+        extra = {"tls_ports": tls_ports, "tls_url": f"rediss://{first.host}:{tls_ports[0]}"}
+    return _group("redis-cluster", nodes, workdir, f"redis://{first.address}", extra)
 
 
 def _small_cluster(nodes: list[Service], masters: int, timeout: float) -> None:

@@ -5,6 +5,7 @@ request may fail while a worker is replaced (its successor serves first)."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 import sys
@@ -148,10 +149,16 @@ def test_limit_max_requests_replaces_workers_without_failing_a_request(tmp_path:
     assert len(set(load.pids)) >= 5, (len(load.pids), server.log()[-2000:])
     log = server.log()
     assert "asking to be replaced" in log and "replacing worker" in log
-    # No worker served far past its limit (350 at most, plus what arrived while
-    # its successor started).
-    counts = [load.pids.count(pid) for pid in set(load.pids[: len(load.pids) // 2])]
-    assert max(counts) < 2000, counts
+    # Each worker asked at its limit, drawn from 250..350 (it then serves on
+    # until its successor serves: new before old).
+    asked = [(int(a), int(b)) for a, b in re.findall(r"served (\d+) requests \(limit (\d+)\)", log)]
+    assert len(asked) >= 3, log[-2000:]
+    for served, limit in asked:
+        assert 250 <= limit <= 350 and served >= limit, asked
+    # Within one look at the count (2 to 100 ms of requests); a starved process
+    # can find a burst queued, so the bound is on the median.
+    overshoot = sorted(served - limit for served, limit in asked)
+    assert overshoot[len(overshoot) // 2] < 200, asked
 
 
 def test_workers_max_rss_replaces_a_bloated_worker(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis.asyncio.cluster as rpc
 import surge.redis
+import trustme
 from surge import services
 from surge.errors import ConnectionLostError
 from surge.redis.cluster import (
@@ -300,6 +301,40 @@ def test_pubsub_and_sharded_pubsub(cluster, arun):
     arun(main())
 
 
+def test_shard_subscription_follows_its_slot(cluster, arun):
+    """A shard channel's slot is migrated to another master: the server ends the
+    subscription (sunsubscribe) and the subscriber takes it up at the new owner."""
+
+    async def main():
+        rc = _rc(cluster)
+        ps = rc.pubsub(ignore_subscribe_messages=True)
+        tag = f"mig{random.randrange(1 << 30)}"
+        ch = f"{{{tag}}}ch"
+        try:
+            await rc.initialize()
+            home = rc.get_node_from_key(ch).port
+            other = next(n.port for n in rc.get_primaries() if n.port != home)
+            await ps.ssubscribe(ch)
+            assert await rc.spublish(ch, "before") == 1
+            assert (await ps.get_message(timeout=2))["data"] == b"before"
+            await _migrate_slot(cluster, key_slot(ch), other, 0.0)
+            t = time.monotonic()
+            while True:
+                assert time.monotonic() - t < 10, "the shard subscription was not taken up"
+                await ps.get_message(timeout=0.2)  # reads the server's sunsubscribe
+                if await rc.spublish(ch, "after") == 1:
+                    break
+            m = await ps.get_message(timeout=2)
+            assert m is not None and m["type"] == "smessage" and m["data"] == b"after"
+            assert other in [sub._client.port for sub in ps._shards.values() if sub.subscribed]
+        finally:
+            await ps.close()
+            await _migrate_slot(cluster, key_slot(ch), home, 0.0)
+            await rc.close()
+
+    arun(main())
+
+
 @pytest.mark.parametrize("decode", [False, True])
 def test_same_answers_as_redis_py(cluster, arun, decode):
     """The common commands through redis-py's asyncio RedisCluster and surge's, on
@@ -452,6 +487,11 @@ def test_killed_master_is_followed():
                 except asyncio.CancelledError:
                     return
 
+        # Subscribers on the victim: a shard channel of its slots and a plain channel.
+        ps = rc.pubsub(ignore_subscribe_messages=True)
+        await ps.ssubscribe("{v}shard")
+        await ps.subscribe("{v}news")
+        assert ps._plain is not None and ps._plain._client.port == victim.port
         tasks = [asyncio.ensure_future(writer()) for _ in range(200)]
         await asyncio.sleep(0.3)
         killed_at = time.monotonic()
@@ -472,6 +512,18 @@ def test_killed_master_is_followed():
         values = await asyncio.gather(*(rc.hget(k, "f") for k in ok))
         assert set(values) <= {b"1"} and len(values) == len(ok)
         assert followed < 20
+        # The subscriptions moved to the promoted replica: new messages arrive.
+        got: set = set()
+        t = time.monotonic()
+        while len(got) < 2:
+            assert time.monotonic() - t < 20, f"subscriptions not moved: {got}"
+            await rc.spublish("{v}shard", "after")
+            await rc.publish("{v}news", "after")
+            m = await ps.get_message(timeout=0.5)
+            if m is not None and m["data"] == b"after":
+                got.add(m["type"])
+        assert got == {"message", "smessage"}
+        await ps.close()
         await rc.close()
 
     with services.redis_cluster() as svc:
@@ -482,3 +534,42 @@ def test_services_cluster_and_context_manager(cluster):
     members = services.group_members(cluster)
     assert len(members) == 6 and all(m.is_running() for m in members)
     assert cluster.kind == "redis-cluster" and cluster.url.startswith("redis://")
+
+
+def test_cluster_over_tls(tmp_path):
+    """A cluster whose nodes speak TLS (to clients and to each other): rediss:// and
+    redis-py's ssl keywords reach every master over TLS, on the TLS ports CLUSTER
+    SHARDS names; the same answers as redis-py's RedisCluster with the same options."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    files = [str(tmp_path / n) for n in ("ca.pem", "node.pem", "node.key")]
+    ca.cert_pem.write_to_path(files[0])
+    cert.cert_chain_pems[0].write_to_path(files[1])
+    cert.private_key_pem.write_to_path(files[2])
+    tls = services.RedisTls(cert_file=files[1], key_file=files[2], ca_file=files[0])
+
+    async def main(svc: services.Service) -> None:
+        url = f"{svc.extra['tls_url']}?ssl_ca_certs={files[0]}"
+        ours = RedisCluster.from_url(url)
+        theirs = rpc.RedisCluster.from_url(url)
+        try:
+            keys = [f"t{i}" for i in range(30)]
+            await asyncio.gather(*(ours.set(k, k) for k in keys))
+            # One by one: redis-py 8.1's RedisCluster over TLS on uvloop fails calls
+            # made together while it connects ('NoneType' has no 'writelines').
+            assert [await theirs.get(k) for k in keys] == [k.encode() for k in keys]
+            masters = ours.get_primaries()
+            assert len(masters) == 3
+            assert {m.port for m in masters} <= set(svc.extra["tls_ports"])
+            assert all(m.redis_connection.engine.tls_active for m in masters)
+            kw = RedisCluster(
+                host="127.0.0.1", port=svc.extra["tls_ports"][1], ssl=True, ssl_ca_certs=files[0]
+            )
+            assert await kw.mget_nonatomic(keys) == [k.encode() for k in keys]
+            await kw.close()
+        finally:
+            await ours.close()
+            await theirs.aclose()
+
+    with services.redis_cluster(replicas=0, tls=tls) as svc:
+        runner("uvloop", 30.0)(main(svc))

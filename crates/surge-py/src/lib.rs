@@ -74,6 +74,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<postgres::Record>()?;
     m.add_class::<postgres::ScramClient>()?;
     m.add_function(wrap_pyfunction!(postgres::pg_md5_password, m)?)?;
+    m.add_function(wrap_pyfunction!(postgres::pg_types, m)?)?;
     m.add(
         "PgProtocolError",
         py.get_type::<postgres::PgProtocolError>(),

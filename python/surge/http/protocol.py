@@ -152,6 +152,7 @@ class HttpProtocol(asyncio.Protocol):
         "_eof",
         "_held",
         "_high_water",
+        "_inline_request",
         "_loop",
         "_lost",
         "_max_pipeline",
@@ -209,6 +210,8 @@ class HttpProtocol(asyncio.Protocol):
         #: are logged there natively; the rest by whoever completes them (`_flush`,
         #: `_write_body`, the ASGI and WSGI cycles) with `AccessLog.log`.
         self.access_log: AccessLog | None = server.access_log
+        #: The request an inline `WriterResponse` is writing for (see `_release`).
+        self._inline_request: Request | None = None
 
     # asyncio callbacks ---------------------------------------------------------------
 
@@ -319,7 +322,10 @@ class HttpProtocol(asyncio.Protocol):
         for slot in self._queue:
             if slot.task is not None:
                 slot.task.cancel()
+            _release(slot.request)
+        self._release_inline()
         if self._body_stream is not None:
+            _release(self._body_stream._request)
             self._body_stream._wake()
         if self._drain is not None and not self._drain.done():
             self._drain.set_exception(ConnectionResetError("client went away"))
@@ -368,11 +374,16 @@ class HttpProtocol(asyncio.Protocol):
         """Called by an inline `WriterResponse` (see `WriterResponse.begin`) once its
         response is complete: the next responses may go, or the connection closes."""
         self._writer_busy = False
+        self._release_inline()
         if not keep_alive:
             self._drop_queue()
             self._close()
             return
         self._flush()
+
+    def _release_inline(self) -> None:
+        _release(self._inline_request)
+        self._inline_request = None
 
     def lost(self) -> asyncio.Future[None]:
         """A future resolved when the connection is lost."""
@@ -775,7 +786,9 @@ class HttpProtocol(asyncio.Protocol):
                 self._unsent -= len(slot.data) if slot.data is not None else 0
             queue.popleft()
             body = slot.body
-            if body is not None:
+            if body is None:
+                _release(slot.request)
+            else:
                 if parts:
                     self._transport.write(b"".join(parts))
                     parts = []
@@ -783,9 +796,11 @@ class HttpProtocol(asyncio.Protocol):
                 if isinstance(body, WriterResponse) and body.inline:
                     # It writes itself from its own task (no writer task): done
                     # already, or `writer_done` is called once it is.
+                    self._inline_request = slot.request
                     keep_alive = body.begin(self)
                     if keep_alive is None:
                         break
+                    self._release_inline()
                     self._writer_busy = False
                     if keep_alive:
                         continue
@@ -839,6 +854,7 @@ class HttpProtocol(asyncio.Protocol):
         for slot in self._queue:
             if slot.task is not None:
                 slot.task.cancel()
+            _release(slot.request)
         self._queue.clear()
         self._unsent = 0
 
@@ -869,6 +885,7 @@ class HttpProtocol(asyncio.Protocol):
             return
         finally:
             self._writer_busy = False
+            _release(req)
         if not keep_alive:
             self._drop_queue()
             self._close()
@@ -1142,6 +1159,15 @@ class _Resumed:
                     awaited = coro.send(value)
                 except StopIteration as stop:
                     return stop.value
+
+
+def _release(req: Request | None) -> None:
+    """Drops a finished request's reference to its `BodyStream`. The stream refers
+    to the request, and the native Request is not tracked by the cycle collector,
+    so the pair (and the read buffer the request's head shares) would never be
+    freed: about 270 KB per streamed 10 MB upload, measured before this."""
+    if req is not None and req._stream is not None:
+        req._stream = None
 
 
 def _error_response(status: int, message: str, headers: list[tuple[str, str]]) -> Response:

@@ -22,8 +22,10 @@ path as requested must still stay inside the root.
 The answer (conditional requests, ranges, 304/206/416) is decided by
 `surge.http.conditional.file_reply`. A file of at most `inline_max` bytes is
 read and answered as one native `Response` from the inline handler (one write
-for head and body, no task); a larger one becomes a `FileResponse`, whose body
-goes out with sendfile (`HttpProtocol.sendfile`).
+for head and body, no task), and its bytes are kept (`DEFAULT_CACHE_MAX_BYTES`
+per mount) for as long as the lstat every request makes shows the same inode,
+size, mtime and ctime; a larger one becomes a `FileResponse`, whose body goes
+out with sendfile (`HttpProtocol.sendfile`).
 
 Precompressed siblings: with ``precompressed=True`` a request for ``app.js``
 from a client whose Accept-Encoding allows ``br`` (or ``gzip``) gets
@@ -72,6 +74,9 @@ DEFAULT_CACHE_MAX_BYTES = 8 * 1024 * 1024
 #: Seconds a file's having no precompressed sibling is remembered (a sibling added
 #: later is served at most this long after it appears); saves two lookups per request.
 SIBLING_RECHECK = 1.0
+
+#: Seconds a file must have been left alone before its bytes are kept in memory.
+_SETTLED = 1.0
 
 #: Precompressed siblings, in the order they are preferred.
 _ENCODINGS = (("br", ".br"), ("gzip", ".gz"))
@@ -250,6 +255,11 @@ class StaticFiles:
 
     def _remember(self, path: str, st: os.stat_result, body: bytes) -> None:
         if len(body) > self.cache_max_bytes:
+            return
+        if time.time() - max(st.st_mtime, st.st_ctime) < _SETTLED:
+            # File times tick coarsely (a few ms): a file changed again within the
+            # same tick would keep the same identity. One that has not changed for
+            # a second cannot change without its times moving on.
             return
         old = self._cache.pop(path, None)
         if old is not None:

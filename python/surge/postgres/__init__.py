@@ -50,6 +50,22 @@ SQLSTATE exception classes. Where surge differs, and why:
   tried in order with ``target_session_attrs``. A connection that is lost
   reconnects by walking the host list again, so it follows a failover.
 - COPY data is sent whole rather than streamed; copy_from_query takes no arguments.
+- Types: every type asyncpg decodes, in binary (see `surge.postgres.types`);
+  anonymous records and arrays inside them decode (asyncpg 0.32 cannot decode
+  an array in an anonymous record); hstore comes back as a dict without asking
+  (asyncpg returns its text unless its hstore codec is set); a timetz offset
+  keeps its seconds (asyncpg rounds it to minutes).
+
+Modules form a tree (an arrow: "uses"; nothing below calls back up)::
+
+    __init__ (connect, create_pool)
+     └─ pool ─ connection
+                ├─ transaction ─┐
+                ├─ cursor ──────┤
+                ├─ copy ────────┼─ session (sending, transaction and cancel gates,
+                ├─ prepared ────┘   RowMode, statements) ─┬─ statement_cache
+                ├─ handshake, endpoints, dsn, pgpass       └─ introspection (catalog SQL)
+                └─ errors, types, _core (the Rust codec)
 """
 
 from __future__ import annotations

@@ -122,8 +122,10 @@ class Connection:
     async def _on_connect(self, engine: PipelinedConnection) -> None:
         await handshake(engine, self._params)
         await check_target(engine)
-        # Statements died with the previous session; LISTENs must be said again.
+        # Statements died with the previous session (and the server may be another
+        # host now, types with it); LISTENs must be said again.
         self._session.cache.clear()
+        self._codec.reset_types()
         if self._listeners:
             sql = "; ".join(f"LISTEN {quote_ident(c)}" for c in self._listeners)
             await engine.submit_raw(self._codec.simple_query, sql)
@@ -227,7 +229,7 @@ class Connection:
         self, *, isolation: str | None = None, readonly: bool = False, deferrable: bool = False
     ) -> Transaction:
         """A transaction (a savepoint when nested): ``async with conn.transaction(): ...``."""
-        return Transaction(self, isolation, readonly, deferrable)
+        return Transaction(self._session, isolation, readonly, deferrable)
 
     async def set_type_codec(
         self,
@@ -266,6 +268,11 @@ class Connection:
             raise InterfaceError(f"no type {schema}.{typename}")
         return int(oid)
 
+    async def reload_schema_state(self) -> None:
+        """Forget the types looked up in the catalog and the cached statements
+        (asyncpg's call; after DDL that changes composite types or enums)."""
+        self._session.reload_schema_state()
+
     def is_in_transaction(self) -> bool:
         """True while a transaction made with `transaction` is open."""
         return self._session.tx is not None
@@ -283,7 +290,7 @@ class Connection:
     ) -> str:
         """COPY ``records`` into a table in the binary format; returns ``"COPY n"``."""
         return await _copy.records_to_table(
-            self, table_name, records, columns, schema_name, timeout
+            self._session, table_name, records, columns, schema_name, timeout
         )
 
     async def copy_from_query(
@@ -297,7 +304,7 @@ class Connection:
         """COPY (``query``) TO ``output`` (a path, a file object or a callable)."""
         if args:
             raise InterfaceError("copy_from_query takes no query arguments in surge")
-        return await _copy.copy_out(self, f"({query})", output, format, timeout)
+        return await _copy.copy_out(self._session, f"({query})", output, format, timeout)
 
     async def copy_from_table(
         self,
@@ -311,7 +318,7 @@ class Connection:
     ) -> str:
         """COPY a table TO ``output`` (a path, a file object or a callable)."""
         target = _copy.qualified(table_name, schema_name, columns)
-        return await _copy.copy_out(self, target, output, format, timeout)
+        return await _copy.copy_out(self._session, target, output, format, timeout)
 
     async def copy_to_table(
         self,
@@ -325,7 +332,7 @@ class Connection:
     ) -> str:
         """COPY ``source`` (bytes, a path or a file object) into a table."""
         target = _copy.qualified(table_name, schema_name, columns)
-        return await _copy.copy_in(self, target, source, format, timeout)
+        return await _copy.copy_in(self._session, target, source, format, timeout)
 
     # -- LISTEN / NOTIFY and notices ------------------------------------------------
 
@@ -361,7 +368,11 @@ class Connection:
         if callback in self._log_listeners:
             self._log_listeners.remove(callback)
 
-    def _on_out_of_band(self, event: tuple) -> None:
+    def _on_out_of_band(self, event: tuple | BaseException) -> None:
+        if not isinstance(event, tuple):
+            # A stream error that belongs to no query (the peer is not PostgreSQL,
+            # say): the engine fails the connection with it; nothing to dispatch.
+            return
         kind = event[0]
         if kind == "notify":
             _, pid, channel, payload = event

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from surge.errors import InterfaceError
 from surge.postgres.errors import InvalidArgumentError
+from surge.postgres.session import RowMode
 
 if TYPE_CHECKING:
-    from surge.postgres.connection import Connection
+    from surge.postgres.session import Session
 
 #: COPY formats (asyncpg's ``format=`` values).
 FORMATS = ("text", "csv", "binary")
@@ -60,7 +61,7 @@ def _options(format: str | None) -> str:
 
 
 async def records_to_table(
-    conn: Connection,
+    s: Session,
     table: str,
     records: Iterable[Sequence[Any]],
     columns: Sequence[str] | None,
@@ -69,7 +70,7 @@ async def records_to_table(
 ) -> str:
     """COPY records in, binary: column types come from the catalog."""
     rel = (_q(schema) + "." if schema else "") + _q(table)
-    rows = await conn.fetch(_COLUMN_TYPES, rel, timeout=timeout)
+    rows = await s.run(_COLUMN_TYPES, (rel,), RowMode.ALL, 0, timeout)
     types = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
     names = list(columns) if columns else [r[0] for r in rows]
     missing = [c for c in names if c not in types]
@@ -77,16 +78,19 @@ async def records_to_table(
         raise InterfaceError(f"no column(s) {missing} in {rel}")
     sql = f"COPY {qualified(table, schema, names)} FROM STDIN (FORMAT binary)"
     oids = [types[c][0] for c in names]
-    known = conn._session.codec.known_types(oids)
+    unknown = [o for o, ok in zip(oids, s.codec.known_types(oids), strict=True) if not ok]
+    if unknown:
+        # Enums, composites, ranges ... : looked up once, then encoded here.
+        await s.introspect(unknown)
+    known = s.codec.known_types(oids)
     if not all(known):
         rewritten: list[list[Any]] = [list(r) for r in records]
         for i, ok in enumerate(known):
             if not ok:
                 _, cast, send = types[names[i]]
-                await _server_encoded(conn, rewritten, i, cast, send, timeout)
+                await _server_encoded(s, rewritten, i, cast, send, timeout)
                 oids[i] = _RAW
         records = rewritten
-    s = conn._session
     status = await s.send(s.codec.copy_records, sql, oids, records, timeout=timeout)
     return str(status)
 
@@ -109,7 +113,7 @@ def _as_text(v: Any) -> str:
 
 
 async def _server_encoded(
-    conn: Connection, records: list[list[Any]], i: int, cast: str, send: str, timeout: Any
+    s: Session, records: list[list[Any]], i: int, cast: str, send: str, timeout: Any
 ) -> None:
     """Column ``i`` of ``records`` (types without a binary codec here: enums,
     inet, ...) replaced by the server's binary form of each value, in one query."""
@@ -122,17 +126,15 @@ async def _server_encoded(
         f"SELECT {send}(v.x::{cast}) FROM unnest($1::text[]) WITH ORDINALITY AS v(x, n)"
         " ORDER BY v.n"
     )
-    binary = await conn.fetch(sql, texts, timeout=timeout)
+    binary = await s.run(sql, (texts,), RowMode.ALL, 0, timeout)
     for r, b in zip(records, binary, strict=True):
         r[i] = b[0]
 
 
-async def copy_out(
-    conn: Connection, target: str, output: Any, format: str | None, timeout: Any
-) -> str:
+async def copy_out(s: Session, target: str, output: Any, format: str | None, timeout: Any) -> str:
     """COPY ``target`` TO STDOUT and hand the data to ``output``."""
     sql = f"COPY {target} TO STDOUT{_options(format)}"
-    status, data = await conn._session.send(conn._session.codec.copy_out, sql, timeout=timeout)
+    status, data = await s.send(s.codec.copy_out, sql, timeout=timeout)
     if isinstance(output, (str, os.PathLike)):
         with open(output, "wb") as f:
             f.write(data)
@@ -149,9 +151,7 @@ async def copy_out(
     return str(status)
 
 
-async def copy_in(
-    conn: Connection, target: str, source: Any, format: str | None, timeout: Any
-) -> str:
+async def copy_in(s: Session, target: str, source: Any, format: str | None, timeout: Any) -> str:
     """COPY ``target`` FROM STDIN with all of ``source``."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
@@ -167,4 +167,4 @@ async def copy_in(
     else:
         raise InterfaceError("source is bytes, a path or a file object")
     sql = f"COPY {target} FROM STDIN{_options(format)}"
-    return str(await conn._session.send(conn._session.codec.copy_in, sql, data, timeout=timeout))
+    return str(await s.send(s.codec.copy_in, sql, data, timeout=timeout))

@@ -22,6 +22,12 @@ cancelled or times out stops waiting, and the others (and the cache) still get
 the statement, as its reply is on its way anyway. `run` binds and executes a
 statement in one of the `RowMode`s, preparing it first if need be and again
 once if the server dropped it (after ALTER TABLE or a reconnect).
+
+Types: a statement whose parameters or columns use types that are not built
+in (composites, enums, domains, ranges, extension types) is held after its
+Parse until they are looked up in the catalog (`introspection.py`), once per
+connection; a schema change that makes them stale (``cache lookup failed for
+type``, a composite whose fields changed) forgets them, as asyncpg does.
 """
 
 from __future__ import annotations
@@ -32,20 +38,32 @@ import functools
 import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from surge._core import PgCodec, Statement, StatementGone
 from surge.engine import _DEFAULT as _ENGINE_DEFAULT
 from surge.engine import PipelinedConnection
 from surge.errors import RequestTimeoutError
-from surge.postgres._sqlstate import FeatureNotSupportedError, InvalidSqlStatementNameError
-from surge.postgres.errors import PostgresError
+from surge.postgres import introspection
+from surge.postgres._sqlstate import (
+    FeatureNotSupportedError,
+    InternalServerError,
+    InvalidSqlStatementNameError,
+)
+from surge.postgres.errors import InvalidArgumentError, OutdatedSchemaCacheError, PostgresError
 from surge.postgres.statement_cache import StatementCache
-from surge.postgres.transaction import CURRENT
 
-if TYPE_CHECKING:
-    from surge.postgres.transaction import Transaction
+
+class Holder(Protocol):
+    """What holds the connection at the transaction gate (a `Transaction`)."""
+
+    generation: int
+
+
+#: The transactions open in this context (innermost last), across connections.
+CURRENT: ContextVar[tuple[Holder, ...]] = ContextVar("surge_postgres_tx", default=())
 
 #: Longest wait for a CancelRequest to be delivered and the cancelled query to
 #: answer; new queries on the connection wait at most this long meanwhile.
@@ -82,6 +100,16 @@ def _is_stale_plan(e: PostgresError) -> bool:
     )
 
 
+def _is_stale_type_lookup(e: PostgresError) -> bool:
+    # A type dropped (and maybe made again) since it was looked up.
+    return isinstance(e, InternalServerError) and "cache lookup failed for type" in e.message
+
+
+def _is_stale_type(e: InvalidArgumentError) -> bool:
+    # A composite value whose fields do not match the looked-up type.
+    return "composite field" in str(e)
+
+
 class Session:
     """Sending, gates and statements of one PostgreSQL connection."""
 
@@ -95,7 +123,7 @@ class Session:
         self.codec = codec
         self.cache = StatementCache(statement_cache_size, self.close_statement)
         #: The transaction holding the connection, if any (see `claim`).
-        self.tx: Transaction | None = None
+        self.tx: Holder | None = None
         self._preparing: dict[str, asyncio.Future[Statement]] = {}
         self._names = itertools.count(1)
         self._tx_waiters: deque[asyncio.Future[None]] = deque()
@@ -168,7 +196,7 @@ class Session:
                 with contextlib.suppress(ValueError):
                     self._tx_waiters.remove(fut)
 
-    async def claim(self, tx: Transaction) -> None:
+    async def claim(self, tx: Holder) -> None:
         """Make ``tx`` the connection's transaction, once no other is open."""
         while self.tx is not None:
             await self.wait_tx()
@@ -176,7 +204,7 @@ class Session:
         self.tx = tx
         tx.generation = self.engine.generation
 
-    def unclaim(self, tx: Transaction | None = None) -> None:
+    def unclaim(self, tx: Holder | None = None) -> None:
         """``tx`` (None: whichever) no longer holds the connection; waiters go on."""
         if tx is None or self.tx is tx:
             self.tx = None
@@ -289,10 +317,34 @@ class Session:
     def _start_prepare(self, query: str) -> asyncio.Future[Statement]:
         name = f"{STATEMENT_PREFIX}{next(self._names)}"
         # The task copies this context: inside a transaction it goes pinned to it.
-        task = asyncio.ensure_future(self.send(self.codec.prepare, name, query))
+        task = asyncio.ensure_future(self._prepare_new(name, query))
         self._preparing[query] = task
         task.add_done_callback(functools.partial(self._prepared, query))
         return task
+
+    async def _prepare_new(self, name: str, query: str) -> Statement:
+        stmt: Statement = await self.send(self.codec.prepare, name, query)
+        unknown = self.codec.unknown_types(stmt)
+        if unknown:
+            await self.introspect(unknown)
+            stmt = self.codec.refresh(stmt)
+        return stmt
+
+    async def introspect(self, oids: list[int]) -> None:
+        """Look up types ``oids`` (and what they are made of) in the catalog."""
+        sql = introspection.query(self.server_version())
+        rows = await self.run(sql, (oids,), RowMode.ALL, 0, None)
+        self.codec.add_types(introspection.catalog_rows(oids, rows))
+
+    def server_version(self) -> tuple[int, ...]:
+        """The server's version as numbers, e.g. (15, 4)."""
+        v = self.codec.server_params.get("server_version", "0")
+        return tuple(int(p) for p in v.split()[0].split(".") if p.isdigit())
+
+    def reload_schema_state(self) -> None:
+        """Forget looked-up types and cached statements (after DDL)."""
+        self.codec.reset_types()
+        self.cache.evict_all()
 
     def _prepared(self, query: str, task: asyncio.Future[Statement]) -> None:
         if self._preparing.get(query) is task:
@@ -334,7 +386,18 @@ class Session:
             except RequestTimeoutError:
                 self.cancel_if_alone()
                 raise
+            except InvalidArgumentError as e:
+                if _is_stale_type(e):
+                    # A composite's fields changed under a cached statement: the
+                    # next use looks the type up again (asyncpg's error).
+                    self.reload_schema_state()
+                    raise OutdatedSchemaCacheError(
+                        f"the type of a column changed since the statement was prepared: {e}"
+                    ) from e
+                raise
             except PostgresError as e:
+                if _is_stale_type_lookup(e):
+                    self.reload_schema_state()
                 if attempt or self.tx is not None or not _is_stale_plan(e):
                     raise
                 self.cache.discard(query)

@@ -19,17 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from contextvars import ContextVar, Token
+from contextvars import Token
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from surge.errors import InterfaceError
-
-if TYPE_CHECKING:
-    from surge.postgres.connection import Connection
-
-#: The transactions open in this context (innermost last), across connections.
-CURRENT: ContextVar[tuple[Transaction, ...]] = ContextVar("surge_postgres_tx", default=())
+from surge.postgres.session import CURRENT, Session
 
 ISOLATION_LEVELS = {
     "read_committed": "READ COMMITTED",
@@ -42,11 +36,11 @@ _savepoints = itertools.count(1)
 
 
 class Transaction:
-    """One transaction (or savepoint, when nested) on a `Connection`."""
+    """One transaction (or savepoint, when nested) on a connection's `Session`."""
 
     __slots__ = (
-        "_conn",
         "_savepoint",
+        "_session",
         "_state",
         "_token",
         "deferrable",
@@ -57,7 +51,7 @@ class Transaction:
 
     def __init__(
         self,
-        conn: Connection,
+        session: Session,
         isolation: str | None = None,
         readonly: bool = False,
         deferrable: bool = False,
@@ -66,7 +60,7 @@ class Transaction:
             raise InterfaceError(
                 f"isolation is one of {sorted(ISOLATION_LEVELS)}, not {isolation!r}"
             )
-        self._conn = conn
+        self._session = session
         self.isolation = isolation
         self.readonly = readonly
         self.deferrable = deferrable
@@ -89,19 +83,19 @@ class Transaction:
         """BEGIN (or SAVEPOINT inside a transaction this context already holds)."""
         if self._state != "new":
             raise InterfaceError(f"cannot start a transaction that is {self._state}")
-        conn = self._conn
-        outer = conn._session.tx
+        s = self._session
+        outer = s.tx
         if outer is not None and outer in CURRENT.get():
             if self.isolation or self.readonly or self.deferrable:
                 raise InterfaceError("a nested transaction (savepoint) takes no options")
             self._savepoint = f"surge_sp_{next(_savepoints)}"
-            await conn.execute(f"SAVEPOINT {self._savepoint}")
+            await s.simple_query(f"SAVEPOINT {self._savepoint}", None)
             self._state = "started"
             return
-        await conn._session.claim(self)
+        await s.claim(self)
         self._token = CURRENT.set((*CURRENT.get(), self))
         try:
-            await conn.execute(self._begin_sql())
+            await s.simple_query(self._begin_sql(), None)
         except BaseException:
             self._release()
             self._state = "failed"
@@ -115,7 +109,7 @@ class Transaction:
             except ValueError:  # ended from another context than it began in
                 CURRENT.set(tuple(t for t in CURRENT.get() if t is not self))
             self._token = None
-        self._conn._session.unclaim(self)
+        self._session.unclaim(self)
 
     async def _end(self, sql: str, state: str) -> None:
         if self._state != "started":
@@ -123,7 +117,7 @@ class Transaction:
                 f"cannot {state[:-2] or state} a transaction that is {self._state}"
             )
         try:
-            await self._conn.execute(sql)
+            await self._session.simple_query(sql, None)
         finally:
             self._state = state
             if self._savepoint is None:

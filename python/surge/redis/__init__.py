@@ -9,13 +9,13 @@ from surge.redis.cluster import (
     ClusterDownError,
     ClusterError,
     ClusterNode,
-    ClusterPipeline,
-    ClusterPubSub,
     CrossSlotTransactionError,
     RedisCluster,
     RedisClusterException,
     SlotNotCoveredError,
 )
+from surge.redis.cluster_pipeline import ClusterPipeline
+from surge.redis.cluster_pubsub import ClusterPubSub
 from surge.redis.encoder import Encoder
 from surge.redis.errors import (
     AuthenticationError,

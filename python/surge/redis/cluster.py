@@ -42,7 +42,7 @@ import random
 import time
 from binascii import crc_hqx
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from surge.errors import ConnectError, ConnectionLostError, SurgeError
@@ -50,7 +50,10 @@ from surge.redis.blocking import is_blocking
 from surge.redis.client import DEFAULT_PORT, Redis, connect
 from surge.redis.commands import Commands, Reply, flatten_names
 from surge.redis.errors import DataError, RedisError, ResponseError
-from surge.redis.pubsub import PubSub
+
+if TYPE_CHECKING:
+    from surge.redis.cluster_pipeline import ClusterPipeline
+    from surge.redis.cluster_pubsub import ClusterPubSub
 
 #: Slots in a Redis Cluster.
 SLOTS = 16384
@@ -241,7 +244,7 @@ class RedisCluster(Commands):
         self.retry_timeout = retry_timeout
         self.require_full_coverage = require_full_coverage
         self.decode_responses: bool = kwargs.get("decode_responses", False)
-        self.protocol: int = kwargs.get("protocol", 2)
+        self._protocol: int = kwargs.get("protocol", 2)
         self._nodes: dict[str, ClusterNode] = {}
         self._slots: list[_Shard | None] = [None] * SLOTS
         self._shards: list[_Shard] = []
@@ -259,6 +262,11 @@ class RedisCluster(Commands):
         self.stats = dict.fromkeys(("refreshes", "moved", "ask", "retries"), 0)
         for h, p in seeds:
             self._node(h, p, PRIMARY)
+
+    @property
+    def protocol(self) -> int:
+        """The RESP version every node's client speaks (2 or 3)."""
+        return self._protocol
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisCluster:
@@ -799,11 +807,15 @@ class RedisCluster(Commands):
     def pipeline(self, transaction: bool = False) -> ClusterPipeline:
         """Commands queued and sent together by `execute()`, split by node; with
         ``transaction=True`` all keys must be in one slot (MULTI/EXEC on its node)."""
+        from surge.redis.cluster_pipeline import ClusterPipeline
+
         return ClusterPipeline(self, transaction)
 
     def pubsub(self, ignore_subscribe_messages: bool = False) -> ClusterPubSub:
         """A subscriber: SUBSCRIBE/PSUBSCRIBE on one node (the cluster forwards
         every PUBLISH), SSUBSCRIBE on each shard channel's node."""
+        from surge.redis.cluster_pubsub import ClusterPubSub
+
         return ClusterPubSub(self, ignore_subscribe_messages)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -845,278 +857,3 @@ async def _value(v: Any) -> Any:
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()
-
-
-class ClusterPipeline(Commands):
-    """Queued commands, sent at `execute()`: each to its slot's node, all in the same
-    loop iteration (one write per node), MOVED/ASK followed per command. With
-    ``transaction=True`` every key must be in one slot (`CrossSlotTransactionError`
-    otherwise) and the batch runs in MULTI/EXEC on that slot's primary."""
-
-    def __init__(self, cluster: RedisCluster, transaction: bool = False) -> None:
-        self._cluster = cluster
-        self.transaction = transaction
-        self._queue: list[tuple[Reply, tuple[Any, ...]]] = []
-
-    @property
-    def protocol(self) -> int:
-        """The cluster's RESP version."""
-        return self._cluster.protocol
-
-    def _exec(self, reply: Reply, *args: Any) -> Any:
-        self._queue.append((reply, args))
-        return self
-
-    def _const(self, value: Any) -> Any:
-        self._queue.append((lambda _: value, ("PING",)))
-        return self
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    async def reset(self) -> None:
-        """Drop the queued commands."""
-        self._queue = []
-
-    async def __aenter__(self) -> ClusterPipeline:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.reset()
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        """Send the queued commands; their replies in order (the first error raised
-        when ``raise_on_error``, else left in the list)."""
-        queue, self._queue = self._queue, []
-        if not queue:
-            return []
-        c = self._cluster
-        await c.initialize()
-        if self.transaction:
-            return await self._transaction(queue, raise_on_error)
-        got = await asyncio.gather(
-            *(c._route(reply, args, False) for reply, args in queue), return_exceptions=True
-        )
-        if raise_on_error:
-            for r in got:
-                if isinstance(r, BaseException):
-                    raise r
-        return list(got)
-
-    async def _transaction(
-        self, queue: list[tuple[Reply, tuple[Any, ...]]], raise_on_error: bool
-    ) -> list[Any]:
-        c = self._cluster
-        slots: set[int] = set()
-        for _, args in queue:
-            keys = await c._all_keys(args)
-            slots.update(key_slot(k) for k in keys)
-        if len(slots) > 1:
-            raise CrossSlotTransactionError(
-                "a transaction's keys must all be in one slot (use hash tags: {user1}:a)"
-            )
-        slot = slots.pop() if slots else None
-        for _attempt in range(MAX_REDIRECTIONS):
-            node = c.get_default_node() if slot is None else c._target(slot, False)
-            pipe = node.redis_connection.pipeline(transaction=True)
-            for reply, args in queue:
-                pipe._exec(reply, *args)
-            try:
-                return await pipe.execute(raise_on_error=raise_on_error)
-            except ResponseError as exc:
-                # A queued command refused with MOVED/ASK: EXEC aborted, nothing ran.
-                if exc.prefix not in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
-                    raise
-                await c._refresh_soon()
-                await asyncio.sleep(RETRY_DELAY_MIN)
-        raise ClusterError(f"the transaction's slot {slot} kept moving")
-
-
-def _by_slot(channels: Iterable[Any]) -> list[list[Any]]:
-    groups: dict[int, list[Any]] = {}
-    for ch in channels:
-        groups.setdefault(key_slot(ch), []).append(ch)
-    return list(groups.values())
-
-
-class _ShardSubscriber(PubSub):
-    """SSUBSCRIBE on one node: shard channels kept apart, subscribed again on reconnect."""
-
-    def __init__(self, client: Redis, ignore_subscribe_messages: bool) -> None:
-        super().__init__(client, ignore_subscribe_messages)
-        self.shard_channels: dict[Any, Any] = {}
-
-    @property
-    def subscribed(self) -> bool:
-        """True while subscribed to a shard channel."""
-        return bool(self.shard_channels)
-
-    async def _handshake(self, engine: Any) -> None:
-        await self._client._handshake(engine)
-        for group in _by_slot(self.shard_channels):
-            await engine.submit_raw(self._codec.pubsub_command, len(group), "SSUBSCRIBE", *group)
-
-    async def ssubscribe(self, *channels: Any, **handlers: Any) -> None:
-        new: dict[Any, Any] = dict.fromkeys(flatten_names(channels))
-        new.update(handlers)
-        await self._engine.connect()
-        self.shard_channels.update(new)
-        # One SSUBSCRIBE per slot: the server refuses channels of several slots.
-        for group in _by_slot(new):
-            await self._send(len(group), "SSUBSCRIBE", *group)
-
-    async def sunsubscribe(self, *channels: Any) -> None:
-        names = flatten_names(channels) or list(self.shard_channels)
-        for n in names:
-            self.shard_channels.pop(n, None)
-            self.shard_channels.pop(_text(n), None)
-        if self._engine.is_connected:
-            for group in _by_slot(names):
-                await self._send(len(group), "SUNSUBSCRIBE", *group)
-
-    def _message(self, raw: list[Any]) -> tuple[dict[str, Any] | None, Any]:
-        msg, handler = super()._message(raw)
-        if msg is not None and msg["type"] == "smessage":
-            ch = msg["channel"]
-            handler = self.shard_channels.get(ch) or self.shard_channels.get(_text(ch))
-        return msg, handler
-
-
-class ClusterPubSub:
-    """redis-py's cluster pub/sub: `subscribe`/`psubscribe` on one node (every
-    node hears every PUBLISH), `ssubscribe` on the node owning each shard
-    channel's slot; `get_message`/`listen` read from all of them."""
-
-    def __init__(self, cluster: RedisCluster, ignore_subscribe_messages: bool = False) -> None:
-        self._cluster = cluster
-        self.ignore_subscribe_messages = ignore_subscribe_messages
-        self._plain: PubSub | None = None
-        self._shards: dict[str, _ShardSubscriber] = {}
-
-    async def _plain_sub(self, first: Any) -> PubSub:
-        if self._plain is None:
-            c = self._cluster
-            await c.initialize()
-            node = c._target(key_slot(first), False)
-            self._plain = PubSub(node.redis_connection, self.ignore_subscribe_messages)
-        return self._plain
-
-    async def subscribe(self, *channels: Any, **handlers: Any) -> None:
-        """SUBSCRIBE (keyword arguments: channels with handlers)."""
-        names = flatten_names(channels) or list(handlers)
-        sub = await self._plain_sub(names[0] if names else "")
-        await sub.subscribe(*channels, **handlers)
-
-    async def psubscribe(self, *patterns: Any, **handlers: Any) -> None:
-        """PSUBSCRIBE to glob-style patterns."""
-        names = flatten_names(patterns) or list(handlers)
-        sub = await self._plain_sub(names[0] if names else "")
-        await sub.psubscribe(*patterns, **handlers)
-
-    async def unsubscribe(self, *channels: Any) -> None:
-        """UNSUBSCRIBE (all channels when none are named)."""
-        if self._plain is not None:
-            await self._plain.unsubscribe(*channels)
-
-    async def punsubscribe(self, *patterns: Any) -> None:
-        """PUNSUBSCRIBE (all patterns when none are named)."""
-        if self._plain is not None:
-            await self._plain.punsubscribe(*patterns)
-
-    async def ssubscribe(self, *channels: Any, **handlers: Any) -> None:
-        """SSUBSCRIBE to shard channels, each on its slot's primary."""
-        c = self._cluster
-        await c.initialize()
-        groups: dict[str, tuple[list[Any], dict[str, Any]]] = {}
-        for ch in flatten_names(channels):
-            node = c._target(key_slot(ch), False)
-            groups.setdefault(node.name, ([], {}))[0].append(ch)
-        for ch, h in handlers.items():
-            node = c._target(key_slot(ch), False)
-            groups.setdefault(node.name, ([], {}))[1][ch] = h
-        for name, (chs, hs) in groups.items():
-            sub = self._shards.get(name)
-            if sub is None:
-                node = c._nodes[name]
-                sub = self._shards[name] = _ShardSubscriber(
-                    node.redis_connection, self.ignore_subscribe_messages
-                )
-            await sub.ssubscribe(*chs, **hs)
-
-    async def sunsubscribe(self, *channels: Any) -> None:
-        """SUNSUBSCRIBE (all shard channels when none are named)."""
-        names = flatten_names(channels)
-        for sub in self._shards.values():
-            mine = [n for n in names if n in sub.shard_channels or _text(n) in sub.shard_channels]
-            if mine or not names:
-                await sub.sunsubscribe(*mine)
-
-    @property
-    def subscribed(self) -> bool:
-        """True while subscribed to anything."""
-        return any(s.subscribed for s in self._subs())
-
-    def _subs(self) -> list[PubSub]:
-        return [*([self._plain] if self._plain is not None else []), *self._shards.values()]
-
-    async def get_message(
-        self, ignore_subscribe_messages: bool = False, timeout: float | None = 0.0
-    ) -> dict[str, Any] | None:
-        """The next message from any node, or None after ``timeout`` seconds."""
-        subs = self._subs()
-        for s in subs:
-            msg = await s.get_message(ignore_subscribe_messages, timeout=0.0)
-            if msg is not None:
-                return msg
-        if not subs or timeout == 0.0:
-            return None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return None
-            # Wait on every subscriber's queue at once; the first message wins.
-            waits = [asyncio.ensure_future(_queued(s, left)) for s in subs]
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waits:
-                    w.cancel()
-            for s in subs:
-                msg = await s.get_message(ignore_subscribe_messages, timeout=0.0)
-                if msg is not None:
-                    return msg
-
-    async def listen(self) -> AsyncIterator[dict[str, Any]]:
-        """Every message, as long as something is subscribed."""
-        while self.subscribed:
-            msg = await self.get_message(timeout=None)
-            if msg is not None:
-                yield msg
-
-    async def close(self) -> None:
-        """Close every subscriber's connection."""
-        for s in self._subs():
-            await s.close()
-        self._plain, self._shards = None, {}
-
-    aclose = reset = close
-
-    async def __aenter__(self) -> ClusterPubSub:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-async def _queued(sub: PubSub, timeout: float | None) -> None:
-    """Returns once ``sub`` has something queued (or lost its connection)."""
-    if sub._queue or sub._lost is not None:
-        return
-    sub._waiter = asyncio.get_running_loop().create_future()
-    try:
-        await asyncio.wait_for(sub._waiter, timeout)
-    except TimeoutError:
-        pass
-    finally:
-        sub._waiter = None

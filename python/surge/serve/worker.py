@@ -53,8 +53,12 @@ SHUTDOWN_MARGIN = 3.0
 EXIT_LOAD_ERROR = 3
 #: uvicorn's default ``--forwarded-allow-ips``: only a proxy on this host is trusted.
 DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1"
-#: Seconds between two looks at a worker's request count (``--limit-max-requests``).
+#: Longest and shortest pause between two looks at a worker's request count
+#: (``--limit-max-requests``); in between, the pause aims at half the time the
+#: remaining requests take at the rate seen, so the count lands close to the limit
+#: with a handful of wake-ups.
 MAX_REQUESTS_POLL = 0.1
+MIN_REQUESTS_POLL = 0.002
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 # Blocked around fork so a signal sent to a new worker before its event loop
@@ -326,14 +330,26 @@ def _watch_requests(cfg: Config, stop: asyncio.Event) -> asyncio.Task[None]:
     base = http_stats()["requests"]
 
     async def watch() -> None:
-        while http_stats()["requests"] - base < limit:
-            await asyncio.sleep(MAX_REQUESTS_POLL)
-        log.info("worker %d: served %d requests, asking to be replaced", os.getpid(), limit)
+        loop = asyncio.get_running_loop()
+        seen, at = 0, loop.time()
+        while (served := http_stats()["requests"] - base) < limit:
+            now = loop.time()
+            rate = (served - seen) / (now - at) if now > at else 0.0
+            seen, at = served, now
+            pause = (limit - served) / rate / 2 if rate > 0 else MAX_REQUESTS_POLL
+            await asyncio.sleep(min(MAX_REQUESTS_POLL, max(MIN_REQUESTS_POLL, pause)))
+        log.info(
+            "worker %d: served %d requests (limit %d), asking to be replaced",
+            os.getpid(),
+            served,
+            limit,
+        )
         if cfg.retire_fd is None:
             stop.set()  # no master to start a successor: just stop
             return
-        # The master forks a successor and sends us SIGTERM once it serves; we
-        # keep serving meanwhile, so no connection finds the slot without a worker.
+        # The master forks a successor and sends us SIGTERM once it serves (new
+        # before old, as on SIGHUP); we keep serving meanwhile, so the slot is
+        # never without a worker and no request waits for a fork and an import.
         with contextlib.suppress(OSError):
             os.write(cfg.retire_fd, b"%d\n" % os.getpid())
 

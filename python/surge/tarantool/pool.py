@@ -269,7 +269,15 @@ class Pool:
         self, space: int | str, key: Any = None, *, mode: str | None = None, **kwargs: Any
     ) -> Any:
         """`Connection.select` on an instance picked by ``mode`` (the pool's by default)."""
-        return self._run(_mode(mode, self.mode), "select", space, key, **kwargs)
+        mode = self.mode if mode is None else _mode(mode, self.mode)
+        if not self._cands[mode]:
+            return self._run(mode, "select", space, key, **kwargs)  # raises when awaited
+        conn = self._pick(mode).conn
+        if conn.engine._ready:
+            # The hot path: connected, so it cannot fail to connect, and a read is
+            # never refused as read-only: nothing to retry, no coroutine around it.
+            return conn.select(space, key, **kwargs)
+        return self._run(mode, "select", space, key, **kwargs)
 
     def insert(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
         """`Connection.insert` on the master."""

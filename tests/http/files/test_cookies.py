@@ -14,6 +14,8 @@ from rawhttp import RawConnection
 from surge.http import FileResponse, Response, StreamingResponse
 from surge.http.datastructures import parse_cookies
 
+#: The servers and fixtures (`surge_port`, `starlette_files`, `files_root`).
+pytest_plugins = ["files_servers"]
 pytestmark = pytest.mark.timeout(60)
 
 

@@ -16,15 +16,18 @@ import gzip
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
-from conftest import SECRET
+from files_servers import SECRET
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rawhttp import RawConnection
 from surge.http.conditional import MAX_RANGES, file_reply, parse_ranges
 from surge.http.staticfiles import _segments, resolve_path
 
+#: The servers and fixtures (`surge_port`, `starlette_files`, `files_root`).
+pytest_plugins = ["files_servers"]
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -445,9 +448,19 @@ def test_a_changed_file_is_seen_at_once(tmp_path, monkeypatch):
     f.write_bytes(b"one")
     files = staticfiles.StaticFiles(tmp_path)
     assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"one"
-    assert files._cache  # kept
-    f.write_bytes(b"two")  # same size, rewritten in place
+    # Just written: not kept, since a rewrite within the same clock tick would
+    # leave size and times as they are.
+    assert not files._cache
+    f.write_bytes(b"two")
     assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"two"
+    old = time.time() - 60
+    os.utime(f, (old, old))
+    os.utime(tmp_path, (old, old))
+    time.sleep(1.1)  # the ctime too must have settled
+    assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"two"
+    assert files._cache  # kept now
+    f.write_bytes(b"six")  # same size, rewritten in place
+    assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"six"
     os.replace(tmp_path / "a.txt", tmp_path / "b.txt")
     (tmp_path / "a.txt").write_bytes(b"three")  # another inode
     assert files.serve(_Request(b"/a.txt"), b"/a.txt").body == b"three"
@@ -472,6 +485,7 @@ def test_the_copy_is_bounded(tmp_path):
 
     for i in range(10):
         (tmp_path / f"{i}.bin").write_bytes(bytes([i]) * 1000)
+    time.sleep(1.1)  # written long enough ago to be kept
     files = StaticFiles(tmp_path, cache_max_bytes=3500)
     for i in range(10):
         assert files.serve(_Request(b"/x"), f"/{i}.bin".encode()).body == bytes([i]) * 1000

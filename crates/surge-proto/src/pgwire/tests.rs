@@ -232,7 +232,7 @@ fn dates_and_intervals() {
 #[test]
 fn arrays() {
     let mut b = Vec::new();
-    types::encode_array_header(&mut b, 23, &[2], true);
+    types::encode_array_header(&mut b, 23, &[2], 1, true);
     b.extend_from_slice(&4i32.to_be_bytes());
     b.extend_from_slice(&5i32.to_be_bytes());
     b.extend_from_slice(&(-1i32).to_be_bytes());
@@ -312,6 +312,19 @@ proptest! {
         let _ = types::numeric_to_string(&b);
         let _ = types::decode_array_header(&b).map(|(h, rest)| types::array_elements(rest, h.element_count()));
         let _ = types::decode_interval(&b);
+        // The codecs added for asyncpg parity: an error or a value, never a panic.
+        let _ = types::decode_record(&b);
+        let _ = types::decode_range(&b);
+        let _ = types::decode_multirange(&b);
+        let _ = types::decode_hstore(&b);
+        let _ = types::decode_path(&b);
+        let _ = types::decode_polygon(&b);
+        let _ = types::decode_inet(&b);
+        let _ = types::decode_snapshot(&b);
+        let _ = types::decode_bits(&b);
+        let _ = types::decode_tid(&b);
+        let _ = types::decode_timetz(&b);
+        let _ = types::decode_floats::<4>(&b, "box");
     }
 
     #[test]
@@ -342,4 +355,139 @@ proptest! {
         let (y, m, dd) = types::date_from_days(d);
         prop_assert_eq!(types::days_from_date(y, m, dd), d);
     }
+}
+
+// -- the type codecs beyond the common scalars -------------------------------------
+
+#[test]
+fn type_table_has_one_row_per_oid() {
+    let mut seen = std::collections::HashSet::new();
+    for t in types::TYPES {
+        assert!(seen.insert(t.oid), "oid {} twice", t.oid);
+        if t.array != 0 {
+            assert!(seen.insert(t.array), "array oid {} twice", t.array);
+        }
+    }
+    assert_eq!(types::lookup(23).map(|t| t.name), Some("int4"));
+    assert_eq!(
+        types::find(1007),
+        Some(types::Found::ArrayOf(types::lookup(23).unwrap()))
+    );
+    assert!(types::is_known(3904) && !types::is_known(790) && !types::is_known(1));
+}
+
+#[test]
+fn record_range_hstore_tables() {
+    // ROW(1, NULL): two fields, an int4 and a NULL text.
+    let rec = [
+        &2i32.to_be_bytes()[..],
+        &23u32.to_be_bytes(),
+        &4i32.to_be_bytes(),
+        &7i32.to_be_bytes(),
+        &25u32.to_be_bytes(),
+        &(-1i32).to_be_bytes(),
+    ]
+    .concat();
+    assert_eq!(
+        types::decode_record(&rec),
+        Ok(vec![(23, Some(&7i32.to_be_bytes()[..])), (25, None)])
+    );
+    assert!(types::decode_record(&rec[..rec.len() - 1]).is_err());
+    assert!(types::decode_record(&[0, 0, 0x7f, 0xff]).is_err()); // a count past the value
+
+    // [1,5) as int4range, empty, and (,).
+    let mut r = vec![types::range_flags(false, true, true, true, false)];
+    for v in [1i32, 5] {
+        r.extend_from_slice(&4i32.to_be_bytes());
+        r.extend_from_slice(&v.to_be_bytes());
+    }
+    let parts = types::decode_range(&r).unwrap();
+    assert!(parts.lower_inc && !parts.upper_inc && !parts.empty);
+    assert_eq!(parts.upper, Some(&5i32.to_be_bytes()[..]));
+    assert!(types::decode_range(&[types::RANGE_EMPTY]).unwrap().empty);
+    let inf = types::decode_range(&[types::RANGE_LB_INF | types::RANGE_UB_INF]).unwrap();
+    assert_eq!((inf.lower, inf.upper), (None, None));
+    assert!(types::decode_range(&r[..r.len() - 2]).is_err());
+    assert_eq!(types::range_flags(false, false, false, true, true), 0x18);
+
+    let mut multi = 2i32.to_be_bytes().to_vec();
+    for _ in 0..2 {
+        multi.extend_from_slice(&(r.len() as i32).to_be_bytes());
+        multi.extend_from_slice(&r);
+    }
+    assert_eq!(types::decode_multirange(&multi).unwrap().len(), 2);
+
+    let h = [
+        &1i32.to_be_bytes()[..],
+        &1i32.to_be_bytes(),
+        b"k",
+        &(-1i32).to_be_bytes(),
+    ]
+    .concat();
+    assert_eq!(types::decode_hstore(&h), Ok(vec![(&b"k"[..], None)]));
+    let null_key = [
+        &1i32.to_be_bytes()[..],
+        &(-1i32).to_be_bytes(),
+        &(-1i32).to_be_bytes(),
+    ]
+    .concat();
+    assert!(types::decode_hstore(&null_key).is_err());
+}
+
+#[test]
+fn network_geometry_bits_tables() {
+    let v = types::Inet {
+        v6: false,
+        prefix: 30,
+        is_cidr: false,
+        addr: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+    let mut b = Vec::new();
+    types::encode_inet(&mut b, &v);
+    assert_eq!(b, [2, 30, 0, 4, 10, 0, 0, 1]);
+    assert_eq!(types::decode_inet(&b), Ok(v));
+    assert!(types::decode_inet(&[2, 33, 0, 4, 10, 0, 0, 1]).is_err()); // prefix past 32
+    assert!(types::decode_inet(&[9, 8, 0, 4, 10, 0, 0, 1]).is_err()); // no such family
+    assert_eq!(
+        types::macaddr_to_string(&[8, 0, 0x2b, 1, 2, 3], 6).unwrap(),
+        "08:00:2b:01:02:03"
+    );
+    assert_eq!(
+        types::parse_macaddr("0800.2b01.0203", 6).unwrap(),
+        [8, 0, 0x2b, 1, 2, 3]
+    );
+    assert_eq!(
+        types::parse_macaddr("08:00:2b:01:02:03", 8).unwrap(),
+        [8, 0, 0x2b, 0xff, 0xfe, 1, 2, 3]
+    );
+    assert!(types::parse_macaddr("08:00:2b", 6).is_err());
+
+    let mut p = Vec::new();
+    types::encode_path(&mut p, true, &[(0.0, 0.0), (1.0, 1.0)]);
+    assert_eq!(
+        types::decode_path(&p),
+        Ok((true, vec![(0.0, 0.0), (1.0, 1.0)]))
+    );
+    assert!(types::decode_path(&p[..p.len() - 1]).is_err());
+    let mut huge = vec![1u8];
+    huge.extend_from_slice(&i32::MAX.to_be_bytes()); // a count the value cannot hold
+    assert!(types::decode_path(&huge).is_err());
+
+    let mut bits = Vec::new();
+    types::encode_bits(&mut bits, 9, &[0xff, 0x80]).unwrap();
+    assert_eq!(types::decode_bits(&bits), Ok((9, &[0xff, 0x80][..])));
+    assert!(types::encode_bits(&mut bits, 17, &[0xff, 0x80]).is_err());
+
+    let mut snap = Vec::new();
+    types::encode_snapshot(&mut snap, 100, 1000, &[100, 200]);
+    assert_eq!(
+        types::decode_snapshot(&snap),
+        Ok((100, 1000, vec![100, 200]))
+    );
+    let mut tid = Vec::new();
+    types::encode_tid(&mut tid, u32::MAX, u16::MAX);
+    assert_eq!(types::decode_tid(&tid), Ok((u32::MAX, u16::MAX)));
+    let mut tz = Vec::new();
+    types::encode_timetz(&mut tz, 1, -7200);
+    assert_eq!(types::decode_timetz(&tz), Ok((1, -7200)));
 }

@@ -30,7 +30,7 @@ use mio::{Events, Interest, Poll, Token};
 use surge_proto::http1::client::{Expect, ResponseEvent, ResponseLimits, ResponseParser};
 
 use super::stats::{Final, Kind, Recorder, Tick};
-use super::timer::{now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS};
+use super::timer::{now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS, MIN_SPIN_NS};
 
 /// How often requests and connection attempts are checked against their timeouts.
 const SWEEP_NS: u64 = 10_000_000;
@@ -148,6 +148,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
             lp.open(now_ns());
         }
     }
+    let spin_cap = interval.map_or(MAX_SPIN_NS, |i| ((i / 4.0) as u64).max(MIN_SPIN_NS));
     let mut next_sweep = now_ns() + SWEEP_NS;
     let mut drain_end = u64::MAX;
     loop {
@@ -204,7 +205,10 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
             wake = wake.min(due);
         }
         let left = wake.saturating_sub(now_ns());
-        let spin = margin.spin_ns();
+        // At most a quarter of the interval: at high rates the loop is awake
+        // often anyway, and a generator spinning a whole core would take it from
+        // whatever shares the machine.
+        let spin = margin.spin_ns().min(spin_cap);
         let timeout = if left <= spin {
             Some(Duration::ZERO)
         } else {

@@ -10,7 +10,8 @@
 //! then, which absorbs the wake-up latency. The margin follows the wake-ups
 //! actually seen (`Margin`): a quiet machine wakes within ~10 us and spins
 //! little; a VM whose timers fire 50-100 us late gets a wider margin, at most
-//! `MAX_SPIN_NS` (so the CPU cost stays below `MAX_SPIN_NS * rate`).
+//! `MAX_SPIN_NS` and at most a quarter of the interval between requests (so the
+//! spinning never takes more than a quarter of a core).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -27,12 +27,15 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
+use std::sync::Arc;
 use surge_proto::pgwire::frontend::{self as fe, Param};
-use surge_proto::pgwire::types::{oid, COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
+
+use surge_proto::pgwire::types::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
 use surge_proto::pgwire::{read_frame, Error, Message, Status};
 
 use super::encode::Encoder;
-use super::statement::Statement;
+use super::registry::{resolve, typedef_of, CatalogRow, Registry};
+use super::statement::{Statement, Types};
 
 #[path = "replies.rs"]
 mod replies;
@@ -146,6 +149,8 @@ pub struct PgCodec {
     server_params: Py<PyDict>,
     /// Custom codecs by type oid: (encoder, decoder), text format (`set_type_codec`).
     custom: HashMap<u32, (PyObject, PyObject)>,
+    /// Types looked up in the catalog (composites, enums, domains, ranges ...).
+    types: Arc<Registry>,
 }
 
 enum BindErr {
@@ -160,6 +165,13 @@ impl From<Error> for BindErr {
 }
 
 impl PgCodec {
+    pub(super) fn types_ctx(&self) -> Types<'_> {
+        Types {
+            custom: &self.custom,
+            registry: &self.types,
+        }
+    }
+
     fn push(&mut self, kind: Kind) -> u64 {
         self.next_id += 1;
         self.waiting.push_back(Waiting {
@@ -237,7 +249,8 @@ impl PgCodec {
                         BindErr::Py(PyErr::from_type(err.clone(), msg))
                     });
                 }
-                enc.encode(stmt.param_oids[i], &v, buf).map_err(|e| {
+                let codec = stmt.param_codecs[i].as_deref();
+                enc.encode(stmt.param_oids[i], codec, &v, buf).map_err(|e| {
                     let msg = format!(
                         "invalid input for query argument ${}: {}",
                         i + 1,
@@ -284,6 +297,7 @@ impl PgCodec {
             sasl_final: None,
             server_params: PyDict::new(py).unbind(),
             custom: HashMap::new(),
+            types: Arc::new(Registry::new()),
         }
     }
 
@@ -540,11 +554,64 @@ impl PgCodec {
         Ok(self.push(Kind::CopyOut(Vec::new())))
     }
 
-    /// For each type oid, whether it has a binary codec here (COPY asks the
-    /// server to encode the others).
-    #[staticmethod]
-    fn known_types(oids: Vec<u32>) -> Vec<bool> {
-        oids.into_iter().map(oid::is_known).collect()
+    /// For each type oid, whether it has a binary codec here, from the built-in
+    /// table or the types looked up so far (COPY asks the server to encode the
+    /// others).
+    fn known_types(&self, py: Python<'_>, oids: Vec<u32>) -> Vec<bool> {
+        oids.into_iter()
+            .map(|o| resolve(py, o, &self.types).is_some_and(|c| c.is_binary()))
+            .collect()
+    }
+
+    // -- types ----------------------------------------------------------------
+
+    /// Type oids used by `stmt` that the table and the looked-up types do not
+    /// know: the driver asks the catalog for them, then calls `add_types` and
+    /// `refresh`.
+    fn unknown_types(&self, stmt: &Bound<'_, Statement>) -> Vec<u32> {
+        stmt.get().unknown_types(&self.types)
+    }
+
+    /// Record catalog rows `(oid, kind, name, base, element, range subtype,
+    /// multirange's range, field oids, field names)`.
+    fn add_types(&mut self, rows: Vec<CatalogRow>) {
+        let reg = Arc::make_mut(&mut self.types);
+        for row in rows {
+            let oid = row.0;
+            reg.insert(oid, typedef_of(row));
+        }
+    }
+
+    /// Forget the looked-up types (after a schema change); statements prepared
+    /// from now on look them up again.
+    fn reset_types(&mut self) {
+        self.types = Arc::new(Registry::new());
+    }
+
+    /// How many catalog types are known (tests and stats).
+    fn type_count(&self) -> usize {
+        self.types.len()
+    }
+
+    /// `stmt` again, its codecs resolved with the types known now (same server
+    /// statement: nothing is sent).
+    fn refresh(&self, py: Python<'_>, stmt: &Bound<'_, Statement>) -> PyResult<Statement> {
+        let s = stmt.get();
+        let columns = s
+            .column_names
+            .iter()
+            .cloned()
+            .zip(s.column_oids.iter().copied())
+            .collect();
+        Statement::new(
+            py,
+            s.name.clone(),
+            s.query.clone(),
+            s.param_oids.clone(),
+            columns,
+            s.session,
+            self.types_ctx(),
+        )
     }
 
     /// `COPY ... FROM STDIN` with all its data sent at once, without waiting for
@@ -575,11 +642,19 @@ impl PgCodec {
         oids: Vec<u32>,
         records: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
-        if let Some(o) = oids.iter().find(|&&o| !oid::is_known(o)) {
-            return Err(self.data_err(
-                py,
-                format!("a column of type oid {o} has no binary codec here: use copy_to_table"),
-            ));
+        let mut codecs = Vec::with_capacity(oids.len());
+        for &o in &oids {
+            match resolve(py, o, &self.types).filter(|c| c.is_binary()) {
+                Some(c) => codecs.push(c),
+                None => {
+                    return Err(self.data_err(
+                        py,
+                        format!(
+                            "a column of type oid {o} has no binary codec here: use copy_to_table"
+                        ),
+                    ))
+                }
+            }
         }
         let err = self.data_error.bind(py).clone();
         let enc = Encoder { py, err: &err };
@@ -601,7 +676,7 @@ impl PgCodec {
                 let v = v?;
                 let at = data.len();
                 data.extend_from_slice(&[0; 4]);
-                match enc.encode(oids[i], &v, &mut data) {
+                match enc.encode_with(oids[i], &codecs[i], &v, &mut data) {
                     Ok(Param::Null) => {
                         data.truncate(at);
                         data.extend_from_slice(&(-1i32).to_be_bytes());

@@ -5,13 +5,14 @@
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{
-    PyBool, PyByteArray, PyBytes, PyDate, PyDateTime, PyDelta, PyFloat, PyInt, PyList,
-    PyMemoryView, PyString, PyTime, PyTuple, PyType,
+    PyBool, PyByteArray, PyBytes, PyDate, PyDateTime, PyDelta, PyFloat, PyInt, PyMemoryView,
+    PyString, PyTime, PyType,
 };
 use surge_proto::pgwire::frontend::Param;
+use surge_proto::pgwire::types::{self as t, Kind};
 
+use super::registry::Codec;
 use crate::pydatetime::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
-use surge_proto::pgwire::types::{self as t, oid};
 
 use super::decode::{DECIMAL, UUID};
 
@@ -29,11 +30,11 @@ pub struct Encoder<'a, 'py> {
 }
 
 impl<'py> Encoder<'_, 'py> {
-    fn fail(&self, what: String) -> PyErr {
+    pub fn fail(&self, what: String) -> PyErr {
         PyErr::from_type(self.err.clone(), what)
     }
 
-    fn mismatch(&self, v: &Bound<'py, PyAny>, want: &str) -> PyErr {
+    pub fn mismatch(&self, v: &Bound<'py, PyAny>, want: &str) -> PyErr {
         let tn = v
             .get_type()
             .name()
@@ -42,8 +43,23 @@ impl<'py> Encoder<'_, 'py> {
         self.fail(format!("expected {want}, got {tn}"))
     }
 
-    /// Append `v` (of parameter type `type_oid`) to `buf`.
+    /// Append `v` (of parameter type `type_oid`, resolved to `codec`; None:
+    /// no binary codec, the value goes as text) to `buf`.
     pub fn encode(
+        &self,
+        type_oid: u32,
+        codec: Option<&Codec>,
+        v: &Bound<'py, PyAny>,
+        buf: &mut Vec<u8>,
+    ) -> PyResult<Param> {
+        match codec {
+            Some(c) => self.encode_with(type_oid, c, v, buf),
+            None => self.encode_text(type_oid, v, buf),
+        }
+    }
+
+    /// A value of a type without a binary codec here, as its text.
+    fn encode_text(
         &self,
         type_oid: u32,
         v: &Bound<'py, PyAny>,
@@ -52,20 +68,71 @@ impl<'py> Encoder<'_, 'py> {
         if v.is_none() {
             return Ok(Param::Null);
         }
-        match type_oid {
-            oid::BOOL => {
+        // An int's text is exact, so an int-based domain takes an int.
+        if let Ok(s) = v.downcast::<PyString>() {
+            buf.extend_from_slice(s.to_str()?.as_bytes());
+        } else if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
+            buf.extend_from_slice(v.str()?.to_str()?.as_bytes());
+        } else {
+            return Err(self.fail(format!(
+                "a parameter of type oid {type_oid} has no binary codec here: pass it as str"
+            )));
+        }
+        Ok(Param::Value)
+    }
+
+    /// Append `v` in the binary format of `c`.
+    pub fn encode_with(
+        &self,
+        type_oid: u32,
+        c: &Codec,
+        v: &Bound<'py, PyAny>,
+        buf: &mut Vec<u8>,
+    ) -> PyResult<Param> {
+        if v.is_none() {
+            return Ok(Param::Null);
+        }
+        match c {
+            Codec::Scalar(k) => self.encode_kind(*k, v, buf)?,
+            Codec::Array {
+                elem_oid,
+                elem,
+                lower,
+            } => self.array(*elem_oid, elem, *lower, v, buf)?,
+            Codec::Composite { oids, fields, desc } => {
+                self.composite(oids, fields, desc, v, buf)?
+            }
+            Codec::Record(_) => {
+                return Err(self.fail(format!(
+                    "an anonymous record (type oid {type_oid}) cannot be a parameter: \
+                     cast the parameter to a composite type"
+                )))
+            }
+            Codec::Range(sub) => self.range(sub, v, buf)?,
+            Codec::Multirange(range) => self.multirange(range, v, buf)?,
+            Codec::Hstore => self.hstore(v, buf)?,
+            Codec::TextArray => self.text_array(v, buf)?,
+        }
+        Ok(Param::Value)
+    }
+
+    /// A built-in scalar.
+    fn encode_kind(&self, kind: Kind, v: &Bound<'py, PyAny>, buf: &mut Vec<u8>) -> PyResult<()> {
+        match kind {
+            Kind::Bool => {
                 let b = v
                     .downcast::<PyBool>()
                     .map_err(|_| self.mismatch(v, "bool"))?;
                 buf.push(u8::from(b.is_true()));
             }
-            oid::INT2 => buf.extend_from_slice(&self.int::<i16>(v, "int2")?.to_be_bytes()),
-            oid::INT4 => buf.extend_from_slice(&self.int::<i32>(v, "int4")?.to_be_bytes()),
-            oid::INT8 => buf.extend_from_slice(&self.int::<i64>(v, "int8")?.to_be_bytes()),
-            oid::OID => buf.extend_from_slice(&self.int::<u32>(v, "oid")?.to_be_bytes()),
-            oid::FLOAT4 => buf.extend_from_slice(&(self.float(v)? as f32).to_be_bytes()),
-            oid::FLOAT8 => buf.extend_from_slice(&self.float(v)?.to_be_bytes()),
-            oid::CHAR => {
+            Kind::Int2 => buf.extend_from_slice(&self.int::<i16>(v, "int2")?.to_be_bytes()),
+            Kind::Int4 => buf.extend_from_slice(&self.int::<i32>(v, "int4")?.to_be_bytes()),
+            Kind::Int8 => buf.extend_from_slice(&self.int::<i64>(v, "int8")?.to_be_bytes()),
+            Kind::Uint4 => buf.extend_from_slice(&self.int::<u32>(v, "oid")?.to_be_bytes()),
+            Kind::Uint8 => buf.extend_from_slice(&self.int::<u64>(v, "xid8")?.to_be_bytes()),
+            Kind::Float4 => buf.extend_from_slice(&(self.float(v)? as f32).to_be_bytes()),
+            Kind::Float8 => buf.extend_from_slice(&self.float(v)?.to_be_bytes()),
+            Kind::Char => {
                 // `"char"` is one byte; asyncpg takes and returns bytes for it.
                 if let Ok(b) = v.downcast::<PyBytes>() {
                     buf.extend_from_slice(b.as_bytes());
@@ -75,15 +142,22 @@ impl<'py> Encoder<'_, 'py> {
                     return Err(self.mismatch(v, "bytes or str"));
                 }
             }
-            oid::TEXT | oid::VARCHAR | oid::NAME | oid::BPCHAR | oid::UNKNOWN => {
+            Kind::Text => {
                 let s = v
                     .downcast::<PyString>()
                     .map_err(|_| self.mismatch(v, "str"))?;
                 buf.extend_from_slice(s.to_str()?.as_bytes());
             }
-            oid::JSON => buf.extend_from_slice(self.json(v)?.as_bytes()),
-            oid::JSONB => t::encode_jsonb(buf, self.json(v)?.as_bytes()),
-            oid::BYTEA => {
+            Kind::Json => buf.extend_from_slice(self.json(v)?.as_bytes()),
+            Kind::Jsonb => t::encode_jsonb(buf, self.json(v)?.as_bytes()),
+            // jsonpath has the same layout (a version byte, then the text).
+            Kind::Jsonpath => {
+                let s = v
+                    .downcast::<PyString>()
+                    .map_err(|_| self.mismatch(v, "str"))?;
+                t::encode_jsonb(buf, s.to_str()?.as_bytes());
+            }
+            Kind::Bytea => {
                 if let Ok(b) = v.downcast::<PyBytes>() {
                     buf.extend_from_slice(b.as_bytes());
                 } else if let Ok(b) = v.downcast::<PyByteArray>() {
@@ -95,7 +169,7 @@ impl<'py> Encoder<'_, 'py> {
                     return Err(self.mismatch(v, "bytes, bytearray or memoryview"));
                 }
             }
-            oid::NUMERIC => {
+            Kind::Numeric => {
                 let py = self.py;
                 let dec = DECIMAL.import(py, "decimal", "Decimal")?;
                 let s = if v.is_instance_of::<PyString>() {
@@ -115,7 +189,7 @@ impl<'py> Encoder<'_, 'py> {
                 t::encode_numeric(buf, s.to_str()?)
                     .map_err(|_| self.fail(format!("cannot encode {s} as numeric")))?;
             }
-            oid::UUID => {
+            Kind::Uuid => {
                 let py = self.py;
                 let u = if v.is_instance(UUID.import(py, "uuid", "UUID")?)? {
                     v.clone()
@@ -129,7 +203,7 @@ impl<'py> Encoder<'_, 'py> {
                 let b = u.getattr("bytes")?;
                 buf.extend_from_slice(b.downcast::<PyBytes>()?.as_bytes());
             }
-            oid::DATE => {
+            Kind::Date => {
                 // A datetime is a date: its date part is taken, as asyncpg does.
                 let d = v
                     .downcast::<PyDate>()
@@ -143,7 +217,7 @@ impl<'py> Encoder<'_, 'py> {
                 };
                 buf.extend_from_slice(&days.to_be_bytes());
             }
-            oid::TIMESTAMP | oid::TIMESTAMPTZ => {
+            Kind::Timestamp | Kind::TimestampTz => {
                 let us = if let Ok(dt) = v.downcast::<PyDateTime>() {
                     self.timestamp(dt)?
                 } else if let Ok(d) = v.downcast::<PyDate>() {
@@ -160,7 +234,7 @@ impl<'py> Encoder<'_, 'py> {
                         0,
                         None,
                     )?;
-                    if type_oid == oid::TIMESTAMPTZ {
+                    if kind == Kind::TimestampTz {
                         dt = dt.call_method0("astimezone")?.downcast_into()?;
                     }
                     self.timestamp(&dt)?
@@ -175,7 +249,7 @@ impl<'py> Encoder<'_, 'py> {
                 };
                 buf.extend_from_slice(&us.to_be_bytes());
             }
-            oid::TIME => {
+            Kind::Time => {
                 let tm = v
                     .downcast::<PyTime>()
                     .map_err(|_| self.mismatch(v, "time"))?;
@@ -186,7 +260,7 @@ impl<'py> Encoder<'_, 'py> {
                     + i64::from(tm.get_microsecond());
                 buf.extend_from_slice(&us.to_be_bytes());
             }
-            oid::INTERVAL => {
+            Kind::Interval => {
                 let d = v
                     .downcast::<PyDelta>()
                     .map_err(|_| self.mismatch(v, "timedelta"))?;
@@ -201,27 +275,76 @@ impl<'py> Encoder<'_, 'py> {
                     },
                 );
             }
-            other => match oid::element_of(other) {
-                Some(elem) => self.array(elem, v, buf)?,
-                None => {
-                    // Sent as text (the statement asks for text for this one). An
-                    // int's text is exact, so an int-based domain takes an int.
-                    if let Ok(s) = v.downcast::<PyString>() {
-                        buf.extend_from_slice(s.to_str()?.as_bytes());
-                    } else if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
-                        buf.extend_from_slice(v.str()?.to_str()?.as_bytes());
-                    } else {
-                        return Err(self.fail(format!(
-                            "a parameter of type oid {other} has no binary codec here: pass it as str"
-                        )));
-                    }
+            Kind::TimeTz => {
+                let tm = v
+                    .downcast::<PyTime>()
+                    .map_err(|_| self.mismatch(v, "time"))?;
+                let off = tm.call_method0("utcoffset")?;
+                // A naive time is taken as UTC; PostgreSQL counts the offset west.
+                let east = if off.is_none() {
+                    0
+                } else {
+                    let d = off.downcast::<PyDelta>()?;
+                    d.get_days() * 86_400 + d.get_seconds()
+                };
+                t::encode_timetz(buf, self.time_micros(tm), -east);
+            }
+            Kind::Inet => self.inet(false, v, buf)?,
+            Kind::Cidr => self.inet(true, v, buf)?,
+            Kind::MacAddr | Kind::MacAddr8 => {
+                let s = v
+                    .downcast::<PyString>()
+                    .map_err(|_| self.mismatch(v, "str"))?;
+                let n = if kind == Kind::MacAddr { 6 } else { 8 };
+                let b = t::parse_macaddr(s.to_str()?, n)
+                    .map_err(|_| self.fail(format!("{s} is not a MAC address")))?;
+                buf.extend_from_slice(&b);
+            }
+            Kind::Bit => self.bits(v, buf)?,
+            k if k.is_geometric() => self.geometry(k, v, buf)?,
+            Kind::Tid => {
+                let items = self.items(v, "tid")?;
+                if items.len() != 2 {
+                    return Err(self.fail("a tid is (block, offset)".into()));
                 }
-            },
+                let block = self.int::<u32>(&items[0], "a tid block")?;
+                let offset = self.int::<u16>(&items[1], "a tid offset")?;
+                t::encode_tid(buf, block, offset);
+            }
+            Kind::Snapshot => {
+                let items = self.items(v, "snapshot")?;
+                if items.len() != 3 {
+                    return Err(self.fail("a snapshot is (xmin, xmax, xip)".into()));
+                }
+                let xmin = self.int::<u64>(&items[0], "xid8")?;
+                let xmax = self.int::<u64>(&items[1], "xid8")?;
+                let xip = items[2]
+                    .try_iter()?
+                    .map(|x| self.int::<u64>(&x?, "xid8"))
+                    .collect::<PyResult<Vec<_>>>()?;
+                t::encode_snapshot(buf, xmin, xmax, &xip);
+            }
+            Kind::Void => {}
+            // Vector, Range, Multirange and Record are resolved into containers
+            // (see `registry::resolve`); AsText values go as text.
+            _ => return Err(self.fail(format!("{kind:?} is not a scalar"))),
         }
-        Ok(Param::Value)
+        Ok(())
     }
 
-    fn int<T: for<'a> FromPyObject<'a>>(&self, v: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
+    fn time_micros(&self, tm: &Bound<'py, PyTime>) -> i64 {
+        (i64::from(tm.get_hour()) * 3600
+            + i64::from(tm.get_minute()) * 60
+            + i64::from(tm.get_second()))
+            * 1_000_000
+            + i64::from(tm.get_microsecond())
+    }
+
+    pub fn int<T: for<'a> FromPyObject<'a>>(
+        &self,
+        v: &Bound<'py, PyAny>,
+        name: &str,
+    ) -> PyResult<T> {
         if !v.is_instance_of::<PyInt>() || v.is_instance_of::<PyBool>() {
             return Err(self.mismatch(v, "int"));
         }
@@ -229,7 +352,7 @@ impl<'py> Encoder<'_, 'py> {
             .map_err(|_| self.fail(format!("{v} is out of range for {name}")))
     }
 
-    fn float(&self, v: &Bound<'py, PyAny>) -> PyResult<f64> {
+    pub fn float(&self, v: &Bound<'py, PyAny>) -> PyResult<f64> {
         if v.is_instance_of::<PyBool>() {
             return Err(self.mismatch(v, "float, int or Decimal"));
         }
@@ -276,75 +399,5 @@ impl<'py> Encoder<'_, 'py> {
                 + i64::from(d.get_microseconds());
         }
         Ok(us)
-    }
-
-    fn array(&self, elem: u32, v: &Bound<'py, PyAny>, buf: &mut Vec<u8>) -> PyResult<()> {
-        if !(v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>()) {
-            return Err(self.mismatch(v, "list or tuple"));
-        }
-        // Dimensions from the first element at each level; every sub-list must match.
-        let mut dims = Vec::new();
-        let mut cur = v.clone();
-        loop {
-            if !(cur.is_instance_of::<PyList>() || cur.is_instance_of::<PyTuple>()) {
-                break;
-            }
-            let n = cur.len()?;
-            dims.push(n);
-            if n == 0 || dims.len() > surge_proto::pgwire::MAX_ARRAY_DIMS {
-                break;
-            }
-            cur = cur.get_item(0)?;
-        }
-        if dims.len() > surge_proto::pgwire::MAX_ARRAY_DIMS {
-            return Err(self.fail("array nested too deep".into()));
-        }
-        if dims.contains(&0) {
-            t::encode_array_header(buf, elem, &[], false);
-            return Ok(());
-        }
-        let mark = buf.len();
-        t::encode_array_header(buf, elem, &dims, false);
-        let mut has_null = false;
-        self.array_level(elem, v, &dims, buf, &mut has_null)?;
-        if has_null {
-            buf[mark + 4..mark + 8].copy_from_slice(&1i32.to_be_bytes());
-        }
-        Ok(())
-    }
-
-    fn array_level(
-        &self,
-        elem: u32,
-        v: &Bound<'py, PyAny>,
-        dims: &[usize],
-        buf: &mut Vec<u8>,
-        has_null: &mut bool,
-    ) -> PyResult<()> {
-        let is_seq = v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>();
-        if !is_seq || v.len()? != dims[0] {
-            return Err(self.fail("multi-dimensional arrays must be rectangular".into()));
-        }
-        for item in v.try_iter()? {
-            let item = item?;
-            if dims.len() > 1 {
-                self.array_level(elem, &item, &dims[1..], buf, has_null)?;
-                continue;
-            }
-            let at = buf.len();
-            buf.extend_from_slice(&[0; 4]);
-            match self.encode(elem, &item, buf)? {
-                Param::Null => {
-                    *has_null = true;
-                    buf.truncate(at);
-                    buf.extend_from_slice(&(-1i32).to_be_bytes());
-                }
-                Param::Value => {
-                    let n = (buf.len() - at - 4) as i32;
-                    buf[at..at + 4].copy_from_slice(&n.to_be_bytes());
-                }
-            }
-        }
-        Ok(())
     }
 }

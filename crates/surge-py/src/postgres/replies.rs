@@ -7,8 +7,10 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::pgwire::frontend as fe;
 use surge_proto::pgwire::{Auth, DataRow, Fields, Message};
 
+use super::super::containers::decode_text_array;
 use super::super::decode::{decode, decode_text};
 use super::super::record::Record;
+use super::super::registry::Codec;
 use super::super::statement::Statement;
 use super::{Kind, Mode, PgCodec, Waiting, COPY_IN_REFUSED};
 
@@ -34,10 +36,11 @@ impl PgCodec {
                 let dec = stmt.column_custom[i].as_ref().expect("checked");
                 Ok(dec.bind(py).call1((text,))?.unbind())
             }
-            Some(b) if stmt.result_formats[i] == fe::FORMAT_BINARY => {
-                decode(py, stmt.column_oids[i], b)
-            }
-            Some(b) => decode_text(py, b),
+            Some(b) => match &stmt.column_codecs[i] {
+                Some(c) if stmt.result_formats[i] == fe::FORMAT_BINARY => decode(py, c, b),
+                Some(c) if matches!(**c, Codec::TextArray) => decode_text_array(py, b),
+                _ => decode_text(py, b),
+            },
         }
     }
 
@@ -97,8 +100,15 @@ impl PgCodec {
                 params,
                 columns,
             } => {
-                let s =
-                    Statement::new(py, name, query, params, columns, self.session, &self.custom)?;
+                let s = Statement::new(
+                    py,
+                    name,
+                    query,
+                    params,
+                    columns,
+                    self.session,
+                    self.types_ctx(),
+                )?;
                 Py::new(py, s)?.into_any()
             }
             Kind::Rows { mode, .. } => match mode {

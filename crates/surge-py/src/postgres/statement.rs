@@ -4,12 +4,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::record::Desc;
+use super::registry::{resolve, unknown, Codec, Registry};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
-use surge_proto::pgwire::types::oid;
 
-use super::record::Desc;
+/// What a connection knows of types: its custom codecs (`set_type_codec`) and
+/// the types looked up in the catalog.
+#[derive(Clone, Copy)]
+pub struct Types<'a> {
+    pub custom: &'a HashMap<u32, (PyObject, PyObject)>,
+    pub registry: &'a Arc<Registry>,
+}
 
 #[pyclass(module = "surge._core", frozen)]
 pub struct Statement {
@@ -21,6 +28,9 @@ pub struct Statement {
     pub param_oids: Vec<u32>,
     /// Per parameter: binary when this module has a codec for its type.
     pub param_formats: Vec<i16>,
+    /// Per parameter / column: its binary codec (None: text).
+    pub param_codecs: Vec<Option<Arc<Codec>>>,
+    pub column_codecs: Vec<Option<Arc<Codec>>>,
     pub column_names: Vec<String>,
     pub column_oids: Vec<u32>,
     /// Per column: binary when this module can decode its type, else text.
@@ -45,18 +55,28 @@ impl Statement {
         param_oids: Vec<u32>,
         columns: Vec<(String, u32)>,
         session: u64,
-        custom: &HashMap<u32, (PyObject, PyObject)>,
+        types: Types<'_>,
     ) -> PyResult<Statement> {
-        let fmt = |t: u32| {
-            if oid::is_known(t) && !custom.contains_key(&t) {
+        let Types { custom, registry } = types;
+        let codec = |t: u32| {
+            if custom.contains_key(&t) {
+                None
+            } else {
+                resolve(py, t, registry)
+            }
+        };
+        let fmt = |c: &Option<Arc<Codec>>| {
+            if c.as_ref().is_some_and(|c| c.is_binary()) {
                 FORMAT_BINARY
             } else {
                 FORMAT_TEXT
             }
         };
-        let param_formats = param_oids.iter().map(|&t| fmt(t)).collect();
         let (column_names, column_oids): (Vec<String>, Vec<u32>) = columns.into_iter().unzip();
-        let result_formats = column_oids.iter().map(|&t| fmt(t)).collect();
+        let param_codecs: Vec<_> = param_oids.iter().map(|&t| codec(t)).collect();
+        let column_codecs: Vec<_> = column_oids.iter().map(|&t| codec(t)).collect();
+        let param_formats = param_codecs.iter().map(fmt).collect();
+        let result_formats = column_codecs.iter().map(fmt).collect();
         let desc = Desc::new(py, &column_names)?;
         let param_custom = param_oids
             .iter()
@@ -71,6 +91,8 @@ impl Statement {
             query,
             param_oids,
             param_formats,
+            param_codecs,
+            column_codecs,
             column_names,
             column_oids,
             result_formats,
@@ -80,6 +102,16 @@ impl Statement {
             session,
             closed: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Type oids of its parameters and columns (and what they are made of) that
+    /// neither the built-in table nor `registry` knows.
+    pub fn unknown_types(&self, registry: &Registry) -> Vec<u32> {
+        let mut out = Vec::new();
+        for &o in self.param_oids.iter().chain(&self.column_oids) {
+            unknown(o, registry, &mut out);
+        }
+        out
     }
 
     pub fn is_closed(&self) -> bool {

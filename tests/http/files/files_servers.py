@@ -1,4 +1,4 @@
-"""Fixtures for the static-file, form and cookie tests: servers running `apps/files_app.py` under
+"""Servers and fixtures for the static-file, form and cookie tests: `apps/files_app.py` under
 `surge serve` and `apps/files_starlette.py` under uvicorn, each a subprocess on
 a free loopback port, over one directory tree built by `build_tree`."""
 
@@ -7,19 +7,15 @@ from __future__ import annotations
 import gzip
 import os
 import random
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from surge.services import free_port
+from peer_servers import PeerServer, surge_command
 
 APPS = Path(__file__).parent / "apps"
 #: Content no request under the mounts may ever return.
 SECRET = b"top secret: outside the served directory\n"
-BUG_MARKERS = ("internal error", "Exception in callback", "Traceback", "panicked")
 
 
 def build_tree(base: Path) -> Path:
@@ -61,59 +57,19 @@ def build_tree(base: Path) -> Path:
     return public
 
 
-class Served:
-    """One server subprocess; `port`, `log()`, `stop()`."""
-
-    def __init__(self, args: list[str], root: Path, log: Path) -> None:
-        self.port = free_port()
-        self.log_path = log
-        self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "SURGE_FILES_ROOT": str(root), "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", *args, "--port", str(self.port)],
-            cwd=APPS,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 20
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail(f"{args} exited:\n{self.log()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{args} not accepting:\n{self.log()}")
-                time.sleep(0.05)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def check_healthy(self) -> None:
-        """The server is alive and logged no sign of a bug on its side."""
-        assert self.proc.poll() is None, self.log()
-        text = self.log()
-        assert not any(m in text for m in BUG_MARKERS), text
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
+def _command(kind: str, target: str, port: int) -> list[str]:
+    if kind == "surge":
+        return surge_command(target, port)
+    return [sys.executable, "-m", "uvicorn", target, "--port", str(port), "--log-level", "warning"]
 
 
-def surge_server(root: Path, log_dir: Path) -> Served:
-    return Served(["surge", "serve", "files_app:app"], root, log_dir / "surge-files.log")
+def _start(kind: str, target: str, root: Path, log_dir: Path) -> PeerServer:
+    # The apps find the tree in $SURGE_FILES_ROOT (PeerServer passes os.environ on).
+    os.environ["SURGE_FILES_ROOT"] = str(root)
+    return PeerServer(kind, target, log_dir, APPS, _command)
 
 
-def starlette_server(root: Path, log_dir: Path) -> Served:
-    args = ["uvicorn", "files_starlette:app", "--log-level", "warning"]
-    return Served(args, root, log_dir / "uvicorn-files.log")
+# Fixtures (the test modules load this module with `pytest_plugins`) ----------------
 
 
 @pytest.fixture(scope="session")
@@ -126,20 +82,20 @@ def files_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def surge_files(files_root: Path, tmp_path_factory: pytest.TempPathFactory):
-    server = surge_server(files_root, tmp_path_factory.mktemp("files-logs"))
+    server = _start("surge", "files_app:app", files_root, tmp_path_factory.mktemp("logs"))
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="session")
 def starlette_files(files_root: Path, tmp_path_factory: pytest.TempPathFactory):
-    server = starlette_server(files_root, tmp_path_factory.mktemp("files-logs"))
+    server = _start("uvicorn", "files_starlette:app", files_root, tmp_path_factory.mktemp("logs"))
     yield server
     server.stop()
 
 
 @pytest.fixture
-def surge_port(surge_files: Served):
+def surge_port(surge_files: PeerServer):
     """The surge server's port; after the test, it must still be healthy."""
     yield surge_files.port
-    surge_files.check_healthy()
+    surge_files.check_health()

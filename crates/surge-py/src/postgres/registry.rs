@@ -1,0 +1,218 @@
+//! What the decoder and encoder do for each type oid: [`resolve`] turns an oid
+//! into a [`Codec`] tree, from the built-in table (`surge_proto::pgwire::types::
+//! table`) or, for types made with CREATE TYPE/DOMAIN and extensions, from the
+//! connection's [`Registry`], which the driver fills by asking the catalog once
+//! per unknown type (`pg_type`, `pg_range`, `pg_attribute`, as asyncpg does).
+//! A statement resolves its columns and parameters once, when prepared, so rows
+//! decode without looking anything up.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use surge_proto::pgwire::types::{find, Found, Kind};
+
+use super::record::Desc;
+
+/// Nesting deeper than this (arrays of composites of ranges ...) is refused:
+/// real schemas stay far below it, and it bounds the recursion.
+pub const MAX_TYPE_DEPTH: usize = 32;
+
+/// A type from the catalog (not in the built-in table).
+#[derive(Clone, Debug)]
+pub enum TypeDef {
+    /// A composite (a table's row type or CREATE TYPE ... AS): field names and oids.
+    Composite {
+        names: Vec<String>,
+        oids: Vec<u32>,
+    },
+    Enum,
+    /// A domain: values are its base type's.
+    Domain(u32),
+    /// A range of this subtype.
+    Range(u32),
+    /// A multirange of this range type.
+    Multirange(u32),
+    /// An array of this element type.
+    Array(u32),
+    /// The hstore extension's type.
+    Hstore,
+    /// A base type with no binary codec here: text.
+    Opaque,
+}
+
+/// The catalog types one connection has looked up, by oid.
+pub type Registry = HashMap<u32, TypeDef>;
+
+/// How one value goes to and from binary.
+pub enum Codec {
+    Scalar(Kind),
+    /// `elem_oid` is the element type as the array header names it (a domain's
+    /// own oid for an array of a domain).
+    Array {
+        elem_oid: u32,
+        elem: Arc<Codec>,
+        /// Lower bound of the arrays sent: 1, or 0 for int2vector/oidvector.
+        lower: i32,
+    },
+    Composite {
+        oids: Vec<u32>,
+        fields: Vec<Arc<Codec>>,
+        desc: Arc<Desc>,
+    },
+    /// An anonymous record: fields are resolved as they come.
+    Record(Arc<Registry>),
+    Range(Arc<Codec>),
+    Multirange(Arc<Codec>),
+    Hstore,
+    /// An array of a type without a binary codec: it goes in its text form,
+    /// elements as str (asyncpg's list of str for money[], regclass[] ...).
+    TextArray,
+}
+
+impl Codec {
+    /// False for the codecs whose values go in the text format.
+    pub fn is_binary(&self) -> bool {
+        !matches!(self, Codec::TextArray)
+    }
+}
+
+/// The codec for `oid`, or None when its values must go as text (unknown, or
+/// some part has no binary codec here).
+pub fn resolve(py: Python<'_>, oid: u32, reg: &Arc<Registry>) -> Option<Arc<Codec>> {
+    resolve_at(py, oid, reg, 0)
+}
+
+fn resolve_at(py: Python<'_>, oid: u32, reg: &Arc<Registry>, depth: usize) -> Option<Arc<Codec>> {
+    if depth > MAX_TYPE_DEPTH {
+        return None;
+    }
+    // Inside a container every part must be binary (a text array cannot be).
+    let sub = |o: u32| resolve_at(py, o, reg, depth + 1).filter(|c| c.is_binary());
+    let c = match find(oid) {
+        Some(Found::Type(ti)) => match ti.kind {
+            Kind::AsText => return None,
+            Kind::Vector(e) => Codec::Array {
+                elem_oid: e,
+                elem: sub(e)?,
+                lower: 0,
+            },
+            Kind::Range(s) => Codec::Range(sub(s)?),
+            Kind::Multirange(r) => Codec::Multirange(sub(r)?),
+            Kind::Record => Codec::Record(reg.clone()),
+            k => Codec::Scalar(k),
+        },
+        Some(Found::ArrayOf(ti)) if ti.kind == Kind::AsText => Codec::TextArray,
+        Some(Found::ArrayOf(ti)) => Codec::Array {
+            elem_oid: ti.oid,
+            elem: sub(ti.oid)?,
+            lower: 1,
+        },
+        None => match reg.get(&oid)? {
+            TypeDef::Composite { names, oids } => {
+                let fields = oids.iter().map(|&o| sub(o)).collect::<Option<Vec<_>>>()?;
+                Codec::Composite {
+                    oids: oids.clone(),
+                    fields,
+                    desc: Desc::new(py, names).ok()?,
+                }
+            }
+            TypeDef::Enum => Codec::Scalar(Kind::Text),
+            TypeDef::Domain(base) => return sub(*base),
+            TypeDef::Range(s) => Codec::Range(sub(*s)?),
+            TypeDef::Multirange(r) => Codec::Multirange(sub(*r)?),
+            TypeDef::Array(e) => Codec::Array {
+                elem_oid: *e,
+                elem: sub(*e)?,
+                lower: 1,
+            },
+            TypeDef::Hstore => Codec::Hstore,
+            TypeDef::Opaque => return None,
+        },
+    };
+    Some(Arc::new(c))
+}
+
+/// Oids under `oid` that neither the table nor the registry knows: what the
+/// driver must look up in the catalog before the statement can use binary.
+pub fn unknown(oid: u32, reg: &Registry, out: &mut Vec<u32>) {
+    unknown_at(oid, reg, out, 0)
+}
+
+fn unknown_at(oid: u32, reg: &Registry, out: &mut Vec<u32>, depth: usize) {
+    if depth > MAX_TYPE_DEPTH || oid == 0 {
+        return;
+    }
+    let mut sub = |o: u32| unknown_at(o, reg, out, depth + 1);
+    match find(oid) {
+        Some(Found::Type(ti) | Found::ArrayOf(ti)) => match ti.kind {
+            Kind::Vector(e) | Kind::Range(e) | Kind::Multirange(e) => sub(e),
+            _ => {}
+        },
+        None => match reg.get(&oid) {
+            None => {
+                if !out.contains(&oid) {
+                    out.push(oid)
+                }
+            }
+            Some(TypeDef::Composite { oids, .. }) => oids.iter().for_each(|&o| sub(o)),
+            Some(
+                TypeDef::Domain(o) | TypeDef::Range(o) | TypeDef::Multirange(o) | TypeDef::Array(o),
+            ) => sub(*o),
+            Some(TypeDef::Enum | TypeDef::Hstore | TypeDef::Opaque) => {}
+        },
+    }
+}
+
+/// A catalog row, as the driver's introspection query gives it: `(oid, kind,
+/// name, base, element, range subtype, multirange's range, field oids, field
+/// names)`; kind is pg_type.typtype, plus 'a' for an array.
+pub type CatalogRow = (
+    u32,
+    String,
+    String,
+    u32,
+    u32,
+    u32,
+    u32,
+    Option<Vec<u32>>,
+    Option<Vec<String>>,
+);
+
+/// The registry entry for one catalog row.
+pub fn typedef_of(row: CatalogRow) -> TypeDef {
+    let (_, kind, name, base, elem, range_sub, multi_range, attr_oids, attr_names) = row;
+    match kind.as_str() {
+        "c" => TypeDef::Composite {
+            names: attr_names.unwrap_or_default(),
+            oids: attr_oids.unwrap_or_default(),
+        },
+        "e" => TypeDef::Enum,
+        "d" if base != 0 => TypeDef::Domain(base),
+        "r" if range_sub != 0 => TypeDef::Range(range_sub),
+        "m" if multi_range != 0 => TypeDef::Multirange(multi_range),
+        "a" if elem != 0 => TypeDef::Array(elem),
+        _ if name == "hstore" => TypeDef::Hstore,
+        _ => TypeDef::Opaque,
+    }
+}
+
+/// The built-in type table, for `surge.postgres.types`: `(oid, name, array
+/// oid, kind, inner oid, binary)` per type; `inner` is a range's subtype, a
+/// multirange's range or a vector's element (else 0), `binary` False for the
+/// types that go as text.
+#[pyfunction]
+pub fn pg_types() -> Vec<(u32, &'static str, u32, String, u32, bool)> {
+    surge_proto::pgwire::types::TYPES
+        .iter()
+        .map(|ti| {
+            let (kind, inner) = match ti.kind {
+                Kind::Vector(e) => ("Vector".to_owned(), e),
+                Kind::Range(s) => ("Range".to_owned(), s),
+                Kind::Multirange(r) => ("Multirange".to_owned(), r),
+                k => (format!("{k:?}"), 0),
+            };
+            (ti.oid, ti.name, ti.array, kind, inner, ti.kind.is_binary())
+        })
+        .collect()
+}

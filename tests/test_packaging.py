@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "python" / "surge"
 #: Modules that need an extra, by design (named in the error they raise).
-NEEDS_EXTRA = {"load/chart.py": "load"}
+NEEDS_EXTRA = {"load/chart.py": "load", "testing.py": "testing"}
 #: Import name -> distribution name, where they differ.
 DISTRIBUTION = {"hdrh": "hdrhistogram"}
 

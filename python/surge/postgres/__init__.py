@@ -21,9 +21,9 @@ SQLSTATE exception classes. Where surge differs, and why:
   with `ConnectionLostError` and the next query reconnects.
 - Types: json/jsonb come back as str (as in asyncpg) but any JSON-serialisable
   value may be passed for them; a naive datetime for timestamptz is taken as
-  UTC; types without a binary codec here come back as their text (str) and are
-  passed as str (or an int, whose text is exact: int-based domains);
-  `set_type_codec` takes text-format codecs only.
+  UTC; the few types with no stable binary form (money, reg*, tsvector,
+  tsquery, aclitem) come back as their text (str), as in asyncpg, and are
+  passed as str; `set_type_codec` takes text-format codecs only.
 - As asyncpg, and never a silent change: ±infinity dates and timestamps read
   as `date.max`/`date.min` (`datetime.max`/`min`) and those values are written
   back as ±infinity; an interval's months become days with a year as 365 days
@@ -38,9 +38,8 @@ SQLSTATE exception classes. Where surge differs, and why:
   as aliases); a SQLSTATE surge does not know raises its class's exception
   (asyncpg raises UnknownPostgresError), an unknown class UnknownPostgresError.
 - copy_records_to_table takes every column type: domains go as their base
-  type; types without a binary codec here (enums, inet, ...) are put in their
-  binary form by the server in one extra query per such column (values as
-  their text, or ipaddress objects).
+  type; a type with no binary codec here is put in its binary form by the
+  server in one extra query per such column (values as their text).
 - A timed-out query is cancelled on the server only when it is the only one in
   flight (a CancelRequest hits whichever pipelined query runs when it lands);
   otherwise it is left to finish and later queries queue behind it.

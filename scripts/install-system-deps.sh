@@ -6,7 +6,7 @@ need=()
 command -v tarantool >/dev/null || need+=(tarantool)
 command -v redis-server >/dev/null || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
-# hstore (tests/postgres/test_pg_typecodecs.py): in postgresql-contrib.
+# hstore and citext (tests/postgres/test_pg_typecodecs.py): in postgresql-contrib.
 ls /usr/share/postgresql/*/extension/hstore.control >/dev/null 2>&1 || need+=(postgresql-contrib)
 command -v curl >/dev/null || need+=(curl)
 command -v wrk >/dev/null || need+=(wrk)

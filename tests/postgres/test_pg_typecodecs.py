@@ -261,6 +261,7 @@ async def user_types(dsn: str) -> AsyncIterator[tuple[Any, Any, str]]:
         await s.execute(
             f"""
             CREATE EXTENSION IF NOT EXISTS hstore;
+            CREATE EXTENSION IF NOT EXISTS citext;
             CREATE SCHEMA {schema};
             SET search_path = {schema}, public;
             CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy', 'très ''bien''');
@@ -302,6 +303,8 @@ USER: list[tuple[str, list[str]]] = [
         '(9223372036854775807,"(,,,,)",empty,empty,{},{},"")',
     ]),
     ("tbl", ["(1,a)", "(,)"]),
+    # An extension's base type with no binary codec here: str, its array a list of str.
+    ("citext", ["AbC", 'with "quotes", commas and \\ backslash']),
 ]  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from surge.errors import InterfaceError
 from surge.postgres.errors import InvalidArgumentError
 from surge.postgres.session import RowMode
+from surge.postgres.types import type_oid
 
 if TYPE_CHECKING:
     from surge.postgres.session import Session
@@ -37,7 +38,7 @@ _COLUMN_TYPES = (
 )
 #: bytea: the COPY stream carries no type ids, so a value the server already put
 #: in its binary form goes in as raw bytes.
-_RAW = 17
+_RAW = type_oid("bytea")
 
 
 def _q(name: str) -> str:

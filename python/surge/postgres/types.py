@@ -31,6 +31,7 @@ __all__ = (
     "Polygon",
     "Range",
     "type_name",
+    "type_oid",
 )
 
 
@@ -53,6 +54,14 @@ class BuiltinType(NamedTuple):
 TYPES: dict[int, BuiltinType] = {row[0]: BuiltinType(*row) for row in pg_types()}
 #: Array type oid -> element type oid, for the built-in types.
 ARRAYS: dict[int, int] = {t.array_oid: t.oid for t in TYPES.values() if t.array_oid}
+
+
+def type_oid(name: str) -> int:
+    """The oid of the built-in type ``name`` (KeyError if it is not built in)."""
+    for t in TYPES.values():
+        if t.name == name:
+            return t.oid
+    raise KeyError(name)
 
 
 def type_name(oid: int) -> str:

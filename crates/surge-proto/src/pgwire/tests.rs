@@ -325,6 +325,7 @@ proptest! {
         let _ = types::decode_tid(&b);
         let _ = types::decode_timetz(&b);
         let _ = types::decode_floats::<4>(&b, "box");
+        let _ = types::parse_text_array(&String::from_utf8_lossy(&b));
     }
 
     #[test]
@@ -490,4 +491,26 @@ fn network_geometry_bits_tables() {
     let mut tz = Vec::new();
     types::encode_timetz(&mut tz, 1, -7200);
     assert_eq!(types::decode_timetz(&tz), Ok((1, -7200)));
+}
+
+#[test]
+fn text_array_table() {
+    use types::TextItem::{Elem, Sub};
+    let s = |v: &str| Elem(Some(v.to_owned()));
+    assert_eq!(
+        types::parse_text_array(r#"{$1.50,"-$2,000.00",NULL,"a\"b\\c"}"#),
+        Ok(vec![s("$1.50"), s("-$2,000.00"), Elem(None), s("a\"b\\c")])
+    );
+    assert_eq!(
+        types::parse_text_array("[0:1]={{a},{b}}"),
+        Ok(vec![Sub(vec![s("a")]), Sub(vec![s("b")])])
+    );
+    assert_eq!(types::parse_text_array("{}"), Ok(vec![]));
+    for bad in ["", "{", "{a", "{\"a}", "{a}b", "{{{{{{{{a}}}}}}}}"] {
+        assert!(types::parse_text_array(bad).is_err(), "{bad}");
+    }
+    let mut out = String::new();
+    types::push_text_element(&mut out, Some("a\"b\\"));
+    types::push_text_element(&mut out, None);
+    assert_eq!(out, r#""a\"b\\"NULL"#);
 }

@@ -21,6 +21,19 @@ fn walk(m: &Message<'_>) {
                 if let Ok((h, rest)) = types::decode_array_header(f) {
                     let _ = types::array_elements(rest, h.element_count());
                 }
+                let _ = types::decode_record(f);
+                let _ = types::decode_range(f);
+                let _ = types::decode_multirange(f);
+                let _ = types::decode_hstore(f);
+                let _ = types::decode_path(f);
+                let _ = types::decode_polygon(f);
+                let _ = types::decode_inet(f);
+                let _ = types::decode_snapshot(f);
+                let _ = types::decode_bits(f);
+                let _ = types::decode_timetz(f);
+                if let Ok(s) = std::str::from_utf8(f) {
+                    let _ = types::parse_text_array(s);
+                }
             }
         }
         Message::RowDescription(r) => assert_eq!(r.columns().count(), r.len()),

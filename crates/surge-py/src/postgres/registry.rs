@@ -121,10 +121,15 @@ fn resolve_at(py: Python<'_>, oid: u32, reg: &Arc<Registry>, depth: usize) -> Op
             TypeDef::Domain(base) => return sub(*base),
             TypeDef::Range(s) => Codec::Range(sub(*s)?),
             TypeDef::Multirange(r) => Codec::Multirange(sub(*r)?),
-            TypeDef::Array(e) => Codec::Array {
-                elem_oid: *e,
-                elem: sub(*e)?,
-                lower: 1,
+            // An array of a type that goes as text (an extension's base type
+            // such as citext): its text form, a list of str, as asyncpg gives it.
+            TypeDef::Array(e) => match sub(*e) {
+                Some(elem) => Codec::Array {
+                    elem_oid: *e,
+                    elem,
+                    lower: 1,
+                },
+                None => Codec::TextArray,
             },
             TypeDef::Hstore => Codec::Hstore,
             TypeDef::Opaque => return None,

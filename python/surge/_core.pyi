@@ -450,9 +450,9 @@ class PgCodec:
     def reset_type_codec(self, oid: int) -> None: ...
     def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
 
-@final
 def pg_types() -> list[tuple[int, str, int, str, int, bool]]: ...
 
+@final
 class ScramClient:
     def __new__(
         cls, password: bytes, nonce: bytes, channel_binding: bytes | None = None

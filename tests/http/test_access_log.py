@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from ops_procs import Proc, wait_for_lines
+from surge import stats
 from surge._core import AccessLog
 from surge.cli import main
 from surge.http import App
 from surge.http.server import Server
+from surge.serve.access_log import OPEN_LOGS
 from surge.services import free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -224,6 +226,15 @@ def test_a_stalled_sink_drops_lines_and_never_stalls_the_server() -> None:
         pass
     assert kept.count(b"\n") + log.dropped <= count
     assert len(kept) <= (1 << 16) + 2 * 4096 + 200  # the pipe, a batch, the buffer, a line
+    # Exported: what `/metrics` says of the logs open in the process.
+    OPEN_LOGS.add(log)
+    try:
+        line = next(
+            x for x in stats.prometheus().splitlines() if x.startswith("surge_access_log_dropped")
+        )
+        assert float(line.split()[-1]) >= log.dropped
+    finally:
+        OPEN_LOGS.discard(log)
     assert log.close(timeout=5.0)
     os.close(read_end)
 

@@ -10,6 +10,7 @@ lines do not interleave mid-line on a local file system) or share stderr.
 from __future__ import annotations
 
 import os
+import weakref
 
 from surge._core import AccessLog
 
@@ -19,7 +20,16 @@ DEFAULT_ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s"
 #: lines are dropped and counted (`AccessLog.dropped`), never the server slowed.
 DEFAULT_ACCESS_LOG_BUFFER = 1 << 20
 
-__all__ = ["DEFAULT_ACCESS_LOG_BUFFER", "DEFAULT_ACCESS_LOG_FORMAT", "open_access_log"]
+#: The logs open in this process, whose dropped lines `surge.stats` exports
+#: (``surge_access_log_dropped_total``).
+OPEN_LOGS: weakref.WeakSet[AccessLog] = weakref.WeakSet()
+
+__all__ = [
+    "DEFAULT_ACCESS_LOG_BUFFER",
+    "DEFAULT_ACCESS_LOG_FORMAT",
+    "OPEN_LOGS",
+    "open_access_log",
+]
 
 
 def open_access_log(
@@ -34,12 +44,15 @@ def open_access_log(
     as_json = format == "json"
     fmt = None if as_json else (format or DEFAULT_ACCESS_LOG_FORMAT)
     if target == "-":
-        return AccessLog(2, fmt, as_json, buffer)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        return AccessLog(fd, fmt, as_json, buffer)  # it keeps a duplicate
-    finally:
-        os.close(fd)
+        log = AccessLog(2, fmt, as_json, buffer)
+    else:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            log = AccessLog(fd, fmt, as_json, buffer)  # it keeps a duplicate
+        finally:
+            os.close(fd)
+    OPEN_LOGS.add(log)
+    return log
 
 
 def check_access_log(target: str, format: str | None) -> None:

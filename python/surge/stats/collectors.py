@@ -8,6 +8,15 @@ from typing import Any
 from .exposition import Family
 
 
+def _access_log_dropped() -> int:
+    import sys
+
+    module = sys.modules.get("surge.serve.access_log")  # loaded only when a log is on
+    if module is None:
+        return 0
+    return sum(log.dropped for log in list(module.OPEN_LOGS))
+
+
 def http_families() -> list[Family]:
     try:
         from surge._core import http_stats  # type: ignore[attr-defined]
@@ -38,6 +47,12 @@ def http_families() -> list[Family]:
             "gauge",
             "open client connections",
             [("", {}, s["connections_open"])],
+        ),
+        Family(
+            "surge_access_log_dropped_total",
+            "counter",
+            "access log lines dropped because the log could not keep up",
+            [("", {}, _access_log_dropped())],
         ),
         Family(
             "surge_http_connections_total",

@@ -200,7 +200,7 @@ impl Clock {
 
 /// A running access log (see the module docstring). Made in each worker,
 /// after the fork: its writer thread does not survive one.
-#[pyclass(module = "surge._core", frozen)]
+#[pyclass(module = "surge._core", frozen, weakref)]
 pub struct AccessLog {
     atoms: Vec<Atom>,
     json: bool,

@@ -31,7 +31,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import free_port as _free_port
 
 # SIGSTOP/SIGCONT of a server's process group (only `.proc` is used).
 from benchmarks.http.run import pause
@@ -97,12 +97,6 @@ class Server:
 
 def _log(msg: str) -> None:
     print(f"[files] {msg}", file=sys.stderr, flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pids(root: int) -> list[int]:

@@ -40,7 +40,6 @@ import platform
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import free_port as _free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -327,12 +327,6 @@ class Server:
 
     def cpu_s(self) -> float:
         return sum(_cpu_s(p) for p in self.pids())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes, str]:

@@ -33,7 +33,6 @@ import datetime as dt
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import free_port as _free_port
 
 # SIGSTOP/SIGCONT of a server's process group (only `.proc` is used), CPU accounting.
 from benchmarks.http.run import _busy_s, _children_cpu_s, _cpu_s, pause
@@ -92,12 +92,6 @@ class Server:
                     if os.getpgid(int(entry)) == self.proc.pid:
                         total += _cpu_s(int(entry))
         return total
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _peer(name: str) -> str:

@@ -22,7 +22,6 @@ import argparse
 import csv
 import io
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 from surge import services
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, pinned, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -67,33 +67,8 @@ def _command(cfg: dict, n: int, port: int, size: int) -> list[str] | None:
     return [str(py), client, cfg["driver"], cfg["loop"], conc, str(n), str(port), str(size)]
 
 
-#: Cores for the server and the clients: on 2 cores the two must not share one.
-SERVER_CORE, CLIENT_CORE = "1", "0"
-
-
-def _can_pin() -> bool:
-    return shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
-
-
-def _pin(pid: int, core: str) -> None:
-    if _can_pin():
-        subprocess.run(["taskset", "-a", "-p", "-c", core, str(pid)], capture_output=True)
-
-
-def _on_client_core(cmd: list[str]) -> list[str]:
-    return ["taskset", "-c", CLIENT_CORE, *cmd] if _can_pin() else cmd
-
-
 def _run(cmd: list[str], strace_out: str | None = None) -> dict:
-    cmd = _on_client_core(cmd)
-    if strace_out:
-        calls = ",".join(WRITE_CALLS)
-        cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_json(cmd, strace_out, WRITE_CALLS)
 
 
 def _count_writes(path: str) -> int:
@@ -115,7 +90,9 @@ def _redis_benchmark_cmd(port: int, n: int, size: int) -> list[str] | None:
 
 def _redis_benchmark_round(cmd: list[str]) -> dict[str, float]:
     """One run of redis-benchmark: ops/s per phase."""
-    out = subprocess.run(_on_client_core(cmd), capture_output=True, text=True, timeout=300).stdout
+    out = subprocess.run(
+        pinned(cmd, CLIENT_CORE), capture_output=True, text=True, timeout=300
+    ).stdout
     got = {}
     for row in csv.reader(io.StringIO(out)):
         if row and row[0].lower() in PHASES:
@@ -155,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = []
     with services.redis() as svc:
-        _pin(svc.pid, SERVER_CORE)
+        pin_pid(svc.pid, SERVER_CORE)
         configs = []
         only = {d for d in args.drivers.split(",") if d}
         for cfg in _configs(args.quick, args.conc):

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import free_port as _free_port
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE / "apps"
@@ -81,12 +81,6 @@ DESCRIPTIONS = {
 
 def _log(msg: str) -> None:
     print(f"[seed001] {msg}", file=sys.stderr, flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pin(core: int) -> list[str]:

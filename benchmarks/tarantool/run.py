@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import statistics
@@ -38,6 +37,7 @@ from pathlib import Path
 from surge import services
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -79,25 +79,8 @@ def _command(cfg: dict, n: int, port: int) -> list[str] | None:
 
 
 #: Cores for the server and the clients: on 2 cores the two must not share one.
-SERVER_CORE, CLIENT_CORE = "1", "0"
-
-
-def _pin(pid: int, core: str) -> None:
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        subprocess.run(["taskset", "-a", "-p", "-c", core, str(pid)], capture_output=True)
-
-
 def _run(cmd: list[str], strace_out: str | None = None) -> dict:
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        cmd = ["taskset", "-c", CLIENT_CORE, *cmd]
-    if strace_out:
-        calls = ",".join(WRITE_CALLS)
-        cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_json(cmd, strace_out, WRITE_CALLS)
 
 
 def _count_writes(path: str) -> int:
@@ -139,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = []
     with services.tarantool(extra_lua=SPACE_LUA, wal_mode="none") as svc:
-        _pin(svc.pid, SERVER_CORE)
+        pin_pid(svc.pid, SERVER_CORE)
         # Runs are interleaved (run 1 of every client, then run 2, ...) so a burst
         # of background load hits every client alike and the ratios of one run hold.
         plan = []

@@ -146,12 +146,6 @@ def test_unknown_scheme_is_refused() -> None:
 
 
 @pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_run_async_in_a_plain_asyncio_loop(surge_server) -> None:
     import asyncio
 

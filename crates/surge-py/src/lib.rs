@@ -13,6 +13,7 @@ mod redis;
 mod tarantool;
 mod tls;
 mod websocket;
+mod wire;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -37,6 +37,8 @@ use super::encode::Encoder;
 use super::registry::{resolve, typedef_of, CatalogRow, Registry};
 use super::statement::{Statement, Types};
 
+use crate::wire::{ReadBuf, WriteBuf};
+
 #[path = "replies.rs"]
 mod replies;
 
@@ -56,8 +58,6 @@ create_exception!(
 /// Why a COPY FROM STDIN that came as a plain query is refused (CopyFail).
 const COPY_IN_REFUSED: &str = "surge: COPY FROM STDIN needs copy_to_table or copy_records_to_table";
 
-/// Compact the read buffer when this much of its front has been consumed.
-const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
 /// COPY input is cut into CopyData messages of at most this many bytes
 /// (the server reads them one at a time; huge messages only cost memory).
 const COPY_CHUNK: usize = 256 * 1024;
@@ -122,9 +122,8 @@ struct Waiting {
 
 #[pyclass(module = "surge._core")]
 pub struct PgCodec {
-    wbuf: Vec<u8>,
-    rbuf: Vec<u8>,
-    rpos: usize,
+    wbuf: WriteBuf,
+    rbuf: ReadBuf,
     next_id: u64,
     waiting: VecDeque<Waiting>,
     data_error: Py<PyType>,
@@ -281,9 +280,8 @@ impl PgCodec {
         protocol_error: Option<Py<PyType>>,
     ) -> Self {
         PgCodec {
-            wbuf: Vec::with_capacity(64 * 1024),
-            rbuf: Vec::new(),
-            rpos: 0,
+            wbuf: WriteBuf::new(),
+            rbuf: ReadBuf::default(),
             next_id: 0,
             waiting: VecDeque::new(),
             data_error: data_error.unwrap_or_else(|| py.get_type::<PyTypeError>().unbind()),
@@ -305,7 +303,6 @@ impl PgCodec {
     fn reset(&mut self, py: Python<'_>) {
         self.wbuf.clear();
         self.rbuf.clear();
-        self.rpos = 0;
         self.waiting.clear();
         self.failed = false;
         self.session += 1;
@@ -337,9 +334,7 @@ impl PgCodec {
 
     /// The write buffer's contents as bytes, leaving it empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let b = PyBytes::new(py, &self.wbuf);
-        self.wbuf.clear();
-        b
+        self.wbuf.take(py)
     }
 
     /// Transaction status after the last reply: "I" idle, "T" in a transaction,
@@ -705,10 +700,10 @@ impl PgCodec {
             return Ok(out);
         }
         let mut rbuf = std::mem::take(&mut self.rbuf);
-        rbuf.extend_from_slice(data);
-        let mut pos = self.rpos;
+        rbuf.extend(data);
+        let mut pos = rbuf.pos();
         let r = loop {
-            let (frame, n) = match read_frame(&rbuf[pos..]) {
+            let (frame, n) = match read_frame(&rbuf.bytes()[pos..]) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Partial) => break Ok(()),
                 Err(e) => break Err(e),
@@ -719,8 +714,8 @@ impl PgCodec {
             };
             pos += n;
             if let Err(e) = self.on_message(py, &out, m) {
+                rbuf.set_pos(pos);
                 self.rbuf = rbuf;
-                self.rpos = pos;
                 return Err(e);
             }
         };
@@ -730,15 +725,9 @@ impl PgCodec {
             let id = self.waiting.pop_front().map(|w| w.id);
             out.append((id, false, err.into_value(py)))?;
         }
-        if pos == rbuf.len() {
-            rbuf.clear();
-            pos = 0;
-        } else if pos >= READ_COMPACT_THRESHOLD {
-            rbuf.drain(..pos);
-            pos = 0;
-        }
+        rbuf.set_pos(pos);
+        rbuf.compact();
         self.rbuf = rbuf;
-        self.rpos = pos;
         Ok(out)
     }
 }

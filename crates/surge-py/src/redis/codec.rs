@@ -30,15 +30,14 @@ use surge_proto::resp::{self, Scanner, Status};
 use super::args::write_command;
 use super::reply::Builder;
 
+use crate::wire::{ReadBuf, WriteBuf};
+
 create_exception!(
     _core,
     RespProtocolError,
     PyException,
     "The byte stream from the server is not valid RESP."
 );
-
-/// Compact the read buffer when this much of its front has been consumed.
-const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
 
 /// Pub/sub message kinds that a subscribed RESP2 connection sends unasked.
 const PUBSUB_KINDS: &[&[u8]] = &[
@@ -72,9 +71,8 @@ struct Waiting {
 
 #[pyclass(module = "surge._core")]
 pub struct RespCodec {
-    wbuf: Vec<u8>,
-    rbuf: Vec<u8>,
-    rpos: usize,
+    wbuf: WriteBuf,
+    rbuf: ReadBuf,
     scanner: Scanner,
     next_id: u64,
     waiting: VecDeque<Waiting>,
@@ -201,9 +199,8 @@ impl RespCodec {
     ) -> Self {
         let default_error = py.get_type::<PyException>().into_any().unbind();
         RespCodec {
-            wbuf: Vec::with_capacity(64 * 1024),
-            rbuf: Vec::new(),
-            rpos: 0,
+            wbuf: WriteBuf::new(),
+            rbuf: ReadBuf::default(),
             scanner: Scanner::new(),
             next_id: 0,
             waiting: VecDeque::new(),
@@ -221,7 +218,6 @@ impl RespCodec {
     fn reset(&mut self) {
         self.wbuf.clear();
         self.rbuf.clear();
-        self.rpos = 0;
         self.scanner.reset();
         self.waiting.clear();
         self.failed = false;
@@ -239,9 +235,7 @@ impl RespCodec {
 
     /// The write buffer's contents as bytes, leaving it empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let b = PyBytes::new(py, &self.wbuf);
-        self.wbuf.clear();
-        b
+        self.wbuf.take(py)
     }
 
     /// Encode one command (`"SET", "k", b"v"`); returns its id. A bad argument
@@ -326,10 +320,10 @@ impl RespCodec {
         if self.failed {
             return Ok(out);
         }
-        self.rbuf.extend_from_slice(data);
+        self.rbuf.extend(data);
         let factory = self.error_factory.bind(py).clone();
         loop {
-            let n = match self.scanner.scan(&self.rbuf[self.rpos..]) {
+            let n = match self.scanner.scan(self.rbuf.unread()) {
                 Ok(Status::Complete(n)) => n,
                 Ok(Status::Partial) => break,
                 Err(e) => {
@@ -340,27 +334,21 @@ impl RespCodec {
                     break;
                 }
             };
-            let start = self.rpos;
-            self.rpos += n;
-            let push = Builder::is_push(&self.rbuf, start);
+            let start = self.rbuf.pos();
+            self.rbuf.advance(n);
+            let push = Builder::is_push(self.rbuf.bytes(), start);
             let raw = !push && self.waiting.front().is_some_and(|w| w.raw);
             let builder = Builder {
                 py,
                 decode: self.decode && !raw,
                 error_factory: &factory,
             };
-            let status = self.rbuf[start] == b'+';
+            let status = self.rbuf.bytes()[start] == b'+';
             let mut pos = start;
-            let value = builder.build(&self.rbuf[..start + n], &mut pos);
+            let value = builder.build(&self.rbuf.bytes()[..start + n], &mut pos);
             self.route(py, &out, value, push, status)?;
         }
-        if self.rpos == self.rbuf.len() {
-            self.rbuf.clear();
-            self.rpos = 0;
-        } else if self.rpos >= READ_COMPACT_THRESHOLD {
-            self.rbuf.drain(..self.rpos);
-            self.rpos = 0;
-        }
+        self.rbuf.compact();
         Ok(out)
     }
 }

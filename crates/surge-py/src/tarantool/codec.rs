@@ -20,6 +20,8 @@ use surge_proto::msgpack as mp;
 use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
+use crate::wire::{ReadBuf, WriteBuf};
+
 create_exception!(
     _core,
     IprotoProtocolError,
@@ -27,14 +29,10 @@ create_exception!(
     "The byte stream from the server is not valid IPROTO."
 );
 
-/// Compact the read buffer when this much of its front has been consumed.
-const READ_COMPACT_THRESHOLD: usize = 64 * 1024;
-
 #[pyclass(module = "surge._core")]
 pub struct IprotoCodec {
-    wbuf: Vec<u8>,
-    rbuf: Vec<u8>,
-    rpos: usize,
+    wbuf: WriteBuf,
+    rbuf: ReadBuf,
     sync: u64,
     /// Requests whose reply rows become `Tuple`s, with the space's field names.
     row_names: HashMap<u64, Option<Py<PyDict>>>,
@@ -217,9 +215,8 @@ impl IprotoCodec {
     #[new]
     fn new() -> Self {
         IprotoCodec {
-            wbuf: Vec::with_capacity(64 * 1024),
-            rbuf: Vec::new(),
-            rpos: 0,
+            wbuf: WriteBuf::new(),
+            rbuf: ReadBuf::default(),
             sync: 0,
             row_names: HashMap::new(),
             greeted: false,
@@ -231,7 +228,6 @@ impl IprotoCodec {
     fn reset(&mut self) {
         self.wbuf.clear();
         self.rbuf.clear();
-        self.rpos = 0;
         self.row_names.clear();
         self.greeted = false;
     }
@@ -248,9 +244,7 @@ impl IprotoCodec {
 
     /// The write buffer's contents as bytes, leaving it empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let b = PyBytes::new(py, &self.wbuf);
-        self.wbuf.clear();
-        b
+        self.wbuf.take(py)
     }
 
     /// Parse every complete message in `data` (plus what was buffered): a list of
@@ -259,14 +253,13 @@ impl IprotoCodec {
         let out = PyList::empty(py);
         let mut data = data;
         if !self.greeted {
-            self.rbuf.extend_from_slice(data);
-            if self.rbuf.len() - self.rpos < iproto::GREETING_SIZE {
+            self.rbuf.extend(data);
+            if self.rbuf.unread().len() < iproto::GREETING_SIZE {
                 return Ok(out);
             }
-            let g =
-                iproto::parse_greeting(&self.rbuf[self.rpos..self.rpos + iproto::GREETING_SIZE])
-                    .map_err(proto_err)?;
-            self.rpos += iproto::GREETING_SIZE;
+            let g = iproto::parse_greeting(&self.rbuf.unread()[..iproto::GREETING_SIZE])
+                .map_err(proto_err)?;
+            self.rbuf.advance(iproto::GREETING_SIZE);
             self.greeted = true;
             let info = PyDict::new(py);
             info.set_item("version", &g.version)?;
@@ -276,38 +269,32 @@ impl IprotoCodec {
             out.append((py.None(), true, ("greeting", info)))?;
             data = &[];
         }
-        if self.rpos < self.rbuf.len() || data.is_empty() {
+        if !self.rbuf.is_drained() || data.is_empty() {
             // A frame begun in an earlier read: complete it with just the bytes it
             // still needs (all of them while its size is unknown), decode from the
             // buffer, then go on with the rest of `data` without copying it.
-            let have = self.rbuf.len() - self.rpos;
-            let take = match iproto::frame_len(&self.rbuf[self.rpos..]).map_err(proto_err)? {
+            let have = self.rbuf.unread().len();
+            let take = match iproto::frame_len(self.rbuf.unread()).map_err(proto_err)? {
                 Some(total) => total.saturating_sub(have).min(data.len()),
                 None => data.len(),
             };
-            self.rbuf.extend_from_slice(&data[..take]);
+            self.rbuf.extend(&data[..take]);
             data = &data[take..];
             let rbuf = std::mem::take(&mut self.rbuf);
-            let (used, result) = self.decode_frames(py, &rbuf[self.rpos..], &out);
+            let (used, result) = self.decode_frames(py, rbuf.unread(), &out);
             self.rbuf = rbuf;
-            self.rpos += used;
-            if self.rpos == self.rbuf.len() {
-                self.rbuf.clear();
-                self.rpos = 0;
-            } else if self.rpos >= READ_COMPACT_THRESHOLD {
-                self.rbuf.drain(..self.rpos);
-                self.rpos = 0;
-            }
+            self.rbuf.advance(used);
+            self.rbuf.compact();
             result?;
-            if self.rpos < self.rbuf.len() {
-                self.rbuf.extend_from_slice(data);
+            if !self.rbuf.is_drained() {
+                self.rbuf.extend(data);
                 return Ok(out);
             }
         }
         // Nothing buffered (the usual case): decode straight from `data` and keep
         // only an incomplete tail, saving a copy of every reply.
         let (used, result) = self.decode_frames(py, data, &out);
-        self.rbuf.extend_from_slice(&data[used..]);
+        self.rbuf.extend(&data[used..]);
         result?;
         Ok(out)
     }

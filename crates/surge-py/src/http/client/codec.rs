@@ -28,6 +28,8 @@ use super::encode::encode_into;
 use super::parser::limits;
 use super::response::{join_body, HttpResponse};
 
+use crate::wire::WriteBuf;
+
 struct Waiting {
     id: u64,
     stream: bool,
@@ -47,7 +49,7 @@ enum Current {
 
 #[pyclass(module = "surge._core")]
 pub struct HttpClientCodec {
-    wbuf: Vec<u8>,
+    wbuf: WriteBuf,
     parser: ResponseParser,
     next_id: u64,
     waiting: VecDeque<Waiting>,
@@ -130,7 +132,7 @@ impl HttpClientCodec {
     #[pyo3(signature = (*, max_head=DEFAULT_MAX_HEAD, max_headers=DEFAULT_MAX_HEADERS, max_body=DEFAULT_MAX_BODY))]
     fn new(max_head: usize, max_headers: usize, max_body: u64) -> Self {
         HttpClientCodec {
-            wbuf: Vec::with_capacity(16 * 1024),
+            wbuf: WriteBuf::new(),
             parser: ResponseParser::new(limits(max_head, max_headers, max_body)),
             next_id: 0,
             waiting: VecDeque::new(),
@@ -187,9 +189,7 @@ impl HttpClientCodec {
 
     /// The write buffer's contents as bytes, leaving it empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let b = PyBytes::new(py, &self.wbuf);
-        self.wbuf.clear();
-        b
+        self.wbuf.take(py)
     }
 
     /// Requests sent whose responses have not completed.

@@ -204,7 +204,9 @@ def _md(runs: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.tarantool_mixed.run", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.tarantool_mixed.run", description=__doc__
+    )
     ap.add_argument("--quick", action="store_true", help="5 s runs")
     ap.add_argument("--duration", type=float, help="seconds per run (default 20, quick 5)")
     ap.add_argument("--procs", type=int, default=2, help="generator processes (default 2)")

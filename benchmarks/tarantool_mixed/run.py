@@ -18,9 +18,9 @@ seed, the per-second rates go to Graphite while the run goes: a real carbon-cach
 ``surge.load.run(graphite=...)``, and after each run they are read back from its
 whisper files and compared with the generator's own per-second counts.
 
-    python -m benchmarks.seed000.run [--quick] [--procs 2] [--pipeline 200] [--rate 20000]
+    python -m benchmarks.tarantool_mixed.run [--quick] [--procs 2] [--pipeline 200] [--rate 20000]
 
-Results: ``bench-results/seed000.json``, ``bench-results/seed000-<run>.png``.
+Results: ``bench-results/tarantool_mixed.json``, ``bench-results/tarantool_mixed-<run>.png``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ OPS = ("insert", "select", "update", "delete")
 
 
 def _log(msg: str) -> None:
-    print(f"[seed000] {msg}", file=sys.stderr, flush=True)
+    print(f"[tarantool_mixed] {msg}", file=sys.stderr, flush=True)
 
 
 def _cpu_s(pid: int) -> float:
@@ -88,7 +88,7 @@ def run_one(name: str, url: str, pid: int, graphite: Any, **kw: Any) -> dict[str
     before = box_stat(url)
     cpu0, t0, m0 = _cpu_s(pid), time.monotonic(), _machine()
     since = int(time.time()) - 2
-    prefix = f"seed000.{name}"
+    prefix = f"tarantool_mixed.{name}"
     r = surge.load.run(
         url, progress=True, graphite=f"{graphite.address}", graphite_prefix=prefix, **kw
     )
@@ -98,7 +98,7 @@ def run_one(name: str, url: str, pid: int, graphite: Any, **kw: Any) -> dict[str
     after = box_stat(url)
     server = {op: after[op] - before[op] for op in OPS}
     print(surge.load.render_table(r), file=sys.stderr)
-    png = RESULTS / f"seed000-{name}.png"
+    png = RESULTS / f"tarantool_mixed-{name}.png"
     how = f"{kw['rate']:g} ops/s" if kw.get("rate") else f"{kw['pipeline']} in flight each"
     title = f"seed 000 {name}: {kw['mix']}, {kw['procs']} procs x 1 connection, {how}"
     chart.rate_over_time(r, png, title=title)
@@ -186,13 +186,13 @@ def _md(runs: list[dict[str, Any]]) -> str:
         + (
             "match the generator's counts exactly in every run (besides each process's setup)."
             if ok
-            else "DIFFER from the generator's counts: see seed000.json."
+            else "DIFFER from the generator's counts: see tarantool_mixed.json."
         )
         + " The per-second rates read back from Graphite's whisper files "
         + (
             "equal the generator's own counts, second by second."
             if in_graphite
-            else "DIFFER from the generator's counts: see seed000.json."
+            else "DIFFER from the generator's counts: see tarantool_mixed.json."
         )
     )
     warn = [f"{run['name']}: {w}" for run in runs for w in run["table"].warnings]
@@ -204,7 +204,9 @@ def _md(runs: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.seed000.run", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.tarantool_mixed.run", description=__doc__
+    )
     ap.add_argument("--quick", action="store_true", help="5 s runs")
     ap.add_argument("--duration", type=float, help="seconds per run (default 20, quick 5)")
     ap.add_argument("--procs", type=int, default=2, help="generator processes (default 2)")
@@ -239,14 +241,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "runs": [{k: v for k, v in run.items() if k != "table"} for run in runs],
     }
-    (RESULTS / "seed000.json").write_text(json.dumps(data, indent=1))
-    (RESULTS / "seed000.md").write_text(md)
+    (RESULTS / "tarantool_mixed.json").write_text(json.dumps(data, indent=1))
+    (RESULTS / "tarantool_mixed.md").write_text(md)
     print(md)
     setup = [
         f"seed 000: Tarantool (wal_mode none) pinned to core {TARANTOOL_CORE}; surge load with "
         f"{args.procs} processes x 1 connection, {args.pipeline} requests in flight each "
         f"(closed runs) or {args.rate:g} ops/s in all (rated run); 1.5 KB tuples; {duration:g} s "
-        "per run; charts bench-results/seed000-*.png; per-second rates pushed to a local "
+        "per run; charts bench-results/tarantool_mixed-*.png; per-second rates pushed to a local "
         "Graphite (carbon-cache) and read back",
     ]
     return {"markdown": md, "setup_lines": setup}

@@ -1,4 +1,4 @@
-"""Seed 001's handlers on surge: ``surge serve benchmarks.seed001.apps.surge_app:app``.
+"""Seed 001's handlers on surge: ``surge serve benchmarks.http_latency.apps.surge_app:app``.
 
 ``/sleep50`` awaits 50 ms; ``/fanout`` awaits three 25 ms calls to the downstream
 service (``$SEED001_DOWNSTREAM``) one after another, made with `surge.http.Client`;

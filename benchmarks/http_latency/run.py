@@ -18,9 +18,9 @@ own time (60 ms for ``/sleep50``). The servers not being measured are paused
 (SIGSTOP). With ``oha`` installed (``cargo install oha``), surge's percentiles are
 checked against ``oha -q RATE --latency-correction`` on the same server and rate.
 
-    python -m benchmarks.seed001.run [--quick] [--servers surge,aiohttp] [--handlers sleep50]
+    python -m benchmarks.http_latency.run [--quick] [--servers surge,aiohttp] [--handlers sleep50]
 
-Results: ``bench-results/seed001.json``, ``bench-results/seed001-<handler>.png``.
+Results: ``bench-results/http_latency.json``, ``bench-results/http_latency-<handler>.png``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 APPS = HERE / "apps"
 ROOT = HERE.parent.parent
 RESULTS = ROOT / "bench-results"
-RAW = RESULTS / "raw" / "seed001"
+RAW = RESULTS / "raw" / "http_latency"
 SURGE_BIN = ROOT / ".venv" / "bin" / "surge"
 
 SERVER_CORE = 1
@@ -80,7 +80,7 @@ DESCRIPTIONS = {
 
 
 def _log(msg: str) -> None:
-    print(f"[seed001] {msg}", file=sys.stderr, flush=True)
+    print(f"[http_latency] {msg}", file=sys.stderr, flush=True)
 
 
 def _pin(core: int) -> list[str]:
@@ -123,7 +123,7 @@ class Proc:
 def _argv(name: str, port: int) -> tuple[list[str], Path]:
     bench_py = str(bvenv.python())
     if name in ("surge", "downstream"):
-        app = "benchmarks.seed001.apps.surge_app:app"
+        app = "benchmarks.http_latency.apps.surge_app:app"
         return [str(SURGE_BIN), "serve", app, "--port", str(port), "--workers", "1"], ROOT
     if name == "aiohttp":
         return [bench_py, str(APPS / "aiohttp_app.py"), str(port)], APPS
@@ -406,7 +406,7 @@ def _surge_build() -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the suite; returns the markdown and setup lines for benchmarks.run."""
     global SURGE_BIN
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.seed001.run", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.http_latency.run", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="3 s per rate, fewer rates")
     ap.add_argument("--servers", default=",".join(SERVERS))
     ap.add_argument("--handlers", default=",".join(HANDLERS))
@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         series = {p.name: p.results[h] for p in servers if p.results.get(h)}
         if series:
             path, own, limit = HANDLERS[h]
-            png = RESULTS / f"seed001-{h}.png"
+            png = RESULTS / f"http_latency-{h}.png"
             chart.percentiles_vs_rate(
                 series,
                 png,
@@ -494,9 +494,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "oha_checks": checks,
         "charts": charts,
     }
-    (RESULTS / "seed001.json").write_text(json.dumps(data, indent=1))
+    (RESULTS / "http_latency.json").write_text(json.dumps(data, indent=1))
     md = _md(servers, handlers, checks)
-    (RESULTS / "seed001.md").write_text(md)
+    (RESULTS / "http_latency.md").write_text(md)
     print(md)
     build = _surge_build()
     setup = [

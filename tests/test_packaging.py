@@ -58,3 +58,8 @@ def test_the_check_sees_a_module_level_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("import hdrh.histogram\nfrom orjson import dumps\ndef f():\n    import x\n")
     assert _module_level_imports(module) == {"hdrh", "orjson"}
+
+
+def test_a_module_of_an_extra_names_the_extra_in_its_error() -> None:
+    for relative, extra in NEEDS_EXTRA.items():
+        assert f"surge[{extra}]" in (PACKAGE / relative).read_text(), relative

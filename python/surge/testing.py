@@ -34,8 +34,13 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import h11
-import httpx
+try:
+    import h11
+    import httpx
+except ImportError as exc:  # the extra is not installed: say which one
+    raise ImportError(
+        "surge.testing needs the testing extra: pip install 'surge[testing]'"
+    ) from exc
 
 from surge.http.protocol import HttpProtocol
 from surge.http.server import Server

@@ -8,6 +8,7 @@ import time
 import pytest
 import surge.load
 from rawservers import read_request
+from surge import services
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -146,6 +147,11 @@ def test_unknown_scheme_is_refused() -> None:
 
 
 @pytest.fixture
+def free_port() -> int:
+    """A port nothing listens on."""
+    return services.free_port()
+
+
 def test_run_async_in_a_plain_asyncio_loop(surge_server) -> None:
     import asyncio
 

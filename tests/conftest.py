@@ -19,6 +19,5 @@ settings.register_profile("default", **_common)
 settings.register_profile("thorough", max_examples=1000, **_common)
 settings.load_profile(os.environ.get("SURGE_HYPOTHESIS_PROFILE", "default"))
 
-#: Every async test directory's ``arun`` (tests/loops.py); redis/ and postgres/
-#: keep shorter default bounds of their own.
+#: The one ``arun`` fixture of every test directory (tests/loops.py).
 arun = arun_fixture()

@@ -1,6 +1,6 @@
 """Running a test's coroutine on each event loop surge supports, with a bound.
 
-`arun_fixture(timeout)` makes the ``arun`` fixture every async test directory uses:
+`arun_fixture()` makes the one ``arun`` fixture (tests/conftest.py) every async test uses:
 the test runs once on plain asyncio and once on uvloop (``arun.kind`` says which),
 each time on a fresh loop, and a coroutine still running after ``timeout`` seconds
 fails the test instead of hanging it.
@@ -34,12 +34,17 @@ def runner(kind: str, timeout: float = 30.0) -> Callable[..., Any]:
     return run
 
 
-def arun_fixture(timeout: float = 30.0) -> Any:
-    """The ``arun`` fixture, with ``timeout`` as its default bound."""
+#: The bound of ``arun`` when a test module sets no ``ARUN_TIMEOUT`` of its own.
+ARUN_TIMEOUT = 30.0
+
+
+def arun_fixture() -> Any:
+    """The ``arun`` fixture (defined once, in tests/conftest.py): a module may set
+    ``ARUN_TIMEOUT`` (seconds) for its own default bound."""
 
     @pytest.fixture(params=KINDS)
     def arun(request: pytest.FixtureRequest) -> Callable[..., Any]:
         """Run a coroutine to completion on a fresh loop of each kind, with a bound."""
-        return runner(request.param, timeout)
+        return runner(request.param, getattr(request.module, "ARUN_TIMEOUT", ARUN_TIMEOUT))
 
     return arun

@@ -10,8 +10,6 @@ from collections.abc import Iterator
 import pytest
 from surge import services
 
-from tests.loops import arun_fixture
-
 #: The password every test role gets.
 PASSWORD = "s3cret-pw"
 
@@ -51,6 +49,3 @@ def pg_password() -> str:
 def dsn(pg_svc: services.Service) -> str:
     """The trust-auth DSN of the test server."""
     return pg_svc.url
-
-
-arun = arun_fixture(15.0)

@@ -8,8 +8,6 @@ from collections.abc import Iterator
 import pytest
 from surge import services
 
-from tests.loops import arun_fixture
-
 _db_numbers = itertools.count(1)
 
 
@@ -24,6 +22,3 @@ def redis_svc() -> Iterator[services.Service]:
 def url(redis_svc: services.Service) -> str:
     """The server's URL with a database of the test's own (tests do not see each other's keys)."""
     return f"redis://{redis_svc.host}:{redis_svc.port}/{next(_db_numbers) % 16}"
-
-
-arun = arun_fixture(10.0)

@@ -25,7 +25,7 @@ from surge.redis.cluster import (
     key_slot,
 )
 
-from tests.loops import arun_fixture, runner
+from tests.loops import runner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +36,8 @@ def cluster() -> Iterator[services.Service]:
         yield svc
 
 
-arun = arun_fixture(60.0)
+#: The bound of each `arun` here (rounds of 1000 coroutines across a slot migration).
+ARUN_TIMEOUT = 60.0
 
 
 def _rc(svc: services.Service, **kw) -> RedisCluster:

@@ -15,10 +15,8 @@ import surge.redis
 import trustme
 from surge import services
 
-from tests.loops import arun_fixture
-
 pytestmark = pytest.mark.timeout(60)
-arun = arun_fixture(20.0)
+ARUN_TIMEOUT = 20.0
 
 
 class Files:

@@ -86,6 +86,17 @@ def error_response(status: int, detail: str, headers: Sequence[tuple[str, str]] 
     return Response(detail, status=status, headers=list(headers), content_type=_TEXT_PLAIN)
 
 
+def _processed(mw: Any, request: Request, response: Any) -> Any:
+    """`mw.process_response(request, response)`, which must give a response."""
+    new = mw.process_response(request, response)
+    if not isinstance(new, _RESPONSES):
+        raise TypeError(
+            f"{type(mw).__qualname__}.process_response returned "
+            f"{type(new).__name__}, not a response"
+        )
+    return new
+
+
 class Pipeline:
     """Middleware around hooks, handler and error handlers, for one frozen plan."""
 
@@ -201,13 +212,7 @@ class Pipeline:
             entered -= 1
             mw = group[entered]
             try:
-                new = mw.process_response(request, response)
-                if not isinstance(new, _RESPONSES):
-                    raise TypeError(
-                        f"{type(mw).__qualname__}.process_response returned "
-                        f"{type(new).__name__}, not a response"
-                    )
-                response = new
+                response = _processed(mw, request, response)
             except ClientDisconnected:
                 raise
             except Exception as exc:
@@ -238,13 +243,7 @@ class Pipeline:
             entered -= 1
             mw = group[entered]
             try:
-                new = mw.process_response(request, response)
-                if not isinstance(new, _RESPONSES):
-                    raise TypeError(
-                        f"{type(mw).__qualname__}.process_response returned "
-                        f"{type(new).__name__}, not a response"
-                    )
-                response = new
+                response = _processed(mw, request, response)
             except ClientDisconnected:
                 raise
             except Exception as exc:
@@ -285,13 +284,7 @@ class Pipeline:
             response = await call_next(request)
         for mw in reversed(group[:entered]):
             try:
-                new = mw.process_response(request, response)
-                if not isinstance(new, _RESPONSES):
-                    raise TypeError(
-                        f"{type(mw).__qualname__}.process_response returned "
-                        f"{type(new).__name__}, not a response"
-                    )
-                response = new
+                response = _processed(mw, request, response)
             except ClientDisconnected:
                 raise
             except Exception as exc:

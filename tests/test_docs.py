@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", re.M | re.S)
 NOT_RUN = "# doc: not run"
+REF_DEF = re.compile(r"^\[([^\]]+)\]: (\S+)$", re.M)
+REF_USE = re.compile(r"\]\[([^\]]+)\]")
+INCLUDE = re.compile(r'^--8<-- "README\.md:(\w+)"$', re.M)
+DOCS_LINK = re.compile(r"\]\((docs/[^)\s]+)\)")
 
 
 def _blocks() -> list[tuple[str, int, str]]:
@@ -84,6 +88,38 @@ def test_example_runs(
     assert done.returncode == 0, f"{source}:{line}\n{done.stdout}\n{done.stderr}"
 
 
+def _section(text: str, name: str) -> str:
+    start = text.index(f"<!-- --8<-- [start:{name}] -->")
+    return text[start : text.index(f"<!-- --8<-- [end:{name}] -->", start)]
+
+
+def test_readme_references_resolve_on_the_site() -> None:
+    """docs/index.md includes README sections whose links to the guides are
+    references (an undefined one would show as plain text, with no warning): the
+    page defines each of them, to the same target relative to itself."""
+    readme = (ROOT / "README.md").read_text()
+    index = (DOCS / "index.md").read_text()
+    on_github = dict(REF_DEF.findall(readme))
+    on_site = dict(REF_DEF.findall(index))
+    included = [_section(readme, name) for name in INCLUDE.findall(index)]
+    used = {ref for text in included for ref in REF_USE.findall(text)}
+    assert used, "the included README sections link to no guide"
+    for ref in sorted(used):
+        assert ref in on_github, f"README.md uses [{ref}] without defining it"
+        assert ref in on_site, f"docs/index.md includes [{ref}] without defining it"
+        assert on_github[ref] == "docs/" + on_site[ref], ref
+    assert not any(DOCS_LINK.search(text) for text in included), (
+        "an included README section links to docs/ inline: use a reference"
+    )
+
+
+def _readme_guide_links() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    targets = [m.group(1) for m in DOCS_LINK.finditer(readme)]
+    targets += [t for _, t in REF_DEF.findall(readme) if t.startswith("docs/")]
+    return targets
+
+
 def test_the_site_builds_strict(tmp_path) -> None:
     mkdocs = Path(sys.executable).parent / "mkdocs"
     done = subprocess.run(
@@ -95,4 +131,16 @@ def test_the_site_builds_strict(tmp_path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "site" / "reference" / "postgres" / "index.html").exists()
+    site = tmp_path / "site"
+    assert (site / "reference" / "postgres" / "index.html").exists()
+    # The README's links into the guides (GitHub follows them as repository
+    # paths): each page exists and has the heading the link names.
+    links = _readme_guide_links()
+    assert links
+    for link in links:
+        path, _, anchor = link.partition("#")
+        page = Path(path).relative_to("docs").with_suffix("")
+        html = site / (page.parent if page.name == "index" else page) / "index.html"
+        assert (ROOT / path).is_file() and html.is_file(), link
+        if anchor:
+            assert f'id="{anchor}"' in html.read_text(), link

@@ -519,9 +519,18 @@ impl AccessLog {
         }
     }
 
-    /// Logs a response the native side encoded (`data`: head and body).
-    pub fn log_encoded(&self, py: Python<'_>, request: &Request, data: &[u8], now: Instant) {
+    /// Logs a response the native side encoded (`data`: head and body, less
+    /// `spliced` bytes of body written from a shared buffer after it).
+    pub fn log_encoded(
+        &self,
+        py: Python<'_>,
+        request: &Request,
+        data: &[u8],
+        spliced: usize,
+        now: Instant,
+    ) {
         let (status, sent, response_head) = parse_response(data);
+        let sent = sent + spliced as u64;
         let client = request.client.as_ref().map(|c| c.bind(py));
         self.record(
             py,
@@ -594,7 +603,7 @@ impl AccessLog {
 
     /// Logs a response rendered whole (`data`: the bytes written for it).
     fn log_rendered(&self, py: Python<'_>, request: &Bound<'_, Request>, data: &[u8]) {
-        self.log_encoded(py, &request.borrow(), data, Instant::now());
+        self.log_encoded(py, &request.borrow(), data, 0, Instant::now());
     }
 
     /// Logs a streamed response: its `status`, the body bytes `sent` and, for

@@ -16,6 +16,9 @@ DEFAULT_MAX_BODY: int
 
 def http_date() -> str: ...
 def http_stats() -> dict[str, Any]: ...
+def wsgi_response_head(
+    status: str, headers: list[tuple[str, str]], head_only: bool, http10: bool, keep_alive: bool
+) -> tuple[bytes, int, int, bool]: ...
 def encode_response_head(
     status: int,
     headers: Iterable[tuple[str, str]] | Mapping[str, str] | None,

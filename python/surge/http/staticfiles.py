@@ -47,6 +47,7 @@ Every answer for a path that has a sibling carries ``Vary: Accept-Encoding``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -348,13 +349,11 @@ class StaticFiles:
             if name in headers:
                 return None
         fresh = False
-        try:
+        with contextlib.suppress(OSError, ValueError):
             # The same checks as `_open_beneath`: no symlink on the way, the same file.
             fresh = _identity(os.lstat(paths[-1])) == identity and not any(
                 stat.S_ISLNK(os.lstat(path).st_mode) for path in paths[:-1]
             )
-        except (OSError, ValueError):
-            pass
         if not fresh or time.monotonic() > until:
             del self._hot[rel]
             return None

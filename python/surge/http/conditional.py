@@ -26,9 +26,7 @@ bytes */size``. More than `MAX_RANGES` ranges in one header are ignored
 
 from __future__ import annotations
 
-import email.utils
 import os
-import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -89,6 +87,9 @@ def http_date(timestamp: float) -> str:
 
 
 def _parse_date(value: str) -> int | None:
+    # Imported here: only conditional requests need it (~1 MB per worker).
+    import email.utils
+
     try:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -259,6 +260,8 @@ def _partial(
         offset, count = ranges[0]
         headers = [*base, ("Content-Range", f"bytes {offset}-{offset + count - 1}/{size}")]
         return FileReply(206, headers, content_type, [(offset, count)])
+    import secrets  # only several ranges need it
+
     boundary = secrets.token_hex(16)
     pieces: list[Piece] = []
     part_type = f"Content-Type: {content_type}\r\n" if content_type else ""

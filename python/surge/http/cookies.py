@@ -11,7 +11,6 @@ Each call adds its own Set-Cookie header; they are never folded into one.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from datetime import UTC, datetime
 
@@ -41,8 +40,12 @@ def _expires(value: datetime | str | int) -> str:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
+        import email.utils  # only for expires= (it weighs ~1 MB per worker)
+
         return email.utils.format_datetime(value.astimezone(UTC), usegmt=True)
     if isinstance(value, int):  # seconds from now, as Starlette
+        import email.utils
+
         return email.utils.formatdate(time.time() + value, usegmt=True)
     _check_attribute("expires", value)
     return value

@@ -27,7 +27,6 @@ form or a latin-1 guess (no data is changed silently); size limits answer 413.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import AsyncIterator, Generator, ItemsView, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import unquote_to_bytes
@@ -389,6 +388,8 @@ class _Multipart:
             if self.files > self.limits.max_files:
                 raise _bad(f"too many files in the form (at most {self.limits.max_files})")
             # Closed by FormData.close, or by `close` here when parsing fails.
+            import tempfile  # the first file part (tempfile weighs ~0.7 MB)
+
             spool = tempfile.SpooledTemporaryFile(max_size=self.limits.spool_max_size)  # noqa: SIM115
             filename = _decode(options[b"filename"], "a file name")
             self.upload = UploadFile(spool, filename=filename, headers=headers, size=0)  # type: ignore[arg-type]

@@ -43,10 +43,8 @@ import json
 import logging
 import os
 import selectors
-import shutil
 import signal
 import socket
-import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -137,6 +135,8 @@ class Master:
         finally:
             if metrics_dir is not None:
                 os.environ.pop(multiprocess.ENV, None)
+                import shutil
+
                 shutil.rmtree(metrics_dir, ignore_errors=True)
 
     def _share_metrics(self) -> str | None:
@@ -144,6 +144,9 @@ class Master:
         `surge.stats.multiprocess`); None when the user named one (it is kept)."""
         if os.environ.get(multiprocess.ENV):
             return None
+        # Imported here, in the master only: a worker need not carry tempfile.
+        import tempfile
+
         path = tempfile.mkdtemp(prefix="surge-metrics-")
         os.environ[multiprocess.ENV] = path  # inherited by every worker
         return path

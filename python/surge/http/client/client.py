@@ -10,6 +10,7 @@ errors into the client's (`errors.py`).
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -26,7 +27,6 @@ from surge.errors import (
     ProtocolError,
     RequestTimeoutError,
 )
-from surge.tracing import client_span
 
 from .config import DEFAULT_TIMEOUT, UNSET, ClientLimits, Timeout
 from .errors import (
@@ -273,8 +273,15 @@ class Client:
         t: Timeout,
         stream: bool,
     ) -> ClientResponse:
-        # In a trace (surge.tracing): a CLIENT span, propagated as `traceparent`.
-        span = client_span(method, u.scheme, u.host, u.port, u.target)
+        # In a trace (surge.tracing): a CLIENT span, propagated as `traceparent`. A
+        # trace needs the application to have imported opentelemetry: until then
+        # (or without the package) the check is this one lookup, and a worker does
+        # not pay opentelemetry's import and memory for a client it may not use.
+        span = (
+            _client_span()(method, u.scheme, u.host, u.port, u.target)
+            if "opentelemetry.trace" in sys.modules
+            else None
+        )
         if span is None:
             return await self._send_one(method, u, headers, body, t, stream)
         headers = list(headers)
@@ -357,3 +364,10 @@ def _translate(exc: BaseException, u: URL, t: Timeout) -> BaseException:
     if isinstance(exc, ProtocolError) and not isinstance(exc, RemoteProtocolError):
         return RemoteProtocolError(str(exc))
     return exc
+
+
+def _client_span() -> Any:
+    """`surge.tracing.client_span`, imported on the first request made in a trace."""
+    from surge.tracing import client_span
+
+    return client_span

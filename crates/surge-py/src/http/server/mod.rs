@@ -2,6 +2,7 @@
 //! the per-connection parser that runs sync handlers on the fast path.
 
 mod access_log;
+mod asgi;
 mod connection;
 mod date;
 mod proxy;
@@ -11,6 +12,7 @@ mod router;
 mod stats;
 
 pub(crate) use access_log::AccessLog;
+pub(crate) use asgi::AsgiCycle;
 pub(crate) use connection::{HttpConnection, ParseError};
 pub(crate) use date::http_date;
 pub(crate) use proxy::ProxyTrust;

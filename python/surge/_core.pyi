@@ -1,6 +1,6 @@
 """Type stubs for the native extension `surge._core`."""
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Self, final
 
@@ -167,6 +167,41 @@ class ParseError:
     status: int
     message: str
     streaming: bool
+
+class AsgiCycle:
+    """The native half of one ASGI HTTP cycle (subclassed by `surge.asgi.cycle.HttpCycle`)."""
+
+    _request: Request
+    _conn: Any
+    _stream: Any
+    _high_water: int
+    _keep_alive: bool
+    _started: bool
+    _complete: bool
+    _closing: bool
+    failed: bool
+    _body_done: bool
+    _active: bool
+    _waiting: bool
+    _receiving: bool
+    _framing: int
+    _remaining: int
+    _head: bytes | None
+    _sent_head: bytes | None
+    _status: int
+    _sent: int
+    _space: Any
+    _writer: Any
+    _gone: Any
+    _task: Any
+    def __new__(cls, request: Request, stream: Any, conn: Any, high_water: int) -> Self: ...
+    def receive(self) -> Awaitable[dict[str, Any]]: ...
+    def send(self, message: Mapping[str, Any]) -> Awaitable[None]: ...
+    def _take_pending(self) -> bytes | None: ...
+    def _set_pending(self, data: bytes) -> None: ...
+    @property
+    def _pending_size(self) -> int: ...
+    def _wake_writer(self) -> None: ...
 
 @final
 class HttpConnection:

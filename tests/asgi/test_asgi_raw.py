@@ -366,3 +366,73 @@ def test_detected_and_served(target: str, extra: list[str], body: bytes) -> None
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture
+def raw_uvicorn(asgi_servers: AsgiServers) -> AsgiServer:
+    """The raw ASGI app under uvicorn (httptools), for the same-answer tests."""
+    return asgi_servers.get("uvicorn", "raw_app:app")
+
+
+SAME_ANSWER = [
+    ("GET", "/await-between", b""),
+    ("POST", "/suspend-first", b"payload"),
+    ("GET", "/background", b""),
+    ("GET", "/mapping", b""),
+    ("HEAD", "/length", b""),
+    ("GET", "/stream?n=5", b""),
+]
+
+
+@pytest.mark.parametrize(("method", "target", "body"), SAME_ANSWER)
+def test_same_answer_as_uvicorn(
+    raw_surge: AsgiServer, raw_uvicorn: AsgiServer, method: str, target: str, body: bytes
+) -> None:
+    """Apps that await other work between sends, suspend before starting, work on
+    after the response or send Mappings: the same status, framing and body."""
+    answers = []
+    for server in (raw_surge, raw_uvicorn):
+        conn = server.connect()
+        resp = conn.request(method, target, body=body or None)
+        framing = {h: resp.header(h) for h in ("content-length", "transfer-encoding", "x-kind")}
+        answers.append((resp.status, framing, resp.body))
+        # The connection stays usable after it.
+        assert conn.request("GET", "/length").body == b"0123456789"
+    assert answers[0] == answers[1]
+
+
+def test_work_after_the_response_finishes(raw_surge: AsgiServer) -> None:
+    conn = raw_surge.connect()
+    assert conn.request("GET", "/background").body == b"answered"
+    deadline = time.monotonic() + 5
+    while last_events(raw_surge).get("background") != "finished":
+        assert time.monotonic() < deadline
+
+
+@pytest.mark.parametrize("what", ["name", "value", "length", "str", "status"])
+def test_invalid_response_is_an_honest_500(raw_surge: AsgiServer, what: str) -> None:
+    """A header that would split the response, a bad length or status: nothing of it
+    leaves; the client gets a 500 and the worker stays healthy."""
+    conn = raw_surge.connect()
+    resp = conn.request("GET", f"/bad?what={what}")
+    assert resp.status == 500
+    assert b"should not be sent" not in resp.raw + resp.body
+    assert b"x-injected" not in resp.raw
+    assert raw_surge.connect().request("GET", "/length").body == b"0123456789"
+
+
+def test_many_pipelined_requests_mixed_framing(raw_surge: AsgiServer) -> None:
+    """300 pipelined requests in one write, answered in order, whatever each
+    response's framing and whether its app suspends."""
+    targets = ["/length", "/stream?n=2", "/await-between", "/suspend-first", "/mapping"] * 60
+    conn = raw_surge.connect(timeout=30)
+    conn.send(b"".join(build_request("GET", t) for t in targets))
+    expected = {
+        "/length": b"0123456789",
+        "/stream?n=2": b"chunk 0\nchunk 1\n",
+        "/await-between": b"abcdefghijkl",
+        "/suspend-first": b"after a suspension: ",
+        "/mapping": b"mapped",
+    }
+    for target in targets:
+        assert conn.read_response().body == expected[target], target

@@ -30,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::Headers>()?;
     m.add_class::<http::server::Response>()?;
     m.add_class::<http::server::HttpConnection>()?;
+    m.add_class::<http::server::AsgiCycle>()?;
     m.add_class::<http::server::AccessLog>()?;
     m.add_class::<http::server::ProxyTrust>()?;
     m.add_class::<http::server::ParseError>()?;

@@ -65,9 +65,9 @@ class AsgiApp:
         # The scope is built natively (`Request._asgi_scope`): the connection's
         # constant keys copied, the request's own keys added.
         scope = request._asgi_scope(base, self.root_path, self.state)
-        return HttpCycle(
-            self.app, scope, request, conn.body_stream(request), conn, self.limits.write_high_water
-        )
+        cycle = HttpCycle(request, conn.body_stream(request), conn, self.limits.write_high_water)
+        cycle.start(self.app, scope)
+        return cycle
 
     def _connection_base(self, conn: HttpProtocol) -> dict[str, Any]:
         """The scope keys that are the same for every request of a connection."""

@@ -13,12 +13,18 @@ Routes (by path):
   /big?n=N       N chunks of 64 KiB, counting in `events` how many were sent
   /slow?ms=N     sleeps N ms, then answers with the path (pipelining order)
   /state         the lifespan state
+  /await-between awaits other work between http.response.start and each body part
+  /suspend-first suspends (sleeps) before reading the request and starting the response
+  /background    answers, then works on after the response; /last-event shows it finished
+  /mapping       sends its messages as a Mapping that is not a dict
+  /bad?what=W    an invalid response: header name/value, content-length, status, str body
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import UserDict
 from urllib.parse import parse_qs
 
 events: dict[str, object] = {}
@@ -180,6 +186,45 @@ async def app(scope, receive, send):
         ms = int(query.get("ms", ["0"])[0])
         await asyncio.sleep(ms / 1000)
         await send_body(send, 200, scope["path"].encode() + b"?" + scope["query_string"])
+    elif path == "/await-between":
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"12")],
+            }
+        )
+        for part in (b"abcd", b"efgh", b"ijkl"):
+            await asyncio.sleep(0.005)
+            await send({"type": "http.response.body", "body": part, "more_body": part != b"ijkl"})
+    elif path == "/suspend-first":
+        await asyncio.sleep(0.01)
+        message = await receive()
+        await asyncio.sleep(0)
+        await send_body(send, 200, b"after a suspension: " + message["body"])
+    elif path == "/background":
+        events["background"] = "started"
+        await send_body(send, 200, b"answered")
+        await asyncio.sleep(0.02)
+        events["background"] = "finished"
+    elif path == "/mapping":
+        await send(
+            UserDict(
+                {"type": "http.response.start", "status": 201, "headers": [(b"x-kind", b"map")]}
+            )
+        )
+        await send(UserDict({"type": "http.response.body", "body": bytearray(b"mapped")}))
+    elif path == "/bad":
+        what = query["what"][0]
+        headers = {
+            "name": [(b"bad name", b"v")],
+            "value": [(b"x-ok", b"a\r\nx-injected: 1")],
+            "length": [(b"content-length", b"ten")],
+            "str": [("x-str", "text")],
+        }.get(what, [])
+        status = 1000 if what == "status" else 200
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"should not be sent"})
     elif path == "/state":
         await send_body(send, 200, json.dumps(scope["state"]).encode(), b"application/json")
     else:

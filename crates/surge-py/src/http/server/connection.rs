@@ -105,7 +105,7 @@ pub struct HttpConnection {
     /// `Connection: close` and ends the connection, so a keep-alive client
     /// learns it from the response instead of racing a close.
     #[pyo3(get, set)]
-    draining: bool,
+    pub(super) draining: bool,
     /// A `GET` asked to upgrade to WebSocket: nothing after its head is parsed
     /// as HTTP; the bytes are kept for the new protocol (`take_rest`).
     #[pyo3(get)]

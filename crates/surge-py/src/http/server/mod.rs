@@ -2,6 +2,7 @@
 //! the per-connection parser that runs sync handlers on the fast path.
 
 mod access_log;
+mod asgi;
 mod connection;
 mod date;
 mod proxy;
@@ -12,6 +13,7 @@ mod stats;
 mod wsgi;
 
 pub(crate) use access_log::AccessLog;
+pub(crate) use asgi::AsgiCycle;
 pub(crate) use connection::{HttpConnection, ParseError};
 pub(crate) use date::http_date;
 pub(crate) use proxy::ProxyTrust;

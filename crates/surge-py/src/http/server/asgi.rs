@@ -1,0 +1,811 @@
+//! The native half of one ASGI HTTP request/response cycle (`surge.asgi.cycle`).
+//!
+//! An ASGI app calls `receive()` and `send(message)` a few times per request;
+//! as Python coroutines each call costs a frame, a coroutine object and the
+//! message handling in bytecode, which measured as most of the server's own
+//! Python time per request on a hello-world app. Here they are native and
+//! return awaitables that complete without suspending whenever they can: the
+//! body had arrived whole (`receive`), the response head is only encoded
+//! (`http.response.start`), or the body goes straight to the transport with no
+//! write back-pressure (`http.response.body`). Only when they must wait (a body
+//! still streaming in, a high-water mark's worth kept before the response's
+//! turn, a transport over its mark, a file to send) do they hand over to the
+//! Python methods of the subclass `surge.asgi.cycle.HttpCycle`, which also owns
+//! the connection's side (`begin`/`write`) and the app's task.
+//!
+//! The head is encoded and checked here (status line, `date` and `server`
+//! unless the app gave them, the framing: content-length, chunked, HEAD,
+//! 1xx/204/304, HTTP/1.0 close-delimited, `connection`) and held back to leave
+//! with the first body bytes in one write.
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+use surge_proto::http1::common::Version;
+use surge_proto::http1::server::write_status_line;
+
+use super::connection::HttpConnection;
+use super::date::with_date;
+use super::request::Request;
+
+static CLIENT_DISCONNECTED: GILOnceCell<PyObject> = GILOnceCell::new();
+static DONE: GILOnceCell<Py<Done>> = GILOnceCell::new();
+
+/// How the response body is framed, chosen at `http.response.start`.
+const NONE: u8 = 0;
+const LENGTH: u8 = 1;
+const CHUNKED: u8 = 2;
+const UNTIL_CLOSE: u8 = 3;
+
+/// Bytes a header name may not hold (RFC 9110 token).
+fn bad_name_byte(b: u8) -> bool {
+    b <= b' ' || b >= 0x7f || b"()<>@,;:\\\"/[]?={}".contains(&b)
+}
+
+fn client_disconnected(py: Python<'_>) -> PyErr {
+    match CLIENT_DISCONNECTED.get_or_try_init(py, || {
+        Ok::<_, PyErr>(
+            py.import("surge.http.errors")?
+                .getattr("ClientDisconnected")?
+                .unbind(),
+        )
+    }) {
+        Ok(cls) => match cls.call1(py, ("the client went away",)) {
+            Ok(exc) => PyErr::from_value(exc.into_bound(py)),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    }
+}
+
+/// An awaitable already complete with None, shared: awaiting it never suspends.
+#[pyclass(module = "surge._core", frozen)]
+pub struct Done;
+
+#[pymethods]
+impl Done {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self) -> Option<PyObject> {
+        None
+    }
+
+    /// The coroutine protocol, for callers that want a coroutine (tasks).
+    fn send(&self, _value: &Bound<'_, PyAny>) -> Option<PyObject> {
+        None
+    }
+
+    #[pyo3(signature = (typ, value=None, _tb=None))]
+    fn throw(
+        &self,
+        typ: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        Err(thrown(typ, value))
+    }
+
+    fn close(&self) {}
+}
+
+fn done(py: Python<'_>) -> PyResult<PyObject> {
+    Ok(DONE
+        .get_or_try_init(py, || Py::new(py, Done))?
+        .clone_ref(py)
+        .into_any())
+}
+
+fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {
+    match value {
+        Some(v) if !v.is_none() => PyErr::from_value(v.clone()),
+        _ => PyErr::from_value(typ.clone()),
+    }
+}
+
+/// An awaitable already complete with a value or an error, given once.
+#[pyclass(module = "surge._core")]
+pub struct Ready {
+    value: Option<PyObject>,
+    error: Option<PyErr>,
+}
+
+impl Ready {
+    fn next(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        match self.value.take() {
+            // The value travels in StopIteration (never a tuple here, which
+            // StopIteration would unpack).
+            Some(v) => Err(PyStopIteration::new_err(v.into_bound(py).unbind())),
+            None => Ok(None),
+        }
+    }
+}
+
+#[pymethods]
+impl Ready {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        self.next(py)
+    }
+
+    fn send(&mut self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+        self.next(py)
+    }
+
+    #[pyo3(signature = (typ, value=None, _tb=None))]
+    fn throw(
+        &mut self,
+        typ: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.value = None;
+        self.error = None;
+        Err(thrown(typ, value))
+    }
+
+    fn close(&mut self) {
+        self.value = None;
+        self.error = None;
+    }
+}
+
+fn ready_error(py: Python<'_>, error: PyErr) -> PyResult<PyObject> {
+    Ok(Py::new(
+        py,
+        Ready {
+            value: None,
+            error: Some(error),
+        },
+    )?
+    .into_any())
+}
+
+/// The state of one cycle; see the module docs. Fields the Python subclass
+/// reads or changes on its slow paths are exposed under their Python names.
+#[pyclass(module = "surge._core", subclass)]
+pub struct AsgiCycle {
+    #[pyo3(get, name = "_request")]
+    request: Py<Request>,
+    #[pyo3(get, name = "_conn")]
+    conn: PyObject,
+    native: Py<HttpConnection>,
+    transport: PyObject,
+    #[pyo3(get, name = "_stream")]
+    stream: Option<PyObject>,
+    #[pyo3(get, name = "_high_water")]
+    high_water: usize,
+    http10: bool,
+    head_only: bool,
+    #[pyo3(get, set, name = "_keep_alive")]
+    keep_alive: bool,
+    #[pyo3(get, set, name = "_started")]
+    started: bool,
+    #[pyo3(get, set, name = "_complete")]
+    complete: bool,
+    /// The response cannot be framed for keep-alive.
+    #[pyo3(get, set, name = "_closing")]
+    closing: bool,
+    #[pyo3(get, set)]
+    failed: bool,
+    #[pyo3(get, set, name = "_body_done")]
+    body_done: bool,
+    /// Its turn came: writes go straight to the transport.
+    #[pyo3(get, set, name = "_active")]
+    active: bool,
+    /// The connection waits for `writer_done`.
+    #[pyo3(get, set, name = "_waiting")]
+    waiting: bool,
+    #[pyo3(get, set, name = "_receiving")]
+    receiving: bool,
+    #[pyo3(get, set, name = "_framing")]
+    framing: u8,
+    #[pyo3(get, set, name = "_remaining")]
+    remaining: i64,
+    /// The encoded head, held back until the first body bytes.
+    head: Option<Vec<u8>>,
+    /// For the access log: status, body bytes sent and the head.
+    #[pyo3(get, name = "_sent_head")]
+    sent_head: Option<Py<PyBytes>>,
+    #[pyo3(get, set, name = "_status")]
+    status: u16,
+    #[pyo3(get, name = "_sent")]
+    sent: u64,
+    /// What the app sent before its turn.
+    pending: Vec<u8>,
+    #[pyo3(get, set, name = "_space")]
+    space: Option<PyObject>,
+    #[pyo3(get, set, name = "_writer")]
+    writer: Option<PyObject>,
+    #[pyo3(get, set, name = "_gone")]
+    gone: Option<PyObject>,
+    #[pyo3(get, set, name = "_task")]
+    task: Option<PyObject>,
+}
+
+/// What a response header is, for framing.
+#[derive(PartialEq)]
+enum Kind {
+    Other,
+    Length,
+    TransferEncoding,
+    Connection,
+    Server,
+    Date,
+}
+
+fn kind_of(name: &[u8]) -> Kind {
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    match name.len() {
+        14 if is(b"content-length") => Kind::Length,
+        17 if is(b"transfer-encoding") => Kind::TransferEncoding,
+        10 if is(b"connection") => Kind::Connection,
+        6 if is(b"server") => Kind::Server,
+        4 if is(b"date") => Kind::Date,
+        _ => Kind::Other,
+    }
+}
+
+/// The bytes of a header name or value or a body chunk (bytes, bytearray or
+/// anything `bytes()` takes), appended to `out` by `f`.
+fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+    if let Ok(b) = obj.downcast::<PyBytes>() {
+        Ok(f(b.as_bytes()))
+    } else if let Ok(b) = obj.downcast::<PyByteArray>() {
+        Ok(f(&b.to_vec()))
+    } else if obj.is_instance_of::<PyString>() {
+        Err(PyTypeError::new_err(format!(
+            "ASGI wants bytes here, got str {obj:?}"
+        )))
+    } else {
+        let b = obj.py().get_type::<PyBytes>().call1((obj,))?;
+        Ok(f(b.downcast::<PyBytes>()?.as_bytes()))
+    }
+}
+
+fn parse_length(value: &[u8]) -> Option<i64> {
+    let v = value.trim_ascii();
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+impl AsgiCycle {
+    /// Encodes the head of `http.response.start` into `self.head`.
+    fn start(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        let status = message.get_item(intern!(py, "status"))?;
+        let status = match status.extract::<u16>() {
+            Ok(s)
+                if (100..=999).contains(&s) && !status.is_instance_of::<pyo3::types::PyBool>() =>
+            {
+                s
+            }
+            _ => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "invalid HTTP status {status:?}"
+                )))
+            }
+        };
+        if self.native.borrow(py).draining {
+            // The server is shutting down: this is the last response.
+            self.keep_alive = false;
+        }
+        let mut head = Vec::with_capacity(256);
+        write_status_line(&mut head, status);
+        let date_at = head.len();
+        let mut length: Option<i64> = None;
+        let (mut app_chunked, mut has_server, mut has_date, mut has_connection) =
+            (false, false, false, false);
+        let headers = match message.downcast::<PyDict>() {
+            Ok(d) => d.get_item(intern!(py, "headers"))?,
+            Err(_) => Some(message.call_method1(intern!(py, "get"), (intern!(py, "headers"),))?),
+        };
+        if let Some(headers) = headers.filter(|h| !h.is_none()) {
+            for pair in headers.try_iter()? {
+                let pair = pair?;
+                let name = pair.get_item(0)?;
+                let value = pair.get_item(1)?;
+                with_bytes(&name, |n| -> PyResult<()> {
+                    if n.is_empty() || n.iter().any(|&b| bad_name_byte(b)) {
+                        return Err(PyRuntimeError::new_err(format!(
+                            "invalid HTTP header name {:?}",
+                            String::from_utf8_lossy(n)
+                        )));
+                    }
+                    with_bytes(&value, |v| -> PyResult<()> {
+                        if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+                            return Err(PyRuntimeError::new_err(format!(
+                                "invalid HTTP header value for {:?}",
+                                String::from_utf8_lossy(n)
+                            )));
+                        }
+                        let mut skip = false;
+                        match kind_of(n) {
+                            Kind::Other => {}
+                            Kind::Length => match parse_length(v) {
+                                Some(l) => length = Some(l),
+                                None => {
+                                    return Err(PyRuntimeError::new_err(format!(
+                                        "invalid content-length {:?}",
+                                        String::from_utf8_lossy(v)
+                                    )))
+                                }
+                            },
+                            Kind::TransferEncoding => {
+                                if !v.to_ascii_lowercase().windows(7).any(|w| w == b"chunked") {
+                                    return Err(PyRuntimeError::new_err(format!(
+                                        "unsupported transfer-encoding {:?}",
+                                        String::from_utf8_lossy(v)
+                                    )));
+                                }
+                                app_chunked = true;
+                                // An HTTP/1.0 client cannot read chunks: close-delimited.
+                                skip = self.http10;
+                            }
+                            Kind::Connection => {
+                                has_connection = true;
+                                if v.eq_ignore_ascii_case(b"close") {
+                                    self.keep_alive = false;
+                                }
+                            }
+                            Kind::Server => has_server = true,
+                            Kind::Date => has_date = true,
+                        }
+                        if !skip {
+                            head.extend_from_slice(n);
+                            head.extend_from_slice(b": ");
+                            head.extend_from_slice(v);
+                            head.extend_from_slice(b"\r\n");
+                        }
+                        Ok(())
+                    })?
+                })??;
+            }
+        }
+        if !has_date || !has_server {
+            let mut ours = Vec::with_capacity(64);
+            if !has_date {
+                ours.extend_from_slice(b"date: ");
+                with_date(|d| ours.extend_from_slice(d));
+                ours.extend_from_slice(b"\r\n");
+            }
+            if !has_server {
+                ours.extend_from_slice(b"server: surge\r\n");
+            }
+            head.splice(date_at..date_at, ours);
+        }
+        if self.head_only || status < 200 || status == 204 || status == 304 {
+            self.framing = NONE;
+        } else if let (Some(l), false) = (length, app_chunked) {
+            self.framing = LENGTH;
+            self.remaining = l;
+        } else if !self.http10 {
+            self.framing = CHUNKED;
+            if !app_chunked {
+                head.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            }
+        } else {
+            self.framing = UNTIL_CLOSE;
+            self.keep_alive = false;
+        }
+        if !has_connection {
+            if !self.keep_alive {
+                head.extend_from_slice(b"connection: close\r\n");
+            } else if self.http10 {
+                head.extend_from_slice(b"connection: keep-alive\r\n");
+            }
+        }
+        head.extend_from_slice(b"\r\n");
+        self.sent_head = Some(PyBytes::new(py, &head).unbind());
+        self.head = Some(head);
+        self.status = status;
+        // Only now: a head that failed its checks left nothing, so the app's
+        // error still gets an honest 500.
+        self.started = true;
+        Ok(())
+    }
+
+    /// Frames one body chunk; returns the bytes to write (head included once).
+    fn frame(&mut self, body: &[u8], more: bool) -> PyResult<Vec<u8>> {
+        let mut data = self.head.take().unwrap_or_default();
+        match self.framing {
+            CHUNKED => {
+                if !body.is_empty() {
+                    data.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+                    data.extend_from_slice(body);
+                    data.extend_from_slice(b"\r\n");
+                }
+                if !more {
+                    data.extend_from_slice(b"0\r\n\r\n");
+                }
+            }
+            LENGTH => {
+                self.remaining -= body.len() as i64;
+                if self.remaining < 0 {
+                    return Err(PyRuntimeError::new_err(
+                        "response content longer than its content-length",
+                    ));
+                }
+                data.extend_from_slice(body);
+            }
+            UNTIL_CLOSE => data.extend_from_slice(body),
+            _ => {}
+        }
+        if self.framing != NONE {
+            self.sent += body.len() as u64;
+        }
+        Ok(data)
+    }
+}
+
+/// Resolves `future` with None unless it is done.
+fn resolve(py: Python<'_>, future: &PyObject) -> PyResult<()> {
+    let f = future.bind(py);
+    if !f.call_method0(intern!(py, "done"))?.is_truthy()? {
+        f.call_method1(intern!(py, "set_result"), (py.None(),))?;
+    }
+    Ok(())
+}
+
+/// `http.response.body`: frames and writes (or keeps) the chunk; the
+/// awaitable to return, None when it completes at once.
+fn body(
+    slf: &Bound<'_, AsgiCycle>,
+    message: &Bound<'_, PyAny>,
+    dict: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Option<PyObject>> {
+    let py = slf.py();
+    let (chunk, more) = match dict {
+        Some(d) => (
+            d.get_item(intern!(py, "body"))?,
+            d.get_item(intern!(py, "more_body"))?,
+        ),
+        None => (
+            Some(message.call_method1(intern!(py, "get"), (intern!(py, "body"),))?),
+            Some(message.call_method1(intern!(py, "get"), (intern!(py, "more_body"),))?),
+        ),
+    };
+    let more = match more {
+        Some(m) => m.is_truthy()?,
+        None => false,
+    };
+    let mut this = slf.borrow_mut();
+    let data = match chunk {
+        Some(c) if !c.is_none() => with_bytes(&c, |b| this.frame(b, more))??,
+        _ => this.frame(b"", more)?,
+    };
+    let mut log = None;
+    let mut short = false;
+    if !more {
+        this.complete = true;
+        let access_log = this.conn.bind(py).getattr(intern!(py, "access_log"))?;
+        if !access_log.is_none() {
+            log = Some(access_log);
+        }
+        if this.framing == LENGTH && this.remaining > 0 {
+            // Shorter than its content-length: only closing tells the client.
+            this.closing = true;
+            short = true;
+        }
+    }
+    let active = this.active;
+    let mut write = None;
+    if !data.is_empty() {
+        if active {
+            write = Some(data);
+        } else {
+            this.pending.extend_from_slice(&data);
+        }
+    }
+    let over = this.pending.len() >= this.high_water;
+    let (conn, transport) = (this.conn.clone_ref(py), this.transport.clone_ref(py));
+    let gone = if more { None } else { this.gone.take() };
+    let logged = log.as_ref().map(|_| {
+        (
+            this.request.clone_ref(py),
+            this.status,
+            this.sent,
+            this.sent_head.as_ref().map(|h| h.clone_ref(py)),
+        )
+    });
+    drop(this);
+    let conn = conn.bind(py);
+    if let Some(data) = write {
+        if !conn.getattr(intern!(py, "_closed"))?.is_truthy()? {
+            transport.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &data),))?;
+        }
+    }
+    if let (Some(log), Some(args)) = (log, logged) {
+        log.call_method1(intern!(py, "log"), args)?;
+    }
+    if short {
+        slf.call_method0(intern!(py, "_log_short"))?;
+    }
+    if !more {
+        if let Some(g) = gone {
+            resolve(py, &g)?;
+        }
+        wake_writer(slf)?;
+        return Ok(None);
+    }
+    if active {
+        // Write back-pressure: wait only when the transport is over its mark.
+        if conn.getattr(intern!(py, "_paused_writing"))?.is_truthy()?
+            || conn.getattr(intern!(py, "closed"))?.is_truthy()?
+        {
+            return Ok(Some(conn.call_method0(intern!(py, "drain"))?.unbind()));
+        }
+        return Ok(None);
+    }
+    if over {
+        // Not its turn yet and a high-water mark's worth kept: wait for it.
+        return Ok(Some(slf.call_method0(intern!(py, "_wait_turn"))?.unbind()));
+    }
+    Ok(None)
+}
+
+/// The response is complete (or failed): tells the connection, if it waits.
+fn wake_writer(slf: &Bound<'_, AsgiCycle>) -> PyResult<()> {
+    let py = slf.py();
+    let mut this = slf.borrow_mut();
+    if this.waiting {
+        this.waiting = false;
+        let keep_alive = if this.failed || this.closing || !this.keep_alive {
+            Some(false)
+        } else if this.stream.is_none() || this.request.borrow(py).eof {
+            Some(true)
+        } else {
+            None // the rest of the body must be read away first: Python's side
+        };
+        let conn = this.conn.clone_ref(py);
+        drop(this);
+        let keep_alive = match keep_alive {
+            Some(k) => k,
+            None => {
+                let k = slf.call_method0(intern!(py, "_keep_alive_after"))?;
+                if k.is_none() {
+                    return Ok(());
+                }
+                k.is_truthy()?
+            }
+        };
+        conn.call_method1(py, intern!(py, "writer_done"), (keep_alive,))?;
+    } else if let Some(w) = this.writer.as_ref().map(|w| w.clone_ref(py)) {
+        drop(this);
+        resolve(py, &w)?;
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl AsgiCycle {
+    /// The cycle of `request` on the connection `conn` (an `HttpProtocol`);
+    /// `stream` is its body's `BodyStream`, None when the body had all arrived.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        request: Bound<'_, Request>,
+        stream: Option<PyObject>,
+        conn: Bound<'_, PyAny>,
+        high_water: usize,
+    ) -> PyResult<Self> {
+        let (http10, head_only, keep_alive) = {
+            let r = request.borrow();
+            (
+                r.head.version == Version::Http10,
+                r.head.method() == b"HEAD",
+                r.head.keep_alive,
+            )
+        };
+        let native = conn
+            .getattr(intern!(py, "_conn"))?
+            .downcast_into::<HttpConnection>()?
+            .unbind();
+        let transport = conn.getattr(intern!(py, "_transport"))?.unbind();
+        Ok(AsgiCycle {
+            request: request.unbind(),
+            conn: conn.unbind(),
+            native,
+            transport,
+            stream: stream.filter(|s| !s.is_none(py)),
+            high_water,
+            http10,
+            head_only,
+            keep_alive,
+            started: false,
+            complete: false,
+            closing: false,
+            failed: false,
+            body_done: false,
+            active: false,
+            waiting: false,
+            receiving: false,
+            framing: NONE,
+            remaining: 0,
+            head: None,
+            sent_head: None,
+            status: 0,
+            sent: 0,
+            pending: Vec::new(),
+            space: None,
+            writer: None,
+            gone: None,
+            task: None,
+        })
+    }
+
+    /// The ASGI `receive`: the body (in one message when it had all arrived),
+    /// then `http.disconnect` once the client is gone or the response is done.
+    fn receive(slf: &Bound<'_, Self>) -> PyResult<PyObject> {
+        let py = slf.py();
+        let mut this = slf.borrow_mut();
+        if this.body_done || this.complete || this.stream.is_some() {
+            drop(this);
+            // Waiting for body bytes or for the client to leave: Python's side.
+            return Ok(slf.call_method0(intern!(py, "_receive_slow"))?.unbind());
+        }
+        this.body_done = true;
+        let body = {
+            let mut r = this.request.borrow_mut(py);
+            if !r.chunks.is_empty() {
+                let mut whole = Vec::with_capacity(r.chunk_bytes);
+                for c in r.chunks.drain(..) {
+                    whole.extend_from_slice(&c);
+                }
+                r.chunk_bytes = 0;
+                PyBytes::new(py, &whole)
+            } else if r.route < 0 {
+                // No route framed it (an `OPTIONS *` target): the parser read it whole.
+                PyBytes::new(py, &r.body)
+            } else {
+                PyBytes::new(py, b"")
+            }
+        };
+        drop(this);
+        let message = PyDict::new(py);
+        message.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+        message.set_item(intern!(py, "body"), body)?;
+        message.set_item(intern!(py, "more_body"), false)?;
+        Ok(Py::new(
+            py,
+            Ready {
+                value: Some(message.into_any().unbind()),
+                error: None,
+            },
+        )?
+        .into_any())
+    }
+
+    /// The ASGI `send`: `http.response.start`, then `http.response.body`
+    /// messages (or one `http.response.pathsend`). Errors surface when the
+    /// result is awaited, as with a coroutine.
+    fn send(slf: &Bound<'_, Self>, message: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+        let py = slf.py();
+        match send(slf, message) {
+            Ok(Some(awaitable)) => Ok(awaitable),
+            Ok(None) => done(py),
+            Err(e) => ready_error(py, e),
+        }
+    }
+
+    /// Takes what the app sent before its turn (None when nothing).
+    fn _take_pending<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let data = PyBytes::new(py, &self.pending);
+        self.pending = Vec::new();
+        Some(data)
+    }
+
+    /// Replaces what is pending with `data` (an answer of the server's own).
+    fn _set_pending(&mut self, data: &[u8]) {
+        self.pending.clear();
+        self.pending.extend_from_slice(data);
+    }
+
+    /// Bytes pending.
+    #[getter]
+    fn _pending_size(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The head held back for the first body bytes (None once it left).
+    #[getter]
+    fn _head<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.head.as_ref().map(|h| PyBytes::new(py, h))
+    }
+
+    #[setter(_head)]
+    fn set_head(&mut self, head: Option<Vec<u8>>) {
+        self.head = head;
+    }
+
+    /// Marks the response complete and wakes the connection if it waits.
+    fn _wake_writer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        wake_writer(slf)
+    }
+}
+
+fn send(slf: &Bound<'_, AsgiCycle>, message: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+    let py = slf.py();
+    let kind = message.get_item(intern!(py, "type"))?;
+    {
+        let this = slf.borrow();
+        let conn = this.conn.bind(py);
+        if this.failed
+            || conn.getattr(intern!(py, "_closed"))?.is_truthy()?
+            || this
+                .transport
+                .call_method0(py, intern!(py, "is_closing"))?
+                .is_truthy(py)?
+        {
+            return Err(client_disconnected(py));
+        }
+    }
+    let dict = message.downcast::<PyDict>().ok();
+    if kind.eq(intern!(py, "http.response.body"))? {
+        {
+            let this = slf.borrow();
+            if !this.started {
+                return Err(PyRuntimeError::new_err(
+                    "'http.response.body' sent before 'http.response.start'",
+                ));
+            }
+            if this.complete {
+                return Err(PyRuntimeError::new_err(
+                    "'http.response.body' sent after the response completed",
+                ));
+            }
+        }
+        body(slf, message, dict)
+    } else if kind.eq(intern!(py, "http.response.start"))? {
+        let mut this = slf.borrow_mut();
+        if this.started {
+            return Err(PyRuntimeError::new_err("'http.response.start' sent twice"));
+        }
+        this.start(py, message)?;
+        Ok(None)
+    } else if kind.eq(intern!(py, "http.response.pathsend"))? {
+        {
+            let this = slf.borrow();
+            if !this.started {
+                return Err(PyRuntimeError::new_err(
+                    "'http.response.pathsend' sent before 'http.response.start'",
+                ));
+            }
+            if this.complete {
+                return Err(PyRuntimeError::new_err(
+                    "'http.response.pathsend' sent after the response completed",
+                ));
+            }
+        }
+        let path = message.get_item(intern!(py, "path"))?;
+        Ok(Some(
+            slf.call_method1(intern!(py, "_pathsend"), (path,))?
+                .unbind(),
+        ))
+    } else {
+        Err(PyRuntimeError::new_err(format!(
+            "unexpected ASGI message type {kind:?} for an HTTP request"
+        )))
+    }
+}

@@ -539,6 +539,30 @@ class TlsWriter:
     def __call__(self, data: bytes) -> None: ...
     def close(self) -> None: ...
 
+# Client TLS (surge.endpoint) -----------------------------------------------------------
+
+@final
+class TlsClientConfig:
+    def __new__(
+        cls,
+        cafile: str | None = None,
+        check_name: bool = True,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+    ) -> Self: ...
+    def session(self, server_name: str) -> TlsClientSession: ...
+
+@final
+class TlsClientSession:
+    handshaking: bool
+    peer_closed: bool
+    version: str | None
+    peer_certificate: bytes | None
+    def start(self) -> bytes: ...
+    def feed(self, data: bytes) -> tuple[bytes | None, bytes | None, str | None]: ...
+    def encrypt(self, data: bytes | bytearray | memoryview) -> bytes: ...
+    def close(self) -> bytes: ...
+
 # WebSocket (server side) ---------------------------------------------------------------
 
 WS_ERROR: int

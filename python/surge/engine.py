@@ -242,6 +242,11 @@ class _StreamProtocol(Upgradable):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self.tls is not None:
+            plain = self.decrypt(data)
+            if not plain:
+                return
+            data = plain
         if self.reply is not None:
             reply, self.reply = self.reply, None
             if not reply.done():
@@ -256,6 +261,8 @@ class _StreamProtocol(Upgradable):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        if exc is None and self.tls is not None and self.tls.error is not None:
+            exc = ConnectionLostError(f"TLS stream broken: {self.tls.error}")
         if self.reply is not None and not self.reply.done():
             self.reply.set_exception(
                 ConnectionLostError(f"connection lost before the TLS answer: {exc!r}")

@@ -325,6 +325,22 @@ def test_pipelining_over_tls(arun, tls_svc):
             assert after["writes"] - before["writes"] <= 5
             # The liveness probe opens its side connection the same way (TLS, same context).
             assert await tls.engine._probe(PROBE, 2.0)
+            # Records in rustls where the DSN's settings allow it; a user's own
+            # SSLContext goes through the ssl module. Both read values spread over
+            # many TLS records the same as plaintext does.
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            pyssl = await pg.connect(tls_svc.url, ssl=ctx)
+            try:
+                assert type(tls.engine._transport).__name__ == "NativeTlsTransport"
+                assert type(pyssl.engine._transport).__name__ != "NativeTlsTransport"
+                big = "SELECT i, repeat(md5(i::text), $1)::bytea FROM generate_series(1, 50) i"
+                want = await plain.fetch(big, 2000)  # 50 x 64 KB
+                for conn in (tls, pyssl):
+                    got = await asyncio.gather(*(conn.fetch(big, 2000) for _ in range(3)))
+                    assert all([tuple(r) for r in g] == [tuple(r) for r in want] for g in got)
+            finally:
+                await pyssl.close()
         finally:
             await plain.close()
             await tls.close()

@@ -12,6 +12,7 @@ mod pydatetime;
 mod redis;
 mod tarantool;
 mod tls;
+mod tls_client;
 mod websocket;
 mod wire;
 
@@ -25,6 +26,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::TlsSession>()?;
     m.add_class::<tls::TlsWriter>()?;
     m.add("TlsConfigError", m.py().get_type::<tls::TlsConfigError>())?;
+    // Client TLS of the drivers' connections (surge.endpoint).
+    m.add_class::<tls_client::TlsClientConfig>()?;
+    m.add_class::<tls_client::TlsClientSession>()?;
     m.add_class::<http::server::Router>()?;
     m.add_class::<http::server::Request>()?;
     m.add_class::<http::Headers>()?;

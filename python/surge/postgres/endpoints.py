@@ -30,6 +30,7 @@ import dataclasses
 import os
 import ssl
 
+from surge._core import TlsClientConfig, TlsConfigError
 from surge.engine import Endpoint, Tls
 from surge.errors import InterfaceError
 from surge.postgres import pgpass
@@ -37,6 +38,9 @@ from surge.postgres.dsn import ConnectParams
 
 #: SSLRequest: length 8, code 80877103; the server answers b"S" or b"N".
 SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")
+#: TLS records in rustls (`surge.endpoint`) where the settings allow it; False:
+#: always the ssl module through the loop's ``start_tls``.
+NATIVE_TLS = True
 #: The oldest TLS accepted (as libpq's ssl_min_protocol_version default).
 MIN_TLS_VERSION = ssl.TLSVersion.TLSv1_2
 
@@ -108,13 +112,38 @@ def build_context(p: ConnectParams) -> tuple[ssl.SSLContext | None, str]:
     return ctx, mode
 
 
+def native_config(p: ConnectParams, mode: str) -> TlsClientConfig | None:
+    """The same checks as `build_context`'s context, for the native (rustls)
+    record layer (see `surge.endpoint`), or None where only the ``ssl`` module
+    can do it: a user's own SSLContext, the system trust store, an encrypted
+    client key."""
+    if not NATIVE_TLS or p.ssl_context is not None or p.sslpassword:
+        return None
+    root = p.sslrootcert or _home_file("root.crt")
+    if root == "system":
+        return None
+    cert = p.sslcert or _home_file("postgresql.crt")
+    key = None
+    if cert is not None:
+        key = p.sslkey or (None if p.sslcert else _home_file("postgresql.key"))
+    try:
+        return TlsClientConfig(
+            cafile=root, check_name=mode == "verify-full", certfile=cert, keyfile=key
+        )
+    except TlsConfigError:
+        return None  # the ssl module's context says why, or copes (e.g. a key format)
+
+
 def endpoints(p: ConnectParams) -> list[Endpoint]:
     """Every attempt, in order (see the module's docstring)."""
     ctx, mode = None, "disable"
+    native = None
     addrs = p.hostaddrs or [""] * len(p.hosts)
     if any(a or not h.startswith("/") for (h, _), a in zip(p.hosts, addrs, strict=True)):
         # Only TCP hosts use TLS: libpq ignores sslmode (even verify-full) on sockets.
         ctx, mode = build_context(p)
+        if ctx is not None:
+            native = native_config(p, mode)
     if p.target_session_attrs == "prefer-standby":
         passes = ["standby", "any"]
     else:
@@ -137,7 +166,7 @@ def endpoints(p: ConnectParams) -> list[Endpoint]:
 
             def tls(optional: bool, name: str = name) -> Tls:
                 assert ctx is not None
-                return Tls(ctx, name, SSL_REQUEST, b"S", optional)
+                return Tls(ctx, name, SSL_REQUEST, b"S", optional, native)
 
             first, second = Attempt(want, True, pw), Attempt(want, False, pw)
             if mode == "prefer":

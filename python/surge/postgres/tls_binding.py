@@ -66,8 +66,10 @@ def channel_binding_data(engine: PipelinedConnection) -> bytes | None:
     (not TLS, or a certificate whose signature has no single hash)."""
     if not engine.tls_active or engine._transport is None:
         return None
-    obj = engine._transport.get_extra_info("ssl_object")
-    cert = obj.getpeercert(binary_form=True) if obj is not None else None
+    cert = engine._transport.get_extra_info("tls_peer_certificate")  # native TLS
+    if cert is None:
+        obj = engine._transport.get_extra_info("ssl_object")
+        cert = obj.getpeercert(binary_form=True) if obj is not None else None
     if not cert:
         return None
     name = signature_hash(cert)

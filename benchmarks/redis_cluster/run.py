@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -29,20 +30,14 @@ import trustme
 from surge import services
 
 from benchmarks import venv as bvenv
-from benchmarks.redis.run import (
-    CLIENT_CORE,
-    PHASES,
-    RESULTS,
-    ROOT,
-    SERVER_CORE,
-    _pin,
-    _run,
-)
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid
+from benchmarks.redis.run import PHASES, RESULTS, ROOT, _run
 
 HERE = Path(__file__).resolve().parent
 SURGE_PY = ROOT / ".venv" / "bin" / "python"
 BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
 SIZE = 64
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _cmd(driver: str, loop: str, conc: int, n: int, host: str, port: int, ca: str = "") -> list:
@@ -52,31 +47,52 @@ def _cmd(driver: str, loop: str, conc: int, n: int, host: str, port: int, ca: st
     return [str(py), str(HERE / "client.py"), *map(str, args)]
 
 
-def _alternate(sides: dict[str, tuple[list, int]], rounds: int) -> dict[str, dict]:
-    """Run each side once per round, in turn; medians of ops/s per phase."""
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used, from /proc (0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _alternate(sides: dict[str, tuple[list, int, list[int]]], rounds: int) -> dict[str, dict]:
+    """Run each side once per round, in turn; medians of ops/s per phase, and of the
+    CPU microseconds per command of the client and of its servers (``pids``), which
+    the load of other processes on the machine barely moves."""
     runs: dict[str, list[dict]] = {name: [] for name in sides}
     for r in range(rounds):
-        for name, (cmd, n) in sides.items():
+        for name, (cmd, n, pids) in sides.items():
+            before = sum(map(_cpu_s, pids))
             res = _run(cmd)
-            runs[name].append({p: n / res[p]["secs"] for p in PHASES})
+            server = sum(map(_cpu_s, pids)) - before
+            row = {p: n / res[p]["secs"] for p in PHASES}
+            row["client_us"] = sum(res[p]["cpu"] for p in PHASES) / (2 * n) * 1e6
+            row["server_us"] = server / (2 * n) * 1e6
+            runs[name].append(row)
             print(
-                f"round {r + 1} {name}",
-                {p: round(v) for p, v in runs[name][-1].items()},
-                file=sys.stderr,
+                f"round {r + 1} {name}", {k: round(v, 2) for k, v in row.items()}, file=sys.stderr
             )
+    keys = (*PHASES, "client_us", "server_us")
     return {
-        name: {p: statistics.median(x[p] for x in rs) for p in PHASES} | {"runs": rs}
+        name: {k: statistics.median(x[k] for x in rs) for k in keys} | {"runs": rs}
         for name, rs in runs.items()
     }
 
 
+def _pids(svc: services.Service) -> list[int]:
+    return [m.pid for m in services.group_members(svc)] if "nodes" in svc.extra else [svc.pid]
+
+
 def _pin_all(svc: services.Service) -> None:
-    for m in services.group_members(svc) if "nodes" in svc.extra else [svc]:
-        _pin(m.pid, SERVER_CORE)
+    for pid in _pids(svc):
+        pin_pid(pid, SERVER_CORE)
 
 
 def _row(name: str, ops: dict, base: dict | None, base_name: str) -> str:
-    cells = [name, *(f"{ops[p]:,.0f}" for p in PHASES)]
+    cells = [name, *(f"{ops[p]:,.0f}" for p in PHASES), f"{ops['client_us']:.2f}"]
+    cells.append(f"{ops['server_us']:.2f}")
     if base is not None:
         cells.append(" / ".join(f"{ops[p] / base[p]:.2f}" for p in PHASES) + f" (vs {base_name})")
     else:
@@ -107,21 +123,35 @@ def main(argv: list[str] | None = None) -> dict:
         _pin_all(three)
         _pin_all(one)
         h, p = three.host, three.port
+        pids3 = _pids(three)
         results["vs_redis_py"] = _alternate(
             {
-                "surge RedisCluster/asyncio": (_cmd("surge-cluster", "asyncio", conc, n, h, p), n),
+                "surge RedisCluster/asyncio": (
+                    _cmd("surge-cluster", "asyncio", conc, n, h, p),
+                    n,
+                    pids3,
+                ),
                 "redis-py RedisCluster/asyncio": (
                     _cmd("redis-py-cluster", "asyncio", conc, peer_n, h, p),
                     peer_n,
+                    pids3,
                 ),
-                "surge RedisCluster/uvloop": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n),
+                "surge RedisCluster/uvloop": (
+                    _cmd("surge-cluster", "uvloop", conc, n, h, p),
+                    n,
+                    pids3,
+                ),
             },
             rounds,
         )
         results["masters"] = _alternate(
             {
-                "1 master": (_cmd("surge-cluster", "uvloop", conc, n, one.host, one.port), n),
-                "3 masters": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n),
+                "1 master": (
+                    _cmd("surge-cluster", "uvloop", conc, n, one.host, one.port),
+                    n,
+                    _pids(one),
+                ),
+                "3 masters": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n, pids3),
             },
             rounds,
         )
@@ -139,16 +169,18 @@ def main(argv: list[str] | None = None) -> dict:
         f"tls-ca-cert-file {ca_file}\ntls-auth-clients no\n"
     )
     with services.redis(extra_conf=conf) as single:
-        _pin(single.pid, SERVER_CORE)
+        pin_pid(single.pid, SERVER_CORE)
         results["tls"] = _alternate(
             {
                 "surge Redis, plaintext": (
                     _cmd("surge", "uvloop", conc, n, "127.0.0.1", single.port),
                     n,
+                    [single.pid],
                 ),
                 "surge Redis, TLS": (
                     _cmd("surge-tls", "uvloop", conc, n, "localhost", tls_port, str(ca_file)),
                     n,
+                    [single.pid],
                 ),
             },
             rounds,
@@ -171,7 +203,10 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _markdown(results: dict, n: int, peer_n: int, rounds: int, conc: int) -> str:
-    head = "| client | SET ops/s | GET ops/s | ratio SET / GET |\n|---|---:|---:|---|"
+    head = (
+        "| client | SET ops/s | GET ops/s | client CPU us/cmd | server CPU us/cmd |"
+        " ratio SET / GET |\n|---|---:|---:|---:|---:|---|"
+    )
     vs = results["vs_redis_py"]
     peer = vs["redis-py RedisCluster/asyncio"]
     lines = [

@@ -1,5 +1,6 @@
 """Type stubs for the native extension `surge._core`."""
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Self, final
@@ -407,6 +408,12 @@ class RespCodec:
     def pipeline(self, commands: list[tuple[Any, ...]], transaction: bool = False) -> int: ...
     def pubsub_command(self, confirms: int, *args: str | bytes | int | float) -> int: ...
     def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
+    def feed_resolve(
+        self,
+        data: bytes,
+        pending: dict[int, asyncio.Future[Any]],
+        deadlines: dict[int, float],
+    ) -> tuple[int, list[tuple[int | None, bool, Any]]]: ...
 
 # -- PostgreSQL -------------------------------------------------------------------
 

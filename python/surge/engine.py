@@ -220,6 +220,8 @@ class Codec(Protocol):
     """What a driver's codec offers the engine."""
 
     def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
+    # Optional: ``feed_resolve(data, pending, deadlines) -> (resolved, rest)`` (see
+    # `PipelinedConnection._feed_resolve`).
     def take(self) -> bytes: ...
     def pending(self) -> int: ...
     def reset(self) -> None: ...
@@ -321,6 +323,13 @@ class PipelinedConnection:
         #: True while the current connection runs over TLS.
         self.tls_active = False
         self.codec = codec
+        #: The codec's ``feed_resolve(data, pending, deadlines) -> (resolved, rest)``
+        #: when it has one: it parses a read AND sets its futures' results in one
+        #: native call, leaving to `_resolve` only what is not a plain result (error
+        #: replies, out-of-band messages), in order. The per-reply Python loop and its
+        #: (id, ok, value) tuples were ~10 % of a pipelined Redis client's CPU.
+        self._feed_resolve: Callable[..., tuple[int, list[tuple[int | None, bool, Any]]]] | None
+        self._feed_resolve = getattr(codec, "feed_resolve", None)
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
@@ -866,12 +875,16 @@ class PipelinedConnection:
 
     def _on_data(self, data: bytes) -> None:
         self._rx_at = self._loop.time()  # type: ignore[union-attr]
+        resolved = 0
         try:
-            replies = self.codec.feed(data)
+            if self._feed_resolve is not None:
+                resolved, replies = self._feed_resolve(data, self._pending, self._deadline_of)
+            else:
+                replies = self.codec.feed(data)
         except Exception as exc:
             self._on_bad_reply(exc)
             return
-        self._resolve(replies)
+        self._resolve(replies, resolved)
 
     def _on_eof(self) -> None:
         # A codec whose replies may end with the stream (an HTTP body delimited
@@ -891,7 +904,9 @@ class PipelinedConnection:
         if self._transport is not None:
             self._transport.abort()
 
-    def _resolve(self, replies: list[tuple[int | None, bool, Any]]) -> None:
+    def _resolve(self, replies: list[tuple[int | None, bool, Any]], resolved: int = 0) -> None:
+        """Hands each reply to its future (or out of band); ``resolved``: replies the
+        codec's ``feed_resolve`` already handed over in this read."""
         pending = self._pending
         timed = self._deadline_of
         for rid, ok, value in replies:
@@ -911,7 +926,7 @@ class PipelinedConnection:
             elif not fut.done():
                 self._counts["errors"] += 1
                 fut.set_exception(self._make_error(value))
-        if replies and not self._flush_scheduled and self._loop is not None:
+        if (replies or resolved) and not self._flush_scheduled and self._loop is not None:
             # Queue the flush behind the wakeups the replies just scheduled: the
             # requests their coroutines make next then leave in that same loop
             # iteration, not one later (a round trip saves a loop iteration).

@@ -509,9 +509,12 @@ def test_killed_master_is_followed():
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         assert set(ok.values()) == {1}
-        # Every key that answered holds 1: none of them ran twice.
+        # Every key that answered holds 1: none of them ran twice. (A key may be
+        # missing: Redis replicates asynchronously, so the last writes the killed
+        # master acknowledged may never have reached the replica promoted.)
         values = await asyncio.gather(*(rc.hget(k, "f") for k in ok))
-        assert set(values) <= {b"1"} and len(values) == len(ok)
+        assert set(values) <= {b"1", None} and len(values) == len(ok)
+        assert values.count(b"1") > len(values) // 2
         assert followed < 20
         # The subscriptions moved to the promoted replica: new messages arrive.
         got: set = set()

@@ -3,6 +3,7 @@ cut, and arguments refused before anything is buffered."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
@@ -135,3 +136,32 @@ def test_bytes_that_are_not_resp() -> None:
     assert codec.feed(b":2\r\n") == []  # ignored until reset
     codec.reset()
     assert not codec.failed
+
+
+def test_feed_resolve_sets_results_and_hands_back_the_rest_in_order() -> None:
+    """The engine's hot path: plain results go straight into their futures (a done
+    one drops its reply, a timed one leaves the deadlines); from the first error
+    reply on, the batch comes back as `feed` would give it, in order."""
+    loop = asyncio.new_event_loop()
+    try:
+        codec = _codec()
+        ids = [codec.command("GET", "k") for _ in range(5)]
+        futs = {i: loop.create_future() for i in ids}
+        pending = dict(futs)
+        deadlines = {ids[1]: 1.0, 999: 2.0}
+        futs[ids[2]].cancel()
+        resolved, rest = codec.feed_resolve(
+            b"$1\r\na\r\n:7\r\n$1\r\nc\r\n-ERR bad\r\n$1\r\ne\r\n", pending, deadlines
+        )
+        assert resolved == 3  # the cancelled one counts: its reply was taken
+        assert futs[ids[0]].result() == b"a" and futs[ids[1]].result() == 7
+        assert futs[ids[2]].cancelled()
+        assert deadlines == {999: 2.0}
+        assert [(i, ok) for i, ok, _ in rest] == [(ids[3], False), (ids[4], True)]
+        assert isinstance(rest[0][2], ResponseError) and rest[1][2] == b"e"
+        assert set(pending) == {ids[3], ids[4]}  # left to the engine with their replies
+        # A reply nobody waits for (its id left `pending`) is dropped.
+        codec.command("GET", "k")
+        assert codec.feed_resolve(b"$1\r\nz\r\n", {}, {}) == (0, [])
+    finally:
+        loop.close()

@@ -23,8 +23,9 @@ use std::collections::VecDeque;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::resp::{self, Scanner, Status};
 
 use super::args::write_command;
@@ -51,6 +52,10 @@ const PUBSUB_KINDS: &[&[u8]] = &[
     b"punsubscribe",
     b"sunsubscribe",
 ];
+
+/// A routed reply: the command's id (None: out of band), whether it is a
+/// result (false: an error), the value.
+type Routed<'py> = (Option<u64>, bool, Bound<'py, PyAny>);
 
 /// What a command waits for.
 struct Waiting {
@@ -118,7 +123,7 @@ impl RespCodec {
     fn route<'py>(
         &mut self,
         py: Python<'py>,
-        out: &Bound<'py, PyList>,
+        out: &mut Vec<Routed<'py>>,
         value: PyResult<(Bound<'py, PyAny>, bool)>,
         push: bool,
         status: bool,
@@ -136,7 +141,7 @@ impl RespCodec {
         };
         let is_pubsub_kind = kind.as_deref().is_some_and(|k| PUBSUB_KINDS.contains(&k));
         if push || is_pubsub_kind {
-            out.append((py.None(), true, &value))?;
+            out.push((None, true, value.clone()));
             let confirm = kind.as_deref().is_some_and(|k| k.ends_with(b"subscribe"));
             if confirm {
                 if let Some(front) = self.waiting.front_mut() {
@@ -144,7 +149,7 @@ impl RespCodec {
                         front.confirms -= 1;
                         if front.confirms == 0 {
                             let w = self.waiting.pop_front().expect("front exists");
-                            out.append((w.id, true, py.None()))?;
+                            out.push((Some(w.id), true, py.None().into_bound(py)));
                         }
                     }
                 }
@@ -153,16 +158,20 @@ impl RespCodec {
         }
         let Some(front) = self.waiting.front_mut() else {
             // Nobody asked: pass it on rather than guess.
-            out.append((py.None(), true, &value))?;
+            out.push((None, true, value));
             return Ok(());
         };
         match &mut front.collected {
             None => {
                 let w = self.waiting.pop_front().expect("front exists");
                 if w.status_true && status {
-                    out.append((w.id, true, true))?;
+                    out.push((
+                        Some(w.id),
+                        true,
+                        PyBool::new(py, true).to_owned().into_any(),
+                    ));
                 } else {
-                    out.append((w.id, !is_error, &value))?;
+                    out.push((Some(w.id), !is_error, value));
                 }
             }
             Some(items) => {
@@ -171,7 +180,7 @@ impl RespCodec {
                 if front.owed == 0 {
                     let w = self.waiting.pop_front().expect("front exists");
                     let items = PyList::new(py, w.collected.unwrap_or_default())?;
-                    out.append((w.id, true, items))?;
+                    out.push((Some(w.id), true, items.into_any()));
                 }
             }
         }
@@ -316,7 +325,77 @@ impl RespCodec {
 
     /// Parse every complete reply in `data` (plus what was buffered).
     fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let routed = self.parse(py, data)?;
         let out = PyList::empty(py);
+        for (id, ok, value) in routed {
+            out.append((id, ok, value))?;
+        }
+        Ok(out)
+    }
+
+    /// `feed`, resolving the futures of the replies in Rust: the engine's hot
+    /// path (`surge.engine`), one native call per read instead of a Python loop
+    /// over `(id, ok, value)` triples. Each reply to a command in ``pending``
+    /// (id -> future) pops it (and its entry in ``deadlines``, when that is not
+    /// empty) and sets its result; a future already done (cancelled, timed out)
+    /// drops its reply. From the first reply that is not a plain result (an error
+    /// reply, a push, a reply nobody waits for) on, the rest of the batch is
+    /// returned as triples for the engine, in order, so out-of-band messages and
+    /// errors are handled as `feed` would have them. Returns (futures resolved,
+    /// the rest).
+    fn feed_resolve<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        let routed = self.parse(py, data)?;
+        let rest = PyList::empty(py);
+        let timed = !deadlines.is_empty();
+        let set_result = intern!(py, "set_result");
+        // `type(fut).set_result`, looked up once per read and called with the
+        // future as its first argument: `fut.set_result(v)` would make a bound
+        // method object per reply (the abi3 build has no vectorcall-method).
+        let mut method: Option<(Bound<'py, PyType>, Bound<'py, PyAny>)> = None;
+        let mut resolved = 0;
+        let mut iter = routed.into_iter();
+        for (id, ok, value) in iter.by_ref() {
+            let Some(id) = id.filter(|_| ok) else {
+                rest.append((id, ok, value))?;
+                break;
+            };
+            let key = id.into_pyobject(py)?;
+            let Some(fut) = pending.get_item(&key)? else {
+                continue;
+            };
+            pending.del_item(&key)?;
+            if timed && deadlines.contains(&key)? {
+                deadlines.del_item(&key)?;
+            }
+            resolved += 1;
+            // A future that is done already (cancelled or timed out) refuses the
+            // result with InvalidStateError: its reply is dropped.
+            let ty = fut.get_type();
+            let same = method.as_ref().is_some_and(|(t, _)| t.is(&ty));
+            if !same {
+                method = Some((ty.clone(), ty.getattr(set_result)?));
+            }
+            if let Some((_, m)) = &method {
+                let _ = m.call1((&fut, value));
+            }
+        }
+        for (id, ok, value) in iter {
+            rest.append((id, ok, value))?;
+        }
+        Ok((resolved, rest))
+    }
+}
+
+impl RespCodec {
+    /// Every complete reply in `data` (plus what was buffered), routed.
+    fn parse<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Vec<Routed<'py>>> {
+        let mut out = Vec::new();
         if self.failed {
             return Ok(out);
         }
@@ -330,7 +409,7 @@ impl RespCodec {
                     self.failed = true;
                     let err = PyErr::from_type(self.protocol_error.bind(py).clone(), e.to_string());
                     let id = self.waiting.pop_front().map(|w| w.id);
-                    out.append((id, false, err.into_value(py)))?;
+                    out.push((id, false, err.into_value(py).into_bound(py).into_any()));
                     break;
                 }
             };
@@ -346,7 +425,7 @@ impl RespCodec {
             let status = self.rbuf.bytes()[start] == b'+';
             let mut pos = start;
             let value = builder.build(&self.rbuf.bytes()[..start + n], &mut pos);
-            self.route(py, &out, value, push, status)?;
+            self.route(py, &mut out, value, push, status)?;
         }
         self.rbuf.compact();
         Ok(out)

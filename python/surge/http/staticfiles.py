@@ -33,7 +33,10 @@ a prepared native `Response` (head headers and the cached bytes, shared, never
 copied: the connection writes them with one ``writev`` beside the head). A later
 request for the same raw path with none of those headers gets a copy of it
 after the same lstat per segment (no symlink, the file's identity unchanged);
-anything else takes the full path above. Per request that is a dict lookup, the
+anything else takes the full path above. The prepared answer also keeps the file
+open (at most `_HOT_FILES` of them per mount), so that on a plain socket the
+connection sends the body with sendfile, without copying it
+(`Response.send_file`). Per request that is a dict lookup, the
 lstats and a few header lookups instead of resolving, stat-ing, and formatting
 the validators again (see benchmarks/files).
 
@@ -92,6 +95,14 @@ _SETTLED = 1.0
 #: Prepared answers (`StaticFiles._hot`) kept at most; more and they are dropped
 #: together (raw spellings of paths are unbounded; the files they name are not).
 _HOT_MAX = 4096
+
+#: Prepared answers that keep their file open for sendfile, at most, per mount
+#: (the others are written from memory): a bound on descriptors held.
+_HOT_FILES = 256
+
+#: Bodies from this size on are shared by the native `Response`, not copied
+#: (its SHARED_BODY_MIN), and only those can be sent from a file.
+_SHARED_BODY_MIN = 8 * 1024
 
 #: Request headers that make an answer depend on more than the file: with any of
 #: them the full path (`file_reply`) decides.
@@ -267,8 +278,11 @@ class StaticFiles:
         #: path -> monotonic time until which it is known to have no sibling.
         self._no_siblings: dict[str, float] = {}
         #: raw path -> (the paths to lstat, the file's identity, the prepared
-        #: 200, monotonic time until which its having no sibling holds).
-        self._hot: dict[bytes, tuple[tuple[str, ...], tuple[int, ...], Response, float]] = {}
+        #: 200, monotonic time until which its having no sibling holds, whether
+        #: it holds its file open).
+        self._hot: dict[bytes, tuple[tuple[str, ...], tuple[int, ...], Response, float, bool]] = {}
+        #: Prepared answers holding an open file (see `_HOT_FILES`).
+        self._hot_files = 0
         self._is_cached = self._cached if cache_max_bytes > 0 else None
 
     def _cached(self, path: str, st: os.stat_result) -> bool:
@@ -290,7 +304,7 @@ class StaticFiles:
             _, dropped = self._cache.pop(next(iter(self._cache)))
             self._cache_bytes -= len(dropped)
             # Prepared answers hold cached bytes: none may outlive its entry.
-            self._hot.clear()
+            self._drop_hot()
         self._cache[path] = (_identity(st), body)
         self._cache_bytes += len(body)
 
@@ -342,6 +356,7 @@ class StaticFiles:
         identity: tuple[int, ...],
         prepared: Response,
         until: float,
+        holds_file: bool,
     ) -> Response | None:
         """A copy of the prepared 200 if it still answers this request, else None."""
         headers = request.headers
@@ -356,8 +371,14 @@ class StaticFiles:
             )
         if not fresh or time.monotonic() > until:
             del self._hot[rel]
+            if holds_file:
+                self._hot_files -= 1
             return None
         return prepared.copy()
+
+    def _drop_hot(self) -> None:
+        self._hot.clear()
+        self._hot_files = 0
 
     def _prepare(
         self,
@@ -376,7 +397,7 @@ class StaticFiles:
         if not paths or paths[-1] != path:
             return  # reached through a symlink: the full path checks it each time
         if len(self._hot) >= _HOT_MAX:
-            self._hot.clear()
+            self._drop_hot()
         until = 1e300
         if self.precompressed:
             # Only while the file is known to have no sibling: with one, the
@@ -384,7 +405,12 @@ class StaticFiles:
             until = self._no_siblings.get("/".join(segments), 0.0)
             if until <= time.monotonic():
                 return
-        self._hot[rel] = (tuple(paths), _identity(st), response, until)
+        old = self._hot.pop(rel, None)
+        if old is not None and old[4]:
+            self._hot_files -= 1
+        holds_file = self._hot_files < _HOT_FILES and _send_from_file(response, path, st)
+        self._hot_files += holds_file
+        self._hot[rel] = (tuple(paths), _identity(st), response, until, holds_file)
 
     def _send(
         self,
@@ -476,6 +502,24 @@ class StaticFiles:
             elif sibling[0] >= 0:
                 os.close(sibling[0])
         return chosen
+
+
+def _send_from_file(response: Response, path: str, st: os.stat_result) -> bool:
+    """Gives `response` the file at `path` to send its body from, if it is still
+    the file `st` describes (the same checks as `_open_checked`)."""
+    if st.st_size < _SHARED_BODY_MIN:
+        return False  # such a body is copied into the output buffer anyway
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if _identity(os.fstat(fd)) != _identity(st):
+            return False
+        response.send_file(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _not_found() -> Response:

@@ -522,6 +522,7 @@ def _settle(*paths) -> None:
 
 
 def test_the_prepared_answer_is_checked_like_the_full_path(tmp_path):
+    from surge._core import Response
     from surge.http.conditional import etag_for
     from surge.http.staticfiles import StaticFiles
 
@@ -539,6 +540,8 @@ def test_the_prepared_answer_is_checked_like_the_full_path(tmp_path):
     assert again.body == b"b" * 20_000 and again.headers == first.headers
     # The bytes are shared (one cached object), the response is a copy of its own.
     assert again.body is first.body and again is not first
+    with pytest.raises(ValueError, match="8 KiB"):
+        Response(b"small").send_file(0)
     again.add_header("X-Hook", "1")
     assert ("X-Hook", "1") not in files.serve(_Request(b"/d/big.bin"), b"/d/big.bin").headers
     # Conditional and range requests take the full path.
@@ -599,6 +602,13 @@ def test_shared_bodies_pipelined_and_logged(files_root, tmp_path):
             str(len(body)), str(len(body)), str(len(body)), "0", str(len(hello)), "10",
             str(len(body)), str(len(body)),
         ]  # fmt: skip
+        # More than the socket takes at once (sendfile stops short; the rest
+        # goes through the transport, in order), from a client reading late.
+        with RawConnection(server.port) as c:
+            c.send(build_request("GET", "/static/small.bin") * 60)
+            time.sleep(0.3)
+            many = c.read_responses(["GET"] * 60)
+        assert all(r.status == 200 and r.body == body for r in many)
         server.check_health()
     finally:
         server.stop()

@@ -1,7 +1,10 @@
 //! Responses: the `Response` class and the encoder that turns a handler's
 //! return value into bytes appended to the connection's output buffer.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -145,6 +148,9 @@ pub struct Response {
     #[pyo3(get, set)]
     pub content_type: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// A file holding exactly the shared body's bytes (`send_file`): the
+    /// connection may send the body from it with sendfile instead.
+    pub file: Option<Arc<OwnedFd>>,
 }
 
 #[pymethods]
@@ -193,6 +199,7 @@ impl Response {
             body,
             content_type,
             headers,
+            file: None,
         })
     }
 
@@ -208,6 +215,29 @@ impl Response {
     #[setter(body)]
     fn set_body(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<()> {
         self.body = body_of(py, body)?.0;
+        self.file = None;
+        Ok(())
+    }
+
+    /// Lets the connection send the (shared, at least `SHARED_BODY_MIN` bytes)
+    /// body with sendfile from `fd`, a regular file whose first bytes are
+    /// exactly the body's (it is duplicated; the caller keeps its own). A copy
+    /// of the response shares it; setting `body` drops it.
+    fn send_file(&mut self, fd: RawFd) -> PyResult<()> {
+        if !matches!(self.body, Body::Shared(_)) {
+            return Err(PyValueError::new_err(
+                "send_file needs a bytes body of at least 8 KiB (kept shared)",
+            ));
+        }
+        if fd < 0 {
+            return Err(PyValueError::new_err("fd must be a file descriptor (>= 0)"));
+        }
+        // SAFETY: `fd` is only borrowed for the duration of the dup below; an
+        // invalid descriptor makes the dup fail with EBADF, which is returned.
+        let owned = unsafe { BorrowedFd::borrow_raw(fd) }
+            .try_clone_to_owned()
+            .map_err(|e| PyOSError::new_err(format!("send_file: cannot use fd {fd}: {e}")))?;
+        self.file = Some(Arc::new(owned));
         Ok(())
     }
 
@@ -220,6 +250,7 @@ impl Response {
             body: self.body.clone_ref(py),
             content_type: self.content_type.clone(),
             headers: self.headers.clone(),
+            file: self.file.clone(),
         }
     }
 
@@ -340,8 +371,9 @@ pub fn write_simple(out: &mut Vec<u8>, status: u16, ct: Option<&[u8]>, body: &[u
 }
 
 /// Where a shared body goes instead of being copied into the output buffer:
-/// each entry is the offset in that buffer it belongs at, and the body.
-pub type Spliced = Vec<(usize, Py<PyBytes>)>;
+/// each entry is the offset in that buffer it belongs at, the body, and the
+/// file it may be sent from (`Response::send_file`).
+pub type Spliced = Vec<(usize, Py<PyBytes>, Option<Arc<OwnedFd>>)>;
 
 /// Encodes a handler's return value; `Ok(false)` when its type needs Python
 /// (streaming and file responses, or anything unknown). A shared body is
@@ -368,7 +400,9 @@ pub fn encode_result(
         write_head(out, r.status, ct, &r.headers, Some(body.len()), reply);
         if !reply.head_only && has_body(r.status) {
             match (&r.body, splice) {
-                (Body::Shared(b), Some(splice)) => splice.push((out.len(), b.clone_ref(py))),
+                (Body::Shared(b), Some(splice)) => {
+                    splice.push((out.len(), b.clone_ref(py), r.file.clone()));
+                }
                 _ => out.extend_from_slice(body),
             }
         }

@@ -16,6 +16,8 @@ command -v carbon-cache >/dev/null || need+=(graphite-carbon)
 command -v chromium >/dev/null || need+=(chromium)
 # The static-file benchmark's native reference (benchmarks/files), as the http suite's.
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+# The load-generator suite's wire check (benchmarks/loadgen/wire.py).
+command -v tcpdump >/dev/null || [ -x /usr/bin/tcpdump ] || need+=(tcpdump)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

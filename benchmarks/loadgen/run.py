@@ -8,7 +8,10 @@
   request: surge from its due time (its schedule lag included, reported apart);
   oha from when its scheduler task released it (a tokio timer: released in
   bursts at millisecond ticks, the wait for a free connection included); vegeta
-  from when a worker goroutine picked it up;
+  from when a worker goroutine picked it up. With tcpdump (``wire.py``), each
+  tool's runs are also captured on lo and the request-to-response time of the
+  packets (the server's whole share, the least any client can measure) is
+  reported beside it: what a tool reports above the wire is its own cost;
 * round trip: closed model, ONE connection (one request at a time: no schedule,
   so nothing but the client's own cost between the two), ``surge load -c 1``
   against ``wrk -t1 -c1 --latency`` on the fast route: p50/p90/p99;
@@ -45,6 +48,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from benchmarks.loadgen import wire
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -362,12 +367,12 @@ def accuracy(rounds: int, duration: float, rates: list[float]) -> tuple[str, lis
                 for i in range(rounds):
                     _log(f"accuracy {label} {rate:g}/s round {i + 1}/{rounds}")
                     # surge, then each peer, in turn: every side sees the same drift.
-                    sides["surge"].append(surge_rate(url, rate, duration))
-                    for name, measure in peers.items():
-                        sides[name].append(measure(url, rate, duration))
+                    measures = {"surge": surge_rate, **peers}
+                    for name, measure in measures.items():
+                        sides[name].append(_on_wire(measure, port, url, rate, duration))
                 row: dict[str, Any] = {"route": label, "rate": rate}
                 for side, rows in sides.items():
-                    for k in ("p50", "p90", "p99", "lag_p50", "lag_p99", "errors"):
+                    for k in (*PS, *(f"wire_{p}" for p in PS), "lag_p50", "lag_p99", "errors"):
                         row[f"{side}_{k}"] = _med(rows, k)
                 row["rounds"] = sides
                 out.append(row)
@@ -395,7 +400,42 @@ def accuracy(rounds: int, duration: float, rates: list[float]) -> tuple[str, lis
             lag = f"{r['surge_lag_p50'] * 1000:.0f} / {r['surge_lag_p99'] * 1000:.0f}"
         cells.append(lag)
         lines.append("| " + " | ".join(cells) + " |")
+    if out and out[0].get("surge_wire_p50") is not None:
+        lines += [
+            "",
+            "On the wire (tcpdump on lo during each tool's own runs: request packet to "
+            "response packet, the server's whole share; ms, p50 / p90 / p99), and what "
+            "each tool reported above it at p50:",
+            "",
+            "| route | rate |" + "".join(f" {n} wire | {n} own p50 |" for n in ["surge", *names]),
+            "|---|---:|" + "---|---:|" * (1 + len(names)),
+        ]
+        for r in out:
+            cells = [r["route"], f"{r['rate']:g}"]
+            for n in ["surge", *names]:
+                w = [r[f"{n}_wire_{p}"] for p in PS]
+                cells.append(" / ".join("-" if v is None else f"{v:.3f}" for v in w))
+                own = None if w[0] is None else (r[f"{n}_p50"] - w[0]) * 1000
+                cells.append("-" if own is None else f"+{own:.0f} us")
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n", out
+
+
+PS = ("p50", "p90", "p99")
+
+
+def _on_wire(measure: Any, port: int, url: str, rate: float, duration: float) -> dict[str, Any]:
+    """One tool's run; with tcpdump, also the wire latencies of that run."""
+    if not wire.available():
+        return measure(url, rate, duration)  # type: ignore[no-any-return]
+    with tempfile.TemporaryDirectory(prefix="loadgen-wire-") as d:
+        pcap = Path(d) / "run.pcap"
+        with wire.capture(port, pcap, SERVER_CORE):
+            got = measure(url, rate, duration)
+        got.update(
+            {f"wire_{k}": v for k, v in wire.percentiles(wire.latencies(pcap, port)).items()}
+        )
+    return got  # type: ignore[no-any-return]
 
 
 def capacity(rounds: int, duration: float) -> tuple[str, dict[str, Any]]:

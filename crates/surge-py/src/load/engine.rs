@@ -30,7 +30,10 @@ use mio::{Events, Interest, Poll, Token};
 use surge_proto::http1::client::{Expect, ResponseEvent, ResponseLimits, ResponseParser};
 
 use super::stats::{Final, Kind, Recorder, Tick};
-use super::timer::{now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS, MIN_SPIN_NS};
+use super::timer::{
+    above_own_process, now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS, MIN_SPIN_NS,
+    SPIN_SHARE,
+};
 
 /// How often requests and connection attempts are checked against their timeouts.
 const SWEEP_NS: u64 = 10_000_000;
@@ -101,6 +104,7 @@ struct Loop {
 /// Runs the whole load on the calling thread; returns what was recorded.
 pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
     tighten_timer_slack();
+    above_own_process();
     let poll = Poll::new()?;
     let mut timer = TimerFd::new()?;
     poll.registry()
@@ -148,7 +152,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
             lp.open(now_ns());
         }
     }
-    let spin_cap = interval.map_or(MAX_SPIN_NS, |i| ((i / 4.0) as u64).max(MIN_SPIN_NS));
+    let spin_cap = interval.map_or(MAX_SPIN_NS, |i| ((i * SPIN_SHARE) as u64).max(MIN_SPIN_NS));
     let mut next_sweep = now_ns() + SWEEP_NS;
     let mut drain_end = u64::MAX;
     loop {
@@ -193,7 +197,8 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
             }
         }
         lp.flush();
-        // Sleep until the next thing to do; poll the last margin before a due time.
+        // Sleep until the next thing to do; poll the last margin before a due
+        // time (the other wake-ups need no precision).
         let mut wake = next_sweep.min(if lp.stopping { drain_end } else { end });
         if let Some(at) = lp.rec.next_tick_at() {
             wake = wake.min(at);
@@ -201,18 +206,19 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
         if let Some(at) = lp.reopen_at.iter().min() {
             wake = wake.min(*at);
         }
-        if interval.is_some() && due < end {
-            wake = wake.min(due);
-        }
-        let left = wake.saturating_sub(now_ns());
-        // At most a quarter of the interval: at high rates the loop is awake
-        // often anyway, and a generator spinning a whole core would take it from
-        // whatever shares the machine.
-        let spin = margin.spin_ns().min(spin_cap);
-        let timeout = if left <= spin {
+        let now = now_ns();
+        let timeout = if interval.is_some() && due < end && due <= wake {
+            let spin = margin.spin_ns().min(spin_cap);
+            if due.saturating_sub(now) <= spin {
+                Some(Duration::ZERO)
+            } else {
+                timer.arm_at(due - spin);
+                None
+            }
+        } else if wake <= now {
             Some(Duration::ZERO)
         } else {
-            timer.arm_at(wake - spin);
+            timer.arm_at(wake);
             None
         };
         match lp.poll.poll(&mut events, timeout) {
@@ -227,11 +233,8 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
                 timer.clear();
                 continue;
             }
-            lp.event(
-                ev.token().0,
-                ev.is_readable() || ev.is_read_closed() || ev.is_error(),
-                now,
-            );
+            let hup = ev.is_read_closed() || ev.is_error();
+            lp.event(ev.token().0, ev.is_readable() || hup, hup, now);
         }
     }
     let fin = lp.rec.finish(&mut ticks);
@@ -312,7 +315,7 @@ impl Loop {
         }
     }
 
-    fn event(&mut self, idx: usize, readable: bool, now: u64) {
+    fn event(&mut self, idx: usize, readable: bool, hup: bool, now: u64) {
         let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) else {
             return;
         };
@@ -349,7 +352,7 @@ impl Loop {
             }
         }
         if readable {
-            self.read(idx, now);
+            self.read(idx, hup, now);
         }
         // Writable: what a full socket buffer held back goes now.
         if let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) {
@@ -360,7 +363,8 @@ impl Loop {
         }
     }
 
-    fn read(&mut self, idx: usize, now: u64) {
+    /// Reads what the socket holds; `hup`: the peer closed (read on to the end).
+    fn read(&mut self, idx: usize, hup: bool, now: u64) {
         let mut eof = false;
         loop {
             let Some(conn) = self.conns[idx].as_mut() else {
@@ -376,6 +380,13 @@ impl Loop {
                     conn.parser.feed(&self.scratch[..n]);
                     if !self.responses(idx, now) {
                         return;
+                    }
+                    // A short read emptied the socket: what arrives later is a
+                    // new edge in epoll. Stopping here saves the read that would
+                    // only say EAGAIN, one syscall of about four per response. A
+                    // close already seen has no edge left: read on to the EOF.
+                    if n < self.scratch.len() && !hup {
+                        break;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

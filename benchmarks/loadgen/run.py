@@ -1,8 +1,14 @@
 """The load generator measured against independent tools, side by side.
 
-* accuracy: ``surge load`` and vegeta (exact percentiles, open model) at 500 and
-  5000 req/s on a fast route (``/``, about 0.2 ms) and a 10 ms route of one surge
-  worker; p50/p90/p99 of each and their ratio, plus surge's own schedule lag;
+* accuracy: ``surge load``, vegeta (Go, exact percentiles) and oha (Rust/tokio,
+  ``--latency-correction``), all open model with the same cap of
+  ``OPEN_CONNECTIONS`` keep-alive connections, at 500 and 5000 req/s on a fast
+  route (``/``, about 0.2 ms) and a 10 ms route of one surge worker; p50/p90/p99
+  of each and their ratios, plus surge's own schedule lag. How each times a
+  request: surge from its due time (its schedule lag included, reported apart);
+  oha from when its scheduler task released it (a tokio timer: released in
+  bursts at millisecond ticks, the wait for a free connection included); vegeta
+  from when a worker goroutine picked it up;
 * round trip: closed model, ONE connection (one request at a time: no schedule,
   so nothing but the client's own cost between the two), ``surge load -c 1``
   against ``wrk -t1 -c1 --latency`` on the fast route: p50/p90/p99;
@@ -16,7 +22,7 @@ their pauses swamp sub-millisecond figures, so when it may (root, ``chrt``) the
 suite runs the server and BOTH generators under ``chrt -f 20`` (SCHED_FIFO;
 ``--no-realtime`` turns it off); the setup line says which. vegeta is installed
 with ``go install`` when missing; a tool that cannot be had is skipped with a
-message saying why.
+message saying why; oha likewise with ``cargo install oha --locked``.
 
     python -m benchmarks.loadgen.run [--quick] [--rounds 3] [--duration 5]
 """
@@ -47,6 +53,9 @@ CLIENT_CORE, SERVER_CORE = "0", "1"
 #: Prefix of every client and server command (["chrt", "-f", "20"] in realtime mode).
 RT: list[str] = []
 VEGETA = "github.com/tsenart/vegeta/v12@latest"
+#: Connections every open-model generator may use (surge -c, oha -c, vegeta
+#: -max-connections): enough for 5000 req/s on the 10 ms route (~50 in flight).
+OPEN_CONNECTIONS = 100
 
 NGINX_CONF = """\
 worker_processes 1;
@@ -127,10 +136,35 @@ def find_vegeta() -> str | None:
     return str(gobin) if gobin.exists() else None
 
 
+def find_oha() -> str | None:
+    """oha on PATH or in ~/.cargo/bin, else `cargo install`ed there; None if it cannot be had."""
+    cargo_bin = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo")) / "bin"
+    found = shutil.which("oha") or (
+        str(cargo_bin / "oha") if (cargo_bin / "oha").exists() else None
+    )
+    if found:
+        return found
+    cargo = shutil.which("cargo") or str(cargo_bin / "cargo")
+    if not os.path.exists(cargo):
+        return None
+    _log("installing oha: cargo install oha --locked (a few minutes)")
+    r = subprocess.run(
+        ["nice", "-n", "10", cargo, "install", "oha", "--locked"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if r.returncode != 0:
+        _log(f"oha could not be installed: {r.stderr.strip()[-300:]}")
+        return None
+    return str(cargo_bin / "oha") if (cargo_bin / "oha").exists() else None
+
+
 def surge_rate(url: str, rate: float, duration: float) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, "-m", "surge", "load", url, "--rate", f"{rate:g}"]
-        argv += ["-d", f"{duration:g}", "--warmup", "1", "-q", "--json", out.name]
+        argv += ["-c", str(OPEN_CONNECTIONS), "-d", f"{duration:g}", "--warmup", "1"]
+        argv += ["-q", "--json", out.name]
         subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
         data = json.loads(Path(out.name).read_text())
     lat, lag = data["latency_ms"], data["generator"]["schedule_lag_ms"] or {}
@@ -147,6 +181,7 @@ def surge_rate(url: str, rate: float, duration: float) -> dict[str, Any]:
 def vegeta_rate(vegeta: str, url: str, rate: float, duration: float) -> dict[str, Any]:
     target = f"GET {url}\n"
     attack = [vegeta, "attack", f"-rate={rate:g}", f"-duration={duration:g}s", "-keepalive=true"]
+    attack.append(f"-max-connections={OPEN_CONNECTIONS}")
     with tempfile.NamedTemporaryFile(suffix=".bin") as out:
         # The same 1 s warm-up as surge's --warmup, not recorded.
         warm = [vegeta, "attack", f"-rate={rate:g}", "-duration=1s"]
@@ -176,24 +211,76 @@ def vegeta_rate(vegeta: str, url: str, rate: float, duration: float) -> dict[str
     }
 
 
-def surge_capacity(url: str, duration: float) -> float:
+def oha_rate(oha: str, url: str, rate: float, duration: float) -> dict[str, Any]:
+    """oha's open model: `-q` requests per second over `-c` connections, each
+    request timed from when oha's schedule released it (`--latency-correction`:
+    a request that waits for a free connection counts its wait, as surge's do)."""
+    # One tokio worker thread on the one pinned core (oha sizes its runtime by
+    # the physical cores, not the affinity mask).
+    env = {**os.environ, "TOKIO_WORKER_THREADS": "1"}
+    base = [oha, "--no-tui", "-q", f"{rate:g}", "-c", str(OPEN_CONNECTIONS)]
+    base += ["--latency-correction", "-w", "--output-format", "json"]
+    pin = [*RT, "taskset", "-c", CLIENT_CORE]
+    # The same 1 s warm-up as surge's --warmup, not recorded.
+    subprocess.run([*pin, *base, "-z", "1s", url], env=env, check=True, capture_output=True)
+    res = subprocess.run(
+        [*pin, *base, "-z", f"{duration:g}s", url],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    data = json.loads(res.stdout)
+    lat = data["latencyPercentiles"]
+    total = sum(data.get("statusCodeDistribution", {}).values())
+    errors = sum(data.get("errorDistribution", {}).values())
+    ok = sum(n for code, n in data.get("statusCodeDistribution", {}).items() if code < "400")
+    return {
+        "p50": lat["p50"] * 1e3,
+        "p90": lat["p90"] * 1e3,
+        "p99": lat["p99"] * 1e3,
+        "errors": errors + total - ok,
+    }
+
+
+def surge_capacity(url: str, duration: float) -> tuple[float, float]:
+    """(requests per second, generator CPU microseconds per request)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, "-m", "surge", "load", url, "-c", "50", "-d", f"{duration:g}"]
         argv += ["--warmup", "1", "-q", "--json", out.name]
         subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
         data = json.loads(Path(out.name).read_text())
-    return float(data["achieved_rate"])
+    rate = float(data["achieved_rate"])
+    # The loop's CPU covers the 1 s warm-up too, which runs at the same rate
+    # (closed model): requests made = rate x (duration + 1).
+    cpu = float(data["generator"]["cpu_seconds"])
+    return rate, cpu / (rate * (duration + 1)) * 1e6
 
 
-def wrk_capacity(url: str, duration: float) -> float:
+def wrk_capacity(url: str, duration: float) -> tuple[float, float]:
+    """(requests per second, wrk's CPU microseconds per request, from perf stat's
+    task-clock when perf is there, else NaN)."""
     argv = ["wrk", "-t1", "-c50", f"-d{duration:g}s", url]
-    out = subprocess.run(
-        [*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True, text=True
-    ).stdout
-    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if not m:
-        raise RuntimeError(f"no Requests/sec in wrk's output:\n{out}")
-    return float(m.group(1))
+    with tempfile.NamedTemporaryFile(suffix=".perf") as stat:
+        perf = ["perf", "stat", "-x,", "-e", "task-clock", "-o", stat.name]
+        use_perf = shutil.which("perf") is not None
+        out = subprocess.run(
+            [*RT, "taskset", "-c", CLIENT_CORE, *(perf if use_perf else []), *argv],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+        if not m:
+            raise RuntimeError(f"no Requests/sec in wrk's output:\n{out}")
+        rate = float(m.group(1))
+        cpu_ms = float("nan")
+        if use_perf:
+            for line in Path(stat.name).read_text().splitlines():
+                f = line.split(",")
+                if len(f) > 2 and f[2].startswith("task-clock") and f[0]:
+                    cpu_ms = float(f[0])
+    return rate, cpu_ms * 1e3 / (rate * duration)
 
 
 _WRK_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -256,12 +343,14 @@ def _med(rows: list[dict[str, Any]], key: str) -> float | None:
 
 
 def accuracy(rounds: int, duration: float, rates: list[float]) -> tuple[str, list[dict]]:
-    vegeta = find_vegeta()
-    if vegeta is None:
-        return (
-            "accuracy: skipped, vegeta could not be installed (needs go and the module proxy)\n",
-            [],
-        )
+    peers: dict[str, Any] = {}
+    vegeta, oha = find_vegeta(), find_oha()
+    if vegeta is not None:
+        peers["vegeta"] = lambda url, rate, d: vegeta_rate(vegeta, url, rate, d)
+    if oha is not None:
+        peers["oha"] = lambda url, rate, d: oha_rate(oha, url, rate, d)
+    if not peers:
+        return "accuracy: skipped, neither vegeta (go) nor oha (cargo) could be installed\n", []
     port = _port()
     argv = [sys.executable, "-m", "surge", "serve", "app:app", "--port", str(port)]
     out: list[dict[str, Any]] = []
@@ -269,35 +358,43 @@ def accuracy(rounds: int, duration: float, rates: list[float]) -> tuple[str, lis
         for path, label in (("/", "fast (~0.2 ms)"), ("/slow/10", "10 ms")):
             url = f"http://127.0.0.1:{port}{path}"
             for rate in rates:
-                sides: dict[str, list[dict[str, Any]]] = {"surge": [], "vegeta": []}
+                sides: dict[str, list[dict[str, Any]]] = {"surge": [], **{p: [] for p in peers}}
                 for i in range(rounds):
                     _log(f"accuracy {label} {rate:g}/s round {i + 1}/{rounds}")
+                    # surge, then each peer, in turn: every side sees the same drift.
                     sides["surge"].append(surge_rate(url, rate, duration))
-                    sides["vegeta"].append(vegeta_rate(vegeta, url, rate, duration))
-                row = {"route": label, "rate": rate}
+                    for name, measure in peers.items():
+                        sides[name].append(measure(url, rate, duration))
+                row: dict[str, Any] = {"route": label, "rate": rate}
                 for side, rows in sides.items():
                     for k in ("p50", "p90", "p99", "lag_p50", "lag_p99", "errors"):
                         row[f"{side}_{k}"] = _med(rows, k)
                 row["rounds"] = sides
                 out.append(row)
-    lines = [
-        "| route | rate | surge p50 | vegeta p50 | surge p90 | vegeta p90 | surge p99 "
-        "| vegeta p99 | p50 / p90 / p99 ratio | surge lag p50 / p99 (us) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
-    ]
+    names = list(peers)
+    head = "| route | rate | surge p50 / p90 / p99 |"
+    head += "".join(f" {n} p50 / p90 / p99 | surge / {n} |" for n in names)
+    head += " surge lag p50 / p99 (us) |"
+    lines = [head, "|---|---:|---|" + "---|---|" * len(names) + "---|"]
+
+    def trio(r: dict[str, Any], side: str) -> str:
+        return " / ".join(f"{r[f'{side}_{p}']:.3f}" for p in ("p50", "p90", "p99"))
+
     for r in out:
-        ratio = " / ".join(
-            f"{r[f'surge_{p}'] / r[f'vegeta_{p}']:.2f}" if r[f"vegeta_{p}"] else "-"
-            for p in ("p50", "p90", "p99")
-        )
+        cells = [r["route"], f"{r['rate']:g}", trio(r, "surge")]
+        for n in names:
+            cells.append(trio(r, n))
+            cells.append(
+                " / ".join(
+                    f"{r[f'surge_{p}'] / r[f'{n}_{p}']:.2f}" if r[f"{n}_{p}"] else "-"
+                    for p in ("p50", "p90", "p99")
+                )
+            )
         lag = "-"
         if r["surge_lag_p50"] is not None:
             lag = f"{r['surge_lag_p50'] * 1000:.0f} / {r['surge_lag_p99'] * 1000:.0f}"
-        lines.append(
-            f"| {r['route']} | {r['rate']:g} | {r['surge_p50']} | {r['vegeta_p50']:.3f} "
-            f"| {r['surge_p90']} | {r['vegeta_p90']:.3f} | {r['surge_p99']} "
-            f"| {r['vegeta_p99']:.3f} | {ratio} | {lag} |"
-        )
+        cells.append(lag)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n", out
 
 
@@ -312,20 +409,34 @@ def capacity(rounds: int, duration: float) -> tuple[str, dict[str, Any]]:
         argv = [nginx, "-p", d, "-e", f"{d}/error.log", "-c", str(conf), "-g", "daemon off;"]
         url = f"http://127.0.0.1:{port}/"
         sides: dict[str, list[float]] = {"surge": [], "wrk": []}
+        cpu: dict[str, list[float]] = {"surge": [], "wrk": []}
         with _server(argv, port, Path(d)):
             for i in range(rounds):
                 _log(f"capacity round {i + 1}/{rounds}")
-                sides["surge"].append(surge_capacity(url, duration))
-                sides["wrk"].append(wrk_capacity(url, duration))
+                for side, measure in (("surge", surge_capacity), ("wrk", wrk_capacity)):
+                    rate, us = measure(url, duration)
+                    sides[side].append(rate)
+                    cpu[side].append(us)
     s, w = statistics.median(sides["surge"]), statistics.median(sides["wrk"])
+    cs, cw = statistics.median(cpu["surge"]), statistics.median(cpu["wrk"])
     md = (
-        "| generator (1 process, 50 connections, core 0) | req/s (median) | rounds |\n"
-        "|---|---:|---|\n"
-        f"| surge load -c 50 | {s:.0f} | {', '.join(f'{v:.0f}' for v in sides['surge'])} |\n"
-        f"| wrk -t1 -c50 | {w:.0f} | {', '.join(f'{v:.0f}' for v in sides['wrk'])} |\n"
-        f"\nsurge / wrk: **{s / w:.2f}x** (nginx, 1 worker, core 1)\n"
+        "| generator (1 process, 50 connections, core 0) | req/s (median) | rounds "
+        "| CPU us / request (median) |\n"
+        "|---|---:|---|---:|\n"
+        f"| surge load -c 50 | {s:.0f} | {', '.join(f'{v:.0f}' for v in sides['surge'])} "
+        f"| {cs:.2f} |\n"
+        f"| wrk -t1 -c50 | {w:.0f} | {', '.join(f'{v:.0f}' for v in sides['wrk'])} "
+        f"| {cw:.2f} |\n"
+        f"\nsurge / wrk: **{s / w:.2f}x** by rate, {cw / cs:.2f}x by CPU per request "
+        "(nginx, 1 worker, core 1; surge's CPU from its own report, wrk's from perf stat)\n"
     )
-    return md, {"surge": sides["surge"], "wrk": sides["wrk"], "ratio": s / w}
+    return md, {
+        "surge": sides["surge"],
+        "wrk": sides["wrk"],
+        "ratio": s / w,
+        "cpu_us_per_request": cpu,
+        "cpu_ratio": cw / cs,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -349,7 +460,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parts, data = ["### Load generator\n"], {}
     if "accuracy" in args.only:
         md, rows = accuracy(rounds, duration, rates)
-        parts += ["Latency (ms) from `surge load` and vegeta, same server, alternating:\n", md]
+        parts += [
+            "Latency (ms) from `surge load`, vegeta and oha, same server, alternating "
+            f"({OPEN_CONNECTIONS} connections at most for each):\n",
+            md,
+        ]
         data["accuracy"] = rows
     if "rtt" in args.only:
         md, rtt = round_trip(rounds, duration)
@@ -367,7 +482,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"load generator: client on core {CLIENT_CORE}, server on core {SERVER_CORE}; "
         f"{rounds} alternating rounds of {duration:g} s (+1 s warm-up) per side; accuracy on "
         "one `surge serve` worker (routes / and /slow/10) at "
-        f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta; round trip: -c 1 vs wrk -t1 -c1 "
+        f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta and oha (--latency-correction), "
+        f"{OPEN_CONNECTIONS} connections at most each; round trip: -c 1 vs wrk -t1 -c1 "
         "--latency; capacity: closed model, 50 "
         "connections vs wrk -t1 -c50 on nginx (1 worker); "
         + (

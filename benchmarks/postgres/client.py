@@ -14,10 +14,17 @@ CONCURRENCY coroutines each run queries back to back for SECONDS per workload
 - ``asyncpg``: a pool of CONNECTIONS connections (one per query in flight);
   ``asyncpg-1conn``: one connection, coroutines take turns behind a lock (asyncpg
   refuses a second query while one is in progress).
-- ``psycopg``: psycopg 3's AsyncConnectionPool of CONNECTIONS connections.
+- ``psycopg``: psycopg 3's AsyncConnectionPool of CONNECTIONS connections, with
+  BINARY results (``execute(..., binary=True)``, its fastest mode) and the
+  composite type registered, so every driver decodes the same values.
 
-Every result is checked (row count per query, the values of the first), so a
-client that drops rows cannot look fast.
+Read workloads (``WORKLOADS``) fetch rows; write workloads (``WRITES``) put
+rows in an unlogged table: ``executemany`` of 10k rows and a binary COPY of 100k
+(asyncpg's ``copy_records_to_table``, psycopg's ``copy ... (FORMAT BINARY)``).
+
+Every result is checked (row count per query, the values of the first; for
+writes, the table's row count before and after), so a client that drops rows
+cannot look fast.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ import time
 
 #: name -> (query with $n placeholders, args, expected rows or None = learned once)
 WORKLOADS: dict[str, tuple[str, tuple, int | None]] = {
+    # the driver's own cost per query: one row, one int
+    "select1": ("SELECT 1", (), 1),
     # MagicStack/pgbench's queries, as in the asyncpg article (seed 002)
     "pg_type": (
         "SELECT typname, typnamespace, typowner, typlen, typbyval, typcategory, "
@@ -47,6 +56,15 @@ WORKLOADS: dict[str, tuple[str, tuple, int | None]] = {
     # range codecs, driven by types looked up in the catalog.
     "composite_range": ("SELECT p, r, t, rs FROM _bench_comp", (), 100),
 }
+#: name -> (table, rows per operation): executemany(INSERT) / binary COPY.
+WRITES: dict[str, tuple[str, int]] = {
+    "executemany": ("_bench_em", 10_000),
+    "copy": ("_bench_copy", 100_000),
+}
+#: The columns of the write tables (int4, text, float8), and their rows.
+WRITE_COLUMNS = ("a", "b", "c")
+WRITE_ROWS = [(i, f"name {i}", i * 1.5) for i in range(max(n for _, n in WRITES.values()))]
+INSERT = "INSERT INTO {} (a, b, c) VALUES ($1, $2, $3)"
 #: Warm-up before the clock starts, per workload.
 WARMUP_SECS = 0.3
 #: The postmaster's pid (from run.py): the client reads the server's CPU time from /proc.
@@ -55,7 +73,9 @@ SERVER_PID = int(os.environ.get("PG_BENCH_SERVER_PID", "0"))
 
 def check_first(name: str, rows: list) -> None:
     """The values of one result (the first of each run): the right data, decoded."""
-    if name == "generate_series":
+    if name == "select1":
+        assert rows[0][0] == 1, "SELECT 1 value"
+    elif name == "generate_series":
         assert [r[0] for r in rows] == list(range(1, 1001)), "generate_series values"
     elif name == "bytea":
         assert all(bytes(r[0]) == b"a" * 1024 for r in rows), "bytea values"
@@ -63,11 +83,9 @@ def check_first(name: str, rows: list) -> None:
         assert all(list(r[0]) == list(range(1, 101)) for r in rows), "int[] values"
     elif name == "composite_range":
         first = rows[0]
-        # psycopg's text mode returns an unregistered composite as its text.
-        if not isinstance(first[0], str):
-            assert first[0][0] == 1 and first[0][3] == ["a", "b"], "composite values"
-            assert (first[1].lower, first[1].upper) == (1, 11), "range values"
-            assert first[3][1].upper is None, "range[] values"
+        assert first[0][0] == 1 and first[0][3] == ["a", "b"], "composite values"
+        assert (first[1].lower, first[1].upper) == (1, 11), "range values"
+        assert first[3][1].upper is None, "range[] values"
     elif name == "pg_type":
         assert any(r[0] == "int4" for r in rows), "pg_type values"
 
@@ -138,15 +156,43 @@ async def drive(fetch, conc: int, secs: float, name: str) -> dict:
     check_first(name, first)
     expected = len(first) if expected is None else expected
     assert len(first) == expected, f"{name}: {len(first)} rows, expected {expected}"
+
+    async def once() -> None:
+        rows = await fetch(query, args)
+        if len(rows) != expected:
+            raise AssertionError(f"{name}: {len(rows)} rows, expected {expected}")
+
+    return await _timed(once, conc, secs, expected)
+
+
+async def drive_write(ops, conc: int, secs: float, name: str) -> dict:
+    """`conc` coroutines write until `secs` have passed; the table's row count
+    before and after must match every write made."""
+    table, nrows = WRITES[name]
+    await ops.execute(f"TRUNCATE {table}")
+    write = getattr(ops, name)
+    rows = WRITE_ROWS[:nrows]
+
+    async def once() -> None:
+        await write(table, rows)
+
+    await once()
+    out = await _timed(once, conc, secs, nrows)
+    made = 1 + out["warmup_queries"] + out["queries"]
+    count = await ops.count(table)
+    assert count == made * nrows, f"{name}: {count} rows in {table}, expected {made * nrows}"
+    await ops.execute(f"TRUNCATE {table}")
+    return out
+
+
+async def _timed(once, conc: int, secs: float, rows_per_query: int) -> dict:
     counts = [0] * conc
     stop = False
 
     async def worker(k: int) -> None:
         n = 0
         while not stop:
-            rows = await fetch(query, args)
-            if len(rows) != expected:
-                raise AssertionError(f"{name}: {len(rows)} rows, expected {expected}")
+            await once()
             n += 1
         counts[k] = n
 
@@ -169,9 +215,42 @@ async def drive(fetch, conc: int, secs: float, name: str) -> dict:
     # the rest of the machine, in cores: what neither this client nor the server used
     other = out["busy"] - out["cpu"] - (out["server_cpu"] or 0.0)
     out.update(
-        warmup_queries=warm["queries"], rows_per_query=expected, other_cores=other / out["secs"]
+        warmup_queries=warm["queries"],
+        rows_per_query=rows_per_query,
+        other_cores=other / out["secs"],
     )
     return out
+
+
+async def run_all(fetch, ops, conc: int, secs: float, names: list[str]) -> dict:
+    """Every workload asked for, in turn: reads through `fetch`, writes through `ops`."""
+    out = {}
+    for name in names:
+        if name in WRITES:
+            out[name] = await drive_write(ops, conc, secs, name)
+        else:
+            out[name] = await drive(fetch, conc, secs, name)
+    return out
+
+
+class AsyncpgWrites:
+    """The write workloads through asyncpg's API (surge.postgres has the same)."""
+
+    def __init__(self, db) -> None:
+        self.db = db
+
+    async def execute(self, sql: str) -> None:
+        await self.db.execute(sql)
+
+    async def count(self, table: str) -> int:
+        return await self.db.fetchval(f"SELECT count(*) FROM {table}")
+
+    async def executemany(self, table: str, rows: list) -> None:
+        await self.db.executemany(INSERT.format(table), rows)
+
+    async def copy(self, table: str, rows: list) -> None:
+        status = await self.db.copy_records_to_table(table, records=rows, columns=WRITE_COLUMNS)
+        assert status == f"COPY {len(rows)}", status
 
 
 async def surge_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
@@ -183,21 +262,15 @@ async def surge_main(conc: int, nconn: int, secs: float, dsn: str, names: list[s
         async def fetch(q: str, a: tuple) -> list:
             return await conn.fetch(q, *a)
 
-        closer = conn
+        closer = db = conn
     else:
         pool = await maybe_await(pg.create_pool(dsn, min_size=nconn, max_size=nconn))
-        if hasattr(pool, "fetch"):
 
-            async def fetch(q: str, a: tuple) -> list:
-                return await pool.fetch(q, *a)
-        else:
+        async def fetch(q: str, a: tuple) -> list:
+            return await pool.fetch(q, *a)
 
-            async def fetch(q: str, a: tuple) -> list:
-                async with pool.acquire() as c:
-                    return await c.fetch(q, *a)
-
-        closer = pool
-    out = {name: await drive(fetch, conc, secs, name) for name in names}
+        closer = db = pool
+    out = await run_all(fetch, AsyncpgWrites(db), conc, secs, names)
     await maybe_await(closer.close())
     return out
 
@@ -210,7 +283,7 @@ async def asyncpg_main(conc: int, nconn: int, secs: float, dsn: str, names: list
     async def fetch(q: str, a: tuple) -> list:
         return await pool.fetch(q, *a)
 
-    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    out = await run_all(fetch, AsyncpgWrites(pool), conc, secs, names)
     await pool.close()
     return out
 
@@ -225,32 +298,88 @@ async def asyncpg_1conn_main(conc: int, secs: float, dsn: str, names: list[str])
         async with lock:
             return await conn.fetch(q, *a)
 
-    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    class Locked(AsyncpgWrites):
+        async def executemany(self, table: str, rows: list) -> None:
+            async with lock:
+                await super().executemany(table, rows)
+
+        async def copy(self, table: str, rows: list) -> None:
+            async with lock:
+                await super().copy(table, rows)
+
+    out = await run_all(fetch, Locked(conn), conc, secs, names)
     await conn.close()
     return out
 
 
+class PsycopgWrites:
+    """The write workloads through psycopg 3: executemany (pipelined by psycopg
+    itself) and COPY in the binary format with the column types set."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+
+    async def execute(self, sql: str) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(sql)
+
+    async def count(self, table: str) -> int:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(f"SELECT count(*) FROM {table}")
+            return (await cur.fetchone())[0]
+
+    async def executemany(self, table: str, rows: list) -> None:
+        sql = INSERT.format(table).replace("$1", "%s").replace("$2", "%s").replace("$3", "%s")
+        async with self.pool.connection() as conn, conn.cursor() as cur:
+            await cur.executemany(sql, rows)
+
+    async def copy(self, table: str, rows: list) -> None:
+        cols = ", ".join(WRITE_COLUMNS)
+        sql = f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)"
+        async with self.pool.connection() as conn, conn.cursor() as cur:
+            async with cur.copy(sql) as copy:
+                copy.set_types(["int4", "text", "float8"])
+                for r in rows:
+                    await copy.write_row(r)
+            assert cur.rowcount == len(rows), cur.rowcount
+
+
 async def psycopg_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+    from psycopg.types.composite import CompositeInfo, register_composite
     from psycopg_pool import AsyncConnectionPool
+
+    async def configure(conn) -> None:
+        # The composite of composite_range decodes to a tuple-like object, as the
+        # other drivers' (psycopg's builtin ranges and arrays need nothing).
+        info = await CompositeInfo.fetch(conn, "_bench_pair")
+        if info is not None:
+            register_composite(info, conn)
 
     # autocommit: without it every query is BEGIN + query and the pool's ROLLBACK on
     # return, three round trips where the other drivers make one.
     pool = AsyncConnectionPool(
-        dsn, min_size=nconn, max_size=nconn, open=False, kwargs={"autocommit": True}
+        dsn,
+        min_size=nconn,
+        max_size=nconn,
+        open=False,
+        kwargs={"autocommit": True},
+        configure=configure,
     )
     await pool.open(wait=True)
-    # psycopg takes %s placeholders; its defaults (text results, statements prepared
-    # after 5 executions) are what its users get.
+    # psycopg takes %s placeholders; binary results are its fastest mode (statements
+    # are prepared after 5 executions, its default).
     converted = {
-        WORKLOADS[n][0]: WORKLOADS[n][0].replace("$1", "%s").replace("$2", "%s") for n in names
+        WORKLOADS[n][0]: WORKLOADS[n][0].replace("$1", "%s").replace("$2", "%s")
+        for n in names
+        if n in WORKLOADS
     }
 
     async def fetch(q: str, a: tuple) -> list:
         async with pool.connection() as conn:
-            cur = await conn.execute(converted[q], a or None)
+            cur = await conn.execute(converted[q], a or None, binary=True)
             return await cur.fetchall()
 
-    out = {name: await drive(fetch, conc, secs, name) for name in names}
+    out = await run_all(fetch, PsycopgWrites(pool), conc, secs, names)
     await pool.close()
     return out
 

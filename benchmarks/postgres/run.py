@@ -1,4 +1,4 @@
-"""PostgreSQL reads, side by side: surge.postgres vs asyncpg and psycopg 3 (async).
+"""PostgreSQL reads and writes, side by side: surge.postgres vs asyncpg and psycopg 3 (async).
 
 One PostgreSQL (``surge.services.postgres``: initdb defaults, so shared_buffers
 128MB; fsync off, which these read-only queries never touch). The workloads of
@@ -7,7 +7,10 @@ of DESIGN.md: ``pg_type`` (the catalog, a dozen columns, a few hundred rows),
 ``generate_series`` (1000 one-int rows), ``bytea`` (100 rows of 1 KB) and
 ``int_array`` (100 rows of int[100]); and ``composite_range`` (100 rows of a
 composite type, an int4range, a tstzrange and an int8range[]: user-defined and
-range codecs).
+range codecs); ``select1`` (``SELECT 1``: the driver's own cost per query); and
+two writes, at 10 connections only: ``executemany`` (an INSERT of 10k rows of
+int4, text, float8 into an unlogged table) and ``copy`` (a binary COPY of 100k
+such rows).
 
 Two shapes, each a client process per driver:
 
@@ -54,7 +57,19 @@ HERE = Path(__file__).resolve().parent
 RESULTS = ROOT / "bench-results"
 SURGE_PY = ROOT / ".venv" / "bin" / "python"
 BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
-WORKLOADS = ("pg_type", "generate_series", "bytea", "int_array", "composite_range")
+WORKLOADS = (
+    "select1",
+    "pg_type",
+    "generate_series",
+    "bytea",
+    "int_array",
+    "composite_range",
+    "executemany",
+    "copy",
+)
+#: Write workloads run at 10 connections only: 1000 coroutines each holding 10k
+#: or 100k rows in flight would measure memory, not the driver.
+WRITE_WORKLOADS = ("executemany", "copy")
 WRITE_CALLS = ("write", "writev", "sendto", "sendmsg")
 #: Seconds per workload in the extra run under strace.
 STRACE_SECS = 1.0
@@ -78,6 +93,9 @@ INSERT INTO _bench_comp
            tstzrange('2024-01-01'::timestamptz + i * interval '1 hour', '2024-02-01'),
            ARRAY[int8range(i, i + 1), int8range(i + 5, NULL)]
     FROM generate_series(1, 100) AS s(i);
+DROP TABLE IF EXISTS _bench_em, _bench_copy;
+CREATE UNLOGGED TABLE _bench_em(a int, b text, c float8);
+CREATE UNLOGGED TABLE _bench_copy(a int, b text, c float8);
 VACUUM ANALYZE _bench_bytes, _bench_arrays, _bench_comp;
 """
 SETTINGS = ("server_version", "shared_buffers", "fsync", "synchronous_commit", "max_connections")
@@ -143,7 +161,15 @@ def _missing(cfg: dict) -> str | None:
     return None
 
 
+def _for_shape(cfg: dict, workloads: list[str]) -> list[str]:
+    """The workloads a client of this shape runs (writes: at 10 connections only)."""
+    if cfg["shape"] == "10 conns":
+        return list(workloads)
+    return [w for w in workloads if w not in WRITE_WORKLOADS]
+
+
 def _command(cfg: dict, secs: float, port: int, workloads: list[str]) -> list[str]:
+    workloads = _for_shape(cfg, workloads)
     py = SURGE_PY if cfg["driver"] == "surge" else BENCH_PY
     return [
         str(py),
@@ -293,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict:
                 missing[f"{_label(cfg)}, {cfg['shape']}"] = "every run failed (see the log)"
                 continue
             row = {**cfg, "runs": len(runs), "workloads": {}}
-            for w in workloads:
+            for w in _for_shape(cfg, workloads):
                 qps = [r[w]["queries"] / r[w]["secs"] for r in runs]
                 cpu = [r[w]["cpu"] / r[w]["queries"] * 10_000 for r in runs]
                 srv = [
@@ -316,7 +342,7 @@ def main(argv: list[str] | None = None) -> dict:
                 row["surge_build"] = builds[-1]
                 row["surge_builds_seen"] = len({(b["path"], b["mtime"]) for b in builds})
             if have_strace:
-                for w in workloads:
+                for w in _for_shape(cfg, workloads):
                     with tempfile.NamedTemporaryFile(suffix=".strace") as f:
                         try:
                             out = _run(_command(cfg, strace_secs, svc.port, [w]), svc.pid, f.name)
@@ -361,8 +387,11 @@ def main(argv: list[str] | None = None) -> dict:
         "rows of (a 4-field composite, int4range, tstzrange, int8range[2]); "
         f"asyncpg {vers.get('asyncpg', '?')}, psycopg {vers.get('psycopg', '?')} "
         f"(binary wheel, AsyncConnectionPool {vers.get('psycopg-pool', '?')}, autocommit, "
-        "text results); asyncpg's pool resets a connection on release (one more round "
-        "trip per query, its default)",
+        "binary results, the composite registered); select1: SELECT 1; executemany: "
+        "INSERT of 10k (int4, text, float8) rows into an unlogged table; copy: binary "
+        "COPY of 100k such rows (copy_records_to_table; psycopg's COPY FORMAT BINARY); "
+        "writes at 10 connections only; asyncpg's pool resets a connection on release "
+        "(one more round trip per query, its default)",
         f"10 connections: a pool of {POOL}, 10 coroutines; 1000 coroutines: surge on ONE "
         f"connection, asyncpg/psycopg on a pool of {POOL}, asyncpg on one connection behind "
         f"a lock; {secs:g} s per workload after a 0.3 s warm-up; medians of {repeats} runs; "
@@ -379,6 +408,8 @@ def _ratio(rows: list[dict], r: dict, w: str, driver: str) -> str:
     same_loop = driver != "asyncpg-1conn"  # measured on the first loop only
     for p in rows:
         if p["driver"] == driver and (p["loop"] == r["loop"] or not same_loop):
+            if w not in p["workloads"]:
+                return "-"
             return f"{r['workloads'][w]['qps'] / p['workloads'][w]['qps']:.2f}"
     return "-"
 
@@ -406,7 +437,9 @@ def _markdown(
         ]
         for w in workloads:
             for r in rows:
-                v = r["workloads"][w]
+                v = r["workloads"].get(w)
+                if v is None:
+                    continue
 
                 wr, sc = v.get("writes_per_1k"), v.get("server_cpu_per_10k")
                 cells = [
@@ -461,10 +494,11 @@ def _chart(results: list[dict], workloads: list[str], path: Path) -> None:
     for ax, shape in zip(axes[0], shapes, strict=True):
         rows = [r for r in results if r["shape"] == shape]
         width = 0.8 / len(rows)
+        names = [w for w in workloads if w in rows[0]["workloads"]]
         for k, r in enumerate(rows):
-            xs = [i + k * width for i in range(len(workloads))]
-            ax.bar(xs, [r["workloads"][w]["qps"] for w in workloads], width, label=_label(r))
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(workloads))], workloads)
+            xs = [i + k * width for i in range(len(names))]
+            ax.bar(xs, [r["workloads"][w]["qps"] for w in names], width, label=_label(r))
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names)
         ax.set_ylabel("queries/s")
         ax.set_title(f"PostgreSQL, {shape}")
         ax.legend(fontsize=7)

@@ -24,8 +24,9 @@ import sys
 
 from surge import services
 
+from benchmarks._lib import pin_pid
 from benchmarks.tarantool.pool_client import KEYS, PAYLOAD
-from benchmarks.tarantool.run import CLIENT_CORE, HERE, SERVER_CORE, SURGE_PY, _pin, _run
+from benchmarks.tarantool.run import CLIENT_CORE, HERE, SERVER_CORE, SURGE_PY, _realtime, _run
 
 SCHEMA_LUA = """
 box.schema.space.create('tester'):create_index('primary', {type = 'hash', parts = {1, 'unsigned'}})
@@ -44,7 +45,8 @@ def measure(n: int, rounds: int, conc: int, read_percent: int, loop: str = "uvlo
     """Run the rounds; return the raw runs and medians per setup."""
     with services.tarantool_replicaset(schema_lua=SCHEMA_LUA) as rs:
         for svc in rs:
-            _pin(svc.pid, SERVER_CORE)
+            pin_pid(svc.pid, SERVER_CORE)
+            _realtime(svc.pid)
         urls = [s.url for s in rs]
         asyncio.run(_prefill(urls[0]))
         client = str(HERE / "pool_client.py")

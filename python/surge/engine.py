@@ -153,6 +153,10 @@ _DEFAULT: Any = object()
 
 #: Every live connection, read by `surge.stats` (weak: a dropped connection leaves it).
 CONNECTIONS: weakref.WeakSet[PipelinedConnection] = weakref.WeakSet()
+#: Set by `surge.tracing.trace_drivers`: called with every connection made after
+#: that, to wrap its `request` and `request_pinned` in a CLIENT span each. Decided
+#: once per connection: while None, requests carry no tracing check at all.
+REQUEST_TRACER: Callable[[PipelinedConnection], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +378,8 @@ class PipelinedConnection:
         # it there rather than per request keeps the byte limit off the hot path.
         self._tbuf = 0
         CONNECTIONS.add(self)
+        if REQUEST_TRACER is not None:
+            REQUEST_TRACER(self)
 
     # -- public -------------------------------------------------------------------
 

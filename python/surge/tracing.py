@@ -13,6 +13,18 @@ the trace. Spans go wherever the application's TracerProvider sends them (the
 SDK and an exporter are the application's choice; with the API alone they are
 no-ops).
 
+Drivers: after `trace_drivers()` (``surge serve --tracing`` calls it before the
+app is imported), every PostgreSQL, Redis and Tarantool connection made from
+then on sends each request in a CLIENT span, a child of the span current at the
+call (a request outside any trace starts none, as for the HTTP client), with
+``db.system.name`` (and the older ``db.system``), ``db.operation.name``,
+``db.query.text`` for SQL (the statement as prepared: its parameters are never
+recorded), ``db.collection.name`` for a Tarantool space given by name,
+``server.address`` and ``server.port``; a failed request sets ``error.type`` and
+the ERROR status. It is done once, in the shared engine (`surge.engine`), for
+every driver: the connection's `request` is wrapped when the connection is
+made, so connections made while it is off carry no tracing code at all.
+
 Tracing is off unless asked for: a span per request is Python work on a path
 that is otherwise native. Without the package, the client's check costs one
 module-level test.
@@ -20,6 +32,7 @@ module-level test.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import Callable, Iterable
@@ -32,7 +45,7 @@ try:
 except ImportError:  # the optional dependency is absent: every hook is a no-op
     trace = None  # type: ignore[assignment]
 
-__all__ = ["available", "client_span", "instrument"]
+__all__ = ["available", "client_span", "instrument", "trace_drivers"]
 
 _TRACER_NAME = "surge"
 
@@ -286,3 +299,158 @@ def client_span(method: str, scheme: str, host: str, port: int, target: str) -> 
         attrs["url.query"] = query
     span = _tracer().start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
     return _ClientSpan(span)
+
+
+# -- drivers -------------------------------------------------------------------------------
+
+#: The engine's ``driver`` label -> the semantic conventions' ``db.system.name``.
+_DB_SYSTEMS = {"postgres": "postgresql", "redis": "redis", "tarantool": "tarantool"}
+#: PostgreSQL encoders whose first argument is a prepared `Statement`, and those
+#: given the SQL text (at the argument's index).
+_PG_STATEMENT = frozenset(("bind_execute", "execute_many", "bind_portal", "execute_portal"))
+_PG_SQL = {"simple_query": 0, "copy_in": 0, "copy_out": 0, "prepare": 1}
+#: Tarantool requests whose first argument is a space (a number or, in spans, a name).
+_TNT_SPACE = frozenset(("select", "insert", "replace", "update", "upsert", "delete"))
+
+
+def _sql_operation(sql: str) -> str | None:
+    word = sql.lstrip(" \t\r\n(").split(None, 1)
+    return word[0].upper() if word and word[0].isalpha() else None
+
+
+def _describe(driver: str, encode: Callable[..., Any], args: tuple) -> dict[str, Any]:
+    """The operation's attributes: name, and for SQL the statement's text."""
+    name = getattr(encode, "__name__", "request")
+    attrs: dict[str, Any] = {}
+    if driver == "postgres":
+        sql = None
+        if name in _PG_STATEMENT and args:
+            sql = getattr(args[0], "query", None)
+        elif name in _PG_SQL and len(args) > _PG_SQL[name]:
+            sql = args[_PG_SQL[name]]
+        if isinstance(sql, str):
+            attrs["db.query.text"] = sql
+            # Preparing is a round trip of its own: named so, not as the statement.
+            op = "PREPARE" if name == "prepare" else _sql_operation(sql)
+            attrs["db.operation.name"] = op or name
+        else:
+            attrs["db.operation.name"] = name
+    elif driver == "redis":
+        if name == "pipeline":
+            attrs["db.operation.name"] = "MULTI" if len(args) > 1 and args[1] else "PIPELINE"
+        else:
+            # command(name, *args), pubsub_command(confirms, name, *args)
+            first = (
+                args[1] if name == "pubsub_command" and len(args) > 1 else args[0] if args else name
+            )
+            if isinstance(first, bytes | bytearray | memoryview):
+                first = bytes(first).decode("latin-1")
+            attrs["db.operation.name"] = str(first).upper()
+    else:
+        attrs["db.operation.name"] = name
+        if name == "execute" and args and isinstance(args[0], str):
+            attrs["db.query.text"] = args[0]
+        elif name in _TNT_SPACE and args and isinstance(args[0], str):
+            attrs["db.collection.name"] = args[0]
+    return attrs
+
+
+def _finish_db_span(span: Any, error: BaseException | None) -> None:
+    if error is not None:
+        span.set_attribute("error.type", type(error).__qualname__)
+        span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+    span.end()
+
+
+def _on_done(span: Any) -> Callable[[asyncio.Future], None]:
+    def done(fut: asyncio.Future) -> None:
+        error = None if fut.cancelled() else fut.exception()
+        if fut.cancelled():
+            span.set_attribute("error.type", "cancelled")
+        _finish_db_span(span, error)
+
+    return done
+
+
+async def _traced_await(span: Any, awaitable: Any) -> Any:
+    try:
+        result = await awaitable
+    except BaseException as exc:
+        _finish_db_span(span, exc)
+        raise
+    _finish_db_span(span, None)
+    return result
+
+
+def _trace_connection(conn: Any, tracer: Any) -> None:
+    """Wraps the engine connection's `request` and `request_pinned` (see the module
+    docstring); the HTTP client's connections keep their own spans."""
+    system = _DB_SYSTEMS.get(conn.driver)
+    if system is None:
+        return
+    driver = conn.driver
+    plain, pinned = conn.request, conn.request_pinned
+    get_current_span = trace.get_current_span
+
+    def start(encode: Callable[..., Any], args: tuple) -> Any:
+        attrs = _describe(driver, encode, args)
+        attrs["db.system.name"] = system
+        attrs["db.system"] = system  # the name before semantic conventions 1.26
+        endpoint = conn.endpoint
+        if endpoint.host:
+            attrs["server.address"] = endpoint.host
+            if endpoint.port:
+                attrs["server.port"] = endpoint.port
+        name = attrs["db.operation.name"]
+        if "db.collection.name" in attrs:
+            name = f"{name} {attrs['db.collection.name']}"
+        return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+
+    def request(encode: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        if not get_current_span().get_span_context().is_valid:
+            return plain(encode, *args, **kw)
+        span = start(encode, args)
+        try:
+            waiting = plain(encode, *args, **kw)
+        except BaseException as exc:  # refused before anything was sent
+            _finish_db_span(span, exc)
+            raise
+        return _follow(span, waiting)
+
+    def request_pinned(generation: int, encode: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        if not get_current_span().get_span_context().is_valid:
+            return pinned(generation, encode, *args, **kw)
+        span = start(encode, args)
+        try:
+            waiting = pinned(generation, encode, *args, **kw)
+        except BaseException as exc:
+            _finish_db_span(span, exc)
+            raise
+        return _follow(span, waiting)
+
+    conn.request = request
+    conn.request_pinned = request_pinned
+
+
+def _follow(span: Any, waiting: Any) -> Any:
+    """`waiting` (a future, or a coroutine when the request had to wait) with the
+    span ended when it completes."""
+    if isinstance(waiting, asyncio.Future):
+        waiting.add_done_callback(_on_done(span))
+        return waiting
+    return _traced_await(span, waiting)
+
+
+def trace_drivers(*, tracer_provider: Any = None, enabled: bool = True) -> None:
+    """Turns driver spans on (or, ``enabled=False``, off) for connections made
+    from now on (see the module docstring). Raises RuntimeError without
+    opentelemetry-api."""
+    from surge import engine
+
+    if not enabled:
+        engine.REQUEST_TRACER = None
+        return
+    if trace is None:
+        raise RuntimeError("tracing needs the opentelemetry-api package")
+    tracer = _tracer(tracer_provider)
+    engine.REQUEST_TRACER = functools.partial(_trace_connection, tracer=tracer)

@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,17 @@ def _check_timing(fields: dict[str, str], pid: int | None) -> None:
         assert fields["p"] == f"<{pid}>"
 
 
+def _requests_logged(path: Path, count: int) -> list[str]:
+    """The lines of the test's requests, the readiness probes left out (on a loaded
+    machine a probe can time out and be sent again, and both are logged)."""
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [line for line in wait_for_lines(path, count + 1) if "GET /ready " not in line]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)
+
+
 def test_atoms_mean_what_gunicorn_logs(tmp_path: Path) -> None:
     """The same WSGI app and requests behind gunicorn and behind `surge serve`,
     both with every atom: the lines agree on every field that does not depend
@@ -108,8 +120,8 @@ def test_atoms_mean_what_gunicorn_logs(tmp_path: Path) -> None:
             for path, headers in REQUESTS:
                 status, _, _ = server.get(path, headers)
                 assert status == 201
-        theirs = wait_for_lines(gunicorn_log, 3)[1:]  # the first is the readiness probe
-        ours = wait_for_lines(surge_log, 3)[1:]
+        theirs = _requests_logged(gunicorn_log, 2)
+        ours = _requests_logged(surge_log, 2)
     finally:
         gunicorn.stop()
         surge.stop()
@@ -243,3 +255,68 @@ def test_bad_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     args = ["serve", "ops_app:native", "--access-log", "-", "--access-log-format", "%(zz)s"]
     assert main(args) == 2
     assert "unknown access log atom %(zz)s" in capsys.readouterr().err
+
+
+def _upgrade(port: int, path: str) -> bytes:
+    """A WebSocket upgrade request's response head, from a raw socket."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            "User-Agent: ws-probe\r\n\r\n".encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        if head.startswith(b"HTTP/1.1 101"):
+            s.sendall(bytes([0x81, 0x82, 1, 2, 3, 4, ord("h") ^ 1, ord("i") ^ 2]))  # "hi", masked
+            while s.recv(4096):
+                pass
+        return head
+
+
+def test_refusals_and_upgrades_get_their_lines(tmp_path: Path) -> None:
+    """A 400 for bytes that are not a request (its request atoms `-`), the 503 of
+    --limit-concurrency, a WebSocket's 101 and a refused upgrade's 403: one line
+    each, as gunicorn and uvicorn log them."""
+    log_path = tmp_path / "access.log"
+    surge = Proc.surge(
+        tmp_path, "ops_app:native", "--access-log", str(log_path), "--limit-concurrency", "2"
+    )
+    try:
+        surge.wait_ready("/")
+        with socket.create_connection(("127.0.0.1", surge.port), timeout=5) as s:
+            s.sendall(b"NOT A REQUEST\r\n\r\n")
+            answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 400")
+        assert _upgrade(surge.port, "/ws").startswith(b"HTTP/1.1 101")
+        assert _upgrade(surge.port, "/ws-deny").startswith(b"HTTP/1.1 403")
+        held = [surge.connection(), surge.connection()]
+        for conn in held:
+            conn.request("GET", "/")
+            conn.getresponse().read()
+        status, body, _ = surge.get("/", {"User-Agent": "third"})
+        for conn in held:
+            conn.close()
+        lines = wait_for_lines(log_path, 7)
+    finally:
+        surge.stop()
+    assert status == 503 and body == b"Service Unavailable"
+    parsed = [
+        re.fullmatch(r'(\S+) - - \[[^\]]+\] "([^"]*)" (\d+) (\d+) "[^"]*" "([^"]*)"', line)
+        for line in lines[1:]
+    ]
+    assert all(parsed), lines
+    got = [(m.group(2), m.group(3), m.group(5)) for m in parsed if m]
+    assert got == [
+        ("-", "400", "-"),
+        ("GET /ws HTTP/1.1", "101", "ws-probe"),
+        ("GET /ws-deny HTTP/1.1", "403", "ws-probe"),
+        ("GET / HTTP/1.1", "200", "-"),
+        ("GET / HTTP/1.1", "200", "-"),
+        ("GET / HTTP/1.1", "503", "third"),
+    ], lines
+    assert all(m.group(1) == "127.0.0.1" for m in parsed if m)

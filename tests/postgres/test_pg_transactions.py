@@ -144,6 +144,18 @@ def test_pool(arun, dsn):
             assert await pool.execute("SELECT 1") == "SELECT 1"
             assert (await pool.fetchrow("SELECT 1 AS a"))["a"] == 1
             assert len(await pool.fetch("SELECT generate_series(1, 3)")) == 3
+            await pool.execute("CREATE TABLE IF NOT EXISTS _pool_cp (a int, b text)")
+            try:
+                got = await asyncio.gather(
+                    *(
+                        pool.copy_records_to_table("_pool_cp", records=[(i, "x")] * 3)
+                        for i in range(4)
+                    )
+                )
+                assert got == ["COPY 3"] * 4
+                assert await pool.fetchval("SELECT sum(a) FROM _pool_cp") == 3 * (0 + 1 + 2 + 3)
+            finally:
+                await pool.execute("DROP TABLE _pool_cp")
             await pool.execute("CREATE TEMP TABLE IF NOT EXISTS x (a int)")
             async with pool.acquire() as c1:
                 async with c1.transaction():

@@ -9,6 +9,9 @@ mod client_common;
 mod common;
 mod websocket_common;
 
+#[path = "fuzz_checks/split.rs"]
+mod split;
+
 #[path = "fuzz_checks/http1_parser.rs"]
 mod http1_parser;
 #[path = "fuzz_checks/http1_response.rs"]

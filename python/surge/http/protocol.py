@@ -811,8 +811,12 @@ class HttpProtocol(asyncio.Protocol):
                 break
             parts.append(slot.data)  # type: ignore[arg-type]
             size += len(slot.data)  # type: ignore[arg-type]
-            if self.access_log is not None and slot.request is not None:
-                self.access_log.log_rendered(slot.request, slot.data)  # type: ignore[arg-type]
+            if self.access_log is not None:
+                if slot.request is not None:
+                    self.access_log.log_rendered(slot.request, slot.data)  # type: ignore[arg-type]
+                else:  # the answer to bytes that were not a request (a 400, 431, ...)
+                    peer = self._transport.get_extra_info("peername")
+                    self.access_log.log_unparsed(peer, slot.data)  # type: ignore[arg-type]
             if slot.close:
                 close = True
                 self._drop_queue()

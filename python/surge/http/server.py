@@ -236,7 +236,11 @@ class _Unavailable(WriterResponse):
         head = encode_response_head(
             503, None, "text/plain; charset=utf-8", len(_UNAVAILABLE_BODY), False, self._http10
         )
-        conn.write(head if self._head_only else head + _UNAVAILABLE_BODY)
+        data = head if self._head_only else head + _UNAVAILABLE_BODY
+        conn.write(data)
+        request = conn._inline_request
+        if conn.access_log is not None and request is not None:
+            conn.access_log.log_rendered(request, data)  # as uvicorn logs its 503s
         return False
 
     async def write(self, conn: HttpProtocol) -> bool:

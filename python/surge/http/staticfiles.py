@@ -27,6 +27,16 @@ per mount) for as long as the lstat every request makes shows the same inode,
 size, mtime and ctime; a larger one becomes a `FileResponse`, whose body goes
 out with sendfile (`HttpProtocol.sendfile`).
 
+The hot path: once a cached file has been answered with a plain 200 (no
+conditional or range header, no precompressed sibling), that answer is kept as
+a prepared native `Response` (head headers and the cached bytes, shared, never
+copied: the connection writes them with one ``writev`` beside the head). A later
+request for the same raw path with none of those headers gets a copy of it
+after the same lstat per segment (no symlink, the file's identity unchanged);
+anything else takes the full path above. Per request that is a dict lookup, the
+lstats and a few header lookups instead of resolving, stat-ing, and formatting
+the validators again (see benchmarks/files).
+
 Precompressed siblings: with ``precompressed=True`` a request for ``app.js``
 from a client whose Accept-Encoding allows ``br`` (or ``gzip``) gets
 ``app.js.br`` (``app.js.gz``) when that file exists, with ``Content-Encoding``,
@@ -37,6 +47,7 @@ Every answer for a path that has a sibling carries ``Vary: Accept-Encoding``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -77,6 +88,14 @@ SIBLING_RECHECK = 1.0
 
 #: Seconds a file must have been left alone before its bytes are kept in memory.
 _SETTLED = 1.0
+
+#: Prepared answers (`StaticFiles._hot`) kept at most; more and they are dropped
+#: together (raw spellings of paths are unbounded; the files they name are not).
+_HOT_MAX = 4096
+
+#: Request headers that make an answer depend on more than the file: with any of
+#: them the full path (`file_reply`) decides.
+_CONDITIONAL = ("range", "if-none-match", "if-modified-since", "if-match", "if-unmodified-since")
 
 #: Precompressed siblings, in the order they are preferred.
 _ENCODINGS = (("br", ".br"), ("gzip", ".gz"))
@@ -247,6 +266,9 @@ class StaticFiles:
         self._cache_bytes = 0
         #: path -> monotonic time until which it is known to have no sibling.
         self._no_siblings: dict[str, float] = {}
+        #: raw path -> (the paths to lstat, the file's identity, the prepared
+        #: 200, monotonic time until which its having no sibling holds).
+        self._hot: dict[bytes, tuple[tuple[str, ...], tuple[int, ...], Response, float]] = {}
         self._is_cached = self._cached if cache_max_bytes > 0 else None
 
     def _cached(self, path: str, st: os.stat_result) -> bool:
@@ -267,6 +289,8 @@ class StaticFiles:
         while self._cache and self._cache_bytes + len(body) > self.cache_max_bytes:
             _, dropped = self._cache.pop(next(iter(self._cache)))
             self._cache_bytes -= len(dropped)
+            # Prepared answers hold cached bytes: none may outlive its entry.
+            self._hot.clear()
         self._cache[path] = (_identity(st), body)
         self._cache_bytes += len(body)
 
@@ -282,6 +306,11 @@ class StaticFiles:
 
     def serve(self, request: Request, rel: bytes) -> Any:
         """The response for the raw path `rel` below the mount."""
+        hot = self._hot.get(rel)
+        if hot is not None:
+            answer = self._serve_hot(request, rel, *hot)
+            if answer is not None:
+                return answer
         segments = _segments(rel)
         if segments is None:
             return _not_found()
@@ -303,7 +332,59 @@ class StaticFiles:
                 if page is not None and page[0] != _DIRECTORY:
                     return self._send(request, page, None, 404)
             return _not_found()
-        return self._send(request, found, segments, 200)
+        return self._send(request, found, segments, 200, rel)
+
+    def _serve_hot(
+        self,
+        request: Request,
+        rel: bytes,
+        paths: tuple[str, ...],
+        identity: tuple[int, ...],
+        prepared: Response,
+        until: float,
+    ) -> Response | None:
+        """A copy of the prepared 200 if it still answers this request, else None."""
+        headers = request.headers
+        for name in _CONDITIONAL:
+            if name in headers:
+                return None
+        fresh = False
+        with contextlib.suppress(OSError, ValueError):
+            # The same checks as `_open_beneath`: no symlink on the way, the same file.
+            fresh = _identity(os.lstat(paths[-1])) == identity and not any(
+                stat.S_ISLNK(os.lstat(path).st_mode) for path in paths[:-1]
+            )
+        if not fresh or time.monotonic() > until:
+            del self._hot[rel]
+            return None
+        return prepared.copy()
+
+    def _prepare(
+        self,
+        rel: bytes,
+        segments: list[str],
+        path: str,
+        st: os.stat_result,
+        response: Response,
+    ) -> None:
+        """Keeps `response`, a plain 200 for the cached file at `path`, for `_serve_hot`."""
+        paths = []
+        walked = self.root
+        for seg in segments:
+            walked = os.path.join(walked, seg)
+            paths.append(walked)
+        if not paths or paths[-1] != path:
+            return  # reached through a symlink: the full path checks it each time
+        if len(self._hot) >= _HOT_MAX:
+            self._hot.clear()
+        until = 1e300
+        if self.precompressed:
+            # Only while the file is known to have no sibling: with one, the
+            # answer depends on Accept-Encoding.
+            until = self._no_siblings.get("/".join(segments), 0.0)
+            if until <= time.monotonic():
+                return
+        self._hot[rel] = (tuple(paths), _identity(st), response, until)
 
     def _send(
         self,
@@ -311,11 +392,14 @@ class StaticFiles:
         found: tuple[int, os.stat_result, str],
         segments: list[str] | None,
         status: int,
+        rel: bytes | None = None,
     ) -> Any:
-        """The answer for the open file `found`; `segments` name it (None: no siblings)."""
+        """The answer for the open file `found`; `segments` name it (None: no
+        siblings); `rel`, the raw path asked for, lets a plain 200 be prepared."""
         fd, st, path = found
         content_type = guess_content_type(path if segments is None else segments[-1])
         headers = list(self.headers)
+        sibling = None
         if self.precompressed and segments:
             sibling = self._sibling(request, segments, headers)
             if sibling is not None:
@@ -342,7 +426,18 @@ class StaticFiles:
                 return Response(None, reply.status, reply.headers, content_type=reply.content_type)
             parts = [p if isinstance(p, bytes) else data[p[0] : p[0] + p[1]] for p in reply.pieces]
             body = parts[0] if len(parts) == 1 else b"".join(parts)
-            return Response(body, reply.status, reply.headers, content_type=reply.content_type)
+            response = Response(body, reply.status, reply.headers, content_type=reply.content_type)
+            if (
+                rel is not None
+                and segments
+                and sibling is None
+                and reply.status == 200
+                and self._cached(path, st)
+                and not any(name in request.headers for name in _CONDITIONAL)
+            ):
+                self._prepare(rel, segments, path, st, response)
+                return response.copy()
+            return response
         finally:
             if fd >= 0:
                 os.close(fd)

@@ -34,12 +34,22 @@ from surge.postgres import copy as _copy
 from surge.postgres.cursor import CursorFactory
 from surge.postgres.dsn import ConnectParams
 from surge.postgres.endpoints import SSL_REQUEST, endpoints
-from surge.postgres.errors import InvalidArgumentError, make_error
+from surge.postgres.errors import (
+    InvalidArgumentError,
+    UnsupportedClientFeatureError,
+    make_error,
+)
 from surge.postgres.handshake import check_target, handshake
 from surge.postgres.prepared import PreparedStatement
 from surge.postgres.session import RowMode, Session
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
+from surge.postgres.types import type_oid
+
+#: Built-in types with a tuple format in `Connection.set_type_codec` (asyncpg's).
+_TUPLE_OIDS = frozenset(
+    type_oid(n) for n in ("date", "time", "timetz", "timestamp", "timestamptz", "interval")
+)
 
 #: The liveness probe: an SSLRequest, which a live server answers with one byte
 #: ('S' or 'N') before any authentication.
@@ -236,37 +246,64 @@ class Connection:
         typename: str,
         *,
         schema: str = "public",
-        encoder: Callable[[Any], str],
-        decoder: Callable[[str], Any],
+        encoder: Callable[[Any], Any],
+        decoder: Callable[[Any], Any],
         format: str = "text",
     ) -> None:
-        """Values of type ``schema.typename`` go through ``encoder(value) -> str`` and
-        come back through ``decoder(str)`` (asyncpg's call; text format only here),
-        e.g. ``set_type_codec("jsonb", schema="pg_catalog", encoder=json.dumps,
-        decoder=json.loads)``. Arrays of the type keep the built-in handling."""
-        if format != "text":
-            raise InterfaceError("surge.postgres custom codecs use format='text'")
-        oid = await self._type_oid(typename, schema)
-        self._codec.set_type_codec(oid, encoder, decoder)
+        """Values of type ``schema.typename`` go through ``encoder(value)`` and come
+        back through ``decoder(wire value)`` (asyncpg's call), in ``format``:
+
+        * ``"text"``: str both ways, e.g. ``set_type_codec("jsonb",
+          schema="pg_catalog", encoder=json.dumps, decoder=json.loads)``;
+        * ``"binary"``: bytes both ways, the type's binary wire form;
+        * ``"tuple"``: asyncpg's tuple layouts: date ``(days from 2000-01-01,)``,
+          timestamp/timestamptz ``(microseconds from 2000-01-01,)``, time
+          ``(microseconds,)``, timetz ``(microseconds, offset in seconds west of
+          UTC)``, interval ``(months, days, microseconds)``, a composite type its
+          fields; ±infinity are the integer limits.
+
+        Arrays of the type, and composites with a field of it, keep the built-in
+        handling (asyncpg would use the custom codec inside them)."""
+        if format not in ("text", "binary", "tuple"):
+            raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
+        oid, kind = await self._type_info(typename, schema)
+        if kind == "d":
+            # a domain's values come back under its base type's oid: a codec on
+            # the domain would never run (asyncpg refuses it too)
+            raise UnsupportedClientFeatureError(
+                f"custom codecs on domain types are not supported ({schema}.{typename}):"
+                " set the codec on the base type"
+            )
+        if kind == "c" and format != "tuple":
+            raise UnsupportedClientFeatureError(
+                f"only tuple-format codecs can be used on composite types ({schema}.{typename})"
+            )
+        if format == "tuple" and kind != "c" and oid not in _TUPLE_OIDS:
+            raise InterfaceError(
+                f"type {schema}.{typename} has no tuple format (only date, time, timetz, "
+                "timestamp, timestamptz, interval and composite types have one)"
+            )
+        self._codec.set_type_codec(oid, encoder, decoder, format)
         self._session.cache.evict_all()  # their formats were chosen with the old codecs
 
     async def reset_type_codec(self, typename: str, *, schema: str = "public") -> None:
         """Undo `set_type_codec` for the type."""
-        oid = await self._type_oid(typename, schema)
+        oid, _ = await self._type_info(typename, schema)
         self._codec.reset_type_codec(oid)
         self._session.cache.evict_all()
 
-    async def _type_oid(self, typename: str, schema: str) -> int:
-        oid = await self.fetchval(
-            "SELECT t.oid::int8 FROM pg_catalog.pg_type t"
+    async def _type_info(self, typename: str, schema: str) -> tuple[int, str]:
+        """The oid and the typtype ('b' base, 'c' composite, 'd' domain ...) of a type."""
+        row = await self.fetchrow(
+            "SELECT t.oid, t.typtype::text FROM pg_catalog.pg_type t"
             " JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"
             " WHERE t.typname = $1 AND n.nspname = $2",
             typename,
             schema,
         )
-        if oid is None:
+        if row is None:
             raise InterfaceError(f"no type {schema}.{typename}")
-        return int(oid)
+        return int(row[0]), str(row[1])
 
     async def reload_schema_state(self) -> None:
         """Forget the types looked up in the catalog and the cached statements

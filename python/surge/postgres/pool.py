@@ -164,6 +164,22 @@ class Pool:
         """`Connection.executemany` on the least busy free connection."""
         await (await self._free(False)).executemany(command, args, timeout=timeout)
 
+    async def copy_records_to_table(
+        self,
+        table_name: str,
+        *,
+        records: Iterable[Sequence[Any]],
+        columns: Sequence[str] | None = None,
+        schema_name: str | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """`Connection.copy_records_to_table` on the least busy free connection
+        (asyncpg's pool has it too)."""
+        conn = await self._free(False)
+        return await conn.copy_records_to_table(
+            table_name, records=records, columns=columns, schema_name=schema_name, timeout=timeout
+        )
+
     async def close(self) -> None:
         """Close every connection; waiting acquirers fail with ClosedError."""
         self._closed = True

@@ -141,6 +141,9 @@ def run(
 
         if not available():
             raise StartupError("--tracing needs the opentelemetry-api package")
+        from surge.tracing import trace_drivers
+
+        trace_drivers()  # before the app is imported: its connections are made traced
     if importing_app():
         raise RuntimeError(
             "run() was called while importing the app: "

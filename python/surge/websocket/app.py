@@ -52,10 +52,17 @@ class WebSocketUpgrade(WriterResponse):
         req = self._request
         handshake = WebSocketHandshake(req.method.encode(), req.headers.items())
         if not handshake.ok:
-            conn.write(handshake.rejection())
+            rejection = handshake.rejection()
+            conn.write(rejection)
+            if conn.access_log is not None:
+                conn.access_log.log_rendered(req, rejection)
             return False
+        access_log = conn.access_log
         transport, rest, server = conn.detach()
         ws = WebSocketConnection(server, transport, handshake, server.plan.limits, rest)
+        if access_log is not None:
+            # The 101 (or the app's refusal) is logged when the app answers.
+            ws.access = (access_log, req)
         ws.start()
         ws.task = asyncio.get_running_loop().create_task(self._run(ws, req))
         return None

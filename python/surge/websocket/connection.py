@@ -33,7 +33,7 @@ from surge._core import WS_CLOSE, WS_ERROR, WS_PING, WS_PONG, WebSocketHandshake
 from .errors import WebSocketDisconnect
 
 if TYPE_CHECKING:
-    from surge._core import WebSocketCodec
+    from surge._core import AccessLog, Request, WebSocketCodec
     from surge.http.config import Limits
     from surge.http.server import Server
 
@@ -88,6 +88,9 @@ class WebSocketConnection(asyncio.Protocol):
         self._close_handle: asyncio.TimerHandle | None = None
         #: Set by the owner (App or ASGI cycle): the app's task, cancelled on shutdown abort.
         self.task: asyncio.Task[Any] | None = None
+        #: The access log and the upgrade request, when the server keeps a log:
+        #: the answer to the upgrade (101, or the app's refusal) gets its line.
+        self.access: tuple[AccessLog, Request] | None = None
 
     # Taking over -------------------------------------------------------------------
 
@@ -133,6 +136,8 @@ class WebSocketConnection(asyncio.Protocol):
         self._codec = codec
         self.state = OPEN
         self._transport.write(head)
+        if self.access is not None:
+            self.access[0].log_rendered(self.access[1], head)
         pending, self._pending = bytes(self._pending), bytearray()
         if self._paused_reading:
             self._resume_reading()
@@ -151,6 +156,8 @@ class WebSocketConnection(asyncio.Protocol):
         self.state = CLOSED
         self.close_code = 1006
         self._transport.write(response)
+        if self.access is not None:
+            self.access[0].log_rendered(self.access[1], response)
         self._transport.close()
 
     # asyncio callbacks -------------------------------------------------------------

@@ -9,22 +9,21 @@ by the connection in request order. The loop never waits on the app.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
 from surge.http.app import catch_all_plan
 from surge.http.config import DEFAULT_THREADS, Limits
-from surge.http.plan import LazyExecutor, Plan
+from surge.http.plan import Plan
 
 from .cycle import WSGIApp, WsgiCycle
 from .input import FileWrapper
+from .pool import Wakeups, WsgiPool
 
 if TYPE_CHECKING:
     from surge._core import Request
     from surge.http.protocol import HttpProtocol
-
-
-#: Request headers that PEP 3333 puts in the environ without the HTTP_ prefix.
 
 
 class WsgiApp:
@@ -49,6 +48,8 @@ class WsgiApp:
         self.limits = limits or Limits()
         self.debug = debug
         self._plan: Plan | None = None
+        self._pool = WsgiPool(threads)
+        self._wakeups: Wakeups | None = None
         # The environ's constant part, copied into every request's environ.
         self._base: dict[str, Any] = {
             "SCRIPT_NAME": _bytes_as_str(self.root_path),
@@ -71,7 +72,7 @@ class WsgiApp:
                 self.limits,
                 dispatch=self._dispatch,
                 debug=self.debug,
-                executor=LazyExecutor(self.threads),
+                executor=self._pool,
             )
         return self._plan
 
@@ -81,14 +82,18 @@ class WsgiApp:
             base = conn.dispatcher_data = {**self._base, **_connection_environ(conn)}
         # Built natively (`Request._wsgi_environ`): PEP 3333's keys from the head.
         environ = request._wsgi_environ(base)
-        plan = self.freeze()
+        wakeups = self._wakeups
+        loop = asyncio.get_running_loop()
+        if wakeups is None or wakeups.loop is not loop:
+            wakeups = self._wakeups = Wakeups(loop)
         return WsgiCycle(
             self.app,
             environ,
             request,
             conn.body_stream(request),
             conn,
-            plan.executor,
+            self._pool,
+            wakeups,
             self.limits.write_high_water,
         )
 

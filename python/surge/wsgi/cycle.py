@@ -4,8 +4,9 @@ Theory of operation: the dispatcher's handler (`surge.wsgi.app`) makes a
 `WsgiCycle` on the event loop and returns it at once, so the connection queues
 it (in request order) while the app runs in the plan's thread pool. The thread
 calls the app, iterates its response and frames every chunk itself; framed
-bytes go into `_queue` under a lock, and the loop is poked with one
-`call_soon_threadsafe` per batch (not per chunk). When every earlier response
+bytes go into `_queue` under a lock, and the loop is poked through the
+pool's `Wakeups` once per batch (not per chunk; cycles finishing together share
+one poke). When every earlier response
 has left, the connection calls `write`, which writes what is queued and waits
 for the transport to drain. The thread blocks on `_gate` once a high-water
 mark's worth is queued and not written (before its turn, or while the client
@@ -18,8 +19,10 @@ hands the file to the loop (`_file`), which sends it with the kernel's sendfile
 (`HttpProtocol.sendfile`) in its turn, after every byte queued before it; the
 thread waits for that before it goes on (to the last chunk, and to close()).
 
-PEP 3333's rules are kept: headers leave with the first non-empty body chunk
-(so `start_response` with `exc_info` may still replace them until then), the
+`start_response` checks the status and headers and encodes the head in one
+native call (`wsgi_response_head`). PEP 3333's rules are kept: the head leaves
+with the first non-empty body chunk (so `start_response` with `exc_info` may
+still replace it until then), the
 iterable's `close()` is always called, an error before the headers left is
 answered with a 500, and one after closes the connection.
 """
@@ -32,7 +35,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from surge._core import http_date
+from surge._core import http_date, wsgi_response_head
 from surge.http.errors import ClientDisconnected
 from surge.http.response import WriterResponse
 
@@ -40,34 +43,23 @@ from .input import FileWrapper, InputStream
 
 if TYPE_CHECKING:
     from surge._core import Request
-    from surge.http.plan import LazyExecutor
     from surge.http.protocol import BodyStream, HttpProtocol
+
+    from .pool import Wakeups, WsgiPool
 
 log = logging.getLogger("surge.wsgi")
 
 StartResponse = Callable[..., Callable[[bytes], None]]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
-#: PEP 3333 forbids these in an application's response headers.
-_HOP_BY_HOP = frozenset(
-    (
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    )
-)
-_TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ERROR_500 = b"Internal Server Error"
 #: Block size for `wsgi.file_wrapper` bodies copied by the thread.
 _FILE_BLOCK = 64 * 1024
 
-# How the body is framed, chosen when the head is built.
+# How the body is framed, chosen when the head is built (`wsgi_response_head`).
 _NONE, _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2, 3
+#: `wsgi.input` of a request without a body (its reads change nothing: shared).
+_NO_BODY = InputStream(None, None, b"", False)
 
 
 #: Tasks finishing a response `_pump` could not (held here: the loop keeps weak ones).
@@ -90,34 +82,37 @@ class WsgiCycle(WriterResponse):
     """Runs one request through a WSGI app in a thread; written in its turn."""
 
     __slots__ = (
+        "_app",
         "_closing",
         "_conn",
         "_done",
+        "_environ",
         "_failed",
         "_file",
         "_file_sent",
         "_framing",
         "_gate",
         "_gone",
+        "_head",
         "_head_only",
         "_head_sent",
-        "_headers",
         "_high_water",
         "_http10",
         "_keep_alive",
         "_lock",
-        "_loop",
         "_notified",
         "_pumping",
         "_queue",
         "_queued",
         "_remaining",
         "_request",
+        "_reuse",
         "_sent",
-        "_sent_head",
         "_status",
         "_stream",
         "_wakeup",
+        "_wakeups",
+        "_watching",
     )
 
     inline = True
@@ -129,30 +124,34 @@ class WsgiCycle(WriterResponse):
         request: Request,
         stream: BodyStream | None,
         conn: HttpProtocol,
-        executor: LazyExecutor,
+        pool: WsgiPool,
+        wakeups: Wakeups,
         high_water: int,
     ) -> None:
-        self._loop = loop = asyncio.get_running_loop()
+        self._app = app
+        self._environ = environ
         self._conn = conn
         self._request = request
         self._stream = stream
-        self._high_water = high_water
+        self._wakeups = wakeups
         self._http10 = request.version == "1.0"
         self._head_only = request.method == "HEAD"
         self._keep_alive = request.keep_alive
-        # Response state, touched by the thread only.
+        # Response state, touched by the thread only; `_head` is encoded by
+        # `start_response` (and kept for the access log), `_reuse` is whether
+        # the connection may stay open after it.
         self._status: str | None = None
-        self._headers: list[tuple[str, str]] = []
+        self._head = b""
         self._head_sent = False
-        # For the access log: the body bytes and the head sent.
-        self._sent = 0
-        self._sent_head = b""
         self._framing = _NONE
         self._remaining = 0
+        self._reuse = False
+        self._sent = 0  # body bytes, for the access log
         # Shared with the loop, under `_lock`.
         self._lock = threading.Lock()
         self._queue: list[bytes] = []
         self._queued = 0
+        self._high_water = high_water
         self._notified = False
         self._done = False
         self._failed = False  # the response is cut short: close after what was sent
@@ -168,20 +167,25 @@ class WsgiCycle(WriterResponse):
         self._wakeup: asyncio.Future[None] | None = None
         #: Its turn has come and the loop writes from `_wake`, without a task.
         self._pumping = False
-        environ["wsgi.input"] = InputStream(loop, stream, *self._prefetch())
-        conn.lost().add_done_callback(self._on_lost)
-        # Not `run_in_executor`: `_run` reports through the queue itself, so no
-        # asyncio future (and no second cross-thread wakeup) is made per request.
-        executor.get().submit(self._run, app, environ)
+        #: `_on_lost` is a callback of the connection's `lost()` future. Only a
+        #: thread that may wait (a response not complete at its first wake-up)
+        #: needs it: most responses never register one.
+        self._watching = False
+        if stream is None:  # it had all arrived at dispatch (`body_stream`)
+            body = conn.whole_body(request)
+            environ["wsgi.input"] = (
+                InputStream(wakeups.loop, None, body, False) if body else _NO_BODY
+            )
+        else:
+            environ["wsgi.input"] = InputStream(wakeups.loop, stream, *self._prefetch(stream))
+        pool.submit(self._run)
 
-    def _prefetch(self) -> tuple[bytes, bool]:
-        """The whole body when it has already arrived (the usual case), else (b"", True)."""
-        if self._stream is None:  # it had all arrived at dispatch (`body_stream`)
-            return self._conn.whole_body(self._request), False
+    def _prefetch(self, stream: BodyStream) -> tuple[bytes, bool]:
+        """The whole body when it has already arrived, else (b"", True)."""
         if not self._request._eof:
             return b"", True
         # With the body complete, read_some never suspends: run it to its end here.
-        coro = self._stream.read_some()
+        coro = stream.read_some()
         try:
             coro.send(None)
         except StopIteration as stop:
@@ -193,7 +197,8 @@ class WsgiCycle(WriterResponse):
 
     # The thread's side ---------------------------------------------------------------
 
-    def _run(self, app: WSGIApp, environ: dict[str, Any]) -> None:
+    def _run(self) -> None:
+        app, environ = self._app, self._environ
         result: Any = None
         try:
             result = app(environ, self._start_response)
@@ -227,7 +232,7 @@ class WsgiCycle(WriterResponse):
         size = wrapper.size_left()
         if not size or self._status is None:
             return False  # not a regular file, nothing left to send, or an app error
-        head = b"" if self._head_sent else self._head()
+        head = b"" if self._head_sent else self._head
         self._head_sent = True
         framing = self._framing
         if framing == _NONE:  # HEAD, 204, 304: no body to read at all
@@ -286,107 +291,53 @@ class WsgiCycle(WriterResponse):
                 exc_info = None  # no cycle through the traceback's frames
         elif self._status is not None:
             raise AssertionError("start_response() called again without exc_info")
-        if type(status) is not str or len(status) < 4 or status[3] != " ":
-            raise ValueError(f"invalid WSGI status {status!r}: expected e.g. '200 OK'")
-        if not status[:3].isdigit() or any(c in status for c in "\r\n\0"):
-            raise ValueError(f"invalid WSGI status {status!r}")
-        if type(headers) is not list:
-            raise TypeError(f"response headers must be a list, got {type(headers).__name__}")
-        for item in headers:
-            if type(item) is not tuple or len(item) != 2:
-                raise TypeError(f"response header {item!r} is not a (name, value) tuple")
-            name, value = item
-            if type(name) is not str or type(value) is not str:
-                raise TypeError(f"response header {item!r}: name and value must be str")
-            if not name or not set(name) <= _TCHARS:
-                raise ValueError(f"invalid response header name {name!r}")
-            if any(c in value for c in "\r\n\0"):
-                raise ValueError(f"response header {name!r}: value may not contain CR, LF or NUL")
-            if name.lower() in _HOP_BY_HOP:
-                raise ValueError(f"hop-by-hop header {name!r} not allowed in a WSGI response")
+        # Checked and encoded natively; it raises TypeError/ValueError on a broken rule.
+        self._head, self._framing, self._remaining, self._reuse = wsgi_response_head(
+            status,
+            headers,
+            self._head_only,
+            self._http10,
+            # The server shutting down: this response is the connection's last.
+            self._keep_alive and not self._conn.draining,
+        )
         self._status = status
-        self._headers = headers
         return self._send
-
-    def _head(self) -> bytes:
-        """The response head, choosing the body's framing."""
-        status = self._status
-        assert status is not None
-        code = int(status[:3])
-        parts = [b"HTTP/1.1 %s\r\n" % status.encode("latin-1")]
-        length: int | None = None
-        has_date = has_server = False
-        for name, value in self._headers:
-            lower = name.lower()
-            if lower == "content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise ValueError(f"invalid Content-Length {value!r}") from None
-            elif lower == "date":
-                has_date = True
-            elif lower == "server":
-                has_server = True
-            parts.append(b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1")))
-        if not has_date:
-            parts.insert(1, b"date: %s\r\n" % http_date().encode())
-        if not has_server:
-            parts.insert(1, b"server: surge\r\n")
-        if self._head_only or code < 200 or code in (204, 304):
-            self._framing = _NONE
-        elif length is not None:
-            self._framing = _LENGTH
-            self._remaining = length
-        elif not self._http10:
-            self._framing = _CHUNKED
-            parts.append(b"transfer-encoding: chunked\r\n")
-        else:
-            # An HTTP/1.0 client cannot read chunks: the body ends when we close.
-            self._framing = _UNTIL_CLOSE
-            self._keep_alive = False
-        if self._conn.draining:  # the server is shutting down: this is the last one
-            self._keep_alive = False
-        if not self._keep_alive:
-            parts.append(b"connection: close\r\n")
-        elif self._http10:
-            parts.append(b"connection: keep-alive\r\n")
-        parts.append(b"\r\n")
-        self._sent_head = head = b"".join(parts)
-        return head
 
     def _send(self, data: bytes) -> None:
         """The `write` callable, and each chunk of the iterable: framed and queued."""
         if self._status is None:
             raise AssertionError("response body sent before start_response()")
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise TypeError(f"WSGI response chunks must be bytes, got {type(data).__name__}")
+        if type(data) is not bytes:
+            if not isinstance(data, bytearray | memoryview):
+                raise TypeError(f"WSGI response chunks must be bytes, got {type(data).__name__}")
+            data = bytes(data)
         if not data:
             return
-        head = b""
-        if not self._head_sent:
-            head = self._head()
-            self._head_sent = True
         framing = self._framing
-        if framing == _CHUNKED:
-            out = b"%x\r\n%b\r\n" % (len(data), data)
-        elif framing == _LENGTH:
+        if framing == _LENGTH:
             if len(data) > self._remaining:
                 # More than Content-Length promised: the rest cannot be framed.
                 data = data[: self._remaining]
             self._remaining -= len(data)
-            out = bytes(data)
+            out = data
+        elif framing == _CHUNKED:
+            out = b"%x\r\n%b\r\n" % (len(data), data)
         elif framing == _UNTIL_CLOSE:
-            out = bytes(data)
+            out = data
         else:
             out = b""
         if framing != _NONE:
             self._sent += len(data)
-        self._put(head + out if head else out)
+        if not self._head_sent:
+            self._head_sent = True
+            out = self._head + out
+        if out:
+            self._put(out)
 
     def _finish(self) -> None:
         if self._status is None:
             raise AssertionError("the WSGI application returned without calling start_response()")
-        out = b"" if self._head_sent else self._head()
+        out = b"" if self._head_sent else self._head
         self._head_sent = True
         if self._framing == _CHUNKED:
             out += b"0\r\n\r\n"
@@ -395,7 +346,7 @@ class WsgiCycle(WriterResponse):
             self._closing = True
         access_log = self._conn.access_log
         if access_log is not None:
-            access_log.log(self._request, int(self._status[:3]), self._sent, self._sent_head)
+            access_log.log(self._request, int(self._status[:3]), self._sent, self._head)
         self._end(out)
 
     def _put(self, data: bytes) -> None:
@@ -430,16 +381,19 @@ class WsgiCycle(WriterResponse):
             self._poke()
 
     def _poke(self) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:  # the loop is closed: nobody is left to write
-            self._on_lost()
+        self._wakeups.add(self)
 
     # The loop's side -----------------------------------------------------------------
 
     def _wake(self) -> None:
         with self._lock:
             self._notified = False
+            done = self._done
+        if not done and not self._watching:
+            # The thread may wait from now on (for room, for a file to be sent):
+            # it must learn if the client leaves (see `_watching`).
+            self._watching = True
+            self._conn.lost().add_done_callback(self._on_lost)
         if self._pumping:
             keep_alive = self._pump()
             if keep_alive is not None:
@@ -484,14 +438,14 @@ class WsgiCycle(WriterResponse):
         if file is None:
             if done and (self._body_read() or not self._reusable()):
                 self._pumping = False
-                conn.lost().remove_done_callback(self._on_lost)
+                self._unwatch()
                 return self._reusable()
             if not done and not conn.writing_paused and not conn.closed:
                 with self._lock:
                     self._open_gate()
                 return None
         self._pumping = False
-        task = self._loop.create_task(self._carry_on(conn))
+        task = self._wakeups.loop.create_task(self._carry_on(conn))
         _carrying.add(task)
         task.add_done_callback(_carrying.discard)
         return None
@@ -501,7 +455,7 @@ class WsgiCycle(WriterResponse):
         return self._stream is None or self._request._eof
 
     def _reusable(self) -> bool:
-        return not (self._failed or self._closing or not self._keep_alive)
+        return self._reuse and self._keep_alive and not (self._failed or self._closing)
 
     async def _carry_on(self, conn: HttpProtocol) -> None:
         keep_alive = await self.write(conn)
@@ -512,7 +466,12 @@ class WsgiCycle(WriterResponse):
         try:
             return await self._write(conn)
         finally:
-            conn.lost().remove_done_callback(self._on_lost)
+            self._unwatch()
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._conn.lost().remove_done_callback(self._on_lost)
 
     async def _write(self, conn: HttpProtocol) -> bool:
         while True:
@@ -535,14 +494,14 @@ class WsgiCycle(WriterResponse):
                 self._open_gate()
                 idle = not self._queue and not self._done and self._file is None
                 if idle:
-                    self._wakeup = self._loop.create_future()
+                    self._wakeup = self._wakeups.loop.create_future()
             if idle:
                 assert self._wakeup is not None
                 try:
                     await self._wakeup
                 finally:
                     self._wakeup = None
-        if self._failed or self._closing or not self._keep_alive:
+        if not self._reusable():
             return False
         if not self._body_read():
             # The app answered without reading the whole body: read the rest away

@@ -30,7 +30,7 @@ class InputStream:
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        loop: asyncio.AbstractEventLoop | None,
         stream: BodyStream | None,
         data: bytes,
         more: bool,
@@ -50,7 +50,8 @@ class InputStream:
         """Pulls what has arrived (waiting for some); False at the end of the body."""
         if not self._more:
             return False
-        assert self._stream is not None  # `more` is False without a stream
+        # `more` is False without a stream (and a loop to read it on)
+        assert self._stream is not None and self._loop is not None
         future = asyncio.run_coroutine_threadsafe(self._stream.read_some(), self._loop)
         data, self._more = future.result(_READ_TIMEOUT)
         # Keep only the unread tail: a body read in pieces is not copied over and over.

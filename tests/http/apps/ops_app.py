@@ -88,6 +88,20 @@ async def asgi(scope, receive, send):
 
 native.add_metrics("/metrics")
 
+
+@native.websocket("/ws")
+async def ws_once(websocket):
+    """Accepts, answers one message, closes (the access log's 101 line)."""
+    await websocket.accept()
+    await websocket.send(await websocket.receive())
+    await websocket.close()
+
+
+@native.websocket("/ws-deny")
+async def ws_deny(websocket):
+    await websocket.close()  # before accepting: the upgrade is refused with 403
+
+
 try:  # an app's own metrics, in prometheus_client's multiprocess mode under a master
     from prometheus_client import Counter as _PromCounter
 

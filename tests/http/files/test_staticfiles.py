@@ -17,12 +17,14 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from files_servers import SECRET
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rawhttp import RawConnection
+from peer_servers import PeerServer, surge_command
+from rawhttp import RawConnection, build_request
 from surge.http.conditional import MAX_RANGES, file_reply, parse_ranges
 from surge.http.staticfiles import _segments, resolve_path
 
@@ -508,3 +510,95 @@ def test_static_mounts_are_named_for_url_for(tmp_path):
     # A second mount whose default name is taken is refused, with the fix named.
     with pytest.raises(ValueError, match="route name"):
         app.static("/other", tmp_path, name="static")
+
+
+# The prepared answer of a cached file (the hot path) and its shared body ---------------
+
+
+def _settle(*paths) -> None:
+    """Waits until the files' times are old enough for their bytes to be kept."""
+    newest = max(max(os.stat(p).st_mtime, os.stat(p).st_ctime) for p in paths)
+    time.sleep(max(0.0, newest + 1.1 - time.time()))
+
+
+def test_the_prepared_answer_is_checked_like_the_full_path(tmp_path):
+    from surge.http.conditional import etag_for
+    from surge.http.staticfiles import StaticFiles
+
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    big = root / "d" / "big.bin"
+    big.write_bytes(b"b" * 20_000)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "big.bin").write_bytes(SECRET)
+    _settle(big, root / "d")
+    files = StaticFiles(root)
+    first = files.serve(_Request(b"/d/big.bin"), b"/d/big.bin")
+    assert b"/d/big.bin" in files._hot
+    again = files.serve(_Request(b"/d/big.bin"), b"/d/big.bin")
+    assert again.body == b"b" * 20_000 and again.headers == first.headers
+    # The bytes are shared (one cached object), the response is a copy of its own.
+    assert again.body is first.body and again is not first
+    again.add_header("X-Hook", "1")
+    assert ("X-Hook", "1") not in files.serve(_Request(b"/d/big.bin"), b"/d/big.bin").headers
+    # Conditional and range requests take the full path.
+    etag = etag_for(os.stat(big))
+    conditional = _Request(b"/d/big.bin", {"If-None-Match": etag})
+    assert files.serve(conditional, b"/d/big.bin").status == 304
+    ranged = files.serve(_Request(b"/d/big.bin", {"Range": "bytes=0-9"}), b"/d/big.bin")
+    assert ranged.status == 206 and ranged.body == b"b" * 10
+    # A directory on the way swapped for a symlink out of the root: 404, not the copy.
+    os.rename(root / "d", root / "d-old")
+    os.symlink(tmp_path / "out", root / "d")
+    assert files.serve(_Request(b"/d/big.bin"), b"/d/big.bin").status == 404
+    assert b"/d/big.bin" not in files._hot
+    # The file replaced: the new bytes at once.
+    os.unlink(root / "d")
+    os.rename(root / "d-old", root / "d")
+    assert files.serve(_Request(b"/d/big.bin"), b"/d/big.bin").body == b"b" * 20_000
+    big.write_bytes(b"c" * 20_000)
+    assert files.serve(_Request(b"/d/big.bin"), b"/d/big.bin").body == b"c" * 20_000
+
+
+def test_shared_bodies_pipelined_and_logged(files_root, tmp_path):
+    """Cached files sent from shared buffers (one writelines per read) arrive whole
+    and in order, HEAD and ranges among them, and the access log counts their bytes."""
+
+    body = (files_root / "public" / "small.bin").read_bytes()
+    hello = (files_root / "public" / "hello.txt").read_bytes()
+    _settle(files_root / "public" / "small.bin", files_root / "public" / "hello.txt")
+    log = tmp_path / "access.log"
+
+    def command(kind, target, port):
+        return [*surge_command(target, port), "--access-log", str(log)]
+
+    os.environ["SURGE_FILES_ROOT"] = str(files_root)
+    server = PeerServer("surge", "files_app:app", tmp_path, Path(__file__).parent / "apps", command)
+    try:
+        methods = ["GET", "GET", "HEAD", "GET", "GET", "GET", "GET"]
+        paths = ["small.bin"] * 3 + ["hello.txt", "small.bin", "small.bin", "small.bin"]
+        extra = [{}, {}, {}, {}, {"Range": "bytes=10-19"}, {}, {}]
+        with RawConnection(server.port) as c:
+            c.request("GET", "/static/small.bin")  # prepares the answer
+            c.send(
+                b"".join(
+                    build_request(m, f"/static/{p}", headers=h)
+                    for m, p, h in zip(methods, paths, extra, strict=True)
+                )
+            )
+            got = c.read_responses(methods)
+        assert [r.status for r in got] == [200, 200, 200, 200, 206, 200, 200]
+        assert got[0].body == got[1].body == got[5].body == got[6].body == body
+        assert got[2].body == b"" and got[2].header("Content-Length") == str(len(body))
+        assert got[3].body == hello and got[4].body == body[10:20]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and log.read_text().count("\n") < 8:
+            time.sleep(0.05)
+        sizes = [line.split('"')[2].split() for line in log.read_text().splitlines()]
+        assert [s[1] for s in sizes] == [
+            str(len(body)), str(len(body)), str(len(body)), "0", str(len(hello)), "10",
+            str(len(body)), str(len(body)),
+        ]  # fmt: skip
+        server.check_health()
+    finally:
+        server.stop()

@@ -3,6 +3,8 @@
 
 #![no_main]
 
+#[path = "../../tests/fuzz_checks/split.rs"]
+mod split;
 #[path = "../../tests/common/mod.rs"]
 mod common;
 #[path = "../../tests/fuzz_checks/http1_parser.rs"]

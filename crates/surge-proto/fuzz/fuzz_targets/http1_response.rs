@@ -3,6 +3,8 @@
 
 #![no_main]
 
+#[path = "../../tests/fuzz_checks/split.rs"]
+mod split;
 #[path = "../../tests/client_common/mod.rs"]
 mod client_common;
 #[path = "../../tests/fuzz_checks/http1_response.rs"]

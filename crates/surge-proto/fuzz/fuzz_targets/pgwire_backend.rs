@@ -3,6 +3,8 @@
 
 #![no_main]
 
+#[path = "../../tests/fuzz_checks/split.rs"]
+mod split;
 #[path = "../../tests/fuzz_checks/pgwire_backend.rs"]
 mod check;
 

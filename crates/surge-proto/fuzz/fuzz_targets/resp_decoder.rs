@@ -3,6 +3,8 @@
 
 #![no_main]
 
+#[path = "../../tests/fuzz_checks/split.rs"]
+mod split;
 #[path = "../../tests/fuzz_checks/resp_decoder.rs"]
 mod check;
 

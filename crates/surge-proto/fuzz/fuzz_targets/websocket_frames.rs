@@ -3,6 +3,8 @@
 
 #![no_main]
 
+#[path = "../../tests/fuzz_checks/split.rs"]
+mod split;
 #[path = "../../tests/websocket_common/mod.rs"]
 mod websocket_common;
 #[path = "../../tests/fuzz_checks/websocket_frames.rs"]

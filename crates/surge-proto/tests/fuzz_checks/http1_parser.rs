@@ -16,25 +16,9 @@
 use surge_proto::http1::server::Limits;
 
 use crate::common::{run_bytewise, run_parts, run_whole, small_limits, Outcome};
+use crate::split::pieces;
 
 const STATUSES: [u16; 6] = [400, 413, 414, 431, 501, 505];
-
-/// Piece sizes of 1 to 32 bytes from a small xorshift seeded by `seed`.
-fn pieces(input: &[u8], seed: u8) -> Vec<&[u8]> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut out = Vec::new();
-    let mut rest = input;
-    while !rest.is_empty() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let n = (x % 32 + 1) as usize;
-        let (head, tail) = rest.split_at(n.min(rest.len()));
-        out.push(head);
-        rest = tail;
-    }
-    out
-}
 
 fn check_status(out: &Outcome) {
     if let Some(e) = out.error {

@@ -19,23 +19,7 @@
 use surge_proto::http1::client::{Expect, ResponseLimits};
 
 use crate::client_common::{run_bytewise, run_parts, run_whole, small_limits};
-
-/// Piece sizes of 1 to 32 bytes from a small xorshift seeded by `seed`.
-fn pieces(input: &[u8], seed: u8) -> Vec<&[u8]> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut out = Vec::new();
-    let mut rest = input;
-    while !rest.is_empty() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let n = (x % 32 + 1) as usize;
-        let (head, tail) = rest.split_at(n.min(rest.len()));
-        out.push(head);
-        rest = tail;
-    }
-    out
-}
+use crate::split::pieces;
 
 /// The property, for one input (the fuzz target and the corpus replay call it).
 pub fn check(data: &[u8]) {

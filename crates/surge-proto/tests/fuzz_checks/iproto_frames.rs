@@ -127,20 +127,7 @@ pub fn check(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else {
         return;
     };
-    let expect = whole(stream);
-    let bytewise: Vec<usize> = (1..stream.len()).collect();
-    assert_eq!(cut(stream, &bytewise), expect);
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut cuts = Vec::new();
-    let mut at = 0;
-    while at < stream.len() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        at += (x % 64 + 1) as usize;
-        if at < stream.len() {
-            cuts.push(at);
-        }
-    }
-    assert_eq!(cut(stream, &cuts), expect);
+    // `whole` is the reference decoder; `cut` feeds the same decoder in reads.
+    assert_eq!(cut(stream, &[]), whole(stream), "fed in one read");
+    crate::split::same_under_cuts(stream, seed, 64, cut);
 }

@@ -71,20 +71,5 @@ pub fn check(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else {
         return;
     };
-    let whole = run(stream, &[]);
-    let bytewise: Vec<usize> = (1..stream.len()).collect();
-    assert_eq!(run(stream, &bytewise), whole);
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut cuts = Vec::new();
-    let mut at = 0;
-    while at < stream.len() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        at += (x % 32 + 1) as usize;
-        if at < stream.len() {
-            cuts.push(at);
-        }
-    }
-    assert_eq!(run(stream, &cuts), whole);
+    crate::split::same_under_cuts(stream, seed, 32, run);
 }

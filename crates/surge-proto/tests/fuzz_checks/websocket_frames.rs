@@ -22,24 +22,8 @@
 
 use surge_proto::websocket::{parse_header, PerMessageDeflate, Role, Status};
 
+use crate::split::pieces;
 use crate::websocket_common::{run_bytewise, run_parts, run_whole, Outcome, Setup};
-
-/// Piece sizes of 1 to 32 bytes from a small xorshift seeded by `seed`.
-fn pieces(input: &[u8], seed: u8) -> Vec<&[u8]> {
-    let mut x = u32::from(seed) | 0x9e37_7900;
-    let mut out = Vec::new();
-    let mut rest = input;
-    while !rest.is_empty() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let n = (x % 32 + 1) as usize;
-        let (head, tail) = rest.split_at(n.min(rest.len()));
-        out.push(head);
-        rest = tail;
-    }
-    out
-}
 
 fn setup(pick: u8) -> Setup {
     let mut s = if pick & 1 == 0 {

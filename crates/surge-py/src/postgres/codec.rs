@@ -33,6 +33,7 @@ use surge_proto::pgwire::frontend::{self as fe, Param};
 use surge_proto::pgwire::types::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
 use surge_proto::pgwire::{read_frame, Error, Message, Status};
 
+use super::custom::{Custom, CustomMap, Format};
 use super::encode::Encoder;
 use super::registry::{resolve, typedef_of, CatalogRow, Registry};
 use super::statement::{Statement, Types};
@@ -146,8 +147,8 @@ pub struct PgCodec {
     /// Server parameters (ParameterStatus): server_version, TimeZone ...
     #[pyo3(get)]
     server_params: Py<PyDict>,
-    /// Custom codecs by type oid: (encoder, decoder), text format (`set_type_codec`).
-    custom: HashMap<u32, (PyObject, PyObject)>,
+    /// Custom codecs by type oid (`set_type_codec`).
+    custom: CustomMap,
     /// Types looked up in the catalog (composites, enums, domains, ranges ...).
     types: Arc<Registry>,
 }
@@ -239,14 +240,17 @@ impl PgCodec {
             |i, buf| {
                 let v = args.get_item(i).map_err(BindErr::Py)?;
                 if let (Some(custom), false) = (&stmt.param_custom[i], v.is_none()) {
-                    return encode_custom(py, custom, &v, buf).map_err(|e| {
-                        let msg = format!(
-                            "invalid input for query argument ${}: {}",
-                            i + 1,
-                            e.value(py)
-                        );
-                        BindErr::Py(PyErr::from_type(err.clone(), msg))
-                    });
+                    let codec = stmt.param_codecs[i].as_deref();
+                    return custom
+                        .encode(&enc, stmt.param_oids[i], codec, &v, buf)
+                        .map_err(|e| {
+                            let msg = format!(
+                                "invalid input for query argument ${}: {}",
+                                i + 1,
+                                e.value(py)
+                            );
+                            BindErr::Py(PyErr::from_type(err.clone(), msg))
+                        });
                 }
                 let codec = stmt.param_codecs[i].as_deref();
                 enc.encode(stmt.param_oids[i], codec, &v, buf).map_err(|e| {
@@ -311,10 +315,25 @@ impl PgCodec {
         self.server_params = PyDict::new(py).unbind();
     }
 
-    /// Use `encoder(value) -> str` and `decoder(str) -> value` for type `oid`, in
-    /// text format, in statements prepared from now on.
-    fn set_type_codec(&mut self, oid: u32, encoder: PyObject, decoder: PyObject) {
-        self.custom.insert(oid, (encoder, decoder));
+    /// Use `encoder(value)` and `decoder(wire value)` for type `oid` in
+    /// statements prepared from now on; `format` is "text" (str), "binary"
+    /// (bytes) or "tuple" (asyncpg's tuple layouts, see `custom`).
+    #[pyo3(signature = (oid, encoder, decoder, format="text"))]
+    fn set_type_codec(
+        &mut self,
+        oid: u32,
+        encoder: PyObject,
+        decoder: PyObject,
+        format: &str,
+    ) -> PyResult<()> {
+        let format = Format::parse(format)?;
+        let custom = Custom {
+            encoder,
+            decoder,
+            format,
+        };
+        self.custom.insert(oid, Arc::new(custom));
+        Ok(())
     }
 
     /// Back to the built-in codec (or text) for type `oid`.
@@ -730,19 +749,4 @@ impl PgCodec {
         self.rbuf = rbuf;
         Ok(out)
     }
-}
-
-/// A parameter through a custom encoder: it must give str (sent as text).
-fn encode_custom(
-    py: Python<'_>,
-    encoder: &PyObject,
-    v: &Bound<'_, PyAny>,
-    buf: &mut Vec<u8>,
-) -> PyResult<Param> {
-    let out = encoder.bind(py).call1((v,))?;
-    let s = out
-        .downcast::<pyo3::types::PyString>()
-        .map_err(|_| PyTypeError::new_err("a custom encoder must return str"))?;
-    buf.extend_from_slice(s.to_str()?.as_bytes());
-    Ok(Param::Value)
 }

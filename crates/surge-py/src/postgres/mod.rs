@@ -5,6 +5,7 @@
 mod auth;
 mod codec;
 mod containers;
+mod custom;
 mod decode;
 mod encode;
 mod geometry;

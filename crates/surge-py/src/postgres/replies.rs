@@ -32,9 +32,8 @@ impl PgCodec {
         match f {
             None => Ok(py.None()),
             Some(b) if stmt.column_custom[i].is_some() => {
-                let text = decode_text(py, b)?;
-                let dec = stmt.column_custom[i].as_ref().expect("checked");
-                Ok(dec.bind(py).call1((text,))?.unbind())
+                let custom = stmt.column_custom[i].as_ref().expect("checked");
+                custom.decode(py, stmt.column_codecs[i].as_deref(), b)
             }
             Some(b) => match &stmt.column_codecs[i] {
                 Some(c) if stmt.result_formats[i] == fe::FORMAT_BINARY => decode(py, c, b),

@@ -1,9 +1,9 @@
 //! `Statement`: a prepared statement as the codec knows it: its parameter
 //! types, its columns and their formats, and the `Desc` its rows share.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::custom::{Custom, CustomMap, Format};
 use super::record::Desc;
 use super::registry::{resolve, unknown, Codec, Registry};
 use pyo3::prelude::*;
@@ -14,7 +14,7 @@ use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
 /// the types looked up in the catalog.
 #[derive(Clone, Copy)]
 pub struct Types<'a> {
-    pub custom: &'a HashMap<u32, (PyObject, PyObject)>,
+    pub custom: &'a CustomMap,
     pub registry: &'a Arc<Registry>,
 }
 
@@ -37,9 +37,9 @@ pub struct Statement {
     pub result_formats: Vec<i16>,
     pub desc: Arc<Desc>,
     /// Per parameter / column: the connection's custom codec for its type
-    /// (`set_type_codec`), which then goes in text and through these callables.
-    pub param_custom: Vec<Option<PyObject>>,
-    pub column_custom: Vec<Option<PyObject>>,
+    /// (`set_type_codec`), which then goes in its format and through its callables.
+    pub param_custom: Vec<Option<Arc<Custom>>>,
+    pub column_custom: Vec<Option<Arc<Custom>>>,
     /// The codec session (connection) it was prepared on: statements die with it.
     #[pyo3(get)]
     pub session: u64,
@@ -58,34 +58,25 @@ impl Statement {
         types: Types<'_>,
     ) -> PyResult<Statement> {
         let Types { custom, registry } = types;
-        let codec = |t: u32| {
-            if custom.contains_key(&t) {
-                None
-            } else {
-                resolve(py, t, registry)
-            }
+        // A custom codec in the tuple format takes the built-in binary codec's
+        // values apart; in the text and binary formats, bytes go to it untouched.
+        let codec = |t: u32| match custom.get(&t) {
+            Some(c) if c.format != Format::Tuple => None,
+            _ => resolve(py, t, registry),
         };
-        let fmt = |c: &Option<Arc<Codec>>| {
-            if c.as_ref().is_some_and(|c| c.is_binary()) {
-                FORMAT_BINARY
-            } else {
-                FORMAT_TEXT
-            }
+        let fmt = |(t, c): (&u32, &Option<Arc<Codec>>)| match custom.get(t) {
+            Some(cu) => cu.wire_format(),
+            None if c.as_ref().is_some_and(|c| c.is_binary()) => FORMAT_BINARY,
+            None => FORMAT_TEXT,
         };
         let (column_names, column_oids): (Vec<String>, Vec<u32>) = columns.into_iter().unzip();
         let param_codecs: Vec<_> = param_oids.iter().map(|&t| codec(t)).collect();
         let column_codecs: Vec<_> = column_oids.iter().map(|&t| codec(t)).collect();
-        let param_formats = param_codecs.iter().map(fmt).collect();
-        let result_formats = column_codecs.iter().map(fmt).collect();
+        let param_formats = param_oids.iter().zip(&param_codecs).map(fmt).collect();
+        let result_formats = column_oids.iter().zip(&column_codecs).map(fmt).collect();
         let desc = Desc::new(py, &column_names)?;
-        let param_custom = param_oids
-            .iter()
-            .map(|t| custom.get(t).map(|(enc, _)| enc.clone_ref(py)))
-            .collect();
-        let column_custom = column_oids
-            .iter()
-            .map(|t| custom.get(t).map(|(_, dec)| dec.clone_ref(py)))
-            .collect();
+        let param_custom = param_oids.iter().map(|t| custom.get(t).cloned()).collect();
+        let column_custom = column_oids.iter().map(|t| custom.get(t).cloned()).collect();
         Ok(Statement {
             name,
             query,

@@ -1,4 +1,5 @@
-"""Middleware for `App.add_middleware`: compression, CORS and signed sessions.
+"""Middleware for `App.add_middleware`: compression (gzip; zstd and brotli with
+the ``compression`` extra), CORS and signed sessions.
 
 A class-based middleware is made once when serving starts as ``cls(app,
 **options)``, with `app` the next layer (``await app(request)`` returns its
@@ -11,14 +12,15 @@ outermost.
 """
 
 from .base import BaseHTTPMiddleware, CallNext, HookMiddleware
+from .compression import CompressionMiddleware, GZipMiddleware
 from .cors import CORSMiddleware
-from .gzip import GZipMiddleware
 from .sessions import SessionMiddleware
 
 __all__ = [
     "BaseHTTPMiddleware",
     "CORSMiddleware",
     "CallNext",
+    "CompressionMiddleware",
     "GZipMiddleware",
     "HookMiddleware",
     "SessionMiddleware",

@@ -137,7 +137,8 @@ fn compile(format: &str) -> PyResult<Vec<Atom>> {
 
 /// What a line is made of.
 struct Entry<'a, 'py> {
-    head: &'a RequestHead,
+    /// None for a request that could not be parsed (its atoms are logged as `-`).
+    head: Option<&'a RequestHead>,
     client: Option<&'a Bound<'py, PyAny>>,
     status: u16,
     sent: u64,
@@ -412,6 +413,7 @@ impl AccessLog {
 
     fn format_line(&self, py: Python<'_>, e: &Entry<'_, '_>, out: &mut Vec<u8>) {
         let head = e.head;
+        let header = |name: &[u8]| head.and_then(|h| h.header(name));
         let micros = e.elapsed.as_micros() as u64;
         if self.json {
             out.extend_from_slice(b"{\"time\":\"");
@@ -421,13 +423,13 @@ impl AccessLog {
                 out.extend_from_slice(b"null");
             }
             out.extend_from_slice(b",\"user\":");
-            json_opt(out, basic_user(head).as_deref());
+            json_opt(out, head.and_then(basic_user).as_deref());
             out.extend_from_slice(b",\"method\":");
-            json_string(out, head.method());
+            json_opt(out, head.map(RequestHead::method));
             out.extend_from_slice(b",\"target\":");
-            json_string(out, head.target());
+            json_opt(out, head.map(RequestHead::target));
             out.extend_from_slice(b",\"protocol\":");
-            json_string(out, protocol(head));
+            json_opt(out, head.map(protocol));
             out.extend_from_slice(b",\"status\":");
             push_int(out, e.status);
             out.extend_from_slice(b",\"bytes\":");
@@ -435,11 +437,11 @@ impl AccessLog {
             out.extend_from_slice(b",\"duration_us\":");
             push_int(out, micros);
             out.extend_from_slice(b",\"referer\":");
-            json_opt(out, head.header(b"referer"));
+            json_opt(out, header(b"referer"));
             out.extend_from_slice(b",\"user_agent\":");
-            json_opt(out, head.header(b"user-agent"));
+            json_opt(out, header(b"user-agent"));
             out.extend_from_slice(b",\"request_id\":");
-            json_opt(out, head.header(b"x-request-id"));
+            json_opt(out, header(b"x-request-id"));
             out.extend_from_slice(b",\"pid\":");
             out.extend_from_slice(&self.pid);
             out.extend_from_slice(b"}\n");
@@ -458,24 +460,30 @@ impl AccessLog {
                     }
                 }
                 Atom::Dash => out.push(b'-'),
-                Atom::User => or_dash(out, basic_user(head).as_deref()),
+                Atom::User => or_dash(out, head.and_then(basic_user).as_deref()),
                 Atom::Time => self.time(py, e.now, out),
-                Atom::RequestLine => {
-                    escape_into(out, head.method());
-                    out.push(b' ');
-                    escape_into(out, head.target());
-                    out.push(b' ');
-                    out.extend_from_slice(protocol(head));
-                }
-                Atom::Method => escape_into(out, head.method()),
+                Atom::RequestLine => match head {
+                    Some(head) => {
+                        escape_into(out, head.method());
+                        out.push(b' ');
+                        escape_into(out, head.target());
+                        out.push(b' ');
+                        out.extend_from_slice(protocol(head));
+                    }
+                    None => out.push(b'-'),
+                },
+                Atom::Method => or_dash(out, head.map(RequestHead::method)),
                 // Decoded, as gunicorn logs PATH_INFO; escaped like every atom.
-                Atom::Path => escape_into(out, &percent_decode_bytes(head.path())),
-                Atom::Query => escape_into(out, head.query()),
-                Atom::Protocol => out.extend_from_slice(protocol(head)),
+                Atom::Path => match head {
+                    Some(head) => escape_into(out, &percent_decode_bytes(head.path())),
+                    None => out.push(b'-'),
+                },
+                Atom::Query => escape_into(out, head.map_or(&[][..], RequestHead::query)),
+                Atom::Protocol => or_dash(out, head.map(protocol)),
                 Atom::Status => push_int(out, e.status),
                 Atom::BodyBytes => push_int(out, e.sent),
-                Atom::Referer => or_dash(out, head.header(b"referer")),
-                Atom::UserAgent => or_dash(out, head.header(b"user-agent")),
+                Atom::Referer => or_dash(out, header(b"referer")),
+                Atom::UserAgent => or_dash(out, header(b"user-agent")),
                 Atom::Seconds => push_int(out, e.elapsed.as_secs()),
                 Atom::Millis => push_int(out, micros / 1000),
                 Atom::Micros => push_int(out, micros),
@@ -491,7 +499,7 @@ impl AccessLog {
                     out.extend_from_slice(&self.pid);
                     out.push(b'>');
                 }
-                Atom::RequestHeader(name) => or_dash(out, head.header(name)),
+                Atom::RequestHeader(name) => or_dash(out, header(name)),
                 Atom::ResponseHeader(name) => or_dash(out, response_header(e.response_head, name)),
             }
         }
@@ -519,14 +527,23 @@ impl AccessLog {
         }
     }
 
-    /// Logs a response the native side encoded (`data`: head and body).
-    pub fn log_encoded(&self, py: Python<'_>, request: &Request, data: &[u8], now: Instant) {
+    /// Logs a response the native side encoded (`data`: head and body, less
+    /// `spliced` bytes of body written from a shared buffer after it).
+    pub fn log_encoded(
+        &self,
+        py: Python<'_>,
+        request: &Request,
+        data: &[u8],
+        spliced: usize,
+        now: Instant,
+    ) {
         let (status, sent, response_head) = parse_response(data);
+        let sent = sent + spliced as u64;
         let client = request.client.as_ref().map(|c| c.bind(py));
         self.record(
             py,
             &Entry {
-                head: &request.head,
+                head: Some(&request.head),
                 client,
                 status,
                 sent,
@@ -594,7 +611,27 @@ impl AccessLog {
 
     /// Logs a response rendered whole (`data`: the bytes written for it).
     fn log_rendered(&self, py: Python<'_>, request: &Bound<'_, Request>, data: &[u8]) {
-        self.log_encoded(py, &request.borrow(), data, Instant::now());
+        self.log_encoded(py, &request.borrow(), data, 0, Instant::now());
+    }
+
+    /// Logs the answer `data` (head and body) to bytes that could not be parsed
+    /// as a request (a 400, 413, 431, ...) from `client`: the request's atoms
+    /// are `-`, as nginx logs such a line.
+    fn log_unparsed(&self, py: Python<'_>, client: Option<&Bound<'_, PyAny>>, data: &[u8]) {
+        let (status, sent, response_head) = parse_response(data);
+        let now = Instant::now();
+        self.record(
+            py,
+            &Entry {
+                head: None,
+                client,
+                status,
+                sent,
+                response_head,
+                elapsed: Duration::ZERO,
+                now,
+            },
+        );
     }
 
     /// Logs a streamed response: its `status`, the body bytes `sent` and, for
@@ -614,7 +651,7 @@ impl AccessLog {
         self.record(
             py,
             &Entry {
-                head: &r.head,
+                head: Some(&r.head),
                 client,
                 status,
                 sent,

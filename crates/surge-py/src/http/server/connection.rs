@@ -16,6 +16,11 @@
 //! the caller feeds again (with no new bytes) once the transport has drained.
 //! Without that, a client that pipelines thousands of requests for large
 //! responses and never reads would have them all rendered in one call.
+//!
+//! A response whose body is a large shared `bytes` (`response::Body::Shared`,
+//! a cached static file) is not copied into the output buffer: its place is
+//! recorded (`spliced`) and the write becomes one `writelines` of the buffer's
+//! pieces and those bodies, which the transport sends with one `writev`.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -31,7 +36,7 @@ use surge_proto::http1::server::{Event, Limits, Parser, RequestHead};
 use super::access_log::AccessLog;
 use super::proxy::ProxyTrust;
 use super::request::{Outcome, Request};
-use super::response::{encode_result, write_head, Reply, TEXT};
+use super::response::{encode_result, write_head, Reply, Spliced, TEXT};
 use super::router::{Kind, Match, Router};
 use super::stats;
 
@@ -67,8 +72,14 @@ pub struct HttpConnection {
     parser: Parser,
     router: Py<Router>,
     write: PyObject,
+    /// The transport's `writelines`, looked up on the first spliced write.
+    writelines: Option<PyObject>,
     client: Option<PyObject>,
     out: Vec<u8>,
+    /// Shared bodies that belong in `out` at their offsets (see the module doc).
+    spliced: Spliced,
+    /// Their total length.
+    spliced_bytes: usize,
     pending: Option<Pending>,
     streaming: Option<Py<Request>>,
     last_active: Instant,
@@ -101,9 +112,9 @@ pub struct HttpConnection {
     upgrade: bool,
     /// Every response the fast path encodes is logged here.
     access_log: Option<Py<AccessLog>>,
-    /// Responses encoded by this `feed` and not logged yet: the request and
-    /// the response's bytes in `out`.
-    to_log: Vec<(Py<Request>, usize, usize)>,
+    /// Responses encoded by this `feed` and not logged yet: the request, the
+    /// response's bytes in `out`, and its bytes spliced in after them.
+    to_log: Vec<(Py<Request>, usize, usize, usize)>,
     /// The peer is a trusted proxy: requests' forwarding headers are read.
     proxy: Option<Py<ProxyTrust>>,
     scheme: &'static str,
@@ -179,15 +190,21 @@ impl HttpConnection {
             }
         }
         let start = self.out.len();
+        let spliced_before = self.spliced.len();
         let outcome = match result {
             Ok(value) => {
                 let value = value.into_bound(py);
-                match encode_result(py, &value, reply, &mut self.out) {
+                match encode_result(py, &value, reply, &mut self.out, Some(&mut self.spliced)) {
                     Ok(true) => {
+                        let extra: usize = self.spliced[spliced_before..]
+                            .iter()
+                            .map(|(_, b)| b.as_bytes(py).len())
+                            .sum();
+                        self.spliced_bytes += extra;
                         if self.access_log.is_some() {
                             // Logged at the end of `feed`, with one clock read
                             // for the batch (see `log_batch`).
-                            self.to_log.push((req, start, self.out.len()));
+                            self.to_log.push((req, start, self.out.len(), extra));
                         }
                         return Ok(());
                     }
@@ -318,9 +335,9 @@ impl HttpConnection {
     fn log_batch(&mut self, py: Python<'_>) {
         if let Some(log) = &self.access_log {
             let now = Instant::now();
-            for (req, start, end) in self.to_log.drain(..) {
+            for (req, start, end, extra) in self.to_log.drain(..) {
                 log.get()
-                    .log_encoded(py, &req.borrow(py), &self.out[start..end], now);
+                    .log_encoded(py, &req.borrow(py), &self.out[start..end], extra, now);
             }
         }
     }
@@ -329,10 +346,53 @@ impl HttpConnection {
         if !self.to_log.is_empty() {
             self.log_batch(py);
         }
+        if !self.spliced.is_empty() {
+            return self.flush_spliced(py);
+        }
         if !self.out.is_empty() {
             let bytes = PyBytes::new(py, &self.out);
             self.out.clear();
             self.write.call1(py, (bytes,))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `out` with the shared bodies in their places: one `writelines`
+    /// (one `writev` on uvloop), or one `write` per piece on a transport
+    /// without it.
+    fn flush_spliced(&mut self, py: Python<'_>) -> PyResult<()> {
+        let pieces = PyList::empty(py);
+        let mut at = 0;
+        for (offset, body) in self.spliced.drain(..) {
+            if offset > at {
+                pieces.append(PyBytes::new(py, &self.out[at..offset]))?;
+            }
+            pieces.append(body)?;
+            at = offset;
+        }
+        if at < self.out.len() {
+            pieces.append(PyBytes::new(py, &self.out[at..]))?;
+        }
+        self.out.clear();
+        self.spliced_bytes = 0;
+        if self.writelines.is_none() {
+            self.writelines = self
+                .write
+                .bind(py)
+                .getattr(intern!(py, "__self__"))
+                .and_then(|t| t.getattr(intern!(py, "writelines")))
+                .ok()
+                .map(Bound::unbind);
+        }
+        match &self.writelines {
+            Some(writelines) => {
+                writelines.call1(py, (pieces,))?;
+            }
+            None => {
+                for piece in pieces.iter() {
+                    self.write.call1(py, (piece,))?;
+                }
+            }
         }
         Ok(())
     }
@@ -405,8 +465,11 @@ impl HttpConnection {
             parser: Parser::new(limits),
             router,
             write,
+            writelines: None,
             client,
             out: Vec::with_capacity(16 * 1024),
+            spliced: Vec::new(),
+            spliced_bytes: 0,
             pending: None,
             streaming: None,
             last_active: Instant::now(),
@@ -457,7 +520,8 @@ impl HttpConnection {
         self.parser.feed(data);
         loop {
             if self.parser.at_message_start()
-                && (self.out.len() >= room || deferred.as_ref().map_or(0, |l| l.len()) >= slots)
+                && (self.out.len() + self.spliced_bytes >= room
+                    || deferred.as_ref().map_or(0, |l| l.len()) >= slots)
             {
                 // Out of budget before a new request: it stays in the parser.
                 self.held = self.parser.buffered() > 0;
@@ -538,7 +602,7 @@ impl HttpConnection {
         let mut reply = reply_for(&request.borrow().head);
         reply.keep_alive &= !self.draining;
         let mut out = Vec::with_capacity(256);
-        if encode_result(py, value, reply, &mut out)? {
+        if encode_result(py, value, reply, &mut out, None)? {
             Ok(Some(PyBytes::new(py, &out)))
         } else {
             Ok(None)

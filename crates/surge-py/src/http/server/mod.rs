@@ -9,6 +9,7 @@ mod request;
 mod response;
 mod router;
 mod stats;
+mod wsgi;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use connection::{HttpConnection, ParseError};
@@ -18,3 +19,4 @@ pub(crate) use request::Request;
 pub(crate) use response::{encode_response_head, Response};
 pub(crate) use router::Router;
 pub(crate) use stats::http_stats;
+pub(crate) use wsgi::wsgi_response_head;

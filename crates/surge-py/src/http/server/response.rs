@@ -69,6 +69,51 @@ fn header_pairs(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// Bodies of at least this many bytes, given as `bytes`, are kept by reference
+/// instead of copied: a cached static file is one immutable `bytes` that every
+/// response to it shares, and the connection writes it with `writelines` (one
+/// `writev`) next to the head instead of copying it into its output buffer.
+/// Below this, a copy costs less than another buffer in the write.
+pub const SHARED_BODY_MIN: usize = 8 * 1024;
+
+/// A response body: bytes of its own, or a Python `bytes` object shared as it
+/// is (immutable, so sharing it is safe; see `SHARED_BODY_MIN`).
+pub enum Body {
+    Owned(Vec<u8>),
+    Shared(Py<PyBytes>),
+}
+
+impl Body {
+    pub fn as_slice<'a>(&'a self, py: Python<'_>) -> &'a [u8] {
+        match self {
+            Body::Owned(v) => v,
+            Body::Shared(b) => b.as_bytes(py),
+        }
+    }
+
+    pub fn len(&self, py: Python<'_>) -> usize {
+        self.as_slice(py).len()
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> Body {
+        match self {
+            Body::Owned(v) => Body::Owned(v.clone()),
+            Body::Shared(b) => Body::Shared(b.clone_ref(py)),
+        }
+    }
+}
+
+/// The body a response is given, and the content type implied by its type.
+fn body_of(py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<(Body, &'static [u8])> {
+    if let Ok(b) = body.downcast_exact::<PyBytes>() {
+        if b.as_bytes().len() >= SHARED_BODY_MIN {
+            return Ok((Body::Shared(b.clone().unbind()), BINARY));
+        }
+    }
+    let (bytes, implied) = body_bytes(py, body)?;
+    Ok((Body::Owned(bytes), implied))
+}
+
 /// Body bytes and the content type implied by the body's type.
 fn body_bytes(py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, &'static [u8])> {
     if body.is_none() {
@@ -96,7 +141,7 @@ fn body_bytes(py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, &'s
 pub struct Response {
     #[pyo3(get, set)]
     pub status: u16,
-    pub body: Vec<u8>,
+    pub body: Body,
     #[pyo3(get, set)]
     pub content_type: Option<String>,
     pub headers: Vec<(String, String)>,
@@ -119,8 +164,8 @@ impl Response {
             )));
         }
         let (body, implied) = match body {
-            Some(b) => body_bytes(py, b)?,
-            None => (Vec::new(), BINARY),
+            Some(b) => body_of(py, b)?,
+            None => (Body::Owned(Vec::new()), BINARY),
         };
         let mut headers = match headers {
             Some(h) if !h.is_none() => header_pairs(h)?,
@@ -136,7 +181,7 @@ impl Response {
         }
         if let Some(ct) = &content_type {
             check_header("Content-Type", ct)?;
-        } else if !body.is_empty() {
+        } else if body.len(py) > 0 {
             content_type = Some(String::from_utf8_lossy(implied).into_owned());
         }
         headers.retain(|(n, _)| {
@@ -154,13 +199,28 @@ impl Response {
     /// The body as bytes.
     #[getter]
     fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.body)
+        match &self.body {
+            Body::Owned(v) => PyBytes::new(py, v),
+            Body::Shared(b) => b.bind(py).clone(),
+        }
     }
 
     #[setter(body)]
     fn set_body(&mut self, py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.body = body_bytes(py, body)?.0;
+        self.body = body_of(py, body)?.0;
         Ok(())
+    }
+
+    /// A new response with the same status, headers and body (a large bytes
+    /// body is shared, not copied): for a handler that answers from a prepared
+    /// response and lets hooks change their own copy.
+    fn copy(&self, py: Python<'_>) -> Response {
+        Response {
+            status: self.status,
+            body: self.body.clone_ref(py),
+            content_type: self.content_type.clone(),
+            headers: self.headers.clone(),
+        }
     }
 
     /// The extra headers, as a list of (name, value).
@@ -214,8 +274,8 @@ impl Response {
         self.add_header("Set-Cookie".into(), header)
     }
 
-    fn __repr__(&self) -> String {
-        format!("<Response {} {} bytes>", self.status, self.body.len())
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("<Response {} {} bytes>", self.status, self.body.len(py))
     }
 }
 
@@ -279,13 +339,20 @@ pub fn write_simple(out: &mut Vec<u8>, status: u16, ct: Option<&[u8]>, body: &[u
     }
 }
 
+/// Where a shared body goes instead of being copied into the output buffer:
+/// each entry is the offset in that buffer it belongs at, and the body.
+pub type Spliced = Vec<(usize, Py<PyBytes>)>;
+
 /// Encodes a handler's return value; `Ok(false)` when its type needs Python
-/// (streaming and file responses, or anything unknown).
+/// (streaming and file responses, or anything unknown). A shared body is
+/// recorded in `splice` when one is given (the caller writes it in its place),
+/// else copied into `out`.
 pub fn encode_result(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     reply: Reply,
     out: &mut Vec<u8>,
+    splice: Option<&mut Spliced>,
 ) -> PyResult<bool> {
     if let Ok(s) = obj.downcast::<PyString>() {
         write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply);
@@ -297,9 +364,13 @@ pub fn encode_result(
     } else if let Ok(r) = obj.downcast::<Response>() {
         let r = r.borrow();
         let ct = r.content_type.as_deref().map(str::as_bytes);
-        write_head(out, r.status, ct, &r.headers, Some(r.body.len()), reply);
+        let body = r.body.as_slice(py);
+        write_head(out, r.status, ct, &r.headers, Some(body.len()), reply);
         if !reply.head_only && has_body(r.status) {
-            out.extend_from_slice(&r.body);
+            match (&r.body, splice) {
+                (Body::Shared(b), Some(splice)) => splice.push((out.len(), b.clone_ref(py))),
+                _ => out.extend_from_slice(body),
+            }
         }
     } else if obj.is_none() {
         write_simple(out, 204, None, b"", reply);

@@ -1,17 +1,30 @@
 """The WSGI thread pool and the loop's wake-ups from it.
 
-`WsgiPool` runs each request's cycle in one of at most N threads taken from one
-queue. Why not `concurrent.futures.ThreadPoolExecutor`: per call it makes a
-Future and a work item and goes through two Python-level Condition/Semaphore
-round trips (the idle count, the result) that the cycle never uses, since it
-reports through its own queue: measured on Flask hello, about a tenth of the
-server's own CPU per request. Here a call is one `SimpleQueue.put` (C).
+`WsgiPool` runs each request's cycle in one of at most N threads. Why not
+`concurrent.futures.ThreadPoolExecutor`:
+
+- per call it makes a Future and a work item and goes through Python-level
+  Condition/Semaphore round trips (the idle count, the result) that the cycle
+  never uses, since it reports through its own queue;
+- it wakes a different idle thread for every call, so with N threads started
+  N threads take turns at the GIL. Measured on Flask hello with 32 threads on
+  a busy core: every GIL hand-over waits for the scheduler, and throughput fell
+  to 100-800 req/s against 1,600-1,900 with one thread, at 7% CPU.
+
+So this pool grows by need, not by arrivals: a call goes to the thread that
+went idle last (a hot thread; the others time out and end after
+`IDLE_EXIT` seconds), else waits in the backlog; the first thread is started at
+once, and one more only when no call has finished for `GROW_AFTER` seconds
+while calls wait: every thread is blocked (a slow query, a sleep). That is
+checked when a call arrives and again every `GROW_AFTER` while the backlog
+lasts.
+A CPU-bound app therefore runs on one thread beside the loop's, and an app
+that blocks gets a thread per blocked call, up to N.
 
 `Wakeups` hands finished work back to the event loop: a thread appends its
 cycle to a deque and pokes the loop only if no poke is pending, so cycles that
-finish while the loop is busy cost one `call_soon_threadsafe` (a write to the
-loop's wake-up descriptor, and one wake of its thread) between them, not one
-each.
+finish while the loop is busy share one `call_soon_threadsafe` (a write to the
+loop's wake-up descriptor, and one wake of its thread).
 """
 
 from __future__ import annotations
@@ -19,14 +32,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
-from queue import Empty, SimpleQueue
 from typing import Protocol
 
 from surge.http.plan import LazyExecutor
 
 log = logging.getLogger("surge.wsgi")
+
+#: Seconds the backlog waits with no call finishing before one more thread starts.
+GROW_AFTER = 0.02
+#: Seconds a thread stays idle before it ends (the pool shrinks after a burst).
+IDLE_EXIT = 10.0
+
+Job = Callable[[], None]
 
 
 class _Wakeable(Protocol):
@@ -34,71 +54,135 @@ class _Wakeable(Protocol):
     def _on_lost(self, _lost: object = None) -> None: ...
 
 
+class _Worker:
+    """A pool thread's mailbox: `wake` is held while it is parked."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
 class WsgiPool(LazyExecutor):
-    """At most `threads` threads, started as work arrives, running submitted calls.
+    """At most `threads` threads, started by need, running submitted calls
+    (see the module docstring).
 
     It is also the plan's executor (`LazyExecutor`), so the server's shutdown
     stops it: queued calls are dropped, the threads end after their current call.
     """
 
-    __slots__ = ("_idle", "_jobs", "_started")
+    __slots__ = (
+        "_backlog",
+        "_generation",
+        "_grow_timer",
+        "_idle",
+        "_last_progress",
+        "_lock",
+        "_started",
+    )
 
     def __init__(self, threads: int) -> None:
         super().__init__(threads)
-        self._jobs: SimpleQueue[Callable[[], None] | None] = SimpleQueue()
-        #: One item per thread waiting for work: deque append/pop are atomic, so
-        #: its length is the idle count without a lock.
-        self._idle: deque[None] = deque()
+        self._lock = threading.Lock()
+        self._backlog: deque[Job] = deque()
+        #: Parked threads, the most recently idle last (it is woken first).
+        self._idle: list[_Worker] = []
         self._started = 0
+        #: When a call last finished (`time.monotonic`).
+        self._last_progress = 0.0
+        self._grow_timer: asyncio.TimerHandle | None = None
+        #: Bumped by `shutdown`: threads of an older generation end.
+        self._generation = 0
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Runs `job()` in a pool thread (it reports its own outcome)."""
-        jobs = self._jobs
-        jobs.put(job)
-        if jobs.qsize() > len(self._idle) and self._started < self._threads:
+    def submit(self, job: Job) -> None:
+        """Runs `job()` in a pool thread (it reports its own outcome). On the loop."""
+        with self._lock:
+            if self._idle:
+                worker = self._idle.pop()
+                worker.job = job
+                worker.wake.release()
+                return
+            self._backlog.append(job)
+            grow = self._stalled()
+        if grow:
             self._spawn()
+        if self._grow_timer is None:
+            self._grow_timer = asyncio.get_running_loop().call_later(GROW_AFTER, self._grow)
+
+    def _stalled(self) -> bool:
+        """Under `_lock`: whether to start a thread now (and count it started)."""
+        if self._started >= self._threads:
+            return False
+        if self._started and time.monotonic() - self._last_progress < GROW_AFTER:
+            return False  # the threads are getting through the calls
+        self._started += 1
+        return True
+
+    def _grow(self) -> None:
+        self._grow_timer = None
+        with self._lock:
+            if not self._backlog:
+                return
+            grow = self._stalled()
+        if grow:
+            self._spawn()
+        self._grow_timer = asyncio.get_running_loop().call_later(GROW_AFTER, self._grow)
 
     def _spawn(self) -> None:
-        self._started += 1
         # Daemon threads: a stuck app must not keep a stopped worker process alive.
         thread = threading.Thread(
             target=self._work,
-            args=(self._jobs,),
+            args=(self._generation,),
             name=f"surge-wsgi-{self._started}",
             daemon=True,
         )
         thread.start()
 
-    def _work(self, jobs: SimpleQueue[Callable[[], None] | None]) -> None:
-        idle = self._idle
+    def _work(self, generation: int) -> None:
+        me = _Worker()
+        lock, backlog, idle = self._lock, self._backlog, self._idle
         while True:
-            idle.append(None)
-            job = jobs.get()
-            idle.pop()
+            with lock:
+                if self._generation != generation:
+                    return
+                job = backlog.popleft() if backlog else None
+                if job is None:
+                    idle.append(me)
             if job is None:
-                return
-            # A submit between our get() and pop() saw us as idle: look again,
-            # so no call waits for a thread while the pool may grow.
-            if jobs.qsize() > len(idle) and self._started < self._threads:
-                self._spawn()
+                if not me.wake.acquire(timeout=IDLE_EXIT):
+                    with lock:
+                        if me in idle:  # not handed a call meanwhile: end
+                            idle.remove(me)
+                            if self._generation == generation:
+                                self._started -= 1
+                            return
+                    me.wake.acquire()  # handed one just as we timed out: released already
+                job, me.job = me.job, None
+                if job is None:  # `shutdown` woke us
+                    return
             try:
                 job()
             except BaseException:  # the cycle reports its app's errors itself
                 log.exception("internal error in a WSGI thread")
+            self._last_progress = time.monotonic()
             del job
 
     def shutdown(self) -> None:
         """Drops queued calls; each thread ends once its current call returns."""
         super().shutdown()
-        jobs, self._jobs = self._jobs, SimpleQueue()
-        while True:
-            try:
-                jobs.get_nowait()
-            except Empty:
-                break
-        for _ in range(self._started):
-            jobs.put(None)
-        self._started = 0
+        with self._lock:
+            self._generation += 1
+            self._backlog.clear()
+            for worker in self._idle:
+                worker.job = None
+                worker.wake.release()
+            self._idle.clear()
+            self._started = 0
+        if self._grow_timer is not None:
+            self._grow_timer.cancel()
+            self._grow_timer = None
 
 
 class Wakeups:

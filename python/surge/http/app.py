@@ -226,7 +226,8 @@ class App(RouteDecorators):
         request can reach a file outside it; see `surge.http.staticfiles` for
         ``html`` (index.html, 404.html), ``follow_symlinks``, ``precompressed``
         (.br/.gz siblings) and the other options. ``name`` (default: the path
-        without slashes, or "static" for "/") is the route name for
+        without slashes, or "root" for "/", so that ``/static`` and ``/`` can both
+        be mounted without naming either) is the route name for
         ``url_for(name, path="css/app.css")``."""
         from .staticfiles import StaticFiles
 
@@ -238,7 +239,7 @@ class App(RouteDecorators):
             **options,
         )
         prefix = path.rstrip("/")
-        name = name or prefix.strip("/").replace("/", ".") or "static"
+        name = name or prefix.strip("/").replace("/", ".") or "root"
         handler = files.handler(prefix)
         self.add_route(prefix + "/{path:path}", handler, ["GET"], name=name)
         self.add_route(prefix + "/", handler, ["GET"], name=f"{name}:index")

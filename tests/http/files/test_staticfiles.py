@@ -507,6 +507,12 @@ def test_static_mounts_are_named_for_url_for(tmp_path):
     assert app.url_for("static", path="css/app.css") == "/static/css/app.css"
     assert app.url_for("assets", path="a b.js") == "/assets/v1/a%20b.js"
     assert app.url_for("site", path="index.html") == "/index.html"
+    # "/" and "/static" together need no names: "/" is "root" by default.
+    both = App()
+    both.static("/static", tmp_path)
+    both.static("/", tmp_path)
+    assert both.url_for("root", path="a.css") == "/a.css"
+    assert both.url_for("static", path="a.css") == "/static/a.css"
     # A second mount whose default name is taken is refused, with the fix named.
     with pytest.raises(ValueError, match="route name"):
         app.static("/other", tmp_path, name="static")

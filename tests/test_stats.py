@@ -288,3 +288,35 @@ def test_push_statsd() -> None:
     finally:
         pusher.stop()
         rx.close()
+
+
+def test_histograms_of_several_workers_add_up(tmp_path: Path, monkeypatch) -> None:
+    """Under a master, a histogram's snapshot is its encoded HDR histogram: the
+    workers' histograms are added (quantiles of all values, not a sum of quantiles),
+    and a dead worker's values stay in the total."""
+    from surge.stats import multiprocess
+    from surge.stats.metrics import HDR, Registry, summary_from_hdr
+
+    monkeypatch.setenv(multiprocess.ENV, str(tmp_path))
+    workers = []
+    for values in (range(1, 101), range(101, 201)):
+        reg = Registry()
+        hist = reg.histogram("job_size", "sizes", labels=["kind"], unit=1)
+        for v in values:
+            hist.record(v, kind="a")
+        reg.counter("job_total", "jobs").inc(len(values))
+        workers.append(reg.shareable_families())
+    multiprocess._write(str(tmp_path / "surge_111.json"), workers[0])
+    multiprocess.mark_process_dead(111)  # folded into the dead ones' file
+    merged = multiprocess.gather(workers[1])
+    by_name = {f.name: f for f in merged}
+    assert by_name["job_size"].kind == HDR
+    summary = summary_from_hdr(by_name["job_size"])
+    samples = {(s, lb.get("quantile")): v for s, lb, v in summary.samples}
+    assert samples[("_count", None)] == 200
+    assert samples[("_sum", None)] == sum(range(1, 201))
+    assert samples[("", "0.5")] == 100
+    assert samples[("", "0.99")] == 198
+    assert {lb["kind"] for _, lb, _ in summary.samples} == {"a"}
+    counts = {s: v for s, _, v in by_name["job_total"].samples}
+    assert counts[""] == 200

@@ -48,8 +48,8 @@ def test_every_worker_reports_the_whole_server(tmp_path: Path) -> None:
     server.wait_ready("/")
     try:
         pids = set()
-        for _ in range(400):  # fresh connections: the kernel spreads them
-            status, body, _ = server.get("/count")
+        for i in range(400):  # fresh connections: the kernel spreads them
+            status, body, _ = server.get(f"/count?v={i + 1}")
             assert status == 200
             pids.add(int(body))
         assert len(pids) == 2, pids
@@ -65,6 +65,13 @@ def test_every_worker_reports_the_whole_server(tmp_path: Path) -> None:
             assert values["surge_http_requests_total{}"] >= 401
             assert values["surge_http_responses_total{class=2xx}"] >= 401
             assert values["ops_app_hits_total{}"] == 400  # prometheus_client, summed
+            # The app's surge.stats metrics, summed too; the histogram's quantiles are
+            # those of all 400 values (1..400), not of one worker's share.
+            assert values["ops_app_surge_hits_total{}"] == 400
+            assert values["ops_app_count_size_count{}"] == 400
+            assert values["ops_app_count_size_sum{}"] == sum(range(1, 401))
+            assert values["ops_app_count_size{quantile=0.5}"] == 200
+            assert values["ops_app_count_size{quantile=0.99}"] == 396
         # Neither worker served all of them: the sum is not one worker's count.
         # A worker killed outright: its counts stay in the total.
         time.sleep(1.0)  # past a snapshot interval

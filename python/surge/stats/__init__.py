@@ -38,6 +38,7 @@ from . import multiprocess
 from .collectors import driver_families, http_families
 from .exposition import PROMETHEUS_CONTENT_TYPE, flatten, graphite_lines, render_prometheus
 from .metrics import (
+    HDR,
     HIST_HIGHEST_US,
     QUANTILES,
     Collector,
@@ -46,22 +47,35 @@ from .metrics import (
     Gauge,
     Histogram,
     Registry,
+    summary_from_hdr,
 )
 from .push import STATSD_MAX_DATAGRAM, Pusher, push_graphite, push_statsd
 
 
 def server_families() -> list[Family]:
     """The HTTP server's and the drivers' metrics: this process's, or under a master
-    every worker's summed."""
-    return multiprocess.gather(http_families() + driver_families())
+    every worker's summed, with the app's own metrics of `REGISTRY`."""
+    if multiprocess.directory() is None:
+        return http_families() + driver_families()
+    merged = multiprocess.gather(_own_families())
+    return [summary_from_hdr(f) if f.kind == HDR else f for f in merged]
 
 
 def _own_families() -> list[Family]:
-    return http_families() + driver_families()
+    """What a worker publishes: the server's, the drivers' and the app's metrics."""
+    return http_families() + driver_families() + REGISTRY.shareable_families()
+
+
+class _ServerRegistry(Registry):
+    """The process registry: under a master its own metrics are exported summed over
+    every worker, by `server_families`, rather than as this worker's alone."""
+
+    def shared(self) -> bool:
+        return multiprocess.directory() is not None
 
 
 #: The process's registry, with the HTTP server and driver collectors.
-REGISTRY = Registry()
+REGISTRY = _ServerRegistry()
 REGISTRY.add_collector(server_families)
 
 counter = REGISTRY.counter

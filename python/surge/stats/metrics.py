@@ -174,14 +174,66 @@ class Histogram(_Metric):
     def collect(self) -> Family:
         f = Family(self.name, self.kind, self.help)
         for key, (hist, total) in list(self._hists.items()):
-            labels = self._labels(key)
-            n = hist.get_total_count()
-            for q in QUANTILES:
-                v = hist.get_value_at_percentile(q * 100) * self.unit if n else math.nan
-                f.samples.append(("", {**labels, "quantile": f"{q:g}"}, v))
-            f.samples.append(("_sum", labels, total[0]))
-            f.samples.append(("_count", labels, n))
+            _summary_samples(f, self._labels(key), hist, total[0], self.unit)
         return f
+
+    def shareable(self) -> Family:
+        """The histograms as a family other processes can add up (kind ``hdr``: per
+        label set the encoded HDR histogram, its sum and the unit; see
+        `surge.stats.multiprocess`), where quantiles could not be summed."""
+        f = Family(self.name, HDR, self.help)
+        for key, (hist, total) in list(self._hists.items()):
+            labels = self._labels(key)
+            f.samples.append(("", labels, hist.encode().decode()))  # type: ignore[arg-type]
+            f.samples.append(("_sum", labels, total[0]))
+            f.samples.append(("_unit", labels, self.unit))
+        return f
+
+
+#: The kind of a family that carries encoded HDR histograms between processes.
+HDR = "hdr"
+
+
+def _summary_samples(
+    f: Family, labels: dict[str, str], hist: HdrHistogram, total: float, unit: float
+) -> None:
+    n = hist.get_total_count()
+    for q in QUANTILES:
+        v = hist.get_value_at_percentile(q * 100) * unit if n else math.nan
+        f.samples.append(("", {**labels, "quantile": f"{q:g}"}, v))
+    f.samples.append(("_sum", labels, total))
+    f.samples.append(("_count", labels, n))
+
+
+def add_encoded(payloads: Iterable[str]) -> str:
+    """One encoded HDR histogram holding every value of ``payloads`` (several
+    processes' histograms of one metric and label set)."""
+    from hdrh.histogram import HdrHistogram
+
+    merged: HdrHistogram | None = None
+    for payload in payloads:
+        hist = HdrHistogram.decode(payload)
+        if merged is None:
+            merged = hist
+        else:
+            merged.add(hist)
+    assert merged is not None, "no histogram to add"
+    return merged.encode().decode()  # type: ignore[no-any-return]
+
+
+def summary_from_hdr(family: Family) -> Family:
+    """The summary (quantiles, sum, count) of a family of kind `HDR` whose samples
+    were added up per label set (`surge.stats.multiprocess.merge`)."""
+    from hdrh.histogram import HdrHistogram
+
+    by_key: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    for suffix, labels, value in family.samples:
+        by_key.setdefault(tuple(sorted(labels.items())), {})[suffix] = value
+    out = Family(family.name, "summary", family.help)
+    for key, parts in by_key.items():
+        hist = HdrHistogram.decode(parts[""])
+        _summary_samples(out, dict(key), hist, parts.get("_sum", 0.0), parts.get("_unit", 1e-6))
+    return out
 
 
 def _hdr_histogram(lowest: int, highest: int, digits: int) -> HdrHistogram:
@@ -262,10 +314,27 @@ class Registry:
 
     def collect(self) -> list[Family]:
         """Every family, the registered metrics' then the collectors'."""
-        out = [m.collect() for m in list(self._metrics.values())]  # type: ignore[attr-defined]
+        out = [] if self.shared() else self.metric_families()
         for fn in list(self._collectors):
             out.extend(fn())
         return out
+
+    def shared(self) -> bool:
+        """Whether a collector exports the registered metrics instead (summed over the
+        workers of a server: see `surge.stats`); False for a plain registry."""
+        return False
+
+    def metric_families(self) -> list[Family]:
+        """The registered metrics' families, as exported."""
+        return [m.collect() for m in list(self._metrics.values())]  # type: ignore[attr-defined]
+
+    def shareable_families(self) -> list[Family]:
+        """The registered metrics' families in a form other processes can add up
+        (counters and gauges as they are, histograms as encoded HDR histograms)."""
+        return [
+            m.shareable() if isinstance(m, Histogram) else m.collect()  # type: ignore[attr-defined]
+            for m in list(self._metrics.values())
+        ]
 
     def prometheus(self) -> str:
         """The Prometheus text exposition format (version 0.0.4)."""

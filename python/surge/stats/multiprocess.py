@@ -12,8 +12,10 @@ see the README's figures). Each worker publishes a snapshot of them, with its
 driver connections' sums, to ``surge_<pid>.json`` there every
 `PUBLISH_INTERVAL` seconds and as it stops; the worker answering `/metrics`
 writes its own fresh first, then sums every worker's file: counters and gauges
-alike, samples matched by name and labels. When a worker exits, the master
-folds its counters into ``surge_dead.json`` and drops its gauges
+alike, samples matched by name and labels. The app's own `surge.stats` metrics
+travel the same way (histograms as encoded HDR histograms, added up, so the
+quantiles are the whole server's). When a worker exits, the master
+folds its counters (and histograms) into ``surge_dead.json`` and drops its gauges
 (`mark_process_dead`, as prometheus_client does), so totals never go
 backwards; at most the last interval of a worker that dies abruptly is lost.
 """
@@ -28,6 +30,7 @@ import os
 from typing import Any
 
 from .exposition import Family
+from .metrics import HDR, add_encoded
 
 #: prometheus_client's variable; surge's snapshots share the directory.
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -80,12 +83,24 @@ def merge(groups: list[list[Family]]) -> list[Family]:
             by_key = sums.setdefault(fam.name, {})
             for suffix, labels, value in fam.samples:
                 key = (suffix, tuple(sorted(labels.items())))
-                by_key[key] = by_key.get(key, 0) + value
+                by_key[key] = _add(fam.kind, suffix, by_key.get(key), value)
     out = []
     for name, fam in merged.items():
         fam.samples = [(s, dict(lb), v) for (s, lb), v in sums[name].items()]
         out.append(fam)
     return out
+
+
+def _add(kind: str, suffix: str, old: Any, value: Any) -> Any:
+    """Two processes' values of one sample added up: numbers summed; for an HDR
+    family (a histogram of the app's) the histograms added and the unit kept."""
+    if old is None:
+        return value
+    if kind != HDR:
+        return old + value
+    if suffix == "":
+        return add_encoded([old, value])
+    return old if suffix == "_unit" else old + value
 
 
 def gather(own: list[Family]) -> list[Family]:
@@ -109,7 +124,7 @@ def mark_process_dead(pid: int, where: str | None = None) -> None:
     if where is None:
         return
     path = os.path.join(where, f"surge_{pid}.json")
-    gone = [f for f in _load(path) if f.kind == "counter"]
+    gone = [f for f in _load(path) if f.kind in ("counter", HDR)]
     if gone:
         dead = os.path.join(where, _DEAD)
         _write(dead, merge([_load(dead), gone]))

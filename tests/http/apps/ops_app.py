@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 
+from surge import stats as surge_stats
 from surge.http import App, Response, StreamingResponse
 
 #: Resident memory held by /grow (the --workers-max-rss test).
@@ -110,7 +111,14 @@ except ImportError:  # pragma: no cover - the test env has it
     _app_hits = None
 
 
+# The same through surge.stats: summed over the workers too (histograms added up).
+_surge_hits = surge_stats.counter("ops_app_surge_hits_total", "hits of /count")
+_surge_sizes = surge_stats.histogram("ops_app_count_size", "a value per hit", unit=1)
+
+
 @native.get("/count")
 def count(request):
     _app_hits.inc()
+    _surge_hits.inc()
+    _surge_sizes.record(int(request.args.get("v", "1")))
     return str(os.getpid())

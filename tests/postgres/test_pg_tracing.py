@@ -37,5 +37,7 @@ def test_a_span_per_request_as_children_of_the_current_span(arun, pg_svc, dsn):
     assert [s.status.status_code for s in spans[:2]] == [StatusCode.UNSET] * 2
     assert spans[2].status.status_code == StatusCode.ERROR
     assert spans[2].attributes["error.type"] == type(error).__qualname__
-    # The parameters are never recorded.
-    assert not any("41" in str(v) for s in spans for v in s.attributes.values())
+    # The parameters are never recorded (the server's port may contain "41").
+    assert not any(
+        "41" in str(v) for s in spans for k, v in s.attributes.items() if k != "server.port"
+    )

@@ -526,6 +526,7 @@ class TlsServerConfig:
         ca_certs: str | None = None,
         cert_reqs: int = 0,
         alpn: list[bytes] | None = None,
+        password: str | None = None,
     ) -> Self: ...
     def session(self) -> TlsSession: ...
 

@@ -255,7 +255,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         choices=("auto", "rustls", "python"),
         default="auto",
         help="TLS stack: rustls (native, faster) or python (the ssl module); auto picks "
-        "rustls unless --ssl-keyfile-password or --ssl-ciphers need python (default auto)",
+        "rustls unless --ssl-ciphers or a legacy-encrypted key need python (default auto)",
     )
     serve.set_defaults(func=_serve)
 

@@ -228,7 +228,24 @@ def test_client_certificates_when_required(pki, tmp_path, backend):
         _stop(proc)
 
 
+def _serve_fails(*tls_args: str) -> str:
+    """Runs `surge serve` expecting it to stop at startup; its stderr."""
+    args = [sys.executable, "-m", "surge", "serve", "tests.http.apps.bigapp:app"]
+    args += ["--port", str(_free_port()), *tls_args]
+    bad = subprocess.run(
+        args,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0
+    assert "Traceback" not in bad.stderr
+    return bad.stderr
+
+
 def test_encrypted_key_with_and_without_its_password(pki, tmp_path):
+    # auto: rustls opens the encrypted PKCS#8 key (written by `cryptography`).
     proc, port = _start(
         "--ssl-certfile",
         str(pki["cert"]),
@@ -243,34 +260,78 @@ def test_encrypted_key_with_and_without_its_password(pki, tmp_path):
         assert _exchange(port, _client_ctx(pki), raw)[0].endswith(b"ok")
     finally:
         _stop(proc)
-    args = [sys.executable, "-m", "surge", "serve", "tests.http.apps.bigapp:app"]
-    args += ["--port", str(_free_port()), "--ssl-certfile", str(pki["cert"])]
-    args += ["--ssl-keyfile", str(pki["key-enc"]), "--ssl-keyfile-password", "wrong"]
-    bad = subprocess.run(
-        args,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert bad.returncode != 0
-    assert "cannot load the TLS certificate" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    base = ["--ssl-certfile", str(pki["cert"]), "--ssl-keyfile", str(pki["key-enc"])]
+    wrong = [*base, "--ssl-keyfile-password", "wrong"]
+    assert "cannot decrypt the private key" in _serve_fails(*wrong)
+    assert "cannot load the TLS certificate" in _serve_fails(*wrong, "--ssl-backend", "python")
+    assert "is encrypted: give its password" in _serve_fails(*base, "--ssl-backend", "rustls")
 
 
 def test_rustls_backend_refuses_python_only_options(pki):
-    # rustls reads only unencrypted keys: asking for it with a password is one clear line.
-    args = [sys.executable, "-m", "surge", "serve", "tests.http.apps.bigapp:app"]
-    args += ["--port", str(_free_port()), "--ssl-certfile", str(pki["cert"])]
-    args += ["--ssl-keyfile", str(pki["key-enc"]), "--ssl-keyfile-password", PASSWORD]
-    args += ["--ssl-backend", "rustls"]
-    bad = subprocess.run(
-        args,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    # An OpenSSL cipher list means nothing to rustls: asking for both is one clear line.
+    err = _serve_fails(
+        *("--ssl-certfile", str(pki["cert"]), "--ssl-keyfile", str(pki["key"])),
+        *("--ssl-ciphers", "ECDHE+AESGCM", "--ssl-backend", "rustls"),
     )
-    assert bad.returncode != 0
-    assert "--ssl-keyfile-password need the python TLS backend" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    assert "--ssl-ciphers needs the python TLS backend" in err
+
+
+@pytest.fixture(scope="module")
+def openssl_keys(tmp_path_factory) -> dict[str, Path]:
+    """An EC key encrypted by `openssl` in both PEM forms, with its certificate."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("openssl-keys")
+    pw = f"pass:{PASSWORD}"
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    run(
+        *("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"),
+        *("-aes-256-cbc", "-pass", pw, "-out", str(d / "pkcs8.pem")),
+    )
+    run(
+        *("pkey", "-in", str(d / "pkcs8.pem"), "-passin", pw, "-aes256", "-passout", pw),
+        *("-traditional", "-out", str(d / "legacy.pem")),
+    )
+    run(
+        *("req", "-x509", "-key", str(d / "pkcs8.pem"), "-passin", pw, "-days", "2"),
+        *("-subj", "/CN=127.0.0.1", "-out", str(d / "cert.pem")),
+    )
+    assert b"BEGIN ENCRYPTED PRIVATE KEY" in (d / "pkcs8.pem").read_bytes()
+    assert b"Proc-Type: 4,ENCRYPTED" in (d / "legacy.pem").read_bytes()
+    return {p.stem: p for p in d.iterdir()}
+
+
+@pytest.mark.parametrize(("key", "backend"), [("pkcs8", "rustls"), ("legacy", "auto")])
+def test_openssl_encrypted_keys(openssl_keys, tmp_path, key, backend):
+    # Encrypted PKCS#8 on rustls; the legacy form makes `auto` pick Python's ssl.
+    proc, port = _start(
+        *("--ssl-certfile", str(openssl_keys["cert"]), "--ssl-keyfile", str(openssl_keys[key])),
+        *("--ssl-keyfile-password", PASSWORD, "--ssl-backend", backend),
+        log=tmp_path / "serve.log",
+    )
+    try:
+        ctx = ssl._create_unverified_context()
+        ctx.set_alpn_protocols(["http/1.1"])
+        raw = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        data = _exchange(port, ctx, raw)[0]
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok")
+    finally:
+        _stop(proc)
+
+
+def test_openssl_legacy_key_on_rustls_is_a_clear_error(openssl_keys):
+    err = _serve_fails(
+        *("--ssl-certfile", str(openssl_keys["cert"]), "--ssl-keyfile"),
+        *(str(openssl_keys["legacy"]), "--ssl-keyfile-password", PASSWORD),
+        *("--ssl-backend", "rustls"),
+    )
+    assert "legacy OpenSSL PEM form" in err and "Proc-Type: 4,ENCRYPTED" in err
+    # A wrong password for encrypted PKCS#8 made by openssl: named, not a crash.
+    err = _serve_fails(
+        *("--ssl-certfile", str(openssl_keys["cert"]), "--ssl-keyfile"),
+        *(str(openssl_keys["pkcs8"]), "--ssl-keyfile-password", "nope"),
+    )
+    assert "cannot decrypt the private key" in err

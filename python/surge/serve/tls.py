@@ -5,9 +5,10 @@ Two stacks, picked by `TlsConfig.backend`: ``rustls``, in surge's Rust core
 (`surge.serve.rustls`: one native call per read and per write), and
 ``python``, Python's `ssl` module on the event loop (uvloop's or asyncio's SSL
 transport). ``auto`` (the default) is rustls, measured faster (see the README's
-HTTPS row), unless an option only OpenSSL understands is given: a key file
-password (``--ssl-keyfile-password``: rustls reads only unencrypted PEM keys)
-or an OpenSSL cipher list (``--ssl-ciphers``). ALPN offers ``http/1.1`` only;
+HTTPS row), unless something only OpenSSL understands is given: an OpenSSL
+cipher list (``--ssl-ciphers``), or a key encrypted in the legacy OpenSSL PEM
+form ("Proc-Type: 4,ENCRYPTED"). rustls opens unencrypted keys and encrypted
+PKCS#8 ones (``--ssl-keyfile-password``). ALPN offers ``http/1.1`` only;
 TLS 1.2 is the oldest version accepted. A client that speaks plain HTTP to the
 TLS port fails the handshake and is disconnected; the worker goes on serving.
 """
@@ -45,26 +46,32 @@ class TlsConfig:
         """Whether connections get the native stack (see the module docstring)."""
         if self.backend not in BACKENDS:
             raise StartupError(f"ssl backend must be one of {', '.join(BACKENDS)}")
-        python_only = [
-            option
-            for option, given in (
-                ("--ssl-keyfile-password", self.keyfile_password),
-                ("--ssl-ciphers", self.ciphers),
-            )
-            if given
-        ]
-        if self.backend == "rustls" and python_only:
-            raise StartupError(
-                f"{' and '.join(python_only)} need the python TLS backend (--ssl-backend python)"
-            )
-        return self.backend == "rustls" or (self.backend == "auto" and not python_only)
+        if self.backend == "rustls" and self.ciphers:
+            raise StartupError("--ssl-ciphers needs the python TLS backend (--ssl-backend python)")
+        if self.backend != "auto":
+            return self.backend == "rustls"
+        return not self.ciphers and not (self.keyfile_password and self._legacy_encrypted_key())
+
+    def _legacy_encrypted_key(self) -> bool:
+        """Whether the key is in OpenSSL's legacy encrypted PEM form (rustls cannot read it)."""
+        try:
+            with open(self.keyfile or self.certfile, "rb") as f:
+                return b"Proc-Type: 4,ENCRYPTED" in f.read(1 << 20)
+        except OSError:
+            return False  # the chosen backend reports the unreadable file
 
     def native(self) -> TlsServerConfig:
         """The rustls settings; a bad file raises `StartupError`."""
         if self.cert_reqs not in CERT_REQS:
             raise StartupError(f"ssl cert_reqs must be 0, 1 or 2, not {self.cert_reqs}")
         try:
-            return TlsServerConfig(self.certfile, self.keyfile, self.ca_certs, self.cert_reqs)
+            return TlsServerConfig(
+                self.certfile,
+                self.keyfile,
+                self.ca_certs,
+                self.cert_reqs,
+                password=self.keyfile_password,
+            )
         except TlsConfigError as exc:
             raise StartupError(f"cannot use the TLS settings: {exc}") from None
 

@@ -5,8 +5,16 @@
 //! The inflater writes into the message buffer in steps and stops as soon as
 //! the output passes the message limit, so a small compressed message cannot
 //! make the decoder allocate more than the limit (plus one step).
+//!
+//! Memory per connection: a zlib context is made on the first message that
+//! needs it (a connection that never sends compressed messages has no
+//! compressor), dropped after each message when the side resets its context
+//! anyway (`*_no_context_takeover`), and the compressor is made with a smaller
+//! `memLevel` ([`DEFLATE_MEM_LEVEL`]) than zlib's default, which flate2 does not
+//! expose: hence zlib-rs (flate2's own backend) for the compressor.
 
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::{Decompress, FlushDecompress, Status};
+use zlib_rs::{DeflateConfig, DeflateFlush};
 
 use super::Error;
 
@@ -17,9 +25,17 @@ pub(crate) const TAIL: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
 /// steps, small enough that the overshoot past the limit stays small.
 const INFLATE_STEP: usize = 64 * 1024;
 
+/// zlib's `memLevel` for our compressors: 4 KiB of symbol buffer instead of
+/// zlib's default 8 (16 KiB of symbols, 64 KiB of pending output), which saves
+/// about 100 KiB per compressing connection. WebSocket messages are mostly
+/// small: a block boundary every 1024 symbols costs little ratio (the
+/// websockets library's default is 5 for the same reason).
+pub const DEFLATE_MEM_LEVEL: i32 = 4;
+
 /// Decompresses the messages of one direction.
 pub(crate) struct Inflater {
-    z: Decompress,
+    /// Made on the first compressed message (see the module docstring).
+    z: Option<Decompress>,
     /// The peer resets its compressor after each message: so can we.
     reset_each_message: bool,
     /// The stream ended in a BFINAL block: the next message starts a new one.
@@ -30,7 +46,7 @@ impl Inflater {
     /// Always with a 32 KiB window: it reads what any smaller window wrote.
     pub(crate) fn new(reset_each_message: bool) -> Inflater {
         Inflater {
-            z: Decompress::new(false),
+            z: None,
             reset_each_message,
             ended: false,
         }
@@ -48,6 +64,7 @@ impl Inflater {
             // Whatever follows a final block in the same message is ignored.
             return Ok(());
         }
+        let z = self.z.get_or_insert_with(|| Decompress::new(false));
         loop {
             // Room for a few times the input (deflate rarely does better on
             // small messages), at most one step: a 20-byte message must not
@@ -57,14 +74,14 @@ impl Inflater {
             if want > out.len() {
                 out.reserve(want - out.len());
             }
-            let (in0, out0) = (self.z.total_in(), out.len());
-            let status = self.z.decompress_vec(input, out, FlushDecompress::Sync);
+            let (in0, out0) = (z.total_in(), out.len());
+            let status = z.decompress_vec(input, out, FlushDecompress::Sync);
             // Past the limit is the first fault in stream order, whatever follows.
             if out.len() > limit {
                 return Err(Error::MessageTooBig);
             }
             let status = status.map_err(|_| Error::BadCompressedData)?;
-            let consumed = (self.z.total_in() - in0) as usize;
+            let consumed = (z.total_in() - in0) as usize;
             input = &input[consumed..];
             match status {
                 Status::StreamEnd => {
@@ -88,17 +105,24 @@ impl Inflater {
     /// End a message: put back the flush tail and inflate what it releases.
     pub(crate) fn finish(&mut self, out: &mut Vec<u8>, limit: usize) -> Result<(), Error> {
         self.inflate(&TAIL, out, limit)?;
-        if self.ended || self.reset_each_message {
-            self.z.reset(false);
-            self.ended = false;
+        if self.reset_each_message {
+            // Nothing of this context is needed again: free its window.
+            self.z = None;
+        } else if self.ended {
+            if let Some(z) = self.z.as_mut() {
+                z.reset(false);
+            }
         }
+        self.ended = false;
         Ok(())
     }
 }
 
 /// Compresses the messages of one direction.
 pub(crate) struct Deflater {
-    z: Compress,
+    /// Made on the first non-empty message (see the module docstring).
+    z: Option<zlib_rs::Deflate>,
+    config: DeflateConfig,
     reset_each_message: bool,
 }
 
@@ -111,11 +135,14 @@ impl Deflater {
             return None;
         }
         Some(Deflater {
-            z: Compress::new_with_window_bits(
-                Compression::new(level.min(9)),
-                false,
-                window_bits.min(15),
-            ),
+            z: None,
+            config: DeflateConfig {
+                level: level.min(9) as i32,
+                // Negative: raw DEFLATE, no zlib header.
+                window_bits: -i32::from(window_bits.min(15)),
+                mem_level: DEFLATE_MEM_LEVEL,
+                ..DeflateConfig::default()
+            },
             reset_each_message,
         })
     }
@@ -129,24 +156,69 @@ impl Deflater {
             out.push(0x00);
             return;
         }
+        let config = self.config;
+        let z = self
+            .z
+            .get_or_insert_with(|| zlib_rs::Deflate::new_with_config(config));
         let start = out.len();
-        out.reserve(input.len() / 2 + 64);
+        let mut room = input.len() / 2 + 64;
         loop {
-            let in0 = self.z.total_in();
-            self.z
-                .compress_vec(input, out, FlushCompress::Sync)
+            // Compress into zeroed room at the end of `out` (no unsafe spare
+            // capacity), then keep what was written.
+            let at = out.len();
+            out.resize(at + room, 0);
+            let (in0, out0) = (z.total_in(), z.total_out());
+            z.compress(input, &mut out[at..], DeflateFlush::SyncFlush)
                 .expect("deflate with valid parameters does not fail");
-            input = &input[(self.z.total_in() - in0) as usize..];
-            if input.is_empty() && out.len() < out.capacity() {
+            let written = (z.total_out() - out0) as usize;
+            input = &input[(z.total_in() - in0) as usize..];
+            out.truncate(at + written);
+            // Done once the input is taken and the flush fitted with room to spare.
+            if input.is_empty() && written < room {
                 break;
             }
-            out.reserve(out.capacity().max(64));
+            room = room.max(64) * 2;
         }
         if out[start..].ends_with(&TAIL) {
             out.truncate(out.len() - TAIL.len());
         }
         if self.reset_each_message {
-            self.z.reset();
+            // Nothing of this context is needed again: free it.
+            self.z = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(deflater: &mut Deflater, inflater: &mut Inflater, message: &[u8]) {
+        let mut packed = Vec::new();
+        deflater.compress(message, &mut packed);
+        let mut out = Vec::new();
+        inflater.inflate(&packed, &mut out, usize::MAX).unwrap();
+        inflater.finish(&mut out, usize::MAX).unwrap();
+        assert_eq!(out, message);
+    }
+
+    #[test]
+    fn contexts_are_made_on_first_use_and_freed_when_reset() {
+        for (bits, reset) in [(15, false), (9, false), (12, true)] {
+            let mut d = Deflater::new(6, bits, reset).unwrap();
+            let mut i = Inflater::new(reset);
+            assert!(d.z.is_none() && i.z.is_none());
+            let mut empty = Vec::new();
+            d.compress(b"", &mut empty);
+            assert!(d.z.is_none(), "an empty message needs no context");
+            let big: Vec<u8> = (0..200_000u32)
+                .flat_map(|n| (n % 251).to_le_bytes())
+                .collect();
+            for message in [&b"hello hello hello"[..], &big, b"hello again", b"x"] {
+                round_trip(&mut d, &mut i, message);
+                assert_eq!(d.z.is_none(), reset);
+                assert_eq!(i.z.is_none(), reset);
+            }
         }
     }
 }

@@ -237,7 +237,8 @@ def test_sslmodes_as_libpq(tls_svc, certs, tmp_path):
                             differ.append(f"{conninfo}: libpq {want}, surge {got}")
         return differ
 
-    assert runner("asyncio", 60)(main()) == []
+    # a hang guard (108 psql runs and connects; ~15 s alone, slower in a busy suite)
+    assert runner("asyncio", 120)(main()) == []
 
 
 def test_home_root_certificate(arun, tls_svc, certs, tmp_path):

@@ -10,7 +10,13 @@
 
 Every server is pinned to core 1 and every client to core 0 (taskset); each
 comparison runs its sides in turn, round after round (surge, peer, surge, peer,
-...), and reports medians: the machine's speed drifts over minutes.
+...), and reports medians: the machine's speed drifts over minutes. Beside the
+rates, the CPU microseconds per command of the client process and of the
+servers (from /proc, before and after each run), which other processes' load
+barely moves. On two cores the 1-vs-3-masters rate cannot grow: the masters
+share core 1 (the same server CPU either way), so the ratio shows what spreading
+the keys costs the client (more reads and writes per command) and the server CPU
+per command shows that each master's work does not grow.
 
     python -m benchmarks.redis_cluster [--quick] [--rounds 3] [--n 100000]
 """

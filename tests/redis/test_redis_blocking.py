@@ -20,7 +20,7 @@ def test_blpop_does_not_stall_get_set(url, arun):
         await r.flushdb()
         # 100 waiters, pool of 100: all of them sit in BLPOP at once.
         r2 = surge.redis.connect(url, max_blocking_connections=100)
-        waiters = [asyncio.create_task(r2.blpop("q", 5)) for _ in range(100)]
+        waiters = [asyncio.create_task(r2.blpop("q", 10)) for _ in range(100)]
         await asyncio.sleep(0.2)  # they are all blocked on the server now
         assert r2.blocking_pool.in_use == 100
 
@@ -35,7 +35,9 @@ def test_blpop_does_not_stall_get_set(url, arun):
                 slowest = max(slowest, time.monotonic() - t)
 
         await asyncio.gather(*(worker(i) for i in range(1000)))
-        assert slowest < 1.0, slowest  # not held behind a 5 s BLPOP
+        # Not held behind a 10 s BLPOP; half of that leaves room for a loaded
+        # machine (a busy 2-core run took 2.4 s for the slowest call).
+        assert slowest < 5.0, slowest
         assert not any(w.done() for w in waiters)
         await r.rpush("q", *range(100))
         got = await asyncio.gather(*waiters)

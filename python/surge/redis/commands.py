@@ -142,6 +142,16 @@ class Commands(DataCommands, ServerCommands):
         pxat: int | dt.datetime | None = None,
     ) -> Any:
         """SET with redis-py's options: True, None if NX/XX stopped it, the old value with get."""
+        if (
+            ex is None
+            and px is None
+            and exat is None
+            and pxat is None
+            and not (nx or xx or keepttl or get)
+        ):
+            # The plain set(k, v) of most programs (and of a cluster's every SET):
+            # no option list built.
+            return self._exec(replies.ok, "SET", name, value)
         args: list[Any] = ["SET", name, value]
         if ex is not None:
             args += ("EX", _seconds(ex))
@@ -151,7 +161,9 @@ class Commands(DataCommands, ServerCommands):
             args += ("EXAT", _unix_seconds(exat))
         if pxat is not None:
             args += ("PXAT", _unix_millis(pxat))
-        if sum(x is not None for x in (ex, px, exat, pxat)) + keepttl > 1:
+        if (ex is not None) + (px is not None) + (exat is not None) + (pxat is not None) + (
+            keepttl
+        ) > 1:
             raise DataError("set: ex, px, exat, pxat and keepttl are mutually exclusive")
         if nx and xx:
             raise DataError("set: nx and xx are mutually exclusive")

@@ -273,8 +273,9 @@ def _upgrade(port: int, path: str) -> bytes:
             head += chunk
         if head.startswith(b"HTTP/1.1 101"):
             s.sendall(bytes([0x81, 0x82, 1, 2, 3, 4, ord("h") ^ 1, ord("i") ^ 2]))  # "hi", masked
-            while s.recv(4096):
-                pass
+            echoed = b""
+            while b"hi" not in echoed and (chunk := s.recv(4096)):
+                echoed += chunk  # the echo: the app ran; the close is not waited for
         return head
 
 
@@ -287,7 +288,7 @@ def test_refusals_and_upgrades_get_their_lines(tmp_path: Path) -> None:
         tmp_path, "ops_app:native", "--access-log", str(log_path), "--limit-concurrency", "2"
     )
     try:
-        surge.wait_ready("/")
+        surge.wait_ready("/", timeout=40.0)  # a loaded machine can take long to start it
         with socket.create_connection(("127.0.0.1", surge.port), timeout=5) as s:
             s.sendall(b"NOT A REQUEST\r\n\r\n")
             answer = s.recv(4096)

@@ -771,3 +771,52 @@ def test_head_and_options_of_the_root_through_middleware():
         assert (options.status_code, options.headers["allow"]) == (204, "GET, HEAD, OPTIONS")
         post = client.post("/")
         assert (post.status_code, post.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
+
+
+def test_plain_chain_skips_inherited_noop_hooks_and_checks_what_hooks_return():
+    """On the plain chain a middleware that keeps HookMiddleware's no-op hook is
+    not called for it, the others still run in order, and a process_response that
+    gives no response is a 500 that the outer middleware still sees."""
+    from surge.http.middleware import HookMiddleware
+
+    order: list[str] = []
+
+    class OnlyOut(HookMiddleware):  # inherits the no-op process_request
+        def __init__(self, app, tag):
+            self.tag = tag
+
+        def process_response(self, request, response):
+            order.append(f"{self.tag} out")
+            if request.path == f"/bad-{self.tag}":
+                return "not a response"
+            response.add_header("X-Seen", self.tag)
+            return response
+
+    class OnlyIn(HookMiddleware):  # inherits the no-op process_response
+        def __init__(self, app, tag):
+            self.tag = tag
+
+        def process_request(self, request):
+            order.append(f"{self.tag} in")
+            return None
+
+    app = App()
+    app.add_middleware(OnlyOut, tag="a")
+    app.add_middleware(OnlyIn, tag="b")
+    app.add_middleware(OnlyOut, tag="c")  # outermost
+
+    @app.route("/{name}")
+    def handler(request, name):
+        order.append("handler")
+        return name
+
+    with TestClient(app) as client:
+        r = client.get("/ok")
+        assert (r.status_code, r.text) == (200, "ok")
+        assert order == ["b in", "handler", "a out", "c out"]
+        assert r.headers.get_list("x-seen") == ["a", "c"]
+        order.clear()
+        r = client.get("/bad-a")
+        assert r.status_code == 500
+        assert order == ["b in", "handler", "a out", "c out"]
+        assert r.headers.get_list("x-seen") == ["c"]

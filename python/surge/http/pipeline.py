@@ -90,11 +90,24 @@ def _processed(mw: Any, request: Request, response: Any) -> Any:
     """`mw.process_response(request, response)`, which must give a response."""
     new = mw.process_response(request, response)
     if not isinstance(new, _RESPONSES):
-        raise TypeError(
-            f"{type(mw).__qualname__}.process_response returned "
-            f"{type(new).__name__}, not a response"
-        )
+        _processed_type_error(mw, new)
     return new
+
+
+def _processed_type_error(mw: Any, new: Any) -> None:
+    raise TypeError(
+        f"{type(mw).__qualname__}.process_response returned {type(new).__name__}, not a response"
+    )
+
+
+def _own_hook(mw: Any, name: str) -> Any:
+    """``mw``'s bound hook `name`, or None when it is `HookMiddleware`'s no-op."""
+    from .middleware.base import HookMiddleware
+
+    hook = getattr(mw, name)
+    if getattr(hook, "__func__", None) is getattr(HookMiddleware, name):
+        return None
+    return hook
 
 
 class Pipeline:
@@ -140,8 +153,14 @@ class Pipeline:
         #: hook is registered, a plain handler's request runs with no coroutine
         #: at all (`_plain_chain`); these are the middleware, outermost first.
         self._all_hooked: tuple[Any, ...] | None = None
+        #: Their hooks, outermost first; None where a middleware keeps the no-op
+        #: hook it inherits (GZip has no process_request), so it is not called.
+        self._request_hooks: tuple[Any, ...] = ()
+        self._response_hooks: tuple[Any, ...] = ()
         if hooked and len(hooked) == len(middleware) and not (self._before or self._after):
-            self._all_hooked = tuple(reversed(hooked))
+            self._all_hooked = group = tuple(reversed(hooked))
+            self._request_hooks = tuple(_own_hook(mw, "process_request") for mw in group)
+            self._response_hooks = tuple(_own_hook(mw, "process_response") for mw in group)
 
     # The connection's side -----------------------------------------------------------
 
@@ -184,14 +203,13 @@ class Pipeline:
         """Only process_request/response middleware around a plain handler: the
         same order and error handling as `_hooked`, as plain calls. What needs
         awaiting (an error handler, an awaitable result) goes on in `_recover`."""
-        group = self._all_hooked
-        assert group is not None
         entered = 0
         try:
-            for mw in group:
-                response = mw.process_request(request)
-                if response is not None:
-                    break
+            for hook in self._request_hooks:
+                if hook is not None:
+                    response = hook(request)
+                    if response is not None:
+                        break
                 entered += 1
             else:
                 result = route.handler(request, **request.path_params)
@@ -208,15 +226,21 @@ class Pipeline:
             raise
         except Exception as exc:
             return _Recovering(self._recover(request, entered, error=exc))
+        hooks = self._response_hooks
         while entered:
             entered -= 1
-            mw = group[entered]
+            hook = hooks[entered]
+            if hook is None:
+                continue
             try:
-                response = _processed(mw, request, response)
+                new = hook(request, response)
+                if type(new) is not Response and not isinstance(new, _RESPONSES):
+                    _processed_type_error(self._all_hooked[entered], new)  # type: ignore[index]
             except ClientDisconnected:
                 raise
             except Exception as exc:
                 return _Recovering(self._recover(request, entered, error=exc))
+            response = new
         return response
 
     async def _recover(

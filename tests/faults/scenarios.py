@@ -172,7 +172,7 @@ async def cut_sweep(
     async def one(n: int) -> tuple[int, int, int, int]:
         proxy = make_proxy(*t.upstream)
         proxy.cut_after(n, direction)
-        client = t.open(proxy.port, connect_timeout=0.5)
+        client = t.open(proxy.port, connect_timeout=2.0)
         ok = lost = 0
         try:
             for r in range(rounds):

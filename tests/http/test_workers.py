@@ -28,7 +28,7 @@ from surge.services import free_port
 APPS = Path(__file__).parent / "apps"
 SURGE = [sys.executable, "-m", "surge"]
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 
 def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
@@ -65,7 +65,7 @@ class Surge:
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
         return get(self.port, path, timeout)
 
-    def wait_ready(self, path: str = "/pid", timeout: float = 15.0) -> tuple[int, str]:
+    def wait_ready(self, path: str = "/pid", timeout: float = 30.0) -> tuple[int, str]:
         """The first answer to `path`, polling until the server accepts connections."""
         deadline = time.monotonic() + timeout
         while True:

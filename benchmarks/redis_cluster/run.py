@@ -16,7 +16,10 @@ servers (from /proc, before and after each run), which other processes' load
 barely moves. On two cores the 1-vs-3-masters rate cannot grow: the masters
 share core 1 (the same server CPU either way), so the ratio shows what spreading
 the keys costs the client (more reads and writes per command) and the server CPU
-per command shows that each master's work does not grow.
+per command shows that each master's work does not grow. So the comparison runs
+once more with a CPU quota per master (`QUOTA` of a core each, a cgroup per
+process: `quota`), the budget each master would have on a machine of its own:
+there the rate should grow with the masters, up to what the one client core sends.
 
     python -m benchmarks.redis_cluster [--quick] [--rounds 3] [--n 100000]
 """
@@ -38,11 +41,17 @@ from surge import services
 from benchmarks import venv as bvenv
 from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid
 from benchmarks.redis.run import PHASES, RESULTS, ROOT, _run
+from benchmarks.redis_cluster import quota
 
 HERE = Path(__file__).resolve().parent
 SURGE_PY = ROOT / ".venv" / "bin" / "python"
 BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
 SIZE = 64
+#: CPU budget of each master in the 1-vs-3-masters comparison with quotas (a
+#: fraction of one core; see `quota`): 3 masters at 0.1 core serve ~170k commands/s
+#: at ~1.8 us each, below the ~260k/s one client core sends, so the masters, not
+#: the client, are the limit on both sides.
+QUOTA = 0.1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -106,6 +115,9 @@ def _row(name: str, ops: dict, base: dict | None, base_name: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+PARTS = ("peers", "masters", "tls")
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the suite; write bench-results/redis_cluster.{json,md}; return the markdown."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.redis_cluster")
@@ -114,85 +126,34 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--peer-n", type=int, default=10_000, help="keys per phase for redis-py")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conc", type=int, default=1000)
+    ap.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}"
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n = 20_000 if args.quick else args.n
     peer_n = min(args.peer_n, n)
     rounds = max(3, args.rounds)
     conc = args.conc
+    parts = set(args.parts.split(","))
+    if not parts <= set(PARTS):
+        ap.error(f"--parts: unknown {', '.join(sorted(parts - set(PARTS)))}")
     bvenv.ensure(groups=["redis"])
     results: dict[str, dict] = {}
 
-    with (
-        services.redis_cluster(replicas=0) as three,
-        services.redis_cluster(masters=1, replicas=0) as one,
-    ):
-        _pin_all(three)
-        _pin_all(one)
-        h, p = three.host, three.port
-        pids3 = _pids(three)
-        results["vs_redis_py"] = _alternate(
-            {
-                "surge RedisCluster/asyncio": (
-                    _cmd("surge-cluster", "asyncio", conc, n, h, p),
-                    n,
-                    pids3,
-                ),
-                "redis-py RedisCluster/asyncio": (
-                    _cmd("redis-py-cluster", "asyncio", conc, peer_n, h, p),
-                    peer_n,
-                    pids3,
-                ),
-                "surge RedisCluster/uvloop": (
-                    _cmd("surge-cluster", "uvloop", conc, n, h, p),
-                    n,
-                    pids3,
-                ),
-            },
-            rounds,
-        )
-        results["masters"] = _alternate(
-            {
-                "1 master": (
-                    _cmd("surge-cluster", "uvloop", conc, n, one.host, one.port),
-                    n,
-                    _pids(one),
-                ),
-                "3 masters": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n, pids3),
-            },
-            rounds,
-        )
+    if parts & {"peers", "masters"}:
+        with (
+            services.redis_cluster(replicas=0) as three,
+            services.redis_cluster(masters=1, replicas=0) as one,
+        ):
+            _pin_all(three)
+            _pin_all(one)
+            if "peers" in parts:
+                results["vs_redis_py"] = _vs_redis_py(three, conc, n, peer_n, rounds)
+            if "masters" in parts:
+                results |= _masters(one, three, conc, n, rounds)
+    if "tls" in parts:
+        results["tls"] = _tls(conc, n, rounds)
 
-    tmp = Path(tempfile.mkdtemp(prefix="surge-bench-tls-"))  # test certificates, not results
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost")
-    ca_file, cert_file, key_file = tmp / "ca.pem", tmp / "server.pem", tmp / "server.key"
-    ca.cert_pem.write_to_path(str(ca_file))
-    cert.cert_chain_pems[0].write_to_path(str(cert_file))
-    cert.private_key_pem.write_to_path(str(key_file))
-    tls_port = services.free_port()
-    conf = (
-        f"tls-port {tls_port}\ntls-cert-file {cert_file}\ntls-key-file {key_file}\n"
-        f"tls-ca-cert-file {ca_file}\ntls-auth-clients no\n"
-    )
-    with services.redis(extra_conf=conf) as single:
-        pin_pid(single.pid, SERVER_CORE)
-        results["tls"] = _alternate(
-            {
-                "surge Redis, plaintext": (
-                    _cmd("surge", "uvloop", conc, n, "127.0.0.1", single.port),
-                    n,
-                    [single.pid],
-                ),
-                "surge Redis, TLS": (
-                    _cmd("surge-tls", "uvloop", conc, n, "localhost", tls_port, str(ca_file)),
-                    n,
-                    [single.pid],
-                ),
-            },
-            rounds,
-        )
-
-    shutil.rmtree(tmp, ignore_errors=True)
     md = _markdown(results, n, peer_n, rounds, conc)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "redis_cluster.json").write_text(json.dumps(results, indent=2))
@@ -203,9 +164,97 @@ def main(argv: list[str] | None = None) -> dict:
         f"a TLS port (TLS 1.3, server certificate only); SET then GET of {n} keys "
         f"({peer_n} for redis-py) with {SIZE}-byte values from {conc} coroutines; sides "
         f"alternate round by round, medians of {rounds}; servers pinned to core "
-        f"{SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
+        f"{SERVER_CORE}, clients to core {CLIENT_CORE} (taskset); 1 vs 3 masters also "
+        f"with each master limited to {QUOTA} core (a cgroup CPU quota each)"
     ]
     return {"markdown": md, "setup_lines": setup, "results": results}
+
+
+def _vs_redis_py(
+    three: services.Service, conc: int, n: int, peer_n: int, rounds: int
+) -> dict[str, dict]:
+    h, p = three.host, three.port
+    pids3 = _pids(three)
+    return _alternate(
+        {
+            "surge RedisCluster/asyncio": (
+                _cmd("surge-cluster", "asyncio", conc, n, h, p),
+                n,
+                pids3,
+            ),
+            "redis-py RedisCluster/asyncio": (
+                _cmd("redis-py-cluster", "asyncio", conc, peer_n, h, p),
+                peer_n,
+                pids3,
+            ),
+            "surge RedisCluster/uvloop": (_cmd("surge-cluster", "uvloop", conc, n, h, p), n, pids3),
+        },
+        rounds,
+    )
+
+
+def _masters(
+    one: services.Service, three: services.Service, conc: int, n: int, rounds: int
+) -> dict[str, dict]:
+    """1 vs 3 masters, on one shared core, then with a CPU budget per master."""
+
+    def sides() -> dict[str, tuple[list, int, list[int]]]:
+        return {
+            "1 master": (
+                _cmd("surge-cluster", "uvloop", conc, n, one.host, one.port),
+                n,
+                _pids(one),
+            ),
+            "3 masters": (
+                _cmd("surge-cluster", "uvloop", conc, n, three.host, three.port),
+                n,
+                _pids(three),
+            ),
+        }
+
+    out = {"masters": _alternate(sides(), rounds)}
+    why = quota.available()
+    if why is None:
+        with quota.cpu_quota(_pids(one) + _pids(three), QUOTA):
+            out["masters_quota"] = _alternate(sides(), rounds)
+    else:
+        out["masters_quota"] = {"unavailable": why}
+    return out
+
+
+def _tls(conc: int, n: int, rounds: int) -> dict[str, dict]:
+    tmp = Path(tempfile.mkdtemp(prefix="surge-bench-tls-"))  # test certificates, not results
+    try:
+        ca = trustme.CA()
+        cert = ca.issue_cert("localhost")
+        ca_file, cert_file, key_file = tmp / "ca.pem", tmp / "server.pem", tmp / "server.key"
+        ca.cert_pem.write_to_path(str(ca_file))
+        cert.cert_chain_pems[0].write_to_path(str(cert_file))
+        cert.private_key_pem.write_to_path(str(key_file))
+        tls_port = services.free_port()
+        conf = (
+            f"tls-port {tls_port}\ntls-cert-file {cert_file}\ntls-key-file {key_file}\n"
+            f"tls-ca-cert-file {ca_file}\ntls-auth-clients no\n"
+        )
+        with services.redis(extra_conf=conf) as single:
+            pin_pid(single.pid, SERVER_CORE)
+            return _alternate(
+                {
+                    "surge Redis, plaintext": (
+                        _cmd("surge", "uvloop", conc, n, "127.0.0.1", single.port),
+                        n,
+                        [single.pid],
+                    ),
+                    "surge Redis, TLS": (
+                        _cmd("surge-tls", "uvloop", conc, n, "localhost", tls_port, str(ca_file)),
+                        n,
+                        [single.pid],
+                    ),
+                },
+                rounds,
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _markdown(results: dict, n: int, peer_n: int, rounds: int, conc: int) -> str:
@@ -213,24 +262,37 @@ def _markdown(results: dict, n: int, peer_n: int, rounds: int, conc: int) -> str
         "| client | SET ops/s | GET ops/s | client CPU us/cmd | server CPU us/cmd |"
         " ratio SET / GET |\n|---|---:|---:|---:|---:|---|"
     )
-    vs = results["vs_redis_py"]
-    peer = vs["redis-py RedisCluster/asyncio"]
-    lines = [
-        f"### Redis Cluster, 3 masters: {conc} coroutines, SET/GET (medians of {rounds} rounds)",
-        "",
-        head,
-    ]
-    for name, ops in vs.items():
-        base = peer if name.startswith("surge") else None
-        lines.append(_row(name, ops, base, "redis-py/asyncio"))
-    m = results["masters"]
-    lines += ["", "### surge RedisCluster: 1 master vs 3 masters (servers on one core)", "", head]
-    lines.append(_row("1 master", m["1 master"], None, ""))
-    lines.append(_row("3 masters", m["3 masters"], m["1 master"], "1 master"))
-    t = results["tls"]
-    lines += ["", "### surge Redis over TLS vs plaintext (one server)", "", head]
-    lines.append(_row("plaintext", t["surge Redis, plaintext"], None, ""))
-    lines.append(_row("TLS", t["surge Redis, TLS"], t["surge Redis, plaintext"], "plaintext"))
+    lines: list[str] = []
+    if "vs_redis_py" in results:
+        vs = results["vs_redis_py"]
+        peer = vs["redis-py RedisCluster/asyncio"]
+        title = (
+            f"### Redis Cluster, 3 masters: {conc} coroutines, SET/GET (medians of {rounds} rounds)"
+        )
+        lines += [title, "", head]
+        for name, ops in vs.items():
+            base = peer if name.startswith("surge") else None
+            lines.append(_row(name, ops, base, "redis-py/asyncio"))
+        lines.append("")
+    if "masters" in results:
+        m = results["masters"]
+        lines += ["### surge RedisCluster: 1 master vs 3 masters (servers on one core)", "", head]
+        lines.append(_row("1 master", m["1 master"], None, ""))
+        lines.append(_row("3 masters", m["3 masters"], m["1 master"], "1 master"))
+        q = results["masters_quota"]
+        lines += ["", f"### surge RedisCluster: 1 master vs 3 masters, {QUOTA} core per master", ""]
+        if "unavailable" in q:
+            lines.append(f"Not measured: {q['unavailable']}.")
+        else:
+            lines.append(head)
+            lines.append(_row("1 master", q["1 master"], None, ""))
+            lines.append(_row("3 masters", q["3 masters"], q["1 master"], "1 master"))
+        lines.append("")
+    if "tls" in results:
+        t = results["tls"]
+        lines += ["### surge Redis over TLS vs plaintext (one server)", "", head]
+        lines.append(_row("plaintext", t["surge Redis, plaintext"], None, ""))
+        lines.append(_row("TLS", t["surge Redis, TLS"], t["surge Redis, plaintext"], "plaintext"))
     return "\n".join(lines) + "\n"
 
 

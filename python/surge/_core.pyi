@@ -416,6 +416,31 @@ class RespCodec:
         deadlines: dict[int, float],
     ) -> tuple[int, list[tuple[int | None, bool, Any]]]: ...
 
+class RespLane:
+    def __new__(
+        cls,
+        codec: RespCodec,
+        engine: Any,
+        fallback_get: Callable[[Any], Any],
+        fallback_set: Callable[..., Any],
+        flush_size: int,
+        early_flush: int,
+    ) -> Self: ...
+    def get(self, name: Any) -> Any: ...
+    def set(
+        self,
+        name: Any,
+        value: Any,
+        ex: Any = None,
+        px: Any = None,
+        nx: Any = None,
+        xx: Any = None,
+        keepttl: Any = None,
+        get: Any = None,
+        exat: Any = None,
+        pxat: Any = None,
+    ) -> Any: ...
+
 # -- PostgreSQL -------------------------------------------------------------------
 
 class PgProtocolError(Exception): ...

@@ -117,3 +117,43 @@ def test_ssl_options_in_the_url(tls, arun):
             surge.redis.Redis("localhost", port, ssl=True, ssl_cert_reqs="sometimes")
 
     arun(main())
+
+
+def test_tls_runs_natively_unless_a_context_or_the_system_store_is_asked_for(tls, arun):
+    """redis-py's ssl_* options with a CA file go through the engine's rustls record
+    layer; a user's SSLContext (and the system trust store) through the ssl module,
+    with the same answers."""
+    import ssl
+
+    from surge.endpoint import NativeTlsTransport
+
+    _svc, port, files = tls
+    cert = {"ssl_certfile": files.client_cert, "ssl_keyfile": files.client_key}
+
+    async def main():
+        native = [
+            surge.redis.Redis("localhost", port, ssl=True, ssl_ca_certs=files.ca_file, **cert),
+            surge.redis.from_url(
+                f"rediss://127.0.0.1:{port}?ssl_cert_reqs=none"
+                f"&ssl_certfile={files.client_cert}&ssl_keyfile={files.client_key}"
+            ),
+        ]
+        ctx = ssl.create_default_context(cafile=files.ca_file)
+        ctx.load_cert_chain(files.client_cert, files.client_key)
+        python = [
+            surge.redis.Redis("localhost", port, ssl=ctx),
+            surge.redis.Redis("localhost", port, ssl=True, **cert),  # system store: refused
+        ]
+        for r in native:
+            assert r.endpoint.tls is not None and r.endpoint.tls.native is not None
+            assert await r.set("tls:n", "1") is True
+            assert isinstance(r.engine._transport, NativeTlsTransport)
+            await r.aclose()
+        assert python[0].endpoint.tls.native is None
+        assert await python[0].set("tls:p", "1") is True
+        assert not isinstance(python[0].engine._transport, NativeTlsTransport)
+        await python[0].aclose()
+        assert python[1].endpoint.tls.native is None
+        assert not await _works(python[1])
+
+    arun(main())

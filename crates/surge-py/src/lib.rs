@@ -90,6 +90,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     // Redis.
     m.add_class::<redis::RespCodec>()?;
+    m.add_class::<redis::RespLane>()?;
     m.add(
         "RespProtocolError",
         py.get_type::<redis::RespProtocolError>(),

@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl as _ssl
+import types
 from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from surge._core import RespCodec
+from surge._core import RespCodec, RespLane, TlsClientConfig, TlsConfigError
 from surge.engine import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LIVENESS_INTERVAL,
     DEFAULT_LIVENESS_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT,
+    EARLY_FLUSH,
+    FLUSH_SIZE,
     Endpoint,
     PipelinedConnection,
     Tls,
@@ -39,6 +42,13 @@ if TYPE_CHECKING:
     from surge.redis.pubsub import PubSub
 
 DEFAULT_PORT = 6379
+#: TLS through the engine's native record layer when the options allow it (see
+#: `_native_tls`); False: always the ``ssl`` module (a switch for comparisons).
+NATIVE_TLS = True
+#: ``get(k)`` and the plain ``set(k, v)`` in one native call (`surge._core.RespLane`,
+#: the engine's request path step for step); False: the Python methods (a switch
+#: for comparisons).
+NATIVE_LANE = True
 #: The liveness probe: any reply (+PONG, or -NOAUTH before AUTH) proves the server alive.
 PROBE = b"PING\r\n"
 
@@ -142,17 +152,15 @@ class Redis(Commands):
         if isinstance(ssl, _ssl.SSLContext):
             tls = Tls(ssl, host)
         elif ssl:
-            tls = Tls(
-                _ssl_context(
-                    ssl_ca_certs,
-                    ssl_certfile,
-                    ssl_keyfile,
-                    ssl_password,
-                    ssl_cert_reqs,
-                    ssl_check_hostname,
-                ),
-                host,
+            options = (
+                ssl_ca_certs,
+                ssl_certfile,
+                ssl_keyfile,
+                ssl_password,
+                ssl_cert_reqs,
+                ssl_check_hostname,
             )
+            tls = Tls(_ssl_context(*options), host, native=_native_tls(*options))
         if unix_socket_path is not None:
             tls = None  # a local socket: no TLS, as redis-py
         #: Where the engine connects (TLS from the first byte with ``ssl``, as rediss://).
@@ -180,6 +188,27 @@ class Redis(Commands):
         self._command = self._codec.command
         self._command_ok = self._codec.command_ok
         self._blocking = BlockingPool(self, max_blocking_connections, blocking_pool_timeout)
+        cls = type(self)
+        if (
+            NATIVE_LANE
+            and cls.get is Redis.get
+            and cls.set is Redis.set
+            # A traced connection wraps its own `request`: the lane would bypass it.
+            and "request" not in vars(self._engine)
+        ):
+            # The hot path of most programs: the lane does what `get` and `set` below
+            # do, natively, and calls them whenever it cannot (not connected, over a
+            # limit, a memoryview, SET with options, a request timeout).
+            lane = RespLane(
+                self._codec,
+                self._engine,
+                types.MethodType(Redis.get, self),
+                types.MethodType(Redis.set, self),
+                FLUSH_SIZE,
+                EARLY_FLUSH,
+            )
+            self.__dict__["get"] = lane.get
+            self.__dict__["set"] = lane.set
 
     def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
         """A connection to the same server with the same handshake (pub/sub uses one)."""
@@ -324,7 +353,10 @@ class Redis(Commands):
 
     def get(self, name: Any) -> Any:
         """GET: the value or None."""
-        return self._req(self._command, "GET", name)
+        try:
+            return self._req(self._command, "GET", name)
+        except DataError:
+            return self._exec(None, "GET", name)  # a memoryview is taken as its bytes
 
     def set(
         self,
@@ -527,11 +559,46 @@ def _ssl_context(
     return ctx
 
 
+def _native_tls(
+    ca_certs: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    password: str | None,
+    cert_reqs: str,
+    check_hostname: bool,
+) -> TlsClientConfig | None:
+    """The checks of `_ssl_context`'s context for the engine's native (rustls) record
+    layer (see `surge.endpoint`: a few Python calls less per read and per write), or
+    None where only the ``ssl`` module can do them: the system trust store (no
+    ``ssl_ca_certs`` while the chain is checked), an encrypted client key."""
+    if not NATIVE_TLS or password is not None:
+        return None
+    verify = cert_reqs != "none"
+    if verify and ca_certs is None:
+        return None
+    try:
+        return TlsClientConfig(
+            cafile=ca_certs if verify else None,
+            # As the context: CERT_OPTIONAL checks the chain (a server always sends
+            # one) but not the name.
+            check_name=check_hostname and cert_reqs == "required",
+            certfile=certfile,
+            keyfile=keyfile,
+        )
+    except TlsConfigError:
+        return None  # the ssl module's context says why, or copes (e.g. a key format)
+
+
 def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> Redis:
     """A lazy `Redis` for ``redis://[[user]:password@]host[:port][/db][?db=N]``,
     ``rediss://`` (TLS, redis-py's ``ssl_*`` options as keywords or in the query)
     or ``unix:///path/to/socket?db=N`` (`host:port` alone works too); keyword
     arguments win over the URL."""
+    return Redis(**{**url_options(url), **kwargs})
+
+
+def url_options(url: str) -> dict[str, Any]:
+    """`Redis` keyword arguments from a ``redis://``, ``rediss://`` or ``unix://`` URL."""
     if "://" not in url:
         url = "redis://" + url
     u = urlsplit(url)
@@ -561,8 +628,7 @@ def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> Redis:
         opts["protocol"] = int(query["protocol"][0])
     if "decode_responses" in query:
         opts["decode_responses"] = query["decode_responses"][0].lower() in ("1", "true", "yes")
-    opts.update(kwargs)
-    return Redis(**opts)
+    return opts
 
 
 from_url = connect

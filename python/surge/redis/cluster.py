@@ -43,11 +43,10 @@ import time
 from binascii import crc_hqx
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from surge.errors import ConnectError, ConnectionLostError, SurgeError
 from surge.redis.blocking import is_blocking
-from surge.redis.client import DEFAULT_PORT, Redis, connect
+from surge.redis.client import DEFAULT_PORT, Redis, url_options
 from surge.redis.commands import Commands, Reply, flatten_names
 from surge.redis.errors import DataError, RedisError, ResponseError
 
@@ -272,20 +271,11 @@ class RedisCluster(Commands):
     def from_url(cls, url: str, **kwargs: Any) -> RedisCluster:
         """``redis://[[user]:password@]host:port`` or ``rediss://...`` (redis-py's
         ``ssl_*`` options in the query too): the node to start from."""
-        seed = connect(url)  # parses the URL as Redis does; never connects
-        u = urlsplit(url if "://" in url else "redis://" + url)
-        opts: dict[str, Any] = {"host": seed.host, "port": seed.port}
-        if seed.password is not None:
-            opts["password"] = seed.password
-        if seed.username:
-            opts["username"] = seed.username
-        if u.scheme == "rediss":
-            opts["ssl"] = True
-            ctx = seed.endpoint.tls.context if seed.endpoint.tls else None
-            if ctx is not None and "ssl_ca_certs" not in kwargs:
-                opts["ssl"] = ctx  # the context the URL's options made
-        opts["decode_responses"] = seed.decode_responses
-        opts["protocol"] = seed.protocol
+        # Parsed as Redis parses it; the ssl_* options stay options (not a context
+        # made from them), so the nodes' TLS can run natively.
+        opts = url_options(url)
+        if opts.pop("unix_socket_path", None) is not None:
+            raise RedisClusterException("a cluster is reached over TCP, not a Unix socket")
         opts.update(kwargs)
         return cls(**opts)
 

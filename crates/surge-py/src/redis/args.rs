@@ -32,7 +32,8 @@ pub fn write_command(
     Ok(())
 }
 
-fn write_arg(
+/// Append one argument (argument `index` of its command, for the error message).
+pub fn write_arg(
     buf: &mut Vec<u8>,
     a: &Bound<'_, PyAny>,
     index: usize,

@@ -28,7 +28,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::resp::{self, Scanner, Status};
 
-use super::args::write_command;
+use super::args::{write_arg, write_command};
 use super::reply::Builder;
 
 use crate::wire::{ReadBuf, WriteBuf};
@@ -89,11 +89,15 @@ pub struct RespCodec {
     /// A reply did not parse: the connection must be dropped.
     #[pyo3(get)]
     failed: bool,
+    /// Commands encoded since the write buffer was last taken (`RespLane`'s
+    /// early-flush rule: all of them unanswered means the server is idle).
+    encoded: usize,
 }
 
 impl RespCodec {
     fn push_waiting(&mut self, owed: usize, collect: bool, confirms: usize) -> u64 {
         self.next_id += 1;
+        self.encoded += 1;
         self.waiting.push_back(Waiting {
             id: self.next_id,
             owed,
@@ -220,6 +224,7 @@ impl RespCodec {
             protocol_error: protocol_error
                 .unwrap_or_else(|| py.get_type::<RespProtocolError>().unbind()),
             failed: false,
+            encoded: 0,
         }
     }
 
@@ -230,6 +235,7 @@ impl RespCodec {
         self.scanner.reset();
         self.waiting.clear();
         self.failed = false;
+        self.encoded = 0;
     }
 
     /// Bytes waiting in the write buffer.
@@ -244,6 +250,7 @@ impl RespCodec {
 
     /// The write buffer's contents as bytes, leaving it empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        self.encoded = 0;
         self.wbuf.take(py)
     }
 
@@ -393,6 +400,36 @@ impl RespCodec {
 }
 
 impl RespCodec {
+    /// Bytes in the write buffer and commands encoded since it was last taken.
+    pub(super) fn buffered(&self) -> (usize, usize) {
+        (self.wbuf.len(), self.encoded)
+    }
+
+    /// Encode `name` with `args` (`RespLane`'s fast path); `status_true` as
+    /// `command_ok`. A bad argument leaves the buffer as it was.
+    pub(super) fn encode_named(
+        &mut self,
+        py: Python<'_>,
+        name: &[u8],
+        args: &[&Bound<'_, PyAny>],
+        status_true: bool,
+    ) -> PyResult<u64> {
+        let mark = self.wbuf.len();
+        resp::write_array_len(&mut self.wbuf, 1 + args.len());
+        resp::write_arg(&mut self.wbuf, name);
+        for (i, a) in args.iter().enumerate() {
+            if let Err(e) = write_arg(&mut self.wbuf, a, i + 1, self.data_error.bind(py)) {
+                self.wbuf.truncate(mark);
+                return Err(e);
+            }
+        }
+        let id = self.push_waiting(1, false, 0);
+        if let Some(w) = self.waiting.back_mut() {
+            w.status_true = status_true;
+        }
+        Ok(id)
+    }
+
     /// Every complete reply in `data` (plus what was buffered), routed.
     fn parse<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Vec<Routed<'py>>> {
         let mut out = Vec::new();

@@ -222,14 +222,15 @@ async def _timed(once, conc: int, secs: float, rows_per_query: int) -> dict:
     return out
 
 
-async def run_all(fetch, ops, conc: int, secs: float, names: list[str]) -> dict:
-    """Every workload asked for, in turn: reads through `fetch`, writes through `ops`."""
+async def run_all(fetch, ops, conc: int, secs: float, names: list[str], key: str = "") -> dict:
+    """Every workload asked for, in turn: reads through `fetch`, writes through `ops`
+    (results under ``key`` when given, else the workload's name)."""
     out = {}
     for name in names:
         if name in WRITES:
-            out[name] = await drive_write(ops, conc, secs, name)
+            out[key or name] = await drive_write(ops, conc, secs, name)
         else:
-            out[name] = await drive(fetch, conc, secs, name)
+            out[key or name] = await drive(fetch, conc, secs, name)
     return out
 
 
@@ -253,7 +254,8 @@ class AsyncpgWrites:
         assert status == f"COPY {len(rows)}", status
 
 
-async def surge_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+async def open_surge(conc: int, nconn: int, dsn: str):
+    """(fetch, write ops, close) on ONE connection (nconn 1) or a pool."""
     import surge.postgres as pg
 
     if nconn == 1:
@@ -262,20 +264,23 @@ async def surge_main(conc: int, nconn: int, secs: float, dsn: str, names: list[s
         async def fetch(q: str, a: tuple) -> list:
             return await conn.fetch(q, *a)
 
-        closer = db = conn
+        db = conn
     else:
         pool = await maybe_await(pg.create_pool(dsn, min_size=nconn, max_size=nconn))
 
         async def fetch(q: str, a: tuple) -> list:
             return await pool.fetch(q, *a)
 
-        closer = db = pool
-    out = await run_all(fetch, AsyncpgWrites(db), conc, secs, names)
-    await maybe_await(closer.close())
-    return out
+        db = pool
+
+    async def close() -> None:
+        await maybe_await(db.close())
+
+    return fetch, AsyncpgWrites(db), close
 
 
-async def asyncpg_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+async def open_asyncpg(conc: int, nconn: int, dsn: str):
+    """(fetch, write ops, close) on asyncpg's pool."""
     import asyncpg
 
     pool = await asyncpg.create_pool(dsn, min_size=nconn, max_size=nconn)
@@ -283,12 +288,11 @@ async def asyncpg_main(conc: int, nconn: int, secs: float, dsn: str, names: list
     async def fetch(q: str, a: tuple) -> list:
         return await pool.fetch(q, *a)
 
-    out = await run_all(fetch, AsyncpgWrites(pool), conc, secs, names)
-    await pool.close()
-    return out
+    return fetch, AsyncpgWrites(pool), pool.close
 
 
-async def asyncpg_1conn_main(conc: int, secs: float, dsn: str, names: list[str]) -> dict:
+async def open_asyncpg_1conn(conc: int, nconn: int, dsn: str):
+    """(fetch, write ops, close) on one asyncpg connection behind a lock."""
     import asyncpg
 
     conn = await asyncpg.connect(dsn)
@@ -307,9 +311,7 @@ async def asyncpg_1conn_main(conc: int, secs: float, dsn: str, names: list[str])
             async with lock:
                 await super().copy(table, rows)
 
-    out = await run_all(fetch, Locked(conn), conc, secs, names)
-    await conn.close()
-    return out
+    return fetch, Locked(conn), conn.close
 
 
 class PsycopgWrites:
@@ -344,7 +346,8 @@ class PsycopgWrites:
             assert cur.rowcount == len(rows), cur.rowcount
 
 
-async def psycopg_main(conc: int, nconn: int, secs: float, dsn: str, names: list[str]) -> dict:
+async def open_psycopg(conc: int, nconn: int, dsn: str, names: list[str]):
+    """(fetch, write ops, close) on psycopg's AsyncConnectionPool, binary results."""
     from psycopg.types.composite import CompositeInfo, register_composite
     from psycopg_pool import AsyncConnectionPool
 
@@ -379,8 +382,44 @@ async def psycopg_main(conc: int, nconn: int, secs: float, dsn: str, names: list
             cur = await conn.execute(converted[q], a or None, binary=True)
             return await cur.fetchall()
 
-    out = await run_all(fetch, PsycopgWrites(pool), conc, secs, names)
-    await pool.close()
+    return fetch, PsycopgWrites(pool), pool.close
+
+
+#: The suffix of a workload's name in the results when it ran over TLS beside a
+#: plaintext run (run.py --sslmode: both in one process, alternated per workload).
+TLS_SUFFIX = "+tls"
+
+
+async def bench(
+    driver: str, conc: int, nconn: int, secs: float, dsns: list[str], names: list[str]
+) -> dict:
+    """Every workload through the driver, once per DSN in turn (a plaintext one and a
+    TLS one when comparing): the DSNs alternate per workload, first one then the
+    other, and the order flips with PG_BENCH_ROUND, so a drift of the machine's speed
+    hits both alike."""
+    opened = []
+    for dsn in dsns:
+        if driver == "surge":
+            opened.append(await open_surge(conc, nconn, dsn))
+        elif driver == "asyncpg":
+            opened.append(await open_asyncpg(conc, nconn, dsn))
+        elif driver == "asyncpg-1conn":
+            opened.append(await open_asyncpg_1conn(conc, nconn, dsn))
+        elif driver == "psycopg":
+            opened.append(await open_psycopg(conc, nconn, dsn, names))
+        else:
+            raise SystemExit(f"unknown driver {driver!r}")
+    order = list(range(len(dsns)))
+    if int(os.environ.get("PG_BENCH_ROUND", "0")) % 2:
+        order.reverse()
+    out = {}
+    for name in names:
+        for k in order:
+            fetch, ops, _ = opened[k]
+            key = name if k == 0 else name + TLS_SUFFIX
+            out.update(await run_all(fetch, ops, conc, secs, [name], key))
+    for _, _, close in opened:
+        await maybe_await(close())
     return out
 
 
@@ -390,18 +429,11 @@ def main() -> None:
     secs, port = float(sys.argv[5]), int(sys.argv[6])
     names = sys.argv[7].split(",")
     dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    if os.environ.get("PG_BENCH_SSLMODE"):  # run.py --sslmode: the same for every driver
-        dsn += f"?sslmode={os.environ['PG_BENCH_SSLMODE']}"
-    if driver == "surge":
-        coro = surge_main(conc, nconn, secs, dsn, names)
-    elif driver == "asyncpg":
-        coro = asyncpg_main(conc, nconn, secs, dsn, names)
-    elif driver == "asyncpg-1conn":
-        coro = asyncpg_1conn_main(conc, secs, dsn, names)
-    elif driver == "psycopg":
-        coro = psycopg_main(conc, nconn, secs, dsn, names)
-    else:
-        raise SystemExit(f"unknown driver {driver!r}")
+    # run.py --sslmode: PG_BENCH_SSLMODES "disable,require" runs every workload in
+    # plaintext and over TLS, alternated; one mode: every workload in that mode
+    modes = [m for m in os.environ.get("PG_BENCH_SSLMODES", "").split(",") if m]
+    dsns = [f"{dsn}?sslmode={m}" for m in modes] or [dsn]
+    coro = bench(driver, conc, nconn, secs, dsns, names)
     if loop == "uvloop":
         import uvloop
 

@@ -31,9 +31,13 @@ core, the clients to the other.
                                   [--sslmode require]
 
 ``--sslmode MODE`` (other than disable): the server runs with ssl=on (a CA and
-certificate made for the run) and every client connects with that sslmode; the
-results go to ``bench-results/postgres-MODE.*``. Without it, no TLS on the server
-(every driver's default ``prefer`` then goes on in plaintext).
+certificate made for the run) and every client process runs each workload twice,
+in plaintext (sslmode=disable) and with that sslmode, alternated workload by
+workload (the order flips every round), so each TLS figure has a plaintext one
+measured seconds apart; the table adds a ``WORKLOAD+tls`` row per client and the
+median of the per-round TLS/plaintext ratios. The results go to
+``bench-results/postgres-MODE.*``. Without it, no TLS on the server (every
+driver's default ``prefer`` then goes on in plaintext).
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ WRITE_CALLS = ("write", "writev", "sendto", "sendmsg")
 STRACE_SECS = 1.0
 #: Pool size of the pooled clients.
 POOL = 10
+#: What client.py adds to a workload's name for its TLS run (see --sslmode).
+TLS_SUFFIX = "+tls"
 
 SETUP_SQL = """
 SET client_min_messages = warning;
@@ -168,6 +174,20 @@ def _for_shape(cfg: dict, workloads: list[str]) -> list[str]:
     return [w for w in workloads if w not in WRITE_WORKLOADS]
 
 
+def _keys(cfg: dict, workloads: list[str], tls: bool) -> list[str]:
+    """The names of a client's results: each workload, and WORKLOAD+tls beside it
+    when plaintext and TLS are compared."""
+    out = []
+    for w in _for_shape(cfg, workloads):
+        out += [w, w + TLS_SUFFIX] if tls else [w]
+    return out
+
+
+def _base(key: str) -> str:
+    """The workload a result key names (WORKLOAD+tls -> WORKLOAD)."""
+    return key.removesuffix(TLS_SUFFIX)
+
+
 def _command(cfg: dict, secs: float, port: int, workloads: list[str]) -> list[str]:
     workloads = _for_shape(cfg, workloads)
     py = SURGE_PY if cfg["driver"] == "surge" else BENCH_PY
@@ -199,10 +219,14 @@ def _pin_tree(pid: int, core: str) -> None:
         subprocess.run(["taskset", "-a", "-p", "-c", core, str(q)], capture_output=True)
 
 
-def _run(cmd: list[str], server_pid: int, strace_out: str | None = None) -> dict:
+def _run(
+    cmd: list[str], server_pid: int, strace_out: str | None = None, env_extra: dict | None = None
+) -> dict:
     # generous (strace, 1000 coroutines draining) but bounded: a stuck client fails its
     # configuration instead of holding the whole suite
     secs, nworkloads = float(cmd[-3]), len(cmd[-1].split(","))
+    if env_extra and "," in env_extra.get("PG_BENCH_SSLMODES", ""):
+        nworkloads *= 2
     timeout = 300 + 10 * secs * nworkloads
     if _can_pin():
         cmd = ["taskset", "-c", CLIENT_CORE, *cmd]
@@ -210,6 +234,7 @@ def _run(cmd: list[str], server_pid: int, strace_out: str | None = None) -> dict
         calls = ",".join(WRITE_CALLS)
         cmd = ["strace", "-c", "-f", "-e", f"trace={calls}", "-o", strace_out, *cmd]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PG_BENCH_SERVER_PID": str(server_pid)}
+    env.update(env_extra or {})
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:6])} failed: {p.stderr[-2000:]}")
@@ -297,10 +322,12 @@ def main(argv: list[str] | None = None) -> dict:
     results = []
     tls_dir = None
     server_kw: dict = {}
-    if args.sslmode and args.sslmode != "disable":
+    tls = bool(args.sslmode and args.sslmode != "disable")
+    # both modes in each client process (see the module's docstring)
+    modes = {"PG_BENCH_SSLMODES": f"disable,{args.sslmode}"} if tls else {}
+    if tls:
         tls_dir = tempfile.TemporaryDirectory(prefix="surge-bench-tls-")
         server_kw["tls"] = _make_tls(Path(tls_dir.name))
-        os.environ["PG_BENCH_SSLMODE"] = args.sslmode
     with services.postgres(**server_kw) as svc:
         _pin_tree(svc.pid, SERVER_CORE)
         _psql(svc.port, SETUP_SQL)
@@ -308,8 +335,9 @@ def main(argv: list[str] | None = None) -> dict:
         # Interleaved: a burst of background load hits every client alike.
         for i in range(repeats):
             for cfg, runs in list(plan):
+                env = {**modes, "PG_BENCH_ROUND": str(i)}
                 try:
-                    runs.append(_run(_command(cfg, secs, svc.port, workloads), svc.pid))
+                    runs.append(_run(_command(cfg, secs, svc.port, workloads), svc.pid, None, env))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     print(
                         f"{_label(cfg)} ({cfg['shape']}) run {i + 1} failed: {e}", file=sys.stderr
@@ -319,7 +347,7 @@ def main(argv: list[str] | None = None) -> dict:
                 missing[f"{_label(cfg)}, {cfg['shape']}"] = "every run failed (see the log)"
                 continue
             row = {**cfg, "runs": len(runs), "workloads": {}}
-            for w in _for_shape(cfg, workloads):
+            for w in _keys(cfg, workloads, tls):
                 qps = [r[w]["queries"] / r[w]["secs"] for r in runs]
                 cpu = [r[w]["cpu"] / r[w]["queries"] * 10_000 for r in runs]
                 srv = [
@@ -336,21 +364,31 @@ def main(argv: list[str] | None = None) -> dict:
                     "other_cores": max(r[w]["other_cores"] for r in runs),
                     "qps_runs": qps,
                 }
+                if w.endswith(TLS_SUFFIX):
+                    # paired: each round's TLS run over the plaintext one next to it
+                    plain = [r[_base(w)]["queries"] / r[_base(w)]["secs"] for r in runs]
+                    ratios = [t / p for t, p in zip(qps, plain, strict=True)]
+                    row["workloads"][w]["tls_ratio"] = statistics.median(ratios)
             row["rss_kib"] = max(r.get("_rss_kib", 0) for r in runs)
             builds = [r["_surge_build"] for r in runs if "_surge_build" in r]
             if builds:
                 row["surge_build"] = builds[-1]
                 row["surge_builds_seen"] = len({(b["path"], b["mtime"]) for b in builds})
             if have_strace:
-                for w in _for_shape(cfg, workloads):
+                for w in _keys(cfg, workloads, tls):
+                    # one mode per traced run; its results are under the plain name
+                    mode = args.sslmode if w.endswith(TLS_SUFFIX) else "disable"
+                    env = {"PG_BENCH_SSLMODES": mode} if tls else {}
+                    cmd = _command(cfg, strace_secs, svc.port, [_base(w)])
                     with tempfile.NamedTemporaryFile(suffix=".strace") as f:
                         try:
-                            out = _run(_command(cfg, strace_secs, svc.port, [w]), svc.pid, f.name)
+                            out = _run(cmd, svc.pid, f.name, env)
                         except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                             print(f"{_label(cfg)}: no write count: {e}", file=sys.stderr)
                             continue
                         # warm-up and first query included: every query the process made
-                        n = out[w]["queries"] + out[w].get("warmup_queries", 0) + 1
+                        o = out[_base(w)]
+                        n = o["queries"] + o.get("warmup_queries", 0) + 1
                         row["workloads"][w]["writes_per_1k"] = _count_writes(f.name) / n * 1000
             results.append(row)
             print(
@@ -362,9 +400,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     if tls_dir is not None:
         tls_dir.cleanup()
-    md = _markdown(results, workloads, secs, repeats, missing)
+    md = _markdown(results, workloads, secs, repeats, missing, tls)
     RESULTS.mkdir(exist_ok=True)
-    stem = f"postgres-{args.sslmode}" if tls_dir is not None else "postgres"
+    stem = f"postgres-{args.sslmode}" if tls else "postgres"
     data = {
         "server": settings,
         "seconds": secs,
@@ -415,7 +453,12 @@ def _ratio(rows: list[dict], r: dict, w: str, driver: str) -> str:
 
 
 def _markdown(
-    results: list[dict], workloads: list[str], secs: float, repeats: int, missing: dict
+    results: list[dict],
+    workloads: list[str],
+    secs: float,
+    repeats: int,
+    missing: dict,
+    tls: bool = False,
 ) -> str:
     lines = []
     for shape in ("10 conns", "1000 coros"):
@@ -432,10 +475,10 @@ def _markdown(
             "",
             "| workload | client | conns | queries/s | rows/s | vs asyncpg | vs psycopg | "
             "vs asyncpg 1 conn | client CPU s / 10k q | server CPU s / 10k q | "
-            "writes / 1k q |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "writes / 1k q |" + (" TLS / plain |" if tls else ""),
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if tls else ""),
         ]
-        for w in workloads:
+        for w in [k for b in workloads for k in ([b, b + TLS_SUFFIX] if tls else [b])]:
             for r in rows:
                 v = r["workloads"].get(w)
                 if v is None:
@@ -455,6 +498,9 @@ def _markdown(
                     f"{sc:.2f}" if sc is not None else "-",
                     f"{wr:,.0f}" if wr is not None else "-",
                 ]
+                if tls:
+                    tr = v.get("tls_ratio")
+                    cells.append(f"{tr:.2f}" if tr is not None else "")
                 lines.append("| " + " | ".join(map(str, cells)) + " |")
         lines.append("")
     others = [v["other_cores"] for r in results for v in r["workloads"].values()]

@@ -19,7 +19,7 @@ use rustls::crypto::ring as provider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, ServerConnection};
+use rustls::{ConnectionCommon, RootCertStore, ServerConfig, ServerConnection};
 
 create_exception!(
     _core,
@@ -172,6 +172,7 @@ impl TlsServerConfig {
         Ok(TlsSession {
             conn,
             peer_closed: false,
+            plain: Vec::new(),
         })
     }
 }
@@ -181,20 +182,101 @@ impl TlsServerConfig {
 pub struct TlsSession {
     conn: ServerConnection,
     peer_closed: bool,
+    /// Decrypted bytes of the read in progress (kept between reads for its capacity).
+    plain: Vec<u8>,
 }
 
-impl TlsSession {
-    fn pending_output(&mut self) -> io::Result<Vec<u8>> {
-        let mut out = Vec::new();
-        while self.conn.wants_write() {
-            self.conn.write_tls(&mut out)?;
+/// The record layer's read side, shared by both ends (client sessions in
+/// `tls_client.rs`, server sessions here). Why a loop: rustls takes a read in
+/// pieces of a few KB and holds at most 16 KB of plaintext, so each piece is
+/// decrypted and its plaintext taken before the next.
+pub(crate) struct Fed {
+    /// Bytes to send (handshake messages, alerts, key updates); may be empty.
+    pub out: Vec<u8>,
+    /// Why the stream is broken (a message that is not TLS, a failed handshake,
+    /// a bad record): send `out`, then close.
+    pub error: Option<String>,
+    /// The peer sent close_notify.
+    pub peer_closed: bool,
+}
+
+/// Decrypts every record in `data` (bytes read from the socket) into `plain`,
+/// appended: exactly as many bytes as the records carry, so no growth by
+/// doubling and no probe reads (what `read_to_end` did per piece).
+pub(crate) fn feed_records<T>(
+    conn: &mut ConnectionCommon<T>,
+    data: &[u8],
+    plain: &mut Vec<u8>,
+) -> Fed {
+    let mut cursor = Cursor::new(data);
+    let mut error = None;
+    let mut peer_closed = false;
+    loop {
+        let took = match conn.read_tls(&mut cursor) {
+            Ok(n) => n,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        };
+        match conn.process_new_packets() {
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+            Ok(state) => {
+                let n = state.plaintext_bytes_to_read();
+                if n > 0 {
+                    let at = plain.len();
+                    plain.resize(at + n, 0);
+                    if let Err(e) = conn.reader().read_exact(&mut plain[at..]) {
+                        plain.truncate(at);
+                        error = Some(e.to_string());
+                        break;
+                    }
+                }
+                peer_closed |= state.peer_has_closed();
+            }
         }
-        Ok(out)
+        // took 0: after close_notify rustls reads no more (the rest is dropped)
+        if took == 0 || cursor.position() as usize >= data.len() {
+            break;
+        }
     }
+    let out = pending_output(conn).unwrap_or_default();
+    Fed {
+        out,
+        error,
+        peer_closed,
+    }
+}
+
+/// Every TLS record waiting to be sent, in one buffer.
+pub(crate) fn pending_output<T>(conn: &mut ConnectionCommon<T>) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut out)?;
+    }
+    Ok(out)
 }
 
 fn some_bytes(py: Python<'_>, data: &[u8]) -> Option<Py<PyBytes>> {
     (!data.is_empty()).then(|| PyBytes::new(py, data).unbind())
+}
+
+impl Fed {
+    /// (plaintext or None, bytes to send or None, error or None), as the
+    /// sessions' `feed` return them; `plain` is emptied (its capacity kept for
+    /// the next read).
+    pub fn into_py(
+        self,
+        py: Python<'_>,
+        plain: &mut Vec<u8>,
+    ) -> (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>) {
+        let text = some_bytes(py, plain);
+        plain.clear();
+        (text, some_bytes(py, &self.out), self.error)
+    }
 }
 
 #[pymethods]
@@ -208,47 +290,22 @@ impl TlsSession {
         py: Python<'_>,
         data: &[u8],
     ) -> (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>) {
-        let mut cursor = Cursor::new(data);
-        let mut plain = Vec::new();
-        let mut error = None;
-        loop {
-            match self.conn.read_tls(&mut cursor) {
-                Ok(_) => {}
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
-            if let Err(e) = self.conn.process_new_packets() {
-                error = Some(e.to_string());
-                break;
-            }
-            // Everything decrypted so far, appended to `plain` (no scratch buffer
-            // to clear per read); WouldBlock: no more for now; Ok: close_notify.
-            match self.conn.reader().read_to_end(&mut plain) {
-                Ok(_) => self.peer_closed = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => error = Some(e.to_string()),
-            }
-            if error.is_some() || cursor.position() as usize >= data.len() {
-                break;
-            }
-        }
-        let out = self.pending_output().unwrap_or_default();
-        (some_bytes(py, &plain), some_bytes(py, &out), error)
+        let fed = feed_records(&mut self.conn, data, &mut self.plain);
+        self.peer_closed |= fed.peer_closed;
+        fed.into_py(py, &mut self.plain)
     }
 
     /// The TLS records carrying `data` (buffered until the handshake is done).
     fn encrypt<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         self.conn.writer().write_all(data)?;
-        let out = self.pending_output()?;
+        let out = pending_output(&mut self.conn)?;
         Ok(PyBytes::new(py, &out))
     }
 
     /// A close_notify alert to send before closing.
     fn close<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         self.conn.send_close_notify();
-        let out = self.pending_output()?;
+        let out = pending_output(&mut self.conn)?;
         Ok(PyBytes::new(py, &out))
     }
 

@@ -9,7 +9,7 @@
 //! record layer runs in one call per read or write, with no Python objects in
 //! between.
 
-use std::io::{self, Cursor, Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -24,7 +24,7 @@ use rustls::{
     SignatureScheme,
 };
 
-use crate::tls::TlsConfigError;
+use crate::tls::{feed_records, pending_output, TlsConfigError};
 
 fn config_error(what: &str, err: impl std::fmt::Display) -> PyErr {
     TlsConfigError::new_err(format!("{what}: {err}"))
@@ -186,6 +186,7 @@ impl TlsClientConfig {
         Ok(TlsClientSession {
             conn,
             peer_closed: false,
+            plain: Vec::new(),
         })
     }
 }
@@ -195,27 +196,15 @@ impl TlsClientConfig {
 pub struct TlsClientSession {
     conn: ClientConnection,
     peer_closed: bool,
-}
-
-impl TlsClientSession {
-    fn pending_output(&mut self) -> io::Result<Vec<u8>> {
-        let mut out = Vec::new();
-        while self.conn.wants_write() {
-            self.conn.write_tls(&mut out)?;
-        }
-        Ok(out)
-    }
-}
-
-fn some_bytes(py: Python<'_>, data: &[u8]) -> Option<Py<PyBytes>> {
-    (!data.is_empty()).then(|| PyBytes::new(py, data).unbind())
+    /// Decrypted bytes of the read in progress (kept between reads for its capacity).
+    plain: Vec<u8>,
 }
 
 #[pymethods]
 impl TlsClientSession {
     /// The bytes to send first (the ClientHello).
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = self.pending_output()?;
+        let out = pending_output(&mut self.conn)?;
         Ok(PyBytes::new(py, &out))
     }
 
@@ -227,43 +216,22 @@ impl TlsClientSession {
         py: Python<'_>,
         data: &[u8],
     ) -> (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>) {
-        let mut cursor = Cursor::new(data);
-        let mut plain = Vec::new();
-        let mut error = None;
-        loop {
-            if let Err(e) = self.conn.read_tls(&mut cursor) {
-                error = Some(e.to_string());
-                break;
-            }
-            if let Err(e) = self.conn.process_new_packets() {
-                error = Some(e.to_string());
-                break;
-            }
-            // WouldBlock: no more for now; Ok: close_notify.
-            match self.conn.reader().read_to_end(&mut plain) {
-                Ok(_) => self.peer_closed = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => error = Some(e.to_string()),
-            }
-            if error.is_some() || cursor.position() as usize >= data.len() {
-                break;
-            }
-        }
-        let out = self.pending_output().unwrap_or_default();
-        (some_bytes(py, &plain), some_bytes(py, &out), error)
+        let fed = feed_records(&mut self.conn, data, &mut self.plain);
+        self.peer_closed |= fed.peer_closed;
+        fed.into_py(py, &mut self.plain)
     }
 
     /// The TLS records carrying `data`.
     fn encrypt<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         self.conn.writer().write_all(data)?;
-        let out = self.pending_output()?;
+        let out = pending_output(&mut self.conn)?;
         Ok(PyBytes::new(py, &out))
     }
 
     /// A close_notify alert to send before closing.
     fn close<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         self.conn.send_close_notify();
-        let out = self.pending_output()?;
+        let out = pending_output(&mut self.conn)?;
         Ok(PyBytes::new(py, &out))
     }
 

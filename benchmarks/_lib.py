@@ -8,15 +8,27 @@ the suites' own modules say how each workload is measured.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from surge.services import free_port
 
-__all__ = ["CLIENT_CORE", "SERVER_CORE", "can_pin", "free_port", "pin_pid", "pinned", "run_json"]
+__all__ = [
+    "CLIENT_CORE",
+    "SERVER_CORE",
+    "can_limit_cpu",
+    "can_pin",
+    "cpu_limit",
+    "free_port",
+    "pin_pid",
+    "pinned",
+    "run_json",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Cores for the server and the clients.
@@ -50,3 +62,60 @@ def run_json(cmd: list[str], strace_out: str | None = None, calls: tuple[str, ..
     if p.returncode != 0:
         raise RuntimeError(f"{cmd[:4]} failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _cpu_cgroup_root() -> tuple[Path, int] | None:
+    """Where a CPU-limited cgroup can be made: (directory, cgroup version), or None."""
+    for base in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+        ctl = base / "cgroup.controllers"
+        if ctl.exists() and "cpu" in ctl.read_text().split() and os.access(base, os.W_OK):
+            return base, 2
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists() and os.access(v1, os.W_OK):
+        return v1, 1
+    return None
+
+
+def can_limit_cpu() -> bool:
+    """Whether `cpu_limit` can cap a process's CPU here (a writable cpu cgroup)."""
+    return _cpu_cgroup_root() is not None
+
+
+#: The period of `cpu_limit`'s quota: short, so a capped server is throttled in
+#: short slices rather than stalled for long ones.
+CPU_LIMIT_PERIOD_US = 10_000
+
+
+@contextlib.contextmanager
+def cpu_limit(pid: int, cores: float, name: str) -> Iterator[None]:
+    """Caps process `pid` (all its threads) at `cores` of CPU time with a cgroup of
+    its own (v2 ``cpu.max``, or v1 ``cpu.cfs_quota_us``), for the benchmarks that
+    compare one server with several on a machine with too few cores to give each
+    its own: the quota stands for "a core each, each this fast". SCHED_FIFO
+    threads are not under the CFS quota: on v1 the group's real-time budget
+    (``cpu.rt_runtime_us``) gets the same share, so ``--realtime`` servers are
+    capped too. The cgroup goes on exit (its processes back to the root first)."""
+    root = _cpu_cgroup_root()
+    if root is None:
+        raise RuntimeError("no writable cpu cgroup controller here")
+    base, version = root
+    d = base / f"surge-bench-{name}-{os.getpid()}"
+    quota, period = max(1000, int(cores * CPU_LIMIT_PERIOD_US)), CPU_LIMIT_PERIOD_US
+    d.mkdir(exist_ok=True)
+    try:
+        if version == 2:
+            (d / "cpu.max").write_text(f"{quota} {period}")
+        else:
+            (d / "cpu.cfs_period_us").write_text(str(period))
+            (d / "cpu.cfs_quota_us").write_text(str(quota))
+            if (d / "cpu.rt_runtime_us").exists():
+                (d / "cpu.rt_period_us").write_text(str(period))
+                (d / "cpu.rt_runtime_us").write_text(str(quota))
+        (d / "cgroup.procs").write_text(str(pid))  # the whole process, every thread
+        yield
+    finally:
+        for p in (d / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (base / "cgroup.procs").write_text(p)
+        with contextlib.suppress(OSError):
+            d.rmdir()

@@ -7,24 +7,35 @@ The replica set comes from `surge.services.start_tarantool_replicaset` (wal_mode
 rest replaces. "single": one `Connection` to the master serves all of it;
 "pool": a `Pool(mode="ro")` sends the replaces to the master and spreads the
 selects over the two replicas. Each setup is its own client process pinned to
-CLIENT_CORE; all three servers share SERVER_CORE (2 cores here: this measures
-what routing costs or saves on the client and the master, not more server
-cores). Rounds alternate single, pool, single, pool, ...; medians reported.
+CLIENT_CORE; all three servers share SERVER_CORE. Rounds alternate single, pool,
+single, pool, ...; medians reported.
 
-    python -m benchmarks.tarantool.replicaset [--n 200000] [--rounds 3]
+CPU per instance: on this 2-core machine the three servers can only share one
+core, so without a cap a pool cannot beat one instance (the replicas take the
+master's CPU: 0.87x measured). Seed 000's replica set has a machine per
+instance; to measure that, each instance gets a CPU quota of its own (``--cpu``
+cores, 0.3 by default: three of them fit in the one server core) in a cgroup
+(v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``, plus the real-time budget for
+``--realtime``), so one instance is the limit of the "single" setup and the
+pool may use up to three times its CPU, as three servers would. ``--cpu 0``,
+or no writable cpu cgroup (then the setup line says so), measures the shared
+core as before.
+
+    python -m benchmarks.tarantool.replicaset [--n 200000] [--rounds 3] [--cpu 0.3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
 
 from surge import services
 
-from benchmarks._lib import pin_pid
+from benchmarks._lib import can_limit_cpu, cpu_limit, pin_pid
 from benchmarks.tarantool.pool_client import KEYS, PAYLOAD
 from benchmarks.tarantool.run import CLIENT_CORE, HERE, SERVER_CORE, SURGE_PY, _realtime, _run
 
@@ -32,6 +43,8 @@ SCHEMA_LUA = """
 box.schema.space.create('tester'):create_index('primary', {type = 'hash', parts = {1, 'unsigned'}})
 """
 SETUPS = ("single", "pool")
+#: Default CPU quota per instance, in cores (see the module docstring).
+CPU_PER_INSTANCE = 0.3
 
 
 async def _prefill(url: str) -> None:
@@ -41,12 +54,23 @@ async def _prefill(url: str) -> None:
         await asyncio.gather(*(c.replace("tester", (k, PAYLOAD)) for k in range(KEYS)))
 
 
-def measure(n: int, rounds: int, conc: int, read_percent: int, loop: str = "uvloop") -> dict:
-    """Run the rounds; return the raw runs and medians per setup."""
-    with services.tarantool_replicaset(schema_lua=SCHEMA_LUA) as rs:
-        for svc in rs:
+def measure(
+    n: int,
+    rounds: int,
+    conc: int,
+    read_percent: int,
+    loop: str = "uvloop",
+    cpu: float = CPU_PER_INSTANCE,
+) -> dict:
+    """Run the rounds; return the raw runs and medians per setup. `cpu`: the quota
+    of each instance in cores (0, or no cpu cgroup here: none)."""
+    cpu = cpu if cpu > 0 and can_limit_cpu() else 0.0
+    with services.tarantool_replicaset(schema_lua=SCHEMA_LUA) as rs, contextlib.ExitStack() as caps:
+        for i, svc in enumerate(rs):
             pin_pid(svc.pid, SERVER_CORE)
             _realtime(svc.pid)
+            if cpu:
+                caps.enter_context(cpu_limit(svc.pid, cpu, f"tarantool-{i}"))
         urls = [s.url for s in rs]
         asyncio.run(_prefill(urls[0]))
         client = str(HERE / "pool_client.py")
@@ -70,6 +94,7 @@ def measure(n: int, rounds: int, conc: int, read_percent: int, loop: str = "uvlo
         "conc": conc,
         "read_percent": read_percent,
         "loop": loop,
+        "cpu_per_instance": cpu,
         "runs": runs,
         "median": med,
     }
@@ -85,6 +110,12 @@ def markdown(res: dict) -> str:
             f"{100 - res['read_percent']}% replaces of 1.5 KB tuples, {res['conc']} coroutines, "
             f"{res['n']:,} ops (ops/s, median of {res['rounds']} alternating rounds)",
             "",
+            (
+                f"Each instance capped at {res['cpu_per_instance']:g} of a core (cgroup quota)."
+                if res.get("cpu_per_instance")
+                else "No CPU cap: the three instances share one core."
+            ),
+            "",
             "| setup | ops/s | client CPU s / 100k ops | vs one instance |",
             "|---|---:|---:|---:|",
             f"| one connection to the master | {med['single']['ops']:,.0f} | "
@@ -98,9 +129,15 @@ def markdown(res: dict) -> str:
 
 def setup_line(res: dict) -> str:
     """One line describing the setup."""
+    cpu = res.get("cpu_per_instance") or 0
+    cap = (
+        f"each capped at {cpu:g} of a core (cgroup quota: a core each, each that fast)"
+        if cpu
+        else "no CPU cap per instance (they share the core: replicas add no capacity)"
+    )
     return (
         f"Tarantool replica set: master + 2 replicas (full mesh, wal_mode='write', memtx), "
-        f"all three on core {SERVER_CORE}, client on core {CLIENT_CORE}; "
+        f"all three on core {SERVER_CORE}, {cap}, client on core {CLIENT_CORE}; "
         f"{KEYS} keys prefilled; {res['loop']}"
     )
 
@@ -112,8 +149,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conc", type=int, default=1000)
     ap.add_argument("--read-percent", type=int, default=80)
+    ap.add_argument(
+        "--cpu",
+        type=float,
+        default=CPU_PER_INSTANCE,
+        help="CPU quota of each instance in cores (0: none, all share one core)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    res = measure(args.n, args.rounds, args.conc, args.read_percent)
+    res = measure(args.n, args.rounds, args.conc, args.read_percent, cpu=args.cpu)
     md = markdown(res)
     print(md)
     print(json.dumps(res["median"]))

@@ -16,8 +16,10 @@ repetition and the spread (max - min) / min, over all and after the first
 (warm-up) repetition.
 
 Replica set (seed 000's topology): `benchmarks.tarantool.replicaset` measures a
-Pool over a master and two replicas against one connection to the master
-(``--pool-n 0`` skips it).
+Pool over a master and two replicas against one connection to the master, each
+instance capped at 0.3 of a core by a cgroup quota where one is writable (three
+servers share one core here; the cap stands for a machine each) (``--pool-n 0``
+skips it).
 
 Realtime (``--realtime``, root with ``chrt``): the server (all its threads) and
 every client run under SCHED_FIFO 20. At 10 coroutines a client is bound by

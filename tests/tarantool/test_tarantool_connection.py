@@ -342,3 +342,34 @@ def test_features_missing_on_2_6(tnt, arun):
             assert await c.call("add2", (1, 2)) == [3]  # still usable
 
     arun(main())
+
+
+def test_replies_read_together_reach_their_callers(tnt, arun):
+    # One write of 60 requests whose replies come back in one or a few reads, errors
+    # in between: the codec resolves the plain replies natively (feed_resolve) and
+    # hands the rest, from the first error on, to the engine; each caller must get
+    # its own reply, the per-request deadlines must go with them.
+    async def main():
+        async with st.connect(tnt.url) as c:
+            base = 5000 if arun.kind == "uvloop" else 6000
+            await c.insert("tester", (base, "taken"))
+            calls = []
+            for i in range(60):
+                if i % 7 == 3:
+                    calls.append(c.insert("tester", (base, "dup")))
+                elif i % 11 == 5:
+                    calls.append(c.call("no_such_function_here", ()))
+                else:
+                    calls.append(c.call("add2", (i, 1), timeout=30 if i % 2 else None))
+            got = await asyncio.gather(*calls, return_exceptions=True)
+            for i, r in enumerate(got):
+                if i % 7 == 3:
+                    assert isinstance(r, DuplicateKeyError), (i, r)
+                elif i % 11 == 5:
+                    assert isinstance(r, NoSuchProcedureError), (i, r)
+                else:
+                    assert r == [i + 1], (i, r)
+            assert c.engine.in_flight == 0 and not c.engine._deadline_of
+            assert await c.delete("tester", base) == [(base, "taken")]
+
+    arun(main())

@@ -42,6 +42,13 @@ def test_garbage_never_crashes(data):
         msgpack_unpackb(data)
 
 
+@pytest.mark.parametrize("wire", [b"\x81\x80\x00", b"\x81\x91\x01\x00"])
+def test_map_or_array_as_a_map_key_is_a_clear_error(wire):
+    # {{}: 0} and {[1]: 0}: valid msgpack (Lua has table keys), no Python dict key.
+    with pytest.raises(ValueError, match="cannot be a dict key"):
+        msgpack_unpackb(wire)
+
+
 @pytest.mark.parametrize(
     ("value", "wire"),
     [

@@ -236,6 +236,11 @@ class Pool:
     async def _run(self, mode: str, method: str, *args: Any, **kwargs: Any) -> Any:
         tried = 0
         readonly_retried = False
+        if not self._cands[mode]:
+            # None known up for this mode: the last check may have caught a
+            # switchover half-way (the old master read-only, the new one not yet
+            # promoted). Look once more (bounded by `health_timeout`) before failing.
+            await self.check_health()
         while True:
             inst = self._pick(mode)
             try:

@@ -11,8 +11,9 @@ use std::collections::HashMap;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use surge_proto::iproto::{self, key, request, Status};
 use surge_proto::msgpack as mp;
@@ -176,11 +177,11 @@ impl IprotoCodec {
 
     /// Decodes every complete frame at the start of `buf` into `out`; returns the
     /// bytes used (up to the first incomplete or bad frame) and how it ended.
-    fn decode_frames<'py>(
+    fn decode_frames(
         &mut self,
-        py: Python<'py>,
+        py: Python<'_>,
         buf: &[u8],
-        out: &Bound<'py, PyList>,
+        out: &mut Vec<Reply>,
     ) -> (usize, PyResult<()>) {
         let mut pos = 0;
         let result = (|| -> PyResult<()> {
@@ -194,17 +195,76 @@ impl IprotoCodec {
                     self.schema_version = f.schema_version;
                 }
                 if f.code == request::EVENT || f.code == request::CHUNK {
-                    out.append((py.None(), true, self.out_of_band(py, &f)?))?;
+                    out.push((None, true, self.out_of_band(py, &f)?));
                     continue;
                 }
                 let ok = f.code & request::TYPE_ERROR == 0;
                 let value = self.reply(py, &f)?;
-                out.append((f.sync, ok, value))?;
+                out.push((Some(f.sync), ok, value));
             }
         })();
         (pos, result)
     }
+
+    /// Every complete message in `data` (plus what was buffered), in order; on a
+    /// bad stream, the messages before it and the error.
+    fn parse(&mut self, py: Python<'_>, data: &[u8]) -> (Vec<Reply>, PyResult<()>) {
+        let mut out = Vec::new();
+        let result = self.parse_into(py, data, &mut out);
+        (out, result)
+    }
+
+    fn parse_into(&mut self, py: Python<'_>, data: &[u8], out: &mut Vec<Reply>) -> PyResult<()> {
+        let mut data = data;
+        if !self.greeted {
+            self.rbuf.extend(data);
+            if self.rbuf.unread().len() < iproto::GREETING_SIZE {
+                return Ok(());
+            }
+            let g = iproto::parse_greeting(&self.rbuf.unread()[..iproto::GREETING_SIZE])
+                .map_err(proto_err)?;
+            self.rbuf.advance(iproto::GREETING_SIZE);
+            self.greeted = true;
+            let info = PyDict::new(py);
+            info.set_item("version", &g.version)?;
+            info.set_item("version_tuple", g.version_tuple)?;
+            info.set_item("protocol", &g.protocol)?;
+            info.set_item("salt", PyBytes::new(py, &g.salt))?;
+            out.push((None, true, ("greeting", info).into_py_any(py)?));
+            data = &[];
+        }
+        if !self.rbuf.is_drained() || data.is_empty() {
+            // A frame begun in an earlier read: complete it with just the bytes it
+            // still needs (all of them while its size is unknown), decode from the
+            // buffer, then go on with the rest of `data` without copying it.
+            let have = self.rbuf.unread().len();
+            let take = match iproto::frame_len(self.rbuf.unread()).map_err(proto_err)? {
+                Some(total) => total.saturating_sub(have).min(data.len()),
+                None => data.len(),
+            };
+            self.rbuf.extend(&data[..take]);
+            data = &data[take..];
+            let rbuf = std::mem::take(&mut self.rbuf);
+            let (used, result) = self.decode_frames(py, rbuf.unread(), out);
+            self.rbuf = rbuf;
+            self.rbuf.advance(used);
+            self.rbuf.compact();
+            result?;
+            if !self.rbuf.is_drained() {
+                self.rbuf.extend(data);
+                return Ok(());
+            }
+        }
+        // Nothing buffered (the usual case): decode straight from `data` and keep
+        // only an incomplete tail, saving a copy of every reply.
+        let (used, result) = self.decode_frames(py, data, out);
+        self.rbuf.extend(&data[used..]);
+        result
+    }
 }
+
+/// One parsed message: `(sync, ok, value)`, sync None for out-of-band ones.
+type Reply = (Option<u64>, bool, PyObject);
 
 fn proto_err(e: impl std::fmt::Display) -> PyErr {
     IprotoProtocolError::new_err(e.to_string())
@@ -250,53 +310,70 @@ impl IprotoCodec {
     /// Parse every complete message in `data` (plus what was buffered): a list of
     /// `(sync, ok, value)`; errors are `(sync, False, (code, message, ErrorInfo|None))`.
     fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        let mut data = data;
-        if !self.greeted {
-            self.rbuf.extend(data);
-            if self.rbuf.unread().len() < iproto::GREETING_SIZE {
-                return Ok(out);
-            }
-            let g = iproto::parse_greeting(&self.rbuf.unread()[..iproto::GREETING_SIZE])
-                .map_err(proto_err)?;
-            self.rbuf.advance(iproto::GREETING_SIZE);
-            self.greeted = true;
-            let info = PyDict::new(py);
-            info.set_item("version", &g.version)?;
-            info.set_item("version_tuple", g.version_tuple)?;
-            info.set_item("protocol", &g.protocol)?;
-            info.set_item("salt", PyBytes::new(py, &g.salt))?;
-            out.append((py.None(), true, ("greeting", info)))?;
-            data = &[];
-        }
-        if !self.rbuf.is_drained() || data.is_empty() {
-            // A frame begun in an earlier read: complete it with just the bytes it
-            // still needs (all of them while its size is unknown), decode from the
-            // buffer, then go on with the rest of `data` without copying it.
-            let have = self.rbuf.unread().len();
-            let take = match iproto::frame_len(self.rbuf.unread()).map_err(proto_err)? {
-                Some(total) => total.saturating_sub(have).min(data.len()),
-                None => data.len(),
-            };
-            self.rbuf.extend(&data[..take]);
-            data = &data[take..];
-            let rbuf = std::mem::take(&mut self.rbuf);
-            let (used, result) = self.decode_frames(py, rbuf.unread(), &out);
-            self.rbuf = rbuf;
-            self.rbuf.advance(used);
-            self.rbuf.compact();
-            result?;
-            if !self.rbuf.is_drained() {
-                self.rbuf.extend(data);
-                return Ok(out);
-            }
-        }
-        // Nothing buffered (the usual case): decode straight from `data` and keep
-        // only an incomplete tail, saving a copy of every reply.
-        let (used, result) = self.decode_frames(py, data, &out);
-        self.rbuf.extend(&data[used..]);
+        let (replies, result) = self.parse(py, data);
         result?;
+        let out = PyList::empty(py);
+        for r in replies {
+            out.append(r)?;
+        }
         Ok(out)
+    }
+
+    /// `feed`, resolving the futures of the replies in Rust: the engine's hot path
+    /// (`surge.engine`), one native call per read instead of a Python loop over
+    /// `(sync, ok, value)` triples. Each successful reply to a request in
+    /// ``pending`` (sync -> future) pops it (and its entry in ``deadlines``, when
+    /// that is not empty) and sets its result; a future already done (cancelled,
+    /// timed out) drops its reply, and a reply nobody waits for is dropped too.
+    /// From the first message that is not such a reply (an error, a push, an
+    /// event) on, the rest of the batch is returned as triples, in order, so the
+    /// engine handles them as `feed` would have. Returns (futures resolved, the
+    /// rest). A bad stream raises after the replies before it were resolved.
+    fn feed_resolve<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        let (replies, result) = self.parse(py, data);
+        let rest = PyList::empty(py);
+        let timed = !deadlines.is_empty();
+        let set_result = intern!(py, "set_result");
+        // `type(fut).set_result`, looked up once per read and called with the
+        // future as its first argument: `fut.set_result(v)` would make a bound
+        // method object per reply (the abi3 build has no vectorcall-method).
+        let mut method: Option<(Bound<'py, PyType>, Bound<'py, PyAny>)> = None;
+        let mut resolved = 0;
+        let mut iter = replies.into_iter();
+        for (sync, ok, value) in iter.by_ref() {
+            let Some(sync) = sync.filter(|_| ok) else {
+                rest.append((sync, ok, value))?;
+                break;
+            };
+            let key = sync.into_pyobject(py)?;
+            let Some(fut) = pending.get_item(&key)? else {
+                continue;
+            };
+            pending.del_item(&key)?;
+            if timed && deadlines.contains(&key)? {
+                deadlines.del_item(&key)?;
+            }
+            resolved += 1;
+            let ty = fut.get_type();
+            if !method.as_ref().is_some_and(|(t, _)| t.is(&ty)) {
+                method = Some((ty.clone(), ty.getattr(set_result)?));
+            }
+            if let Some((_, m)) = &method {
+                // InvalidStateError: the future is done already; its reply is dropped.
+                let _ = m.call1((&fut, value));
+            }
+        }
+        for r in iter {
+            rest.append(r)?;
+        }
+        result?;
+        Ok((resolved, rest))
     }
 
     fn ping(&mut self) -> PyResult<u64> {

@@ -57,7 +57,14 @@ fn unpack_depth(py: Python<'_>, buf: &[u8], pos: &mut usize, depth: usize) -> Py
             for _ in 0..n {
                 let k = unpack_depth(py, buf, pos, depth + 1)?;
                 let v = unpack_depth(py, buf, pos, depth + 1)?;
-                d.set_item(k, v)?;
+                // A map or array as a key (Lua allows table keys) cannot be a
+                // Python dict key: a clear ValueError, as for other bad input.
+                if let Err(e) = d.set_item(&k, v) {
+                    let kind = k.bind(py).get_type().name()?;
+                    return Err(PyValueError::new_err(format!(
+                        "msgpack map key of type {kind} cannot be a dict key: {e}"
+                    )));
+                }
             }
             d.into_any().unbind()
         }

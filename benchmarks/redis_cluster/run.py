@@ -18,7 +18,7 @@ share core 1 (the same server CPU either way), so the ratio shows what spreading
 the keys costs the client (more reads and writes per command) and the server CPU
 per command shows that each master's work does not grow. So the comparison runs
 once more with a CPU quota per master (`QUOTA` of a core each; one cgroup per
-process: `quota`), the budget each master would have on a machine of its own:
+cluster, `quota`), the budget each master would have on a machine of its own:
 there the rate should grow with the masters, up to what the one client core sends.
 
     python -m benchmarks.redis_cluster [--quick] [--rounds 3] [--n 100000]

@@ -2,9 +2,9 @@
 
 Why: on a 2-core machine the masters of a cluster share one core, so 3 masters
 get the same CPU as 1 and a cluster cannot show that throughput grows with its
-masters (which is what separate machines give it). With a quota per master (each
-process its own cgroup, limited to ``fraction`` of one CPU), one master has the
-same budget as each of three, as one machine of a fleet would; the client has
+masters (which is what separate machines give it). With a CPU quota of
+``fraction`` of a core per master (`cpu_quota`), one master has the same budget
+as each of three, as one machine of a fleet would; the client has
 the other core to itself and must not be the limit (pick ``fraction`` so that
 the masters' total stays below what one client core can send).
 
@@ -21,10 +21,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-#: Scheduling period of the quota, in microseconds: short, so a throttled server
-#: pauses for at most ~20 ms at a time (the default 100 ms period would stall it
-#: in long bursts, which pipelined clients see as latency spikes).
-PERIOD_US = 20_000
+#: Scheduling period of the quota, in microseconds (the kernel's default): a
+#: group that spent its quota pauses until the period ends. Shorter periods
+#: (10-20 ms, quotas of 1-2 ms) were tried: the budget was then not delivered
+#: (a master used 40 % of it, throttled mid-batch), and rates swung 2-4x.
+PERIOD_US = 100_000
 
 
 def _cpu_mount() -> tuple[Path, int] | None:
@@ -62,18 +63,26 @@ def available() -> str | None:
 
 
 @contextlib.contextmanager
-def cpu_quota(pids: list[int], fraction: float, tag: str = "surge-bench") -> Iterator[None]:
-    """Each process in ``pids`` limited to ``fraction`` of one CPU (a cgroup each),
-    until the block ends; then moved back to the root group and the groups removed."""
+def cpu_quota(groups: list[list[int]], fraction: float, tag: str = "surge-bench") -> Iterator[None]:
+    """Each group of processes (``groups``: lists of pids) limited to ``fraction``
+    of one CPU per process in it, until the block ends; then the processes go back
+    to the root group and the groups are removed.
+
+    One group per cluster rather than one per master: the kernel throttles a group
+    that spent its quota until the period ends, and masters throttled at different
+    moments would stall a closed-loop client in turn (its coroutines pile up on
+    whichever master is paused, while the others idle), which separate machines
+    never do. In one group the masters share ``n * fraction`` of a core, are paused
+    together, and the scheduler shares the budget among them evenly."""
     found = _cpu_mount()
     if found is None:
         raise OSError(available())
     mount, version = found
-    quota = max(1000, round(PERIOD_US * fraction))
     made: list[Path] = []
     try:
-        for pid in pids:
-            group = mount / f"{tag}-{os.getpid()}-{pid}"
+        for i, pids in enumerate(groups):
+            quota = max(1000, round(PERIOD_US * fraction * len(pids)))
+            group = mount / f"{tag}-{os.getpid()}-{i}"
             group.mkdir()
             made.append(group)
             if version == 2:
@@ -81,7 +90,8 @@ def cpu_quota(pids: list[int], fraction: float, tag: str = "surge-bench") -> Ite
             else:
                 (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
                 (group / "cpu.cfs_quota_us").write_text(str(quota))
-            (group / "cgroup.procs").write_text(str(pid))
+            for pid in pids:
+                (group / "cgroup.procs").write_text(str(pid))
         yield
     finally:
         for group in made:

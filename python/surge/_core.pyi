@@ -422,6 +422,7 @@ class RespCodec:
         deadlines: dict[int, float],
     ) -> tuple[int, list[tuple[int | None, bool, Any]]]: ...
 
+@final
 class RespLane:
     def __new__(
         cls,

@@ -6,10 +6,12 @@
 //! lane does what `surge.engine.PipelinedConnection.request` does, step for step,
 //! reading the engine's own state from its instance dict (so the engine stays
 //! the one owner of that state): the same gate (connected, not paused, under the
-//! in-flight and byte limits, no per-request timeout), the command encoded into
-//! the codec's buffer, a future from the loop registered under the command's id,
-//! the request counted, and the flush scheduled once per loop iteration (or made
-//! early, by the engine's `FLUSH_SIZE` and `EARLY_FLUSH` rules). Whenever the
+//! in-flight and byte limits, no per-request timeout; the limits and the timeout,
+//! public settings that rarely change, are read once per flushed batch), the
+//! command encoded into the codec's buffer, a future from the loop registered
+//! under the command's id, the request counted, and the flush scheduled once per
+//! loop iteration (or made early, by the engine's `FLUSH_SIZE` and `EARLY_FLUSH`
+//! rules). Whenever the
 //! gate is shut, or an argument is not one the codec takes as it is (a
 //! memoryview, a bad type: the Python path decides), or SET has options, the
 //! call goes to the Python method instead, which behaves exactly as before.
@@ -22,6 +24,34 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 use pyo3::PyTraverseError;
 
 use super::codec::RespCodec;
+
+/// The engine's public limits, read with the first request after each flush (a
+/// change takes effect from the next batch) rather than three lookups per call.
+#[derive(Clone, Copy)]
+struct Knobs {
+    max_in_flight: usize,
+    max_bytes: usize,
+    /// No per-request timeout (a timed request takes the engine's own path).
+    untimed: bool,
+}
+
+impl Knobs {
+    fn read(py: Python<'_>, st: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let limit = |key: &Bound<'_, PyString>| -> PyResult<usize> {
+            match st.get_item(key)? {
+                Some(v) => v.extract(),
+                None => Ok(0),
+            }
+        };
+        Ok(Knobs {
+            max_in_flight: limit(intern!(py, "max_in_flight"))?,
+            max_bytes: limit(intern!(py, "max_in_flight_bytes"))?,
+            untimed: st
+                .get_item(intern!(py, "request_timeout"))?
+                .is_some_and(|v| v.is_none()),
+        })
+    }
+}
 
 #[pyclass(module = "surge._core")]
 pub struct RespLane {
@@ -40,6 +70,7 @@ pub struct RespLane {
     early_flush: usize,
     /// The loop last seen and its bound `create_future`.
     futures: Option<(PyObject, PyObject)>,
+    knobs: Option<Knobs>,
 }
 
 impl RespLane {
@@ -55,40 +86,46 @@ impl RespLane {
         let st = self.state.bind(py);
         let item = |key: &Bound<'py, PyString>| st.get_item(key);
         let truthy = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| v.is(PyBool::new(py, true)));
-        if !truthy(item(intern!(py, "_ready"))?)
-            || truthy(item(intern!(py, "_paused"))?)
-            || !item(intern!(py, "request_timeout"))?.is_some_and(|v| v.is_none())
-        {
+        if !truthy(item(intern!(py, "_ready"))?) || truthy(item(intern!(py, "_paused"))?) {
+            return Ok(None);
+        }
+        let Ok((buffered, encoded)) = self.codec.try_borrow(py).map(|c| c.buffered()) else {
+            return Ok(None);
+        };
+        let knobs = match self.knobs {
+            Some(k) if encoded > 0 => k,
+            _ => {
+                let k = Knobs::read(py, st)?;
+                self.knobs = Some(k);
+                k
+            }
+        };
+        if !knobs.untimed {
             return Ok(None);
         }
         let Some(pending) = item(intern!(py, "_pending"))? else {
             return Ok(None);
         };
         let pending = pending.downcast_into::<PyDict>()?;
-        let limit = |key| -> PyResult<usize> {
-            match item(key)? {
-                Some(v) => v.extract(),
-                None => Ok(0),
-            }
-        };
         let in_flight = pending.len();
-        if in_flight >= limit(intern!(py, "max_in_flight"))? {
+        if in_flight >= knobs.max_in_flight {
             return Ok(None);
         }
-        let tbuf = limit(intern!(py, "_tbuf"))?;
-        let max_bytes = limit(intern!(py, "max_in_flight_bytes"))?;
+        let tbuf: usize = match item(intern!(py, "_tbuf"))? {
+            Some(v) => v.extract()?,
+            None => 0,
+        };
+        if buffered + tbuf >= knobs.max_bytes {
+            return Ok(None);
+        }
         let (id, before, encoded) = {
             let Ok(mut codec) = self.codec.try_borrow_mut(py) else {
                 return Ok(None);
             };
-            let (before, _) = codec.buffered();
-            if before + tbuf >= max_bytes {
-                return Ok(None);
-            }
             let Ok(id) = codec.encode_named(py, name, args, set) else {
                 return Ok(None);
             };
-            (id, before, codec.buffered().1)
+            (id, buffered, codec.buffered().1)
         };
         let Some(event_loop) = item(intern!(py, "_loop"))? else {
             return Ok(None);
@@ -160,6 +197,7 @@ impl RespLane {
             flush_size,
             early_flush,
             futures: None,
+            knobs: None,
         })
     }
 

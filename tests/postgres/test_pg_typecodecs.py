@@ -156,6 +156,38 @@ def test_builtin_types_equal_asyncpg_and_round_trip(dsn: str, arun: Callable) ->
     arun(go())
 
 
+#: Integer arrays come back in the text format (cheaper for the server): the
+#: same lists as asyncpg's binary ones, bounds and NULLs included.
+INT_ARRAYS: list[tuple[str, list[str]]] = [
+    ("int2[]", ["{}", "{-32768,32767,NULL}", "{{1,2},{3,4}}", "{{{NULL}}}"]),
+    ("int4[]", ["{-2147483648,2147483647,0}", "{{1},{NULL}}", "{NULL,NULL}"]),
+    ("int8[]", ["{-9223372036854775808,9223372036854775807}", "{{-1,-22},{333,4444}}"]),
+]
+#: Arrays with lower bounds other than 1: lists lose them (as asyncpg's do).
+INT_ARRAYS_BOUNDED = ["'[0:1]={7,8}'::int4[]", "'[-3:-2][5:5]={{1},{2}}'::int8[]"]
+
+
+def test_integer_arrays_in_text_equal_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        async with both(dsn) as (s, a):
+            for typ, values in INT_ARRAYS:
+                for v in values:
+                    await check(s, a, typ, lit(v))
+            for sql in INT_ARRAYS_BOUNDED:
+                assert await s.fetchval(f"SELECT {sql}") == await a.fetchval(f"SELECT {sql}")
+            # inside a composite (binary there) and through a cursor: the same lists
+            q = "SELECT ROW(ARRAY[1, NULL, 3]::int8[]), x FROM (VALUES ('{5,6}'::int2[])) v(x)"
+            got = await s.fetchrow(q)
+            assert (list(got[0]), got[1]) == ([[1, None, 3]], [5, 6])
+            async with s.transaction():
+                rows = [
+                    r async for r in s.cursor("SELECT ARRAY[i, -i] FROM generate_series(1, 3) i")
+                ]
+            assert [r[0] for r in rows] == [[1, -1], [2, -2], [3, -3]]
+
+    arun(go())
+
+
 def test_python_values_as_asyncpg_gives_them(dsn: str, arun: Callable) -> None:
     async def go() -> None:
         async with both(dsn) as (s, a):

@@ -245,6 +245,56 @@ fn arrays() {
     assert!(types::decode_array_header(&[0, 0, 0, 99, 0, 0, 0, 0, 0, 0, 0, 23]).is_err());
 }
 
+#[test]
+fn int_text_arrays() {
+    let all = (i64::MIN, i64::MAX);
+    let ok = |s: &str| types::parse_int_text_array(s.as_bytes(), all.0, all.1);
+    assert_eq!(ok("{}"), Ok((vec![], vec![])));
+    assert_eq!(
+        ok("{1,-2,NULL}"),
+        Ok((vec![3], vec![Some(1), Some(-2), None]))
+    );
+    assert_eq!(
+        ok("{{1,2},{3,NULL}}"),
+        Ok((vec![2, 2], vec![Some(1), Some(2), Some(3), None]))
+    );
+    assert_eq!(ok("[0:1]={7,8}"), Ok((vec![2], vec![Some(7), Some(8)])));
+    assert_eq!(
+        ok("[1:1][2:3]={{5,6}}"),
+        Ok((vec![1, 2], vec![Some(5), Some(6)]))
+    );
+    assert_eq!(
+        ok("{-9223372036854775808,9223372036854775807}"),
+        Ok((vec![2], vec![Some(i64::MIN), Some(i64::MAX)]))
+    );
+    for bad in [
+        "",
+        "{",
+        "{1",
+        "{1,}",
+        "{,1}",
+        "{1 ,2}",
+        "{a}",
+        "{\"1\"}",
+        "{{1},2}",
+        "{1,{2}}",
+        "{{1,2},{3}}",
+        "{{}}",
+        "{9223372036854775808}",
+        "{-9223372036854775809}",
+        "{1}x",
+        "{--1}",
+        "{NULLx}",
+        "[0:1]{1}",
+        "{{{{{{{1}}}}}}}",
+    ] {
+        assert!(ok(bad).is_err(), "{bad:?} accepted");
+    }
+    // each element within the column type's range
+    assert!(types::parse_int_text_array(b"{32768}", -32768, 32767).is_err());
+    assert!(types::parse_int_text_array(b"{-32768}", -32768, 32767).is_ok());
+}
+
 /// A stream of valid backend messages of assorted kinds.
 fn stream() -> impl Strategy<Value = Vec<u8>> {
     let one = prop_oneof![
@@ -326,6 +376,23 @@ proptest! {
         let _ = types::decode_timetz(&b);
         let _ = types::decode_floats::<4>(&b, "box");
         let _ = types::parse_text_array(&String::from_utf8_lossy(&b));
+        let _ = types::parse_int_text_array(&b, i64::MIN, i64::MAX);
+    }
+
+    #[test]
+    fn pgwire_int_text_arrays_round_trip(
+        rows in prop::collection::vec(prop::collection::vec(prop::option::of(any::<i64>()), 3), 1..5),
+    ) {
+        // as the server prints a 2-D array
+        let text = |v: &Option<i64>| v.map_or("NULL".to_owned(), |x| x.to_string());
+        let inner: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{{{}}}", r.iter().map(text).collect::<Vec<_>>().join(",")))
+            .collect();
+        let s = format!("{{{}}}", inner.join(","));
+        let (dims, vals) = types::parse_int_text_array(s.as_bytes(), i64::MIN, i64::MAX).unwrap();
+        prop_assert_eq!(dims, vec![rows.len(), 3]);
+        prop_assert_eq!(vals, rows.concat());
     }
 
     #[test]

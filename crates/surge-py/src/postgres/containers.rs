@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
 use surge_proto::pgwire::frontend::Param;
 use surge_proto::pgwire::types::{self as t, Kind};
 use surge_proto::pgwire::Error;
@@ -34,10 +35,14 @@ pub fn decode_array(py: Python<'_>, elem_oid: u32, elem: &Codec, b: &[u8]) -> Py
             Some(v) => decode(py, elem, v)?,
         });
     }
-    // Fold the innermost dimension first.
+    let dims: Vec<usize> = h.dims.iter().map(|&(n, _)| n as usize).collect();
+    nest(py, flat, &dims)
+}
+
+/// Nested lists of `flat`'s values, innermost dimension first.
+fn nest(py: Python<'_>, flat: Vec<PyObject>, dims: &[usize]) -> PyResult<PyObject> {
     let mut level = flat;
-    for &(n, _) in h.dims.iter().skip(1).rev() {
-        let n = n as usize;
+    for &n in dims.iter().skip(1).rev() {
         let mut next = Vec::with_capacity(level.len() / n.max(1));
         for chunk in level.chunks(n.max(1)) {
             next.push(
@@ -49,6 +54,29 @@ pub fn decode_array(py: Python<'_>, elem_oid: u32, elem: &Codec, b: &[u8]) -> Py
         level = next;
     }
     Ok(PyList::new(py, level)?.into_any().unbind())
+}
+
+/// An int2/int4/int8 array in its text form (see `Codec::int_array_kind`):
+/// the same lists of ints as the binary decoder gives.
+pub fn decode_int_text_array(py: Python<'_>, kind: Kind, b: &[u8]) -> PyResult<PyObject> {
+    let (min, max) = match kind {
+        Kind::Int2 => (i64::from(i16::MIN), i64::from(i16::MAX)),
+        Kind::Int4 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        _ => (i64::MIN, i64::MAX),
+    };
+    let (dims, vals) = t::parse_int_text_array(b, min, max).map_err(bad)?;
+    if dims.len() <= 1 {
+        // the common case, straight into one list (None for NULL)
+        return Ok(PyList::new(py, vals)?.into_any().unbind());
+    }
+    let mut flat = Vec::with_capacity(vals.len());
+    for v in vals {
+        flat.push(match v {
+            None => py.None(),
+            Some(v) => v.into_py_any(py)?,
+        });
+    }
+    nest(py, flat, &dims)
 }
 
 fn record_obj(py: Python<'_>, values: Vec<PyObject>, desc: Arc<Desc>) -> PyResult<PyObject> {

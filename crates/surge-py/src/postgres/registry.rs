@@ -75,6 +75,19 @@ impl Codec {
     pub fn is_binary(&self) -> bool {
         !matches!(self, Codec::TextArray)
     }
+
+    /// For an array of int2, int4 or int8: the element kind. A result column of
+    /// such an array is asked for in the text format, which the server makes for
+    /// less CPU (see `parse_int_text_array`); parameters still go in binary.
+    pub fn int_array_kind(&self) -> Option<Kind> {
+        match self {
+            Codec::Array { elem, lower: 1, .. } => match **elem {
+                Codec::Scalar(k @ (Kind::Int2 | Kind::Int4 | Kind::Int8)) => Some(k),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 /// The codec for `oid`, or None when its values must go as text (unknown, or

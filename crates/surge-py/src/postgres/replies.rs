@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::pgwire::frontend as fe;
 use surge_proto::pgwire::{Auth, DataRow, Fields, Message};
 
-use super::super::containers::decode_text_array;
+use super::super::containers::{decode_int_text_array, decode_text_array};
 use super::super::decode::{decode, decode_text};
 use super::super::record::Record;
 use super::super::registry::Codec;
@@ -38,6 +38,10 @@ impl PgCodec {
             Some(b) => match &stmt.column_codecs[i] {
                 Some(c) if stmt.result_formats[i] == fe::FORMAT_BINARY => decode(py, c, b),
                 Some(c) if matches!(**c, Codec::TextArray) => decode_text_array(py, b),
+                Some(c) => match c.int_array_kind() {
+                    Some(k) => decode_int_text_array(py, k, b),
+                    None => decode_text(py, b),
+                },
                 _ => decode_text(py, b),
             },
         }

@@ -69,11 +69,21 @@ impl Statement {
             None if c.as_ref().is_some_and(|c| c.is_binary()) => FORMAT_BINARY,
             None => FORMAT_TEXT,
         };
+        // Integer arrays come back in text: the server's cheaper form for them
+        // (`Codec::int_array_kind`); a custom codec keeps its own format.
+        let result_fmt = |(t, c): (&u32, &Option<Arc<Codec>>)| match c {
+            Some(c) if !custom.contains_key(t) && c.int_array_kind().is_some() => FORMAT_TEXT,
+            _ => fmt((t, c)),
+        };
         let (column_names, column_oids): (Vec<String>, Vec<u32>) = columns.into_iter().unzip();
         let param_codecs: Vec<_> = param_oids.iter().map(|&t| codec(t)).collect();
         let column_codecs: Vec<_> = column_oids.iter().map(|&t| codec(t)).collect();
         let param_formats = param_oids.iter().zip(&param_codecs).map(fmt).collect();
-        let result_formats = column_oids.iter().zip(&column_codecs).map(fmt).collect();
+        let result_formats = column_oids
+            .iter()
+            .zip(&column_codecs)
+            .map(result_fmt)
+            .collect();
         let desc = Desc::new(py, &column_names)?;
         let param_custom = param_oids.iter().map(|t| custom.get(t).cloned()).collect();
         let column_custom = column_oids.iter().map(|t| custom.get(t).cloned()).collect();

@@ -1,7 +1,7 @@
 """Type stubs for the native extension `surge._core`."""
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Self, final
 
@@ -204,6 +204,43 @@ class AsgiCycle:
     @property
     def _pending_size(self) -> int: ...
     def _wake_writer(self) -> None: ...
+
+@final
+class MiddlewareChain:
+    """The ``async def`` middleware of one frozen plan, driven natively
+    (`surge.http.pipeline`)."""
+
+    def __new__(
+        cls,
+        layers: list[Any],
+        pipeline: Any,
+        plain: list[Callable[..., Any] | None],
+        responses: Any,
+        disconnected: Any,
+    ) -> Self: ...
+    def link(self) -> None: ...
+    @property
+    def depth(self) -> int: ...
+    def call_next(self, index: int) -> CallNext: ...
+    def start(self, request: Any) -> Any: ...
+
+@final
+class CallNext:
+    """``call_next`` of one middleware layer."""
+
+    def __call__(self, request: Any) -> MiddlewareStep: ...
+
+@final
+class MiddlewareStep:
+    """One ``call_next(request)``: the rest of the middleware chain, awaitable."""
+
+    def __await__(self) -> Generator[Any, None, Any]: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: Any, /) -> Any: ...
+    def throw(self, typ: Any, val: Any = None, tb: Any = None, /) -> Any: ...
+    def close(self) -> None: ...
+    def take_first(self) -> Any: ...
 
 @final
 class HttpConnection:

@@ -48,6 +48,11 @@ def decompress(coding: str | None, data: bytes) -> bytes:
         ("gzip;q=0", None),
         ("gzip;q=bad", None),
         ("gzip;q=2", None),  # out of range: refused rather than guessed
+        ("gzip;q=-1", None),
+        ("br;q=1.0001, gzip;q=0.2", "gzip"),  # more decimals than RFC 9110 12.4.2 allows
+        ("gzip;q=1e0", None),
+        ("gzip;q=nan", None),
+        ("gzip;q=0.125", "gzip"),
         ("identity", None),
         ("deflate, compress", None),
         ("", None),
@@ -103,7 +108,15 @@ def compression_app(**options) -> App:
 
 @pytest.mark.parametrize(
     ("accept", "coding"),
-    [("zstd", "zstd"), ("br", "br"), ("gzip", "gzip"), ("br;q=0.9, zstd;q=0.8", "br"), ("", None)],
+    [
+        ("zstd", "zstd"),
+        ("br", "br"),
+        ("gzip", "gzip"),
+        ("br;q=0.9, zstd;q=0.8", "br"),
+        ("", None),
+        ("x-gzip", "gzip"),
+        ("zstd;q=2, br;q=-1, gzip;q=0.5", "gzip"),  # invalid q-values refuse
+    ],
 )
 def test_each_coding_round_trips(accept, coding):
     with TestClient(compression_app()) as client:

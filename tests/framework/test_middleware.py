@@ -820,3 +820,75 @@ def test_plain_chain_skips_inherited_noop_hooks_and_checks_what_hooks_return():
         assert r.status_code == 500
         assert order == ["b in", "handler", "a out", "c out"]
         assert r.headers.get_list("x-seen") == ["c"]
+
+
+def test_call_next_suspends_resumes_and_forwards_cancellation():
+    """``call_next(request)`` is the native step driving the rest of the chain:
+    layers that suspend before and after it, a call_next wrapped in a task by
+    ``asyncio.wait_for`` (the task drives it and cancels it on timeout: the
+    cancellation reaches the handler, and the layer answers instead), a plain
+    handler's None and awaitable results, and a layer failing after a suspension
+    (its error handler's response is what the outer layer sees)."""
+    app = App()
+    events: list[str] = []
+    release = asyncio.Event()
+
+    @app.middleware("http")
+    async def deadline(request, call_next):
+        if request.path.startswith("/slow"):
+            try:
+                return await asyncio.wait_for(call_next(request), 0.05)
+            except TimeoutError:
+                return Response("too slow", 504)
+        return await call_next(request)
+
+    @app.middleware("http")
+    async def late_failure(request, call_next):
+        await asyncio.sleep(0)
+        response = await call_next(request)
+        await asyncio.sleep(0)
+        if request.path == "/fail-late":
+            raise HTTPException(409, "late")
+        return response
+
+    @app.middleware("http")
+    async def outer(request, call_next):  # the outermost
+        await asyncio.sleep(0)
+        response = await call_next(request)
+        response.set_header("X-Outer", str(response.status))
+        return response
+
+    async def wait_forever(tag):
+        events.append(f"{tag} started")
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            events.append(f"{tag} cancelled")
+            raise
+        return "released"
+
+    @app.get("/slow-async")
+    async def slow_async(request):
+        return await wait_forever("async")
+
+    @app.get("/slow-plain")
+    def slow_plain(request):
+        return wait_forever("plain")  # a coroutine from a plain function
+
+    @app.get("/nothing")
+    def nothing(request):
+        return None
+
+    @app.get("/fail-late")
+    def fail_late(request):
+        return "never sent"
+
+    with TestClient(app) as client:
+        for path in ("/slow-async", "/slow-plain"):
+            r = client.get(path)
+            assert (r.status_code, r.text, r.headers["x-outer"]) == (504, "too slow", "504")
+        assert events == ["async started", "async cancelled", "plain started", "plain cancelled"]
+        r = client.get("/nothing")
+        assert (r.status_code, r.content, r.headers["x-outer"]) == (204, b"", "204")
+        r = client.get("/fail-late")
+        assert (r.status_code, r.text, r.headers["x-outer"]) == (409, "late", "409")

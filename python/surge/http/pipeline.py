@@ -26,6 +26,13 @@ unhandled exceptions through ``call_next``; surge hands back the 500, as its
 ``after_request`` hooks do, because that is exactly where browsers need the
 headers.)
 
+``call_next`` is native (`surge._core.MiddlewareChain`, crates/surge-py/src/http/
+server/chain.rs): ``call_next(request)`` is an awaitable that starts the next
+layer's coroutine, or calls a plain handler with no hooks itself, and drives it
+(``am_send``: no wrapper coroutine and no StopIteration per layer), turning an
+exception or a non-response into the error handlers' response as described
+above; the first step of the whole chain runs in `endpoint` the same way.
+
 So on Python 3.11, on a route with a plain-function handler, the code a
 middleware runs before its first real suspension has no current task
 (`asyncio.current_task()` is None; Python 3.12 has eager tasks and surge uses
@@ -44,6 +51,8 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
+
+from surge._core import MiddlewareChain, MiddlewareStep
 
 from .errors import ClientDisconnected, HTTPException
 from .protocol import _Resumed
@@ -135,20 +144,44 @@ class Pipeline:
         self._errors = error_handlers
         self._executor = executor
         self._debug = debug
-        call: CallNext = self._app
+        # The layers, innermost first: each `async def` middleware, and each run
+        # of consecutive process_request/response ones as one layer (`_hooked`).
+        # A factory gets the rest of the chain (what its ``app`` argument is,
+        # Starlette's shape) as a forwarder, as the chain exists only once every
+        # layer is known; per request the layers get the native ``call_next``.
+        layers: list[Any] = []
         hooked: list[Any] = []  # consecutive process_request/response ones, inner first
+        chain_box: list[MiddlewareChain] = []
+
+        def rest(inner: int) -> CallNext:
+            def forward(request: Request) -> Any:
+                chain = chain_box[0]
+                return chain.call_next(chain.depth - inner)(request)
+
+            return forward
+
         for factory in middleware:
-            mw = factory(call)
+            mw = factory(rest(len(layers)))
             if hasattr(mw, "process_request"):
                 hooked.append(mw)
                 continue
             if hooked:
-                call = partial(self._hooked, tuple(reversed(hooked)), call)
+                layers.append(partial(self._hooked, tuple(reversed(hooked))))
                 hooked = []
-            call = partial(self._layer, mw, call)
+            layers.append(mw)
         if hooked:
-            call = partial(self._hooked, tuple(reversed(hooked)), call)
-        self._outer = call
+            layers.append(partial(self._hooked, tuple(reversed(hooked))))
+        plain = [
+            None
+            if route.is_async or route.threaded or self._before or self._after
+            else route.handler
+            for route in self.routes
+        ]
+        chain = MiddlewareChain(layers[::-1], self, plain, _RESPONSES, ClientDisconnected)
+        chain.link()
+        chain_box.append(chain)
+        self._start = chain.start
+        self._outer: CallNext = chain.call_next(0)
         #: When every middleware is of the process_request/response kind and no
         #: hook is registered, a plain handler's request runs with no coroutine
         #: at all (`_plain_chain`); these are the middleware, outermost first.
@@ -176,7 +209,12 @@ class Pipeline:
                     if type(result) is not _Recovering:
                         return result
                     return self._drive(ctx, result.coro)
-        return self._drive(ctx, self._outer(request))
+        if _EAGER_TASKS:  # pragma: no cover - Python 3.12+
+            return self._drive(ctx, self._outer(request))
+        result = ctx.run(self._start, request)
+        if type(result) is MiddlewareStep:
+            return _Resumed(_InContext(ctx, result), result.take_first())
+        return result
 
     def _drive(self, ctx: contextvars.Context, coro: Any) -> Any:
         if _EAGER_TASKS:  # pragma: no cover - Python 3.12+
@@ -274,22 +312,7 @@ class Pipeline:
                 response = await self._error(request, exc)
         return response
 
-    async def _layer(self, mw: Dispatch, call_next: CallNext, request: Request) -> Any:
-        try:
-            response = await mw(request, call_next)
-        except ClientDisconnected:
-            raise
-        except Exception as exc:
-            return await self._error(request, exc)
-        if not isinstance(response, _RESPONSES):
-            name = getattr(mw, "__qualname__", type(mw).__qualname__)
-            return await self._error(
-                request,
-                TypeError(f"middleware {name} returned {type(response).__name__}, not a response"),
-            )
-        return response
-
-    async def _hooked(self, group: tuple[Any, ...], call_next: CallNext, request: Request) -> Any:
+    async def _hooked(self, group: tuple[Any, ...], request: Request, call_next: CallNext) -> Any:
         # Middleware with process_request/process_response, outermost first, in
         # one coroutine: the same order and error handling as separate layers.
         response = None
@@ -314,6 +337,26 @@ class Pipeline:
             except Exception as exc:
                 response = await self._error(request, exc)
         return response
+
+    async def _finish(self, request: Request, result: Any) -> Any:
+        """A plain handler's result the native chain did not take as it is (None,
+        an awaitable, or not a response at all): the response for it."""
+        try:
+            if inspect.isawaitable(result):
+                result = await result
+            return to_response(result)
+        except ClientDisconnected:
+            raise
+        except Exception as exc:
+            return await self._error(request, exc)
+
+    async def _not_a_response(self, request: Request, mw: Any, response: Any) -> Any:
+        """The response for a middleware that returned `response`, not a response."""
+        name = getattr(mw, "__qualname__", type(mw).__qualname__)
+        return await self._error(
+            request,
+            TypeError(f"middleware {name} returned {type(response).__name__}, not a response"),
+        )
 
     async def _app(self, request: Request) -> Any:
         rid = request._route

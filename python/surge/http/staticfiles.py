@@ -42,7 +42,9 @@ the validators again (see benchmarks/files).
 
 Precompressed siblings: with ``precompressed=True`` a request for ``app.js``
 from a client whose Accept-Encoding allows ``br`` (or ``gzip``) gets
-``app.js.br`` (``app.js.gz``) when that file exists, with ``Content-Encoding``,
+``app.js.br`` (``app.js.gz``) when that file exists (of those that exist, the
+one the client weighs highest, br on a tie; `surge.http.negotiation` reads the
+header as the compression middleware does), with ``Content-Encoding``,
 the original's Content-Type, an ETag of its own, and ranges counted over the
 encoded bytes (RFC 9110 14.1.2: ranges apply to the selected representation).
 Every answer for a path that has a sibling carries ``Vary: Accept-Encoding``.
@@ -61,6 +63,7 @@ from urllib.parse import unquote_to_bytes
 from surge._core import Response
 
 from .conditional import file_reply
+from .negotiation import choose_encoding
 from .response import FileResponse, RedirectResponse, guess_content_type
 
 if TYPE_CHECKING:
@@ -216,35 +219,6 @@ def resolve_path(root: str, rel: bytes, follow_symlinks: bool = False) -> str | 
     if found[0] >= 0:
         os.close(found[0])
     return found[2]
-
-
-def _accepted(accept_encoding: str | None) -> set[str]:
-    """The codings of an Accept-Encoding header with a non-zero q (``*`` expanded)."""
-    if not accept_encoding:
-        return set()
-    accepted: set[str] = set()
-    refused: set[str] = set()
-    star = False
-    for item in accept_encoding.split(","):
-        name, _, params = item.partition(";")
-        name = name.strip().lower()
-        q = 1.0
-        for param in params.split(";"):
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if name == "*":
-            star = q > 0
-        elif q > 0:
-            accepted.add(name)
-        else:
-            refused.add(name)
-    if star:
-        accepted |= {coding for coding, _ in _ENCODINGS} - refused
-    return accepted
 
 
 class StaticFiles:
@@ -493,12 +467,13 @@ class StaticFiles:
             self._no_siblings[key] = now + SIBLING_RECHECK
             return None
         headers.append(("Vary", "Accept-Encoding"))
-        accepted = _accepted(request.headers.get("accept-encoding"))
+        accept = request.headers.get("accept-encoding")
+        wanted = choose_encoding(accept, [name for name, _ in found]) if accept else None
         chosen = None
-        for coding, sibling in found:
-            if chosen is None and coding in accepted:
+        for name, sibling in found:
+            if name == wanted:
                 chosen = sibling
-                headers.append(("Content-Encoding", coding))
+                headers.append(("Content-Encoding", name))
             elif sibling[0] >= 0:
                 os.close(sibling[0])
         return chosen

@@ -328,6 +328,19 @@ def test_precompressed_siblings(surge_port, files_root):
         assert r.header("content-encoding") == "gzip"
         r = c.request("GET", "/static/app.js", headers={"Accept-Encoding": "gzip;q=0"})
         assert (r.body, r.header("content-encoding")) == (js, None)
+        # The header is read as the compression middleware reads it
+        # (surge.http.negotiation): x-gzip is gzip, the client's weights rank the
+        # siblings, and a q-value outside RFC 9110's grammar refuses its coding.
+        for accept, coding in [
+            ("x-gzip", "gzip"),
+            ("br;q=0.5, gzip", "gzip"),
+            ("br;q=2, gzip;q=0.1", "gzip"),
+            ("br;q=-1", None),
+            ("gzip;q=1.5, br;q=0.5000", None),
+        ]:
+            r = c.request("GET", "/static/app.js", headers={"Accept-Encoding": accept})
+            assert r.header("content-encoding") == coding, accept
+            assert r.body == {"gzip": gz, None: js}[coding], accept
         # Ranges count the encoded bytes (the selected representation).
         r = c.request(
             "GET", "/static/app.js", headers={"Accept-Encoding": "gzip", "Range": "bytes=0-9"}

@@ -1,7 +1,8 @@
 """Response compression: `CompressionMiddleware` (zstd, brotli, gzip) and
 `GZipMiddleware` (gzip only, as Starlette's of that name).
 
-The coding is chosen from the request's ``Accept-Encoding`` (RFC 9110 12.5.3):
+The coding is chosen from the request's ``Accept-Encoding`` (RFC 9110 12.5.3,
+read by `surge.http.negotiation`):
 the coding with the highest q-value among those this middleware has, ties
 going to the middleware's order (``encodings``, zstd then br then gzip by
 default); ``*`` stands for every coding the header does not name; ``q=0``
@@ -31,6 +32,7 @@ from typing import Any
 
 from surge._core import Request, Response
 
+from ..negotiation import accepted_codings, choose_encoding
 from ..response import StreamingResponse
 from .base import CallNext, HookMiddleware, add_vary, header_values
 
@@ -93,45 +95,6 @@ def available_encodings() -> tuple[str, ...]:
         for name, module in (("zstd", zstandard), ("br", brotli), ("gzip", gzip))
         if module is not None
     )
-
-
-def accepted_codings(accept_encoding: str) -> dict[str, float]:
-    """An ``Accept-Encoding`` value as {coding: q} (names lowercased, ``x-gzip``
-    as ``gzip``; a malformed q counts as 0, so a garbled header refuses rather
-    than surprises)."""
-    codings: dict[str, float] = {}
-    for item in accept_encoding.split(","):
-        coding, _, params = item.partition(";")
-        coding = coding.strip().lower()
-        if not coding:
-            continue
-        q = 1.0
-        for param in params.split(";"):
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-                if not 0.0 <= q <= 1.0:
-                    q = 0.0
-        if coding == "x-gzip":
-            coding = "gzip"
-        codings[coding] = max(q, codings.get(coding, q))
-    return codings
-
-
-def choose_encoding(accept_encoding: str, offered: Iterable[str]) -> str | None:
-    """The coding of `offered` (in the server's order of preference) the client
-    prefers most, or None when it accepts none of them."""
-    codings = accepted_codings(accept_encoding)
-    star = codings.get("*")
-    best, best_q = None, 0.0
-    for name in offered:
-        q = codings.get(name, star)
-        if q is not None and q > best_q:  # ties keep the earlier (preferred) one
-            best, best_q = name, q
-    return best
 
 
 def accepts_gzip(accept_encoding: str) -> bool:

@@ -3,6 +3,7 @@
 
 mod access_log;
 mod asgi;
+mod chain;
 mod connection;
 mod date;
 mod proxy;
@@ -14,6 +15,7 @@ mod wsgi;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use asgi::AsgiCycle;
+pub(crate) use chain::{step_type as middleware_step_type, CallNext, MiddlewareChain};
 pub(crate) use connection::{HttpConnection, ParseError};
 pub(crate) use date::http_date;
 pub(crate) use proxy::ProxyTrust;

@@ -157,7 +157,7 @@ pub struct Response {
 impl Response {
     #[new]
     #[pyo3(signature = (body=None, status=200, headers=None, content_type=None))]
-    fn new(
+    pub(crate) fn new(
         py: Python<'_>,
         body: Option<&Bound<'_, PyAny>>,
         status: u16,

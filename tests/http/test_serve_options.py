@@ -10,6 +10,7 @@ on which both agree, and the exact boundary is tested on surge alone.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -296,3 +297,16 @@ def test_app_run_takes_limit_concurrency(tmp_path: Path) -> None:
         server.check_health()
     finally:
         server.stop()
+
+
+def test_serve_imports_no_other_subcommand() -> None:
+    # `surge services` imports pytest (its fixtures) and `surge load` the load
+    # generator: a serving worker must not carry them (7 MB of its idle RSS).
+    code = (
+        "import sys; from surge import cli; cli.build_parser(['serve', 'm:app']);"
+        "print(sorted(m for m in ('pytest', 'surge.services', 'surge.load') if m in sys.modules));"
+        "cli.build_parser(['services', 'status']);"
+        "print('surge.services' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"], out

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from wsgiservers import WsgiServers
@@ -47,3 +50,45 @@ def test_django_slow_views_run_together_and_fast_view_stays_fast(
     assert max(finished) < 3.5, finished
     assert max(finished) - min(finished) < 0.5, finished
     assert len(fast_times) >= 10 and max(fast_times) < 0.2, fast_times
+
+
+def _threads(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_cpu_bound_app_stays_on_one_thread_when_the_process_is_stopped(
+    wsgi_servers: WsgiServers,
+) -> None:
+    # A CPU-bound app finishes nothing while its process is stopped (SIGSTOP, or a
+    # starved core): that is no reason for a second thread, which would only add
+    # GIL hand-overs. The pool grows for calls that block (the test above).
+    server = wsgi_servers.get("surge", "raw_wsgi:spin_app")
+    pid = server.proc.pid
+    before = _threads(pid)  # no pool thread yet: none is started before a request
+    stop = threading.Event()
+    answers: list[int] = []
+
+    def load() -> None:
+        while not stop.is_set():
+            resp = server.fetch("GET", "/")
+            answers.append(resp.status)
+
+    clients = [threading.Thread(target=load) for _ in range(8)]
+    for t in clients:
+        t.start()
+    try:
+        for _ in range(3):
+            time.sleep(0.25)
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.2)
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.25)
+        threads = _threads(pid) - before
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        stop.set()
+        for t in clients:
+            t.join(10)
+    assert answers and set(answers) == {200}
+    assert threads == 1, f"{threads} pool threads for a CPU-bound app"

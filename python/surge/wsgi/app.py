@@ -77,15 +77,12 @@ class WsgiApp:
         return self._plan
 
     def _dispatch(self, request: Request, conn: HttpProtocol) -> WsgiCycle:
-        base = conn.dispatcher_data
-        if base is None:
-            base = conn.dispatcher_data = {**self._base, **_connection_environ(conn)}
+        data = conn.dispatcher_data
+        if data is None:
+            data = conn.dispatcher_data = self._connection_data(conn)
+        base, wakeups = data
         # Built natively (`Request._wsgi_environ`): PEP 3333's keys from the head.
         environ = request._wsgi_environ(base)
-        wakeups = self._wakeups
-        loop = asyncio.get_running_loop()
-        if wakeups is None or wakeups.loop is not loop:
-            wakeups = self._wakeups = Wakeups(loop)
         return WsgiCycle(
             self.app,
             environ,
@@ -96,6 +93,16 @@ class WsgiApp:
             wakeups,
             self.limits.write_high_water,
         )
+
+    def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], Wakeups]:
+        """What every request of a connection shares: the environ's constant part,
+        and its loop's `Wakeups` (looked up once: `asyncio.get_running_loop()`
+        makes a getpid() system call each time on Python 3.11)."""
+        loop = asyncio.get_running_loop()
+        wakeups = self._wakeups
+        if wakeups is None or wakeups.loop is not loop:
+            wakeups = self._wakeups = Wakeups(loop)
+        return {**self._base, **_connection_environ(conn)}, wakeups
 
 
 def _connection_environ(conn: HttpProtocol) -> dict[str, Any]:

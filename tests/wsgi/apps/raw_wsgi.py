@@ -111,3 +111,12 @@ def app(environ, start_response):
         return environ["wsgi.file_wrapper"](f, 4)
     start_response("404 Not Found", [("Content-Length", "0")])
     return []
+
+
+def spin_app(environ, start_response):
+    """A CPU-bound app: each request runs Python for about 2 ms, holding the GIL."""
+    end = time.thread_time() + 0.002
+    while time.thread_time() < end:
+        pass
+    start_response("200 OK", [("Content-Length", "4")])
+    return [b"spun"]

@@ -441,7 +441,10 @@ class HttpProtocol(asyncio.Protocol):
                 slot.done = slot.close = True
                 self._queue.append(slot)
                 break
-            self._handle(item)
+            if self._dispatcher is not None:
+                self._handle_dispatched(item, self._dispatcher)
+            else:
+                self._handle(item)
         queue = self._queue
         if len(queue) >= self._plan.limits.max_pipeline:
             self._paused_queue = True
@@ -452,9 +455,6 @@ class HttpProtocol(asyncio.Protocol):
         # when it deferred these (see HttpConnection.feed), and `_finish` flushes.
 
     def _handle(self, req: Request) -> None:
-        if self._dispatcher is not None:
-            self._handle_dispatched(req, self._dispatcher)
-            return
         slot = _Slot(req)
         self._queue.append(slot)
         rid = req._route
@@ -531,13 +531,14 @@ class HttpProtocol(asyncio.Protocol):
             self._start(self._answer_exception(slot, req, exc))
             return
         if not ahead and not self._queue and not self._writer_busy and not self._closed:
-            self._writer_busy = True
-            self._inline_request = req
+            # (`begin` calls nothing that reads `_writer_busy` back.)
             keep_alive = writer.begin(self)
             if keep_alive is None:
-                return  # `writer_done` follows
-            self._release_inline()
-            self._writer_busy = False
+                # `writer_done` follows, once the app has sent the rest.
+                self._writer_busy = True
+                self._inline_request = req
+                return
+            _release(req)
             if not keep_alive:
                 self._drop_queue()
                 self._close()

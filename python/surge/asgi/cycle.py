@@ -40,6 +40,8 @@ from surge.http.response import WriterResponse
 if TYPE_CHECKING:
     from surge.http.protocol import HttpProtocol
 
+    from .eager import EagerStarter
+
 log = logging.getLogger("surge.asgi")
 
 Scope = MutableMapping[str, Any]
@@ -54,7 +56,7 @@ _ERROR_500 = b"Internal Server Error"
 #: The tasks running apps (see `HttpCycle.start`).
 _running: set[asyncio.Task[None]] = set()
 #: The name of every app task (a name given skips formatting one per request).
-_TASK_NAME = "surge-asgi"
+TASK_NAME = "surge-asgi"
 
 # How the body is framed, chosen at `http.response.start` (`_framing`; the
 # native side's values).
@@ -76,13 +78,17 @@ class HttpCycle(AsgiCycle, WriterResponse):
 
     inline = True
 
-    def start(self, app: ASGIApp, scope: Scope) -> None:
-        """Runs `app` for this request in a task of its own."""
-        self._task = task = self._conn._loop.create_task(self._run(app, scope), name=_TASK_NAME)
-        # The loop keeps only weak references to tasks; an app awaiting something
-        # only it references (after its response left) must not be collected
-        # (`_run` takes it out: no done callback per request).
-        _running.add(task)
+    def start(self, app: ASGIApp, scope: Scope, starter: EagerStarter) -> None:
+        """Runs `app` for this request as a task of its own, its first step at once
+        (see `surge.asgi.eager`): an app that answers without suspending has its
+        response ready when this returns, and no task is scheduled."""
+        task = starter.start(self._run(app, scope))
+        if task is not None:
+            self._task = task
+            # The loop keeps only weak references to tasks; an app awaiting something
+            # only it references (after its response left) must not be collected
+            # (`_run` takes it out: no done callback per request).
+            _running.add(task)
 
     # The app's side ----------------------------------------------------------------
 
@@ -115,7 +121,8 @@ class HttpCycle(AsgiCycle, WriterResponse):
                 log.error("ASGI callable returned without completing response")
                 self._fail()
         finally:
-            _running.discard(self._task)  # type: ignore[arg-type]
+            if self._task is not None:
+                _running.discard(self._task)  # type: ignore[arg-type]
             self._wake_writer()
 
     async def _receive_slow(self) -> Message:
@@ -222,21 +229,9 @@ class HttpCycle(AsgiCycle, WriterResponse):
 
     # The connection's side (`WriterResponse`) ---------------------------------------
 
-    def begin(self, conn: HttpProtocol) -> bool | None:
-        """Its turn came: flushes what the app sent before, then lets it write
-        directly; the connection learns the end from `writer_done` unless the
-        response is complete already."""
-        self._active = True
-        pending = self._take_pending()
-        if pending is not None:
-            conn.write(pending)
-        space = self._space
-        if space is not None and not space.done():
-            space.set_result(None)
-        if not self._complete:
-            self._waiting = True
-            return None
-        return self._keep_alive_after()
+    # `begin` is native (`AsgiCycle.begin`): its turn came; it flushes what the app
+    # sent before and lets it write directly; the connection learns the end from
+    # `writer_done` unless the response is complete already.
 
     def _keep_alive_after(self) -> bool | None:
         """Whether the connection may stay open after the complete response; None

@@ -28,6 +28,7 @@ import socket
 import stat
 import traceback
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -440,7 +441,10 @@ class HttpProtocol(asyncio.Protocol):
                 slot.done = slot.close = True
                 self._queue.append(slot)
                 break
-            self._handle(item)
+            if self._dispatcher is not None:
+                self._handle_dispatched(item, self._dispatcher)
+            else:
+                self._handle(item)
         queue = self._queue
         if len(queue) >= self._plan.limits.max_pipeline:
             self._paused_queue = True
@@ -453,26 +457,6 @@ class HttpProtocol(asyncio.Protocol):
     def _handle(self, req: Request) -> None:
         slot = _Slot(req)
         self._queue.append(slot)
-        if self._dispatcher is not None:
-            # A dispatcher taking every request (ASGI): it starts the app and
-            # returns its `WriterResponse` at once; no route, task or native
-            # rendering is involved here. An upgrade to WebSocket goes to the
-            # catch-all route's websocket handler.
-            if self._conn.upgrade and _wants_websocket(req):
-                route = self._routes[0]
-                if route.websocket is not None:
-                    self._upgrade(slot, req, route)
-                    return
-            try:
-                writer = self._dispatcher(req, self)
-            except Exception as exc:
-                self._start(self._answer_exception(slot, req, exc))
-                return
-            slot.body = writer
-            slot.done = True
-            if not self._writer_busy and self._queue[0] is slot:
-                self._flush()
-            return
         rid = req._route
         if rid < 0:
             self._finish_error(slot, req, HTTPException(_NOT_FOUND if rid == -1 else 405))
@@ -521,6 +505,50 @@ class HttpProtocol(asyncio.Protocol):
             self._call_inline(slot, req, route)
 
     # WebSocket hook (the protocol itself lives in surge.websocket) ------------------
+
+    def _handle_dispatched(self, req: Request, dispatcher: Callable[..., Any]) -> None:
+        # A dispatcher taking every request (ASGI): it starts the app and returns
+        # its inline `WriterResponse` at once; no route, task or native rendering
+        # is involved here. An upgrade to WebSocket goes to the catch-all route's
+        # websocket handler.
+        if self._conn.upgrade and _wants_websocket(req):
+            route = self._routes[0]
+            if route.websocket is not None:
+                slot = _Slot(req)
+                self._queue.append(slot)
+                self._upgrade(slot, req, route)
+                return
+        # Nothing ahead of it: the response may leave as soon as the dispatcher
+        # returns, without a queue slot (an ASGI app's first step runs in the
+        # dispatcher, so most responses are complete by then). The slot is only
+        # made after the call: while the app runs, no other request is dispatched.
+        ahead = bool(self._queue) or self._writer_busy
+        try:
+            writer = dispatcher(req, self)
+        except Exception as exc:
+            slot = _Slot(req)
+            self._queue.append(slot)
+            self._start(self._answer_exception(slot, req, exc))
+            return
+        if not ahead and not self._queue and not self._writer_busy and not self._closed:
+            # (`begin` calls nothing that reads `_writer_busy` back.)
+            keep_alive = writer.begin(self)
+            if keep_alive is None:
+                # `writer_done` follows, once the app has sent the rest.
+                self._writer_busy = True
+                self._inline_request = req
+                return
+            _release(req)
+            if not keep_alive:
+                self._drop_queue()
+                self._close()
+            return
+        slot = _Slot(req)
+        self._queue.append(slot)
+        slot.body = writer
+        slot.done = True
+        if not self._writer_busy and self._queue[0] is slot:
+            self._flush()
 
     def _upgrade(self, slot: _Slot, req: Request, route: Any) -> None:
         # The route's `websocket` callable returns an inline WriterResponse that,

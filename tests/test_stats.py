@@ -84,12 +84,14 @@ def test_histogram_timer_and_unobserved_histogram() -> None:
     reg = stats.Registry()
     reg.histogram("idle_seconds")  # registered, never observed: no samples yet
     h = reg.histogram("once_seconds")
+    t0 = time.perf_counter()
     with h.time():
         time.sleep(0.01)
+    elapsed = time.perf_counter() - t0  # a loaded machine oversleeps: bound by what passed
     fams = parse(reg.prometheus())
     assert fams["idle_seconds"].samples == []
     assert not any(math.isnan(s.value) for s in fams["once_seconds"].samples)
-    assert h.quantile(0.5) == pytest.approx(0.01, rel=0.5)
+    assert 0.0095 <= h.quantile(0.5) <= elapsed * 1.05
 
 
 # --------------------------------------------------------------------------- live server

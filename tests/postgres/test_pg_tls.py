@@ -25,7 +25,7 @@ from surge.postgres.saslprep import saslprep, scram_password
 
 from tests.loops import runner
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # ~100 psql runs: slow on a loaded machine
 
 #: A SCRAM password that SASLprep changes: roman numeral nine (NFKC: "IX"), a
 #: no-break space (a space), a soft hyphen (nothing), and an "ß" it keeps.

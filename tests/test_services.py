@@ -51,3 +51,25 @@ def test_cli_up_and_down(tmp_path):
     )
     assert down.returncode == 0, down.stderr
     assert down.stdout.count("stopped") == 2
+
+
+def test_pytest_plugin_fixtures_and_no_pytest_outside_it(tmp_path):
+    """`pytest_plugins = ["surge.services"]` gives the fixtures; a program that only
+    imports surge.services does not load pytest."""
+    (tmp_path / "test_uses_redis.py").write_text(
+        'pytest_plugins = ["surge.services"]\n\n\n'
+        "def test_redis(redis_service):\n"
+        "    assert redis_service.port > 0\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    code = "import sys, surge.services; print('pytest' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

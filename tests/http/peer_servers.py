@@ -62,7 +62,7 @@ class PeerServer:
         self.checked = 0
         self._wait_accepting()
 
-    def _wait_accepting(self, timeout: float = 20.0) -> None:
+    def _wait_accepting(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:

@@ -468,10 +468,14 @@ class RespLane:
         engine: Any,
         fallback_get: Callable[[Any], Any],
         fallback_set: Callable[..., Any],
+        fallback_command: Callable[..., Any],
+        fallback_command_ok: Callable[..., Any],
         flush_size: int,
         early_flush: int,
     ) -> Self: ...
     def get(self, name: Any) -> Any: ...
+    def command(self, *args: Any) -> Any: ...
+    def command_ok(self, *args: Any) -> Any: ...
     def set(
         self,
         name: Any,

@@ -44,6 +44,16 @@ def test_get_and_set_go_through_the_lane_with_the_same_results(url, arun):
         assert await r.set("lane:a", "3", xx=True, get=True) == b"1"
         assert await r.set("lane:a", "4", ex=100) is True
         assert 0 < await r.ttl("lane:a") <= 100
+        # Every other command is sent through the lane too (replies converted after).
+        assert isinstance(getattr(r._submit, "__self__", None), RespLane)
+        assert await r.hset("lane:h", "f", "v") == 1
+        assert await r.hget("lane:h", "f") == b"v"
+        assert await r.hgetall("lane:h") == {b"f": b"v"}
+        assert await r.execute_command("PING") == "PONG"  # raw, as before
+        assert await r.mset({"lane:m1": memoryview(b"1"), "lane:m2": 2}) is True
+        assert await r.mget("lane:m1", "lane:m2") == [b"1", b"2"]
+        with pytest.raises(surge.redis.DataError, match="dict"):
+            r.execute_command("SET", "lane:x", {})
         await r.rpush("lane:list", 1)
         with pytest.raises(surge.redis.ResponseError, match="WRONGTYPE"):
             await r.get("lane:list")

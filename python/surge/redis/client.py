@@ -45,9 +45,9 @@ DEFAULT_PORT = 6379
 #: TLS through the engine's native record layer when the options allow it (see
 #: `_native_tls`); False: always the ``ssl`` module (a switch for comparisons).
 NATIVE_TLS = True
-#: ``get(k)`` and the plain ``set(k, v)`` in one native call (`surge._core.RespLane`,
-#: the engine's request path step for step); False: the Python methods (a switch
-#: for comparisons).
+#: ``get(k)``, the plain ``set(k, v)`` and the sending of every other command in one
+#: native call (`surge._core.RespLane`, the engine's request path step for step);
+#: False: the Python methods (a switch for comparisons).
 NATIVE_LANE = True
 #: The liveness probe: any reply (+PONG, or -NOAUTH before AUTH) proves the server alive.
 PROBE = b"PING\r\n"
@@ -188,27 +188,35 @@ class Redis(Commands):
         self._command = self._codec.command
         self._command_ok = self._codec.command_ok
         self._blocking = BlockingPool(self, max_blocking_connections, blocking_pool_timeout)
-        cls = type(self)
-        if (
-            NATIVE_LANE
-            and cls.get is Redis.get
-            and cls.set is Redis.set
-            # A traced connection wraps its own `request`: the lane would bypass it.
-            and "request" not in vars(self._engine)
-        ):
-            # The hot path of most programs: the lane does what `get` and `set` below
-            # do, natively, and calls them whenever it cannot (not connected, over a
-            # limit, a memoryview, SET with options, a request timeout).
+        #: How `_exec` sends a command (a reply as the codec makes it, or +OK as True).
+        self._submit: Any = self._submit_py
+        self._submit_ok: Any = self._submit_ok_py
+        # A traced connection wraps its own `request`: the lane would bypass it.
+        if NATIVE_LANE and "request" not in vars(self._engine):
+            # The hot path: the lane does natively what `get`, `set`, `_submit_py` and
+            # `_submit_ok_py` do, and calls them whenever it cannot (not connected,
+            # over a limit, a memoryview, SET with options, a request timeout).
             lane = RespLane(
                 self._codec,
                 self._engine,
                 types.MethodType(Redis.get, self),
                 types.MethodType(Redis.set, self),
+                self._submit_py,
+                self._submit_ok_py,
                 FLUSH_SIZE,
                 EARLY_FLUSH,
             )
-            self.__dict__["get"] = lane.get
-            self.__dict__["set"] = lane.set
+            self._submit, self._submit_ok = lane.command, lane.command_ok
+            cls = type(self)
+            if cls.get is Redis.get and cls.set is Redis.set:  # not a subclass's own
+                self.__dict__["get"] = lane.get
+                self.__dict__["set"] = lane.set
+
+    def _submit_py(self, *args: Any) -> Any:
+        return self._req(self._command, *args)
+
+    def _submit_ok_py(self, *args: Any) -> Any:
+        return self._req(self._command_ok, *args)
 
     def new_engine(self, codec: RespCodec, **kwargs: Any) -> PipelinedConnection:
         """A connection to the same server with the same handshake (pub/sub uses one)."""
@@ -318,14 +326,14 @@ class Redis(Commands):
     def _exec(self, reply: Reply, *args: Any) -> Any:
         try:
             if reply is None:
-                return self._req(self._command, *args)
+                return self._submit(*args)
             if reply is replies.ok or reply is replies.pong:
                 # The codec answers +OK with True itself: no wrapper per SET.
-                return self._req(self._command_ok, *args)
+                return self._submit_ok(*args)
             if reply is replies.raw:
                 # A binary payload (DUMP): bytes whatever decode_responses says.
                 return self._req(self._codec.command_raw, *args)
-            return _then(self._req(self._command, *args), reply)
+            return _then(self._submit(*args), reply)
         except DataError:
             # Off the hot path: the codec refused an argument; a memoryview is
             # taken as its bytes, anything else raises again.

@@ -430,6 +430,22 @@ impl RespCodec {
         Ok(id)
     }
 
+    /// Encode a whole command (`RespLane`'s generic path); `status_true` as
+    /// `command_ok`. A bad argument leaves the buffer as it was.
+    pub(super) fn encode_args(
+        &mut self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        status_true: bool,
+    ) -> PyResult<u64> {
+        write_command(&mut self.wbuf, args, self.data_error.bind(py))?;
+        let id = self.push_waiting(1, false, 0);
+        if let Some(w) = self.waiting.back_mut() {
+            w.status_true = status_true;
+        }
+        Ok(id)
+    }
+
     /// Every complete reply in `data` (plus what was buffered), routed.
     fn parse<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Vec<Routed<'py>>> {
         let mut out = Vec::new();

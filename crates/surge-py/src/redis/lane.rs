@@ -1,4 +1,5 @@
-//! `RespLane`: `Redis.get(k)` and the plain `Redis.set(k, v)` in one native call.
+//! `RespLane`: `Redis.get(k)`, the plain `Redis.set(k, v)` and every other command
+//! whose reply needs no conversion in Python, in one native call.
 //!
 //! Why: with 1000 coroutines pipelining GET/SET over one connection, the client's
 //! CPU per command is what limits the rate, and two Python frames per command
@@ -20,7 +21,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::codec::RespCodec;
@@ -53,6 +54,12 @@ impl Knobs {
     }
 }
 
+/// A command to encode: a name and its arguments (GET, SET), or a whole tuple.
+enum Command<'a, 'py> {
+    Named(&'static [u8], &'a [&'a Bound<'py, PyAny>]),
+    Args(&'a Bound<'py, PyTuple>),
+}
+
 #[pyclass(module = "surge._core")]
 pub struct RespLane {
     codec: Py<RespCodec>,
@@ -62,10 +69,12 @@ pub struct RespLane {
     /// The engine's requests-by-encoder counters (`PipelinedConnection._sent`).
     sent: Py<PyDict>,
     /// The keys the engine counts GET and SET under (`codec.command`, `command_ok`).
-    key_get: PyObject,
-    key_set: PyObject,
+    key_command: PyObject,
+    key_ok: PyObject,
     fallback_get: PyObject,
     fallback_set: PyObject,
+    fallback_command: PyObject,
+    fallback_command_ok: PyObject,
     flush_size: usize,
     early_flush: usize,
     /// The loop last seen and its bound `create_future`.
@@ -79,9 +88,8 @@ impl RespLane {
     fn submit<'py>(
         &mut self,
         py: Python<'py>,
-        name: &[u8],
-        args: &[&Bound<'py, PyAny>],
-        set: bool,
+        command: Command<'_, 'py>,
+        ok: bool,
     ) -> PyResult<Option<PyObject>> {
         let st = self.state.bind(py);
         let item = |key: &Bound<'py, PyString>| st.get_item(key);
@@ -122,7 +130,11 @@ impl RespLane {
             let Ok(mut codec) = self.codec.try_borrow_mut(py) else {
                 return Ok(None);
             };
-            let Ok(id) = codec.encode_named(py, name, args, set) else {
+            let encoded = match command {
+                Command::Named(name, args) => codec.encode_named(py, name, args, ok),
+                Command::Args(args) => codec.encode_args(py, args, ok),
+            };
+            let Ok(id) = encoded else {
                 return Ok(None);
             };
             (id, buffered, codec.buffered().1)
@@ -141,7 +153,7 @@ impl RespLane {
         let fut = create.call0(py)?;
         pending.set_item(id, &fut)?;
         let sent = self.sent.bind(py);
-        let key = if set { &self.key_set } else { &self.key_get };
+        let key = if ok { &self.key_ok } else { &self.key_command };
         let count = match sent.get_item(key)? {
             Some(n) => n.downcast_into::<PyInt>()?.extract::<u64>()?,
             None => 0,
@@ -163,17 +175,24 @@ impl RespLane {
 #[pymethods]
 impl RespLane {
     /// A lane over `engine` (a `PipelinedConnection`) and its `codec`;
-    /// `fallback_get(name)` and `fallback_set(name, value, ex, px, nx, xx,
-    /// keepttl, get, exat, pxat)` are the Python methods taken when the lane
+    /// `fallback_get(name)`, `fallback_set(name, value, ex, px, nx, xx,
+    /// keepttl, get, exat, pxat)`, `fallback_command(*args)` and
+    /// `fallback_command_ok(*args)` are the Python paths taken when the lane
     /// cannot serve a call.
     #[new]
-    #[pyo3(signature = (codec, engine, fallback_get, fallback_set, flush_size, early_flush))]
+    #[pyo3(signature = (
+        codec, engine, fallback_get, fallback_set, fallback_command, fallback_command_ok,
+        flush_size, early_flush
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         codec: Bound<'_, RespCodec>,
         engine: Bound<'_, PyAny>,
         fallback_get: PyObject,
         fallback_set: PyObject,
+        fallback_command: PyObject,
+        fallback_command_ok: PyObject,
         flush_size: usize,
         early_flush: usize,
     ) -> PyResult<Self> {
@@ -186,14 +205,16 @@ impl RespLane {
             .downcast_into::<PyDict>()
             .map_err(|_| PyTypeError::new_err("the engine's _sent is not a dict"))?;
         Ok(RespLane {
-            key_get: codec.getattr(intern!(py, "command"))?.unbind(),
-            key_set: codec.getattr(intern!(py, "command_ok"))?.unbind(),
+            key_command: codec.getattr(intern!(py, "command"))?.unbind(),
+            key_ok: codec.getattr(intern!(py, "command_ok"))?.unbind(),
             codec: codec.unbind(),
             engine: engine.unbind(),
             state: state.unbind(),
             sent: sent.unbind(),
             fallback_get,
             fallback_set,
+            fallback_command,
+            fallback_command_ok,
             flush_size,
             early_flush,
             futures: None,
@@ -202,11 +223,17 @@ impl RespLane {
     }
 
     /// GET: a future of the value (or None).
-    fn get(&mut self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<PyObject> {
-        match self.submit(py, b"GET", &[name], false)? {
-            Some(fut) => Ok(fut),
-            None => self.fallback_get.call1(py, (name,)),
-        }
+    fn get(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if let Some(fut) = this.submit(py, Command::Named(b"GET", &[name]), false)? {
+                return Ok(fut);
+            }
+            this.fallback_get.clone_ref(py)
+        };
+        // The lane is released first: the Python path may come back to it.
+        fallback.call1(py, (name,))
     }
 
     /// SET with redis-py's signature: the plain `set(name, value)` here, any
@@ -217,8 +244,7 @@ impl RespLane {
     ))]
     #[allow(clippy::too_many_arguments)]
     fn set(
-        &mut self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         name: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         ex: Option<&Bound<'_, PyAny>>,
@@ -230,6 +256,7 @@ impl RespLane {
         exat: Option<&Bound<'_, PyAny>>,
         pxat: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
+        let py = slf.py();
         // Options left out arrive as None (redis-py's False): either way, not set.
         let truthy = |v: Option<&Bound<'_, PyAny>>| v.map_or(Ok(false), |v| v.is_truthy());
         let plain = ex.is_none()
@@ -240,11 +267,15 @@ impl RespLane {
             && !truthy(xx)?
             && !truthy(keepttl)?
             && !truthy(get)?;
-        if plain {
-            if let Some(fut) = self.submit(py, b"SET", &[name, value], true)? {
-                return Ok(fut);
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if plain {
+                if let Some(fut) = this.submit(py, Command::Named(b"SET", &[name, value]), true)? {
+                    return Ok(fut);
+                }
             }
-        }
+            this.fallback_set.clone_ref(py)
+        };
         let none = py.None();
         let opt =
             |v: Option<&Bound<'_, PyAny>>| v.map_or(none.clone_ref(py), |v| v.clone().unbind());
@@ -266,7 +297,36 @@ impl RespLane {
             opt(exat),
             opt(pxat),
         );
-        self.fallback_set.call1(py, args)
+        fallback.call1(py, args)
+    }
+
+    /// Any command (`"HGET", "h", "f"`), as `codec.command` through the engine: a
+    /// future of its reply.
+    #[pyo3(signature = (*args))]
+    fn command(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if let Some(fut) = this.submit(py, Command::Args(args), false)? {
+                return Ok(fut);
+            }
+            this.fallback_command.clone_ref(py)
+        };
+        fallback.call1(py, args)
+    }
+
+    /// As `command`, a status reply (`+OK`) answering True (`codec.command_ok`).
+    #[pyo3(signature = (*args))]
+    fn command_ok(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if let Some(fut) = this.submit(py, Command::Args(args), true)? {
+                return Ok(fut);
+            }
+            this.fallback_command_ok.clone_ref(py)
+        };
+        fallback.call1(py, args)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -274,10 +334,12 @@ impl RespLane {
         visit.call(&self.engine)?;
         visit.call(&self.state)?;
         visit.call(&self.sent)?;
-        visit.call(&self.key_get)?;
-        visit.call(&self.key_set)?;
+        visit.call(&self.key_command)?;
+        visit.call(&self.key_ok)?;
         visit.call(&self.fallback_get)?;
         visit.call(&self.fallback_set)?;
+        visit.call(&self.fallback_command)?;
+        visit.call(&self.fallback_command_ok)?;
         if let Some((l, c)) = &self.futures {
             visit.call(l)?;
             visit.call(c)?;

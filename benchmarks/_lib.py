@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from surge.services import free_port
@@ -81,26 +81,38 @@ def can_limit_cpu() -> bool:
     return _cpu_cgroup_root() is not None
 
 
-#: The period of `cpu_limit`'s quota: short, so a capped server is throttled in
-#: short slices rather than stalled for long ones.
+def cpu_limit_unavailable() -> str | None:
+    """None when `cpu_limit` works here, else why not (for a suite's report)."""
+    if _cpu_cgroup_root() is not None:
+        return None
+    if os.geteuid() != 0:
+        return "no writable cpu cgroup controller (root needed)"
+    return "no writable cpu cgroup controller (/sys/fs/cgroup: v2 without cpu, no v1 cpu)"
+
+
+#: The default period of `cpu_limit`'s quota: short, so a capped server is
+#: throttled in short slices rather than stalled for long ones.
 CPU_LIMIT_PERIOD_US = 10_000
 
 
 @contextlib.contextmanager
-def cpu_limit(pid: int, cores: float, name: str) -> Iterator[None]:
-    """Caps process `pid` (all its threads) at `cores` of CPU time with a cgroup of
-    its own (v2 ``cpu.max``, or v1 ``cpu.cfs_quota_us``), for the benchmarks that
-    compare one server with several on a machine with too few cores to give each
-    its own: the quota stands for "a core each, each this fast". SCHED_FIFO
-    threads are not under the CFS quota: on v1 the group's real-time budget
-    (``cpu.rt_runtime_us``) gets the same share, so ``--realtime`` servers are
-    capped too. The cgroup goes on exit (its processes back to the root first)."""
+def cpu_limit(
+    pids: int | Sequence[int], cores: float, name: str, period_us: int = CPU_LIMIT_PERIOD_US
+) -> Iterator[None]:
+    """Caps processes `pids` (all their threads, together) at `cores` of CPU time
+    with a cgroup of their own (v2 ``cpu.max``, or v1 ``cpu.cfs_quota_us``), for the
+    benchmarks that compare one server with several on a machine with too few cores
+    to give each its own: the quota stands for "a core each, each this fast". A
+    group that spent its quota waits for the next of its periods (`period_us`).
+    SCHED_FIFO threads are not under the CFS quota: on v1 the group's real-time
+    budget (``cpu.rt_runtime_us``) gets the same share, so ``--realtime`` servers
+    are capped too. The cgroup goes on exit (its processes back to the root first)."""
     root = _cpu_cgroup_root()
     if root is None:
-        raise RuntimeError("no writable cpu cgroup controller here")
+        raise RuntimeError(cpu_limit_unavailable())
     base, version = root
     d = base / f"surge-bench-{name}-{os.getpid()}"
-    quota, period = max(1000, int(cores * CPU_LIMIT_PERIOD_US)), CPU_LIMIT_PERIOD_US
+    quota, period = max(1000, int(cores * period_us)), period_us
     d.mkdir(exist_ok=True)
     try:
         if version == 2:
@@ -110,8 +122,9 @@ def cpu_limit(pid: int, cores: float, name: str) -> Iterator[None]:
             (d / "cpu.cfs_quota_us").write_text(str(quota))
             if (d / "cpu.rt_runtime_us").exists():
                 (d / "cpu.rt_period_us").write_text(str(period))
-                (d / "cpu.rt_runtime_us").write_text(str(quota))
-        (d / "cgroup.procs").write_text(str(pid))  # the whole process, every thread
+                (d / "cpu.rt_runtime_us").write_text(str(min(quota, period)))
+        for pid in [pids] if isinstance(pids, int) else pids:
+            (d / "cgroup.procs").write_text(str(pid))  # the whole process, every thread
         yield
     finally:
         for p in (d / "cgroup.procs").read_text().split():

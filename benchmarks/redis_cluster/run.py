@@ -18,7 +18,7 @@ share core 1 (the same server CPU either way), so the ratio shows what spreading
 the keys costs the client (more reads and writes per command) and the server CPU
 per command shows that each master's work does not grow. So the comparison runs
 once more with a CPU quota per master (`QUOTA` of a core each; one cgroup per
-cluster, `quota`), the budget each master would have on a machine of its own:
+cluster, `_lib.cpu_limit`), the budget each master would have on a machine of its own:
 there the rate should grow with the masters, up to what the one client core sends.
 
     python -m benchmarks.redis_cluster [--quick] [--rounds 3] [--n 100000]
@@ -39,20 +39,29 @@ import trustme
 from surge import services
 
 from benchmarks import venv as bvenv
-from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, cpu_limit, cpu_limit_unavailable, pin_pid
 from benchmarks.redis.run import PHASES, RESULTS, ROOT, _run
-from benchmarks.redis_cluster import quota
 
 HERE = Path(__file__).resolve().parent
 SURGE_PY = ROOT / ".venv" / "bin" / "python"
 BENCH_PY = ROOT / ".bench-venv" / "bin" / "python"
 SIZE = 64
 #: CPU budget of each master in the 1-vs-3-masters comparison with quotas (a
-#: fraction of one core; see `quota`): 3 masters at 0.06 core serve ~100-150k
+#: fraction of one core; `_lib.cpu_limit`): 3 masters at 0.06 core serve ~100-150k
 #: commands/s, well below the ~200k/s one client core sends to a cluster (0.1
 #: core: 3 masters reached the client's limit, 1.65x on GET), so the masters, not
 #: the client, are the limit on both sides.
 QUOTA = 0.06
+#: The quota's period (the kernel's default): a group that spent its quota pauses
+#: until the period ends. Shorter periods (10-20 ms, quotas of 1-2 ms) were tried:
+#: the budget was then not delivered (a master used 40 % of it, throttled
+#: mid-batch), and rates swung 2-4x. One group per cluster rather than one per
+#: master: masters throttled at different moments would stall a closed-loop client
+#: in turn (its coroutines pile up on whichever master is paused while the others
+#: idle), which separate machines never do; in one group the masters share
+#: ``n * QUOTA`` of a core, are paused together, and the scheduler shares the
+#: budget among them evenly.
+QUOTA_PERIOD_US = 100_000
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -166,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"({peer_n} for redis-py) with {SIZE}-byte values from {conc} coroutines; sides "
         f"alternate round by round, medians of {rounds}; servers pinned to core "
         f"{SERVER_CORE}, clients to core {CLIENT_CORE} (taskset); 1 vs 3 masters also "
-        f"with each master limited to {QUOTA} core (a cgroup CPU quota each)"
+        f"with each master limited to {QUOTA} core (a cgroup CPU quota; one group per cluster)"
     ]
     return {"markdown": md, "setup_lines": setup, "results": results}
 
@@ -214,9 +223,13 @@ def _masters(
         }
 
     out = {"masters": _alternate(sides(), rounds)}
-    why = quota.available()
+    why = cpu_limit_unavailable()
     if why is None:
-        with quota.cpu_quota([_pids(one), _pids(three)], QUOTA):
+        one_pids, three_pids = _pids(one), _pids(three)
+        with (
+            cpu_limit(one_pids, QUOTA * len(one_pids), "redis-1", QUOTA_PERIOD_US),
+            cpu_limit(three_pids, QUOTA * len(three_pids), "redis-3", QUOTA_PERIOD_US),
+        ):
             out["masters_quota"] = _alternate(sides(), rounds)
     else:
         out["masters_quota"] = {"unavailable": why}

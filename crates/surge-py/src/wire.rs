@@ -5,8 +5,9 @@
 
 use std::ops::{Deref, DerefMut};
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict, PyList, PyType};
 
 /// Room reserved for a batch of requests (most batches fit; larger ones grow it).
 const WRITE_CAPACITY: usize = 64 * 1024;
@@ -114,4 +115,60 @@ impl ReadBuf {
         self.buf.clear();
         self.pos = 0;
     }
+}
+
+/// The resolving half of a codec's `feed_resolve` (the engine's hot path: one
+/// native call per read instead of a Python loop over `(id, ok, value)`
+/// triples), shared by the Redis and Tarantool codecs. Each successful reply to a
+/// request in `pending` (id -> future) pops it (and its entry in `deadlines`, when
+/// that is not empty) and sets its result; a future already done (cancelled, timed
+/// out) drops its reply, and so does a reply nobody waits for. From the first
+/// reply that is not a plain result (no id, or an error) on, the rest goes back
+/// as triples, in order, for the engine to handle as `feed` would have. Returns
+/// (futures resolved, the rest).
+pub fn resolve_replies<'py, V>(
+    py: Python<'py>,
+    replies: impl IntoIterator<Item = (Option<u64>, bool, V)>,
+    pending: &Bound<'py, PyDict>,
+    deadlines: &Bound<'py, PyDict>,
+) -> PyResult<(usize, Bound<'py, PyList>)>
+where
+    V: IntoPyObject<'py>,
+{
+    let rest = PyList::empty(py);
+    let timed = !deadlines.is_empty();
+    let set_result = intern!(py, "set_result");
+    // `type(fut).set_result`, looked up once per read and called with the future
+    // as its first argument: `fut.set_result(v)` would make a bound method object
+    // per reply (the abi3 build has no vectorcall-method).
+    let mut method: Option<(Bound<'py, PyType>, Bound<'py, PyAny>)> = None;
+    let mut resolved = 0;
+    let mut iter = replies.into_iter();
+    for (id, ok, value) in iter.by_ref() {
+        let Some(id) = id.filter(|_| ok) else {
+            rest.append((id, ok, value))?;
+            break;
+        };
+        let key = id.into_pyobject(py)?;
+        let Some(fut) = pending.get_item(&key)? else {
+            continue;
+        };
+        pending.del_item(&key)?;
+        if timed && deadlines.contains(&key)? {
+            deadlines.del_item(&key)?;
+        }
+        resolved += 1;
+        let ty = fut.get_type();
+        if !method.as_ref().is_some_and(|(t, _)| t.is(&ty)) {
+            method = Some((ty.clone(), ty.getattr(set_result)?));
+        }
+        if let Some((_, m)) = &method {
+            // InvalidStateError: the future is done already; its reply is dropped.
+            let _ = m.call1((&fut, value));
+        }
+    }
+    for r in iter {
+        rest.append(r)?;
+    }
+    Ok((resolved, rest))
 }

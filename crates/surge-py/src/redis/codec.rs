@@ -23,7 +23,6 @@ use std::collections::VecDeque;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::resp::{self, Scanner, Status};
@@ -31,7 +30,7 @@ use surge_proto::resp::{self, Scanner, Status};
 use super::args::{write_arg, write_command};
 use super::reply::Builder;
 
-use crate::wire::{ReadBuf, WriteBuf};
+use crate::wire::{resolve_replies, ReadBuf, WriteBuf};
 
 create_exception!(
     _core,
@@ -358,44 +357,7 @@ impl RespCodec {
         deadlines: &Bound<'py, PyDict>,
     ) -> PyResult<(usize, Bound<'py, PyList>)> {
         let routed = self.parse(py, data)?;
-        let rest = PyList::empty(py);
-        let timed = !deadlines.is_empty();
-        let set_result = intern!(py, "set_result");
-        // `type(fut).set_result`, looked up once per read and called with the
-        // future as its first argument: `fut.set_result(v)` would make a bound
-        // method object per reply (the abi3 build has no vectorcall-method).
-        let mut method: Option<(Bound<'py, PyType>, Bound<'py, PyAny>)> = None;
-        let mut resolved = 0;
-        let mut iter = routed.into_iter();
-        for (id, ok, value) in iter.by_ref() {
-            let Some(id) = id.filter(|_| ok) else {
-                rest.append((id, ok, value))?;
-                break;
-            };
-            let key = id.into_pyobject(py)?;
-            let Some(fut) = pending.get_item(&key)? else {
-                continue;
-            };
-            pending.del_item(&key)?;
-            if timed && deadlines.contains(&key)? {
-                deadlines.del_item(&key)?;
-            }
-            resolved += 1;
-            // A future that is done already (cancelled or timed out) refuses the
-            // result with InvalidStateError: its reply is dropped.
-            let ty = fut.get_type();
-            let same = method.as_ref().is_some_and(|(t, _)| t.is(&ty));
-            if !same {
-                method = Some((ty.clone(), ty.getattr(set_result)?));
-            }
-            if let Some((_, m)) = &method {
-                let _ = m.call1((&fut, value));
-            }
-        }
-        for (id, ok, value) in iter {
-            rest.append((id, ok, value))?;
-        }
-        Ok((resolved, rest))
+        resolve_replies(py, routed, pending, deadlines)
     }
 }
 

@@ -11,9 +11,8 @@ use std::collections::HashMap;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 use surge_proto::iproto::{self, key, request, Status};
 use surge_proto::msgpack as mp;
@@ -21,7 +20,7 @@ use surge_proto::msgpack as mp;
 use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
-use crate::wire::{ReadBuf, WriteBuf};
+use crate::wire::{resolve_replies, ReadBuf, WriteBuf};
 
 create_exception!(
     _core,
@@ -337,43 +336,9 @@ impl IprotoCodec {
         deadlines: &Bound<'py, PyDict>,
     ) -> PyResult<(usize, Bound<'py, PyList>)> {
         let (replies, result) = self.parse(py, data);
-        let rest = PyList::empty(py);
-        let timed = !deadlines.is_empty();
-        let set_result = intern!(py, "set_result");
-        // `type(fut).set_result`, looked up once per read and called with the
-        // future as its first argument: `fut.set_result(v)` would make a bound
-        // method object per reply (the abi3 build has no vectorcall-method).
-        let mut method: Option<(Bound<'py, PyType>, Bound<'py, PyAny>)> = None;
-        let mut resolved = 0;
-        let mut iter = replies.into_iter();
-        for (sync, ok, value) in iter.by_ref() {
-            let Some(sync) = sync.filter(|_| ok) else {
-                rest.append((sync, ok, value))?;
-                break;
-            };
-            let key = sync.into_pyobject(py)?;
-            let Some(fut) = pending.get_item(&key)? else {
-                continue;
-            };
-            pending.del_item(&key)?;
-            if timed && deadlines.contains(&key)? {
-                deadlines.del_item(&key)?;
-            }
-            resolved += 1;
-            let ty = fut.get_type();
-            if !method.as_ref().is_some_and(|(t, _)| t.is(&ty)) {
-                method = Some((ty.clone(), ty.getattr(set_result)?));
-            }
-            if let Some((_, m)) = &method {
-                // InvalidStateError: the future is done already; its reply is dropped.
-                let _ = m.call1((&fut, value));
-            }
-        }
-        for r in iter {
-            rest.append(r)?;
-        }
+        let out = resolve_replies(py, replies, pending, deadlines)?;
         result?;
-        Ok((resolved, rest))
+        Ok(out)
     }
 
     fn ping(&mut self) -> PyResult<u64> {

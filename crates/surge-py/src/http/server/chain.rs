@@ -17,7 +17,9 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use pyo3::exceptions::{PyException, PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyIndexError, PyRuntimeError, PyStopIteration, PyTypeError, PyValueError,
+};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -38,7 +40,10 @@ pub struct MiddlewareChain {
     layers: Vec<PyObject>,
     /// ``nexts[i]`` is the ``call_next`` given to layer ``i - 1`` (``nexts[0]``
     /// enters the chain); set once by `link`.
-    nexts: std::sync::OnceLock<Vec<Py<CallNext>>>,
+    /// Each a builtin function (METH_O, bound to a `CallNext`): a layer's
+    /// ``call_next(request)`` is then a vectorcall with no argument tuple or
+    /// keyword parsing, which a #[pyclass] ``__call__`` costs.
+    nexts: std::sync::OnceLock<Vec<PyObject>>,
     /// The `Pipeline`: its ``_app``, ``_finish``, ``_error`` and
     /// ``_not_a_response`` coroutines take over where this code stops.
     pipeline: PyObject,
@@ -107,8 +112,11 @@ fn awaitable_iter(py: Python<'_>, obj: PyObject) -> PyResult<PyObject> {
 }
 
 impl MiddlewareChain {
-    fn next(&self, index: usize) -> &Py<CallNext> {
-        &self.nexts.get().expect("MiddlewareChain.link() not called")[index]
+    fn next(&self, index: usize) -> PyResult<&PyObject> {
+        self.nexts
+            .get()
+            .and_then(|n| n.get(index))
+            .ok_or_else(|| PyIndexError::new_err("no such call_next (or link() not called)"))
     }
 
     /// Starts what ``call_next`` number `index` runs: a layer's coroutine, or
@@ -120,7 +128,7 @@ impl MiddlewareChain {
         request: &PyObject,
     ) -> PyResult<Result<(PyObject, bool), PyObject>> {
         if index < self.layers.len() {
-            let started = self.layers[index].call1(py, (request, self.next(index + 1)));
+            let started = self.layers[index].call1(py, (request, self.next(index + 1)?));
             return Ok(Ok(match started.and_then(|c| awaitable_iter(py, c)) {
                 Ok(coro) => (coro, true),
                 Err(e) => (self.error(py, request, e)?, false),
@@ -215,15 +223,21 @@ impl MiddlewareChain {
     fn link(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let me = slf.get();
+        let def = call_next_def();
         let nexts = (0..=me.layers.len())
-            .map(|index| {
-                Py::new(
+            .map(|index| -> PyResult<PyObject> {
+                let owner = Py::new(
                     py,
                     CallNext {
                         chain: slf.clone().unbind(),
                         index,
                     },
-                )
+                )?;
+                // SAFETY: `def` lives forever; the function keeps a reference to `owner`.
+                unsafe {
+                    let f = ffi::PyCFunction_NewEx(def, owner.as_ptr(), std::ptr::null_mut());
+                    Bound::from_owned_ptr_or_err(py, f).map(Bound::unbind)
+                }
             })
             .collect::<PyResult<Vec<_>>>()?;
         let _ = me.nexts.set(nexts);
@@ -238,13 +252,8 @@ impl MiddlewareChain {
 
     /// The ``call_next`` given to layer ``index - 1``: ``call_next(0)`` enters
     /// the chain, ``call_next(depth)`` runs the handler.
-    fn call_next(&self, py: Python<'_>, index: usize) -> PyResult<Py<CallNext>> {
-        match self.nexts.get().and_then(|n| n.get(index)) {
-            Some(n) => Ok(n.clone_ref(py)),
-            None => Err(pyo3::exceptions::PyIndexError::new_err(
-                "no such call_next (or link() not called)",
-            )),
-        }
+    fn call_next(&self, py: Python<'_>, index: usize) -> PyResult<PyObject> {
+        Ok(self.next(index)?.clone_ref(py))
     }
 
     /// Runs the chain for `request` up to its first suspension: the response
@@ -721,4 +730,39 @@ unsafe extern "C" fn step_dealloc(slf: *mut ffi::PyObject) {
         free(slf.cast());
     }
     ffi::Py_DECREF(ty.cast());
+}
+
+/// The method definition of every ``call_next`` builtin (made once).
+fn call_next_def() -> *mut ffi::PyMethodDef {
+    static DEF: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DEF.get_or_init(|| {
+        let def = Box::leak(Box::new(ffi::PyMethodDef {
+            ml_name: c"call_next".as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer {
+                PyCFunction: call_next_o,
+            },
+            ml_flags: ffi::METH_O,
+            ml_doc: c"call_next($self, request, /)\n--\n\nThe rest of the middleware chain for `request`, awaitable.".as_ptr(),
+        }));
+        def as *mut ffi::PyMethodDef as usize
+    }) as *mut ffi::PyMethodDef
+}
+
+unsafe extern "C" fn call_next_o(
+    slf: *mut ffi::PyObject,
+    request: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(std::ptr::null_mut(), |py| {
+        // SAFETY: the builtin is bound to a CallNext (see `MiddlewareChain.link`).
+        let owner = Bound::from_borrowed_ptr(py, slf);
+        let next = owner.downcast_unchecked::<CallNext>().get();
+        let request = Bound::from_borrowed_ptr(py, request);
+        match new_step(py, next.chain.bind(py), next.index, &request) {
+            Ok(step) => step.into_ptr(),
+            Err(e) => {
+                e.restore(py);
+                std::ptr::null_mut()
+            }
+        }
+    })
 }

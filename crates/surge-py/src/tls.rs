@@ -8,7 +8,7 @@
 //! surge's plain-HTTP speed; here decryption, encryption and the handshake run
 //! in one call per read or write with no Python objects in between.
 
-use std::io::{self, Cursor, Read, Write};
+use std::io::{self, BufRead, Cursor, Write};
 use std::sync::Arc;
 
 use pyo3::create_exception;
@@ -201,8 +201,8 @@ pub(crate) struct Fed {
 }
 
 /// Decrypts every record in `data` (bytes read from the socket) into `plain`,
-/// appended: exactly as many bytes as the records carry, so no growth by
-/// doubling and no probe reads (what `read_to_end` did per piece).
+/// appended: room for exactly as many bytes as the records carry, so no growth
+/// by doubling and no probe reads (what `read_to_end` did per piece).
 pub(crate) fn feed_records<T>(
     conn: &mut ConnectionCommon<T>,
     data: &[u8],
@@ -225,15 +225,27 @@ pub(crate) fn feed_records<T>(
                 break;
             }
             Ok(state) => {
-                let n = state.plaintext_bytes_to_read();
-                if n > 0 {
-                    let at = plain.len();
-                    plain.resize(at + n, 0);
-                    if let Err(e) = conn.reader().read_exact(&mut plain[at..]) {
-                        plain.truncate(at);
-                        error = Some(e.to_string());
-                        break;
+                // chunk by chunk (BufRead): no zero-filled scratch space to copy into
+                let mut n = state.plaintext_bytes_to_read();
+                plain.reserve(n);
+                let mut reader = conn.reader();
+                while n > 0 {
+                    match reader.fill_buf() {
+                        Ok(chunk) if !chunk.is_empty() => {
+                            let k = chunk.len();
+                            plain.extend_from_slice(chunk);
+                            reader.consume(k);
+                            n = n.saturating_sub(k);
+                        }
+                        Ok(_) => break,
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
                     }
+                }
+                if error.is_some() {
+                    break;
                 }
                 peer_closed |= state.peer_has_closed();
             }

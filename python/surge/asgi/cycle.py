@@ -113,11 +113,14 @@ class HttpCycle(AsgiCycle, WriterResponse):
             else:
                 log.error("Exception in ASGI application after the response", exc_info=exc)
         else:
+            # Complete implies started: one check in the usual case.
+            if self._complete:
+                return
             if not self._started:
                 if not self._conn.closed:  # else nobody is waiting for an answer
                     log.error("ASGI callable returned without starting response")
                 self._answer_500()
-            elif not self._complete:
+            else:
                 log.error("ASGI callable returned without completing response")
                 self._fail()
         finally:

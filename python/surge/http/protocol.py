@@ -27,6 +27,7 @@ import os
 import socket
 import stat
 import traceback
+import weakref
 from collections import deque
 from collections.abc import Callable
 from functools import partial
@@ -47,6 +48,8 @@ _NOT_FOUND = 404
 #: The name of every lean-path task (see `HttpProtocol._handle`).
 _TASK_NAME = "surge-handler"
 _METHOD_NOT_ALLOWED = 405
+#: Bytes a connection's writes may wait for the loop iteration's end (`_Batched`).
+_BATCH_LIMIT = 64 * 1024
 #: Bytes read from a file per write when the loop cannot sendfile.
 _FILE_CHUNK = 256 * 1024
 
@@ -218,10 +221,13 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)
-        self._transport = transport
         busy = self._server.over_limit()
         if busy is not None:  # over --limit-concurrency: every request gets a 503
             self._plan, self._routes, self._dispatcher = busy, busy.routes, busy.dispatch
+        if self._dispatcher is not None:
+            # ASGI/WSGI: writes leave at the end of the loop iteration (see `_Batched`).
+            transport = cast(asyncio.Transport, _Batched(transport, self._loop))
+        self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -1109,6 +1115,8 @@ class HttpProtocol(asyncio.Protocol):
         RuntimeError when the file ends before `count` bytes.
         """
         transport = self._transport
+        if isinstance(transport, _Batched):
+            transport.flush()  # what was written before goes first
         sock = transport.get_extra_info("socket")
         if sock is None or transport.get_extra_info("sslcontext") is not None:
             while count > 0:
@@ -1191,6 +1199,102 @@ class _Resumed:
                     awaited = coro.send(value)
                 except StopIteration as stop:
                     return stop.value
+
+
+class _Batched:
+    """A transport whose writes leave together at the end of the loop iteration.
+
+    Writing each response as soon as it is ready (inside `data_received`) costs
+    the kernel a wake-up of the client for nearly every response when the app is
+    slow enough that the client sleeps between them; written in one burst after
+    every ready connection was served, the client is woken about once per burst.
+    Measured with wrk -c100 against a FastAPI hello (loaded machine): the
+    server's kernel time fell from 21-28 to 12-16 us per request; raw ASGI hello
+    from 12-15 to 9 us. Every write of the connection goes through here (order
+    kept); `close`, `write_eof` and `sendfile` flush first, and so does a write
+    that brings what waits to `_BATCH_LIMIT` (the real transport's write
+    back-pressure sees a streamed body); the buffer size the back-pressure
+    budget reads includes what waits here.
+    """
+
+    __slots__ = ("_batch", "_pending", "_size", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        batch = _batches.get(loop)
+        if batch is None:
+            batch = _batches[loop] = _Batch(loop)
+        self._batch = batch
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._batch.add(self)
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size >= _BATCH_LIMIT:
+            # A large or streamed body gains nothing from waiting, and the real
+            # transport must see it for its write back-pressure (pause_writing).
+            self.flush()
+
+    def flush(self) -> None:
+        pending = self._pending
+        if pending:
+            self._pending = []
+            self._size = 0
+            if not self.transport.is_closing():
+                self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + self._size
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def abort(self) -> None:
+        self._pending = []
+        self._size = 0
+        self.transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+class _Batch:
+    """The connections of one loop with writes waiting for the iteration's end."""
+
+    __slots__ = ("dirty", "loop", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.dirty: list[_Batched] = []
+        self.scheduled = False
+
+    def add(self, batched: _Batched) -> None:
+        self.dirty.append(batched)
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        dirty, self.dirty = self.dirty, []
+        for batched in dirty:
+            batched.flush()
+
+
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batch] = weakref.WeakKeyDictionary()
 
 
 def _release(req: Request | None) -> None:

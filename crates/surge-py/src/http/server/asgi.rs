@@ -538,6 +538,8 @@ fn body(
     if !data.is_empty() {
         if active {
             write = Some(data);
+        } else if this.pending.is_empty() {
+            this.pending = data; // the usual whole response: kept as it is, no copy
         } else {
             this.pending.extend_from_slice(&data);
         }

@@ -1,7 +1,9 @@
 """Redis GET/SET, side by side: surge vs redis-py asyncio and coredis, redis-benchmark
 as the native reference; and surge with 100 coroutines blocked in BLPOP beside it.
 
-One redis-server (no persistence). Each client SETs then GETs N keys with
+One redis-server (no persistence). Each client SETs then GETs N keys (1M for surge
+and redis-benchmark, whose 100k-key phases last ~0.2 s; 100k for redis-py, fewer for
+the slowest peers) with
 VALUE_SIZE-byte values from C coroutines. surge puts every coroutine on ONE
 connection (pipelined: one write per loop iteration); redis-py uses its own
 connection pool (a connection per concurrent command, up to C). Each
@@ -13,7 +15,7 @@ and client CPU seconds per 100k commands, and from one extra run under
 `-c 50 -P 16` (50 connections, 16 commands pipelined on each), the C client's
 view of what the server can take.
 
-    python -m benchmarks.redis [--quick] [--n 100000] [--repeats 3] [--conc 1000]
+    python -m benchmarks.redis [--quick] [--n 1000000] [--peer-n 100000] [--repeats 3] [--conc 1000]
 """
 
 from __future__ import annotations
@@ -112,7 +114,18 @@ def main(argv: list[str] | None = None) -> dict:
     """Run the suite; write bench-results/redis.{json,md}; return the markdown."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.redis")
     ap.add_argument("--quick", action="store_true", help="N=20000, 1 repeat, uvloop only")
-    ap.add_argument("--n", type=int, default=100_000, help="keys per phase")
+    # surge and redis-benchmark finish 100k keys in ~0.2 s, too short a phase to rise
+    # above the VM's jitter; the peers take ~100x longer per key, so they get fewer keys
+    # (ops/s is a rate all the same).
+    ap.add_argument(
+        "--n", type=int, default=1_000_000, help="keys per phase for surge and redis-benchmark"
+    )
+    ap.add_argument(
+        "--peer-n",
+        type=int,
+        default=100_000,
+        help="keys per phase for redis-py's pool (redis-py on one connection and coredis: a fifth)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--conc", type=int, default=1000, help="coroutines per client")
     ap.add_argument("--size", type=int, default=64, help="value size in bytes")
@@ -126,6 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n = 20_000 if args.quick else args.n
+    peer_n = min(n, 20_000 if args.quick else args.peer_n)
     repeats = 1 if args.quick else args.repeats
     have_strace = shutil.which("strace") is not None and not args.no_strace
     bvenv.ensure(groups=["redis", "coredis"])
@@ -139,10 +153,13 @@ def main(argv: list[str] | None = None) -> dict:
             if only and _label(cfg) not in only:
                 continue
             # One redis-py connection is one round trip per command, and coredis spends
-            # ~150 us of CPU per command: a fifth of N keeps the suite short, and ops/s
-            # is a rate all the same.
-            slow = cfg["driver"] in ("redis-py-1conn", "coredis")
-            cn = max(1000, n // 5) if slow else n
+            # ~150 us of CPU per command: a fifth of the peers' N keeps the suite short.
+            if cfg["driver"].startswith("surge"):
+                cn = n
+            elif cfg["driver"] in ("redis-py-1conn", "coredis"):
+                cn = max(1000, peer_n // 5)
+            else:
+                cn = peer_n
             cmd = _command(cfg, cn, svc.port, args.size)
             if cmd is None:
                 print(f"skip {_label(cfg)}: interpreter missing", file=sys.stderr)
@@ -208,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
                 }
             )
 
-    md = _markdown(results, n, repeats, args.size)
+    md = _markdown(results, n, peer_n, repeats, args.size)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=2))
     (RESULTS / f"{args.out}.md").write_text(md)
@@ -218,9 +235,11 @@ def main(argv: list[str] | None = None) -> dict:
     ).stdout.split()
     setup = [
         f"Redis {version[2] if len(version) > 2 else '?'} (no persistence); SET then GET of "
-        f"{n} keys with {args.size}-byte values from {args.conc} coroutines; surge on one "
+        f"{n} keys (surge, redis-benchmark) or {peer_n} keys (redis-py's pool; redis-py on "
+        f"one connection and coredis {max(1000, peer_n // 5)}) with {args.size}-byte values "
+        f"from {args.conc} coroutines; surge on one "
         "connection, redis-py asyncio with its pool (a connection per concurrent command) "
-        "and with a pool of one connection (N/5 keys), coredis (N/5 keys); surge+blpop: "
+        "and with a pool of one connection, coredis; surge+blpop: "
         "the same surge run with 100 more coroutines blocked in BLPOP (on 100 connections "
         "of the blocking pool); "
         "redis-benchmark -c 50 -P 16; "
@@ -231,11 +250,12 @@ def main(argv: list[str] | None = None) -> dict:
     return {"markdown": md, "setup_lines": setup, "results": results}
 
 
-def _markdown(results: list[dict], n: int, repeats: int, size: int) -> str:
+def _markdown(results: list[dict], n: int, peer_n: int, repeats: int, size: int) -> str:
     peers = {(r["driver"], r["loop"]): r for r in results}
     native = next((r for r in results if r["driver"] == "redis-benchmark"), None)
     lines = [
-        f"### Redis: SET/GET of {n} keys x {size} B (ops/s, median of {repeats})",
+        f"### Redis: SET/GET of {n:,} keys x {size} B (peers: {peer_n:,} or fewer; "
+        f"ops/s, median of {repeats})",
         "",
         "| client | coroutines | connections | SET | GET | vs peers (SET/GET) | "
         "vs redis-benchmark (SET/GET) | CPU s / 100k cmds | writes / 100k cmds |",

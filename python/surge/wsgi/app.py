@@ -10,7 +10,6 @@ by the connection in request order. The loop never waits on the app.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,6 @@ from surge.http.config import DEFAULT_THREADS, Limits
 from surge.http.plan import Plan
 
 from .cycle import WSGIApp, WsgiCycle
-from .inline import InlinePolicy
 from .input import FileWrapper
 from .pool import Wakeups, WsgiPool
 
@@ -29,12 +27,7 @@ if TYPE_CHECKING:
 
 
 class WsgiApp:
-    """Serves the WSGI callable `app` (mounted at `root_path`) in `threads` threads.
-
-    With `inline` (the default), calls that have proven not to block run on the
-    event loop's thread instead (see `surge.wsgi.inline`); False keeps every
-    call in the pool.
-    """
+    """Serves the WSGI callable `app` (mounted at `root_path`) in `threads` threads."""
 
     def __init__(
         self,
@@ -45,7 +38,6 @@ class WsgiApp:
         workers: int = 1,
         limits: Limits | None = None,
         debug: bool = False,
-        inline: bool = True,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -58,9 +50,6 @@ class WsgiApp:
         self._plan: Plan | None = None
         self._pool = WsgiPool(threads)
         self._wakeups: Wakeups | None = None
-        self._policy = InlinePolicy(inline)
-        #: The context inline calls run in (a pool thread's would be its own).
-        self._context = contextvars.Context()
         # The environ's constant part, copied into every request's environ.
         self._base: dict[str, Any] = {
             "SCRIPT_NAME": _bytes_as_str(self.root_path),
@@ -103,8 +92,6 @@ class WsgiApp:
             self._pool,
             wakeups,
             self.limits.write_high_water,
-            self._policy,
-            self._context,
         )
 
     def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], Wakeups]:

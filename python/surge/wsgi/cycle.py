@@ -30,18 +30,15 @@ answered with a 500, and one after closes the connection.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from surge._core import http_date, wsgi_response_head
 from surge.http.errors import ClientDisconnected
 from surge.http.response import WriterResponse
 
-from .inline import InlinePolicy, Key, slept_threaded, stalled, switches
 from .input import FileWrapper, InputStream
 
 if TYPE_CHECKING:
@@ -64,9 +61,6 @@ _NONE, _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2, 3
 #: `wsgi.input` of a request without a body (its reads change nothing: shared).
 _NO_BODY = InputStream(None, None, b"", False)
 
-
-_get_running_loop = asyncio.events._get_running_loop
-_set_running_loop = asyncio.events._set_running_loop
 
 #: Tasks finishing a response `_pump` could not (held here: the loop keeps weak ones).
 _carrying: set[asyncio.Task[None]] = set()
@@ -99,25 +93,19 @@ class WsgiCycle(WriterResponse):
         "_framing",
         "_gate",
         "_gone",
-        "_handoff",
         "_head",
         "_head_only",
         "_head_sent",
         "_high_water",
         "_http10",
-        "_inline",
         "_keep_alive",
-        "_key",
         "_lock",
         "_notified",
-        "_policy",
-        "_pool",
         "_pumping",
         "_queue",
         "_queued",
         "_remaining",
         "_request",
-        "_rest",
         "_reuse",
         "_sent",
         "_status",
@@ -139,8 +127,6 @@ class WsgiCycle(WriterResponse):
         pool: WsgiPool,
         wakeups: Wakeups,
         high_water: int,
-        policy: InlinePolicy,
-        context: contextvars.Context,
     ) -> None:
         self._app = app
         self._environ = environ
@@ -185,33 +171,11 @@ class WsgiCycle(WriterResponse):
         #: thread that may wait (a response not complete at its first wake-up)
         #: needs it: most responses never register one.
         self._watching = False
-        #: Running on the loop's thread (see `surge.wsgi.inline`): `_put` never waits,
-        #: and a body over the high-water mark makes `_handoff` True: the rest of the
-        #: iteration (`_rest`: the app's iterable and its iterator) goes to the pool.
-        self._inline = False
-        self._handoff = False
-        self._rest: tuple[Any, Any] | None = None
-        self._pool = pool
-        self._policy = policy
-        #: The route key while its calls are being judged, else None.
-        self._key: Key | None = None
         if stream is None:  # it had all arrived at dispatch (`body_stream`)
             body = conn.whole_body(request)
             environ["wsgi.input"] = (
                 InputStream(wakeups.loop, None, body, False) if body else _NO_BODY
             )
-            if policy.enabled:
-                key = (environ["REQUEST_METHOD"], environ["PATH_INFO"])
-                if policy.inline(key):
-                    if pool.sure:
-                        self._run_inline(key, context)
-                        return
-                    # Behind a call that may block: in the pool, which stays sure
-                    # of it (calls of the key neither block nor wait on the loop).
-                    pool.submit(self._run, False)
-                    return
-                if policy.learning(key):
-                    self._key = key
         else:
             environ["wsgi.input"] = InputStream(wakeups.loop, stream, *self._prefetch(stream))
         pool.submit(self._run)
@@ -234,76 +198,20 @@ class WsgiCycle(WriterResponse):
     # The thread's side ---------------------------------------------------------------
 
     def _run(self) -> None:
-        key = self._key
-        if key is None:
-            self._call()
-            return
-        # Judged for running inline (see `surge.wsgi.inline`).
-        start, before = perf_counter(), switches()
-        self._call()
-        slept = slept_threaded(before, switches(), perf_counter() - start)
-        self._policy.ran_threaded(
-            key, not slept and self._sent < self._high_water and not self._failed
-        )
-
-    def _run_inline(self, key: Key, context: contextvars.Context) -> None:
-        """On the loop: the whole call, unless its body outgrows the high-water
-        mark (the rest is iterated in the pool)."""
-        self._inline = self._notified = True  # the connection writes after it: no pokes
-        loop = _get_running_loop()
-        _set_running_loop(None)  # as in a pool thread
-        busy = not self._pool.idle
-        start, before = perf_counter(), switches()
+        app, environ = self._app, self._environ
+        result: Any = None
         try:
-            context.run(self._call)
-        finally:
-            _set_running_loop(loop)
-        after, seconds = switches(), perf_counter() - start
-        self._inline = self._notified = False
-        if stalled(before, after, seconds, busy):
-            self._policy.demote(key)
-        if self._rest is not None:
-            self._handoff = False
-            self._pool.submit(self._go_on)
-
-    def _call(self) -> None:
-        try:
-            result = self._app(self._environ, self._start_response)
-        except _Gone:
-            log.debug("WSGI response stopped: the client went away")
-            self._end(failed=True)
-            return
-        except BaseException as exc:
-            self._app_failed(exc)
-            return
-        self._respond(result, None)
-
-    def _go_on(self) -> None:
-        """In the pool: the rest of an iteration an inline call handed over."""
-        assert self._rest is not None
-        (result, chunks), self._rest = self._rest, None
-        self._respond(result, chunks)
-
-    def _respond(self, result: Any, chunks: Any) -> None:
-        """Iterates the app's result (`chunks`: its iterator, when handed over
-        part-way), ends the response and closes the result."""
-        handed = False
-        try:
-            if chunks is None:
-                if isinstance(result, FileWrapper) and self._offer_file(result):
-                    chunks = iter(())
-                elif isinstance(result, FileWrapper):
-                    read = result.filelike.read
-                    chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
-                else:
-                    chunks = iter(result)
+            result = app(environ, self._start_response)
+            if isinstance(result, FileWrapper) and self._offer_file(result):
+                chunks: Iterable[bytes] = ()
+            elif isinstance(result, FileWrapper):
+                read = result.filelike.read
+                chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
+            else:
+                chunks = result
             for chunk in chunks:
                 if chunk:
                     self._send(chunk)
-                    if self._handoff:
-                        self._rest = (result, chunks)
-                        handed = True
-                        return
             self._finish()
         except _Gone:
             log.debug("WSGI response stopped: the client went away")
@@ -311,7 +219,7 @@ class WsgiCycle(WriterResponse):
         except BaseException as exc:
             self._app_failed(exc)
         finally:
-            close = None if handed else getattr(result, "close", None)
+            close = getattr(result, "close", None)
             if close is not None:
                 try:
                     close()
@@ -322,8 +230,7 @@ class WsgiCycle(WriterResponse):
         """Has the loop sendfile the rest of a regular file (waiting until it is
         sent); False when the file is to be read and queued like any body."""
         size = wrapper.size_left()
-        if not size or self._status is None or self._inline:
-            # (Inline, the loop cannot wait for itself: the file is read and queued.)
+        if not size or self._status is None:
             return False  # not a regular file, nothing left to send, or an app error
         head = b"" if self._head_sent else self._head
         self._head_sent = True
@@ -451,10 +358,7 @@ class WsgiCycle(WriterResponse):
             self._queued += len(data)
             gate = None
             if self._queued >= self._high_water:
-                if self._inline:  # the loop cannot wait: the pool iterates the rest
-                    self._handoff = True
-                else:
-                    gate = self._gate = threading.Event()
+                gate = self._gate = threading.Event()
             notify = not self._notified
             self._notified = True
         if notify:

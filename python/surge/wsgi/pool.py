@@ -68,8 +68,6 @@ _TASKS = "/proc/self/task"
 IDLE_EXIT = 10.0
 
 Job = Callable[[], None]
-#: A call and whether it may block or wait on the loop (see `WsgiPool.sure`).
-Entry = tuple[Job, bool]
 
 
 class _Wakeable(Protocol):
@@ -83,7 +81,7 @@ class _Worker:
     __slots__ = ("job", "wake")
 
     def __init__(self) -> None:
-        self.job: Entry | None = None
+        self.job: Job | None = None
         self.wake = threading.Lock()
         self.wake.acquire()
 
@@ -98,7 +96,6 @@ class WsgiPool(LazyExecutor):
 
     __slots__ = (
         "_backlog",
-        "_doubtful",
         "_finished",
         "_generation",
         "_grow_timer",
@@ -111,12 +108,10 @@ class WsgiPool(LazyExecutor):
     def __init__(self, threads: int) -> None:
         super().__init__(threads)
         self._lock = threading.Lock()
-        self._backlog: deque[Entry] = deque()
+        self._backlog: deque[Job] = deque()
         #: Parked threads, the most recently idle last (it is woken first).
         self._idle: list[_Worker] = []
         self._started = 0
-        #: Calls submitted as doubtful and not finished (under `_lock`).
-        self._doubtful = 0
         #: Calls finished so far (only whether it moves matters).
         self._finished = 0
         #: Where the current growth period started (see `_mark`); None: none open.
@@ -125,19 +120,15 @@ class WsgiPool(LazyExecutor):
         #: Bumped by `shutdown`: threads of an older generation end.
         self._generation = 0
 
-    def submit(self, job: Job, doubtful: bool = True) -> None:
-        """Runs `job()` in a pool thread (it reports its own outcome). On the loop.
-        `doubtful`: the call may block, or wait on the loop (see `sure`)."""
-        entry = (job, doubtful)
+    def submit(self, job: Job) -> None:
+        """Runs `job()` in a pool thread (it reports its own outcome). On the loop."""
         with self._lock:
-            if doubtful:
-                self._doubtful += 1
             if self._idle:
                 worker = self._idle.pop()
-                worker.job = entry
+                worker.job = job
                 worker.wake.release()
                 return
-            self._backlog.append(entry)
+            self._backlog.append(job)
             first = self._started == 0
             if first:
                 self._started = 1
@@ -146,17 +137,6 @@ class WsgiPool(LazyExecutor):
         if self._grow_timer is None:
             self._period = self._mark()
             self._grow_timer = asyncio.get_running_loop().call_later(GROW_AFTER, self._grow)
-
-    @property
-    def idle(self) -> bool:
-        """True when no thread is running a call and none waits (a hint: no lock)."""
-        return not self._backlog and len(self._idle) == self._started
-
-    @property
-    def sure(self) -> bool:
-        """True when every call waiting or running was submitted as not doubtful:
-        none can hold a lock while it blocks, or wait on the loop."""
-        return self._doubtful == 0
 
     def _mark(self) -> tuple[float, float, int]:
         """Now: (monotonic time, seconds the process's threads ran or waited for a
@@ -218,18 +198,14 @@ class WsgiPool(LazyExecutor):
     def _work(self, generation: int) -> None:
         me = _Worker()
         lock, backlog, idle = self._lock, self._backlog, self._idle
-        doubtful = False
         while True:
             with lock:
-                if doubtful:
-                    self._doubtful -= 1
-                    doubtful = False
                 if self._generation != generation:
                     return
-                entry = backlog.popleft() if backlog else None
-                if entry is None:
+                job = backlog.popleft() if backlog else None
+                if job is None:
                     idle.append(me)
-            if entry is None:
+            if job is None:
                 if not me.wake.acquire(timeout=IDLE_EXIT):
                     with lock:
                         if me in idle:  # not handed a call meanwhile: end
@@ -238,23 +214,21 @@ class WsgiPool(LazyExecutor):
                                 self._started -= 1
                             return
                     me.wake.acquire()  # handed one just as we timed out: released already
-                entry, me.job = me.job, None
-                if entry is None:  # `shutdown` woke us
+                job, me.job = me.job, None
+                if job is None:  # `shutdown` woke us
                     return
-            job, doubtful = entry
             try:
                 job()
             except BaseException:  # the cycle reports its app's errors itself
                 log.exception("internal error in a WSGI thread")
             self._finished += 1
-            del job, entry
+            del job
 
     def shutdown(self) -> None:
         """Drops queued calls; each thread ends once its current call returns."""
         super().shutdown()
         with self._lock:
             self._generation += 1
-            self._doubtful -= sum(doubtful for _, doubtful in self._backlog)
             self._backlog.clear()
             for worker in self._idle:
                 worker.job = None

@@ -349,6 +349,10 @@ def measure(name: str, servers: list[Server], runs: int, seconds: int, log_dir: 
                         "server": round(server_cpu),
                         "client": round(client_cpu),
                         "other": round(max(0, other)),
+                        # Server CPU per request (or message): steadier than
+                        # req/s on a shared machine, where the others' load
+                        # takes the server's core away.
+                        "us": round(1e4 * server_cpu / rate, 1) if rate else 0.0,
                     }
                 )
                 pause(srv, True)
@@ -365,7 +369,8 @@ def measure(name: str, servers: list[Server], runs: int, seconds: int, log_dir: 
                 "errors": s.errors,
                 "cpu": s.cpu,
                 "cpu_median": {
-                    k: statistics.median(c[k] for c in s.cpu) for k in ("server", "client", "other")
+                    k: statistics.median(c.get(k, 0.0) for c in s.cpu)
+                    for k in ("server", "client", "other", "us")
                 },
                 **({"latency_ms": s.latency, "inflight": s.ws_inflight} if s.ws_inflight else {}),
             }
@@ -415,17 +420,17 @@ def _markdown(results: dict, runs: int, seconds: int) -> str:
             if name == "https"
             else "surge/x" + (f" ({' / '.join(surges)})" if len(surges) > 1 else "")
         )
-        head = f"| server | {unit} | {col} | CPU % server/client/other |"
+        head = f"| server | {unit} | {col} | CPU % server/client/other | server CPU µs each |"
         if ws:
             head += " p50 / p99 ms |"
         lines += [f"`{name}`: {TITLES.get(name, name)}", "", head]
-        lines.append("|---|---:|---:|---:|" + ("---:|" if ws else ""))
+        lines.append("|---|---:|---:|---:|---:|" + ("---:|" if ws else ""))
         for sname, data in servers.items():
             mark = f" ⚠ {data['errors']} errors" if data["errors"] else ""
             c = data["cpu_median"]
             row = (
                 f"| {sname}{mark} | {data['median']:,.0f} | {_ratio(name, sname, servers)} "
-                f"| {c['server']:.0f} / {c['client']:.0f} / {c['other']:.0f} |"
+                f"| {c['server']:.0f} / {c['client']:.0f} / {c['other']:.0f} | {c['us']:.1f} |"
             )
             if ws:
                 lat = [x for x in data["latency_ms"] if x]
@@ -434,7 +439,7 @@ def _markdown(results: dict, runs: int, seconds: int) -> str:
                 row += f" {p50:.1f} / {p99:.1f} |"
             lines.append(row)
         for sname, why in res["missing"].items():
-            lines.append(f"| {sname} | not run: {why} | | |" + (" |" if ws else ""))
+            lines.append(f"| {sname} | not run: {why} | | | |" + (" |" if ws else ""))
         lines.append("")
     return "\n".join(lines)
 

@@ -425,6 +425,55 @@ class IprotoCodec:
     def rollback(self, stream_id: int) -> int: ...
     def watch(self, event_key: str, watch: bool = True) -> int: ...
 
+@final
+class IprotoLane:
+    def __new__(
+        cls,
+        codec: IprotoCodec,
+        engine: Any,
+        connection: Any,
+        fallback_select: Callable[..., Any],
+        fallback_insert: Callable[..., Any],
+        fallback_replace: Callable[..., Any],
+        fallback_update: Callable[..., Any],
+        fallback_upsert: Callable[..., Any],
+        fallback_delete: Callable[..., Any],
+        flush_size: int,
+    ) -> Self: ...
+    def select(
+        self,
+        space: int | str,
+        key: Any = None,
+        *,
+        index: int | str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        iterator: int | str | None = None,
+        timeout: float | None = None,
+    ) -> Any: ...
+    def insert(self, space: int | str, t: Any, *, timeout: float | None = None) -> Any: ...
+    def replace(self, space: int | str, t: Any, *, timeout: float | None = None) -> Any: ...
+    def update(
+        self,
+        space: int | str,
+        key: Any,
+        ops: Any,
+        *,
+        index: int | str | None = None,
+        timeout: float | None = None,
+    ) -> Any: ...
+    def upsert(
+        self, space: int | str, t: Any, ops: Any, *, timeout: float | None = None
+    ) -> Any: ...
+    def delete(
+        self,
+        space: int | str,
+        key: Any,
+        *,
+        index: int | str | None = None,
+        timeout: float | None = None,
+    ) -> Any: ...
+
 def msgpack_packb(obj: Any) -> bytes: ...
 def msgpack_unpackb(data: bytes) -> Any: ...
 

@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 mod http;
+mod lane;
 mod load;
 mod postgres;
 mod pydatetime;
@@ -101,6 +102,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     // Tarantool.
     m.add_class::<tarantool::IprotoCodec>()?;
+    m.add_class::<tarantool::IprotoLane>()?;
     m.add_class::<tarantool::Tuple>()?;
     m.add(
         "IprotoProtocolError",

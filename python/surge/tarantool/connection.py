@@ -21,16 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import types
 from collections.abc import Awaitable, Generator, Sequence
 from typing import Any
 
-from surge._core import IprotoCodec
+from surge._core import IprotoCodec, IprotoLane
 from surge.engine import (
     _DEFAULT,  # the engine's "use request_timeout"
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LIVENESS_INTERVAL,
     DEFAULT_LIVENESS_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT,
+    FLUSH_SIZE,
     RECONNECT_DELAY_MAX,
     RECONNECT_DELAY_MIN,
     PipelinedConnection,
@@ -76,6 +78,13 @@ FEATURE_WATCHERS = 3
 CLIENT_FEATURES = [FEATURE_STREAMS, FEATURE_TRANSACTIONS, FEATURE_ERROR_EXTENSION, FEATURE_WATCHERS]
 #: The key a server >= 2.10 sets to true when it begins a graceful shutdown.
 SHUTDOWN_KEY = "box.shutdown"
+#: True: `select`, `insert`, `replace`, `update`, `upsert` and `delete` make a plain
+#: request in one native call (`surge._core.IprotoLane`: the methods and the engine's
+#: request path step for step) and take the Python methods whenever that is not all
+#: the call needs; False: the Python methods (a switch for comparisons).
+NATIVE_LANE = True
+#: The methods the lane serves.
+_LANE_METHODS = ("select", "insert", "replace", "update", "upsert", "delete")
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -212,6 +221,33 @@ class Connection:
         self._req = self._engine.request
         self._select, self._insert, self._update = c.select, c.insert, c.update
         self._delete, self._upsert = c.delete, c.upsert
+        # A traced connection wraps its own `request`: the lane would bypass it.
+        if NATIVE_LANE and "request" not in vars(self._engine):
+            self._use_lane()
+
+    def _use_lane(self) -> None:
+        """The hot path: the request methods as `IprotoLane`'s, which calls this
+        class's own whenever it cannot serve a call (see `NATIVE_LANE`)."""
+        cls = type(self)
+
+        def py(name: str) -> Any:
+            return types.MethodType(getattr(Connection, name), self)
+
+        lane = IprotoLane(
+            self._codec,
+            self._engine,
+            self,
+            py("select"),
+            py("insert"),
+            py("replace"),
+            py("update"),
+            py("upsert"),
+            py("delete"),
+            FLUSH_SIZE,
+        )
+        for name in _LANE_METHODS:
+            if getattr(cls, name) is getattr(Connection, name):  # not a subclass's own
+                self.__dict__[name] = getattr(lane, name)
 
     # -- lifecycle --------------------------------------------------------------------
 

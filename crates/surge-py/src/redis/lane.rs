@@ -4,55 +4,21 @@
 //! Why: with 1000 coroutines pipelining GET/SET over one connection, the client's
 //! CPU per command is what limits the rate, and two Python frames per command
 //! (the client's method, then the engine's `request`) were a fifth of it. The
-//! lane does what `surge.engine.PipelinedConnection.request` does, step for step,
-//! reading the engine's own state from its instance dict (so the engine stays
-//! the one owner of that state): the same gate (connected, not paused, under the
-//! in-flight and byte limits, no per-request timeout; the limits and the timeout,
-//! public settings that rarely change, are read once per flushed batch), the
-//! command encoded into the codec's buffer, a future from the loop registered
-//! under the command's id, the request counted, and the flush scheduled once per
-//! loop iteration (or made early, by the engine's `FLUSH_SIZE` and `EARLY_FLUSH`
-//! rules). Whenever the
-//! gate is shut, or an argument is not one the codec takes as it is (a
-//! memoryview, a bad type: the Python path decides), or SET has options, the
+//! engine's half (the gate, the future, the count, the flush) is
+//! `crate::lane::EngineLane`, shared with Tarantool's lane; this one encodes the
+//! command. Its early flush keeps the fixed `EARLY_FLUSH` it was measured with.
+//! Whenever the gate is shut, or an argument is not one the codec takes as it is
+//! (a memoryview, a bad type: the Python path decides), or SET has options, the
 //! call goes to the Python method instead, which behaves exactly as before.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBool, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::codec::RespCodec;
-
-/// The engine's public limits, read with the first request after each flush (a
-/// change takes effect from the next batch) rather than three lookups per call.
-#[derive(Clone, Copy)]
-struct Knobs {
-    max_in_flight: usize,
-    max_bytes: usize,
-    /// No per-request timeout (a timed request takes the engine's own path).
-    untimed: bool,
-}
-
-impl Knobs {
-    fn read(py: Python<'_>, st: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let limit = |key: &Bound<'_, PyString>| -> PyResult<usize> {
-            match st.get_item(key)? {
-                Some(v) => v.extract(),
-                None => Ok(0),
-            }
-        };
-        Ok(Knobs {
-            max_in_flight: limit(intern!(py, "max_in_flight"))?,
-            max_bytes: limit(intern!(py, "max_in_flight_bytes"))?,
-            untimed: st
-                .get_item(intern!(py, "request_timeout"))?
-                .is_some_and(|v| v.is_none()),
-        })
-    }
-}
+use crate::lane::{Buffered, Early, EngineLane};
 
 /// A command to encode: a name and its arguments (GET, SET), or a whole tuple.
 enum Command<'a, 'py> {
@@ -63,11 +29,7 @@ enum Command<'a, 'py> {
 #[pyclass(module = "surge._core")]
 pub struct RespLane {
     codec: Py<RespCodec>,
-    engine: PyObject,
-    /// The engine's instance dict: its state, read per call without a getattr.
-    state: Py<PyDict>,
-    /// The engine's requests-by-encoder counters (`PipelinedConnection._sent`).
-    sent: Py<PyDict>,
+    lane: EngineLane,
     /// The keys the engine counts GET and SET under (`codec.command`, `command_ok`).
     key_command: PyObject,
     key_ok: PyObject,
@@ -75,11 +37,6 @@ pub struct RespLane {
     fallback_set: PyObject,
     fallback_command: PyObject,
     fallback_command_ok: PyObject,
-    flush_size: usize,
-    early_flush: usize,
-    /// The loop last seen and its bound `create_future`.
-    futures: Option<(PyObject, PyObject)>,
-    knobs: Option<Knobs>,
 }
 
 impl RespLane {
@@ -91,43 +48,12 @@ impl RespLane {
         command: Command<'_, 'py>,
         ok: bool,
     ) -> PyResult<Option<PyObject>> {
-        let st = self.state.bind(py);
-        let item = |key: &Bound<'py, PyString>| st.get_item(key);
-        let truthy = |v: Option<Bound<'_, PyAny>>| v.is_some_and(|v| v.is(PyBool::new(py, true)));
-        if !truthy(item(intern!(py, "_ready"))?) || truthy(item(intern!(py, "_paused"))?) {
-            return Ok(None);
-        }
-        let Ok((buffered, encoded)) = self.codec.try_borrow(py).map(|c| c.buffered()) else {
-            return Ok(None);
-        };
-        let knobs = match self.knobs {
-            Some(k) if encoded > 0 => k,
-            _ => {
-                let k = Knobs::read(py, st)?;
-                self.knobs = Some(k);
-                k
-            }
-        };
-        if !knobs.untimed {
-            return Ok(None);
-        }
-        let Some(pending) = item(intern!(py, "_pending"))? else {
-            return Ok(None);
-        };
-        let pending = pending.downcast_into::<PyDict>()?;
-        let in_flight = pending.len();
-        if in_flight >= knobs.max_in_flight {
-            return Ok(None);
-        }
-        let tbuf: usize = match item(intern!(py, "_tbuf"))? {
-            Some(v) => v.extract()?,
-            None => 0,
-        };
-        if buffered + tbuf >= knobs.max_bytes {
-            return Ok(None);
-        }
-        let (id, before, encoded) = {
+        let (admitted, id) = {
             let Ok(mut codec) = self.codec.try_borrow_mut(py) else {
+                return Ok(None);
+            };
+            let (bytes, requests) = codec.buffered();
+            let Some(admitted) = self.lane.admit(py, Buffered { bytes, requests })? else {
                 return Ok(None);
             };
             let encoded = match command {
@@ -137,38 +63,11 @@ impl RespLane {
             let Ok(id) = encoded else {
                 return Ok(None);
             };
-            (id, buffered, codec.buffered().1)
+            (admitted, id)
         };
-        let Some(event_loop) = item(intern!(py, "_loop"))? else {
-            return Ok(None);
-        };
-        let create = match &self.futures {
-            Some((l, c)) if l.bind(py).is(&event_loop) => c.clone_ref(py),
-            _ => {
-                let c = event_loop.getattr(intern!(py, "create_future"))?.unbind();
-                self.futures = Some((event_loop.clone().unbind(), c.clone_ref(py)));
-                c
-            }
-        };
-        let fut = create.call0(py)?;
-        pending.set_item(id, &fut)?;
-        let sent = self.sent.bind(py);
+        // The codec is released: a flush takes its buffer.
         let key = if ok { &self.key_ok } else { &self.key_command };
-        let count = match sent.get_item(key)? {
-            Some(n) => n.downcast_into::<PyInt>()?.extract::<u64>()?,
-            None => 0,
-        };
-        sent.set_item(key, count + 1)?;
-        if !truthy(item(intern!(py, "_flush_scheduled"))?) {
-            st.set_item(intern!(py, "_flush_scheduled"), true)?;
-            let flush = self.engine.bind(py).getattr(intern!(py, "_flush"))?;
-            event_loop.call_method1(intern!(py, "call_soon"), (flush,))?;
-        } else if before >= self.flush_size
-            || (encoded == self.early_flush && in_flight + 1 == encoded)
-        {
-            self.engine.bind(py).call_method0(intern!(py, "_flush"))?;
-        }
-        Ok(Some(fut))
+        self.lane.register(py, admitted, id, key).map(Some)
     }
 }
 
@@ -196,29 +95,15 @@ impl RespLane {
         flush_size: usize,
         early_flush: usize,
     ) -> PyResult<Self> {
-        let state = engine
-            .getattr(intern!(py, "__dict__"))?
-            .downcast_into::<PyDict>()
-            .map_err(|_| PyTypeError::new_err("the engine has no instance dict"))?;
-        let sent = engine
-            .getattr(intern!(py, "_sent"))?
-            .downcast_into::<PyDict>()
-            .map_err(|_| PyTypeError::new_err("the engine's _sent is not a dict"))?;
         Ok(RespLane {
             key_command: codec.getattr(intern!(py, "command"))?.unbind(),
             key_ok: codec.getattr(intern!(py, "command_ok"))?.unbind(),
             codec: codec.unbind(),
-            engine: engine.unbind(),
-            state: state.unbind(),
-            sent: sent.unbind(),
+            lane: EngineLane::new(engine, flush_size, Early::Fixed(early_flush))?,
             fallback_get,
             fallback_set,
             fallback_command,
             fallback_command_ok,
-            flush_size,
-            early_flush,
-            futures: None,
-            knobs: None,
         })
     }
 
@@ -331,23 +216,17 @@ impl RespLane {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.codec)?;
-        visit.call(&self.engine)?;
-        visit.call(&self.state)?;
-        visit.call(&self.sent)?;
+        self.lane.traverse(&visit)?;
         visit.call(&self.key_command)?;
         visit.call(&self.key_ok)?;
         visit.call(&self.fallback_get)?;
         visit.call(&self.fallback_set)?;
         visit.call(&self.fallback_command)?;
         visit.call(&self.fallback_command_ok)?;
-        if let Some((l, c)) = &self.futures {
-            visit.call(l)?;
-            visit.call(c)?;
-        }
         Ok(())
     }
 
     fn __clear__(&mut self) {
-        self.futures = None;
+        self.lane.clear();
     }
 }

@@ -20,6 +20,7 @@ use surge_proto::msgpack as mp;
 use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
+use crate::lane::Buffered;
 use crate::wire::{resolve_replies, ReadBuf, WriteBuf};
 
 create_exception!(
@@ -39,6 +40,9 @@ pub struct IprotoCodec {
     greeted: bool,
     #[pyo3(get)]
     schema_version: u64,
+    /// Requests encoded since the write buffer was last taken (`IprotoLane`'s
+    /// early-flush rule: all of them unanswered means the server is idle).
+    encoded: usize,
 }
 
 /// Which single-key-with-value pairs a data request's body has, in order.
@@ -49,7 +53,16 @@ enum Part<'a, 'py> {
 }
 
 impl IprotoCodec {
+    /// Bytes in the write buffer and requests encoded since it was last taken.
+    pub(super) fn buffered(&self) -> Buffered {
+        Buffered {
+            bytes: self.wbuf.len(),
+            requests: self.encoded,
+        }
+    }
+
     fn next_sync(&mut self) -> u64 {
+        self.encoded += 1;
         self.sync = self.sync.wrapping_add(1);
         self.sync
     }
@@ -79,6 +92,7 @@ impl IprotoCodec {
             };
             if let Err(e) = r {
                 self.wbuf.truncate(mark);
+                self.encoded -= 1;
                 return Err(e);
             }
         }
@@ -280,6 +294,7 @@ impl IprotoCodec {
             row_names: HashMap::new(),
             greeted: false,
             schema_version: 0,
+            encoded: 0,
         }
     }
 
@@ -289,6 +304,7 @@ impl IprotoCodec {
         self.rbuf.clear();
         self.row_names.clear();
         self.greeted = false;
+        self.encoded = 0;
     }
 
     /// Bytes waiting in the write buffer.
@@ -303,6 +319,7 @@ impl IprotoCodec {
 
     /// The write buffer's contents as bytes, leaving it empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        self.encoded = 0;
         self.wbuf.take(py)
     }
 
@@ -363,7 +380,7 @@ impl IprotoCodec {
 
     #[pyo3(signature = (space, index, key, limit=u32::MAX as u64, offset=0, iterator=0, names=None, stream_id=0))]
     #[allow(clippy::too_many_arguments)]
-    fn select(
+    pub(super) fn select(
         &mut self,
         space: u64,
         index: u64,
@@ -392,7 +409,7 @@ impl IprotoCodec {
 
     /// INSERT, or REPLACE when `replace` is true.
     #[pyo3(signature = (space, tuple, names=None, replace=false, stream_id=0))]
-    fn insert(
+    pub(super) fn insert(
         &mut self,
         space: u64,
         tuple: &Bound<'_, PyAny>,
@@ -418,7 +435,7 @@ impl IprotoCodec {
     }
 
     #[pyo3(signature = (space, index, key, ops, names=None, stream_id=0))]
-    fn update(
+    pub(super) fn update(
         &mut self,
         space: u64,
         index: u64,
@@ -443,7 +460,7 @@ impl IprotoCodec {
     }
 
     #[pyo3(signature = (space, tuple, ops, stream_id=0))]
-    fn upsert(
+    pub(super) fn upsert(
         &mut self,
         space: u64,
         tuple: &Bound<'_, PyAny>,
@@ -464,7 +481,7 @@ impl IprotoCodec {
     }
 
     #[pyo3(signature = (space, index, key, names=None, stream_id=0))]
-    fn delete(
+    pub(super) fn delete(
         &mut self,
         space: u64,
         index: u64,

@@ -1,9 +1,12 @@
-//! Tarantool: MessagePack <-> Python objects and the IPROTO connection codec.
+//! Tarantool: MessagePack <-> Python objects, the IPROTO connection codec and
+//! the native request lane.
 
 mod codec;
+mod lane;
 mod pack;
 mod tuple;
 mod unpack;
 
 pub(crate) use codec::{msgpack_packb, msgpack_unpackb, IprotoCodec, IprotoProtocolError};
+pub(crate) use lane::IprotoLane;
 pub(crate) use tuple::Tuple;

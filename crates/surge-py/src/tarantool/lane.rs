@@ -1,0 +1,522 @@
+//! `IprotoLane`: `Connection.select/insert/replace/update/upsert/delete` in one
+//! native call each, when the call needs nothing of Python.
+//!
+//! Why: at 10 coroutines on one connection (seed 000) a Tarantool client is bound
+//! by its CPU per request while the server waits, and the Python frames between
+//! the user's call and the codec (the method, its helper, the engine's `request`)
+//! were about a quarter of that CPU. The lane does what those frames do, step for
+//! step: the space looked up by name in the connection's name table (`_names`:
+//! empty while a schema reload is due, so a due reload always takes the Python
+//! path), the index by name in the space's, the key and the iterator as the
+//! methods make them, then the engine's request path (`crate::lane::EngineLane`).
+//!
+//! Whenever that is not all the call needs, it goes to the Python method
+//! (given as the fallback), which behaves exactly as it always did: a per-call
+//! `timeout`, a transaction open on the connection (a request may belong to its
+//! stream), a name the cached schema lacks, a space given by id, a field name in
+//! update operations, an iterator by name, a value MessagePack cannot hold (the
+//! Python path raises the error), not connected, over a limit.
+
+use pyo3::gc::PyVisit;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyList, PySequence, PyString, PyTuple};
+use pyo3::PyTraverseError;
+
+use super::codec::IprotoCodec;
+use crate::lane::{Early, EngineLane};
+
+/// select's limit when none is given (`surge.tarantool.connection.MAX_LIMIT`).
+const MAX_LIMIT: u64 = 0xFFFF_FFFF;
+/// select's iterators when none is given: EQ with a key, ALL without.
+const ITERATOR_EQ: u64 = 0;
+const ITERATOR_ALL: u64 = 2;
+
+/// A space as the request needs it: its id and field names.
+struct Space {
+    id: u64,
+    names: Option<Py<PyDict>>,
+    info: PyObject,
+}
+
+#[pyclass(module = "surge._core")]
+pub struct IprotoLane {
+    codec: Py<IprotoCodec>,
+    lane: EngineLane,
+    /// The connection's instance dict (`_names`, `_tx_open`).
+    conn: Py<PyDict>,
+    /// The keys the engine counts requests under (the codec's bound methods).
+    key_select: PyObject,
+    key_insert: PyObject,
+    key_update: PyObject,
+    key_upsert: PyObject,
+    key_delete: PyObject,
+    fallback_select: PyObject,
+    fallback_insert: PyObject,
+    fallback_replace: PyObject,
+    fallback_update: PyObject,
+    fallback_upsert: PyObject,
+    fallback_delete: PyObject,
+}
+
+/// `key` as the methods send it: None is no key, a list or tuple as it is, any
+/// other value a key of one part.
+fn key_of<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = key.py();
+    if key.is_none() {
+        return Ok(PyTuple::empty(py).into_any());
+    }
+    if key.is_instance_of::<PyList>() || key.is_instance_of::<PyTuple>() {
+        return Ok(key.clone());
+    }
+    Ok(PyTuple::new(py, [key])?.into_any())
+}
+
+/// Whether update/upsert operations need nothing of the schema: a list or tuple
+/// of operations, each a list or tuple of at least two items whose field is not
+/// a name (names, and anything malformed, take the Python path).
+fn plain_ops(ops: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if !(ops.is_instance_of::<PyList>() || ops.is_instance_of::<PyTuple>()) {
+        return Ok(false);
+    }
+    let ops = ops.downcast::<PySequence>()?;
+    for op in ops.try_iter()? {
+        let op = op?;
+        if !(op.is_instance_of::<PyList>() || op.is_instance_of::<PyTuple>()) {
+            return Ok(false);
+        }
+        let op = op.downcast::<PySequence>()?;
+        if op.len()? < 2 || op.get_item(1)?.is_instance_of::<PyString>() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// An unsigned int argument, or None when it is anything else (the Python path
+/// judges it).
+fn uint(v: &Bound<'_, PyAny>) -> Option<u64> {
+    if v.is_instance_of::<PyInt>() {
+        v.extract().ok()
+    } else {
+        None
+    }
+}
+
+impl IprotoLane {
+    /// The space named `space` in the connection's name table, or None (not a
+    /// name, not known, a reload due, a transaction open: the Python path).
+    fn space(&self, py: Python<'_>, space: &Bound<'_, PyAny>) -> PyResult<Option<Space>> {
+        if !space.is_instance_of::<PyString>() {
+            return Ok(None);
+        }
+        let conn = self.conn.bind(py);
+        if conn
+            .get_item(intern!(py, "_tx_open"))?
+            .map_or(Ok(true), |t| t.is_truthy())?
+        {
+            return Ok(None);
+        }
+        let Some(names) = conn.get_item(intern!(py, "_names"))? else {
+            return Ok(None);
+        };
+        let Some(info) = names.downcast::<PyDict>()?.get_item(space)? else {
+            return Ok(None);
+        };
+        let Some(id) = uint(&info.getattr(intern!(py, "id"))?) else {
+            return Ok(None);
+        };
+        let names = info.getattr(intern!(py, "field_names"))?;
+        let names = if names.is_none() {
+            None
+        } else {
+            match names.downcast_into::<PyDict>() {
+                Ok(d) => Some(d.unbind()),
+                Err(_) => return Ok(None),
+            }
+        };
+        Ok(Some(Space {
+            id,
+            names,
+            info: info.unbind(),
+        }))
+    }
+
+    /// The id of `index` (an id, or a name in the space's indexes).
+    fn index(
+        &self,
+        py: Python<'_>,
+        space: &Space,
+        index: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<u64>> {
+        if index.is_instance_of::<PyInt>() {
+            return Ok(index.extract().ok());
+        }
+        if !index.is_instance_of::<PyString>() {
+            return Ok(None);
+        }
+        let indexes = space.info.bind(py).getattr(intern!(py, "indexes"))?;
+        let Ok(indexes) = indexes.downcast_into::<PyDict>() else {
+            return Ok(None);
+        };
+        Ok(match indexes.get_item(index)? {
+            Some(id) => uint(&id),
+            None => None,
+        })
+    }
+
+    /// The engine's request path around `encode` (None: the Python path).
+    fn submit(
+        &mut self,
+        py: Python<'_>,
+        key: &PyObject,
+        encode: impl FnOnce(&mut IprotoCodec) -> PyResult<u64>,
+    ) -> PyResult<Option<PyObject>> {
+        let (admitted, id) = {
+            let Ok(mut codec) = self.codec.try_borrow_mut(py) else {
+                return Ok(None);
+            };
+            let Some(admitted) = self.lane.admit(py, codec.buffered())? else {
+                return Ok(None);
+            };
+            let Ok(id) = encode(&mut codec) else {
+                return Ok(None);
+            };
+            (admitted, id)
+        };
+        // The codec is released: a flush takes its buffer.
+        self.lane.register(py, admitted, id, key).map(Some)
+    }
+}
+
+#[pymethods]
+impl IprotoLane {
+    /// A lane over `engine` (a `PipelinedConnection`), its `codec` and the
+    /// `connection` (a `surge.tarantool.Connection`); the fallbacks are the
+    /// connection's Python methods, taken when the lane cannot serve a call.
+    #[new]
+    #[pyo3(signature = (
+        codec, engine, connection, fallback_select, fallback_insert, fallback_replace,
+        fallback_update, fallback_upsert, fallback_delete, flush_size
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        codec: Bound<'_, IprotoCodec>,
+        engine: Bound<'_, PyAny>,
+        connection: Bound<'_, PyAny>,
+        fallback_select: PyObject,
+        fallback_insert: PyObject,
+        fallback_replace: PyObject,
+        fallback_update: PyObject,
+        fallback_upsert: PyObject,
+        fallback_delete: PyObject,
+        flush_size: usize,
+    ) -> PyResult<Self> {
+        let conn = connection
+            .getattr(intern!(py, "__dict__"))?
+            .downcast_into::<PyDict>()?
+            .unbind();
+        let key = |name: &Bound<'_, PyString>| codec.getattr(name).map(Bound::unbind);
+        Ok(IprotoLane {
+            key_select: key(intern!(py, "select"))?,
+            key_insert: key(intern!(py, "insert"))?,
+            key_update: key(intern!(py, "update"))?,
+            key_upsert: key(intern!(py, "upsert"))?,
+            key_delete: key(intern!(py, "delete"))?,
+            codec: codec.unbind(),
+            lane: EngineLane::new(engine, flush_size, Early::Engine)?,
+            conn,
+            fallback_select,
+            fallback_insert,
+            fallback_replace,
+            fallback_update,
+            fallback_upsert,
+            fallback_delete,
+        })
+    }
+
+    /// `Connection.select`.
+    #[pyo3(signature = (
+        space, key=None, *, index=None, limit=None, offset=None, iterator=None, timeout=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn select(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        key: Option<&Bound<'_, PyAny>>,
+        index: Option<&Bound<'_, PyAny>>,
+        limit: Option<&Bound<'_, PyAny>>,
+        offset: Option<&Bound<'_, PyAny>>,
+        iterator: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        let py = slf.py();
+        let none = py.None().into_bound(py);
+        let key = key.unwrap_or(&none);
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if timeout.is_none_or(|t| t.is_none()) {
+                if let Some(fut) =
+                    this.select_now(py, space, key, index, limit, offset, iterator)?
+                {
+                    return Ok(fut);
+                }
+            }
+            this.fallback_select.clone_ref(py)
+        };
+        // The lane is released first: the Python path may come back to it.
+        let kw = PyDict::new(py);
+        for (name, v) in [
+            ("index", index),
+            ("limit", limit),
+            ("offset", offset),
+            ("iterator", iterator),
+            ("timeout", timeout),
+        ] {
+            if let Some(v) = v {
+                kw.set_item(name, v)?;
+            }
+        }
+        fallback.call(py, (space, key), Some(&kw))
+    }
+
+    /// `Connection.insert`.
+    #[pyo3(signature = (space, t, *, timeout=None))]
+    fn insert(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        t: &Bound<'_, PyAny>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        Self::store(slf, space, t, false, timeout)
+    }
+
+    /// `Connection.replace`.
+    #[pyo3(signature = (space, t, *, timeout=None))]
+    fn replace(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        t: &Bound<'_, PyAny>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        Self::store(slf, space, t, true, timeout)
+    }
+
+    /// `Connection.update`.
+    #[pyo3(signature = (space, key, ops, *, index=None, timeout=None))]
+    fn update(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        ops: &Bound<'_, PyAny>,
+        index: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if timeout.is_none_or(|t| t.is_none()) && plain_ops(ops)? {
+                if let Some(sp) = this.space(py, space)? {
+                    let idx = match index {
+                        None => Some(0),
+                        Some(i) => this.index(py, &sp, i)?,
+                    };
+                    if let Some(idx) = idx {
+                        let k = key_of(key)?;
+                        let names = sp.names;
+                        let encode = |c: &mut IprotoCodec| c.update(sp.id, idx, &k, ops, names, 0);
+                        let rk = this.key_update.clone_ref(py);
+                        if let Some(fut) = this.submit(py, &rk, encode)? {
+                            return Ok(fut);
+                        }
+                    }
+                }
+            }
+            this.fallback_update.clone_ref(py)
+        };
+        let kw = PyDict::new(py);
+        if let Some(i) = index {
+            kw.set_item("index", i)?;
+        }
+        if let Some(t) = timeout {
+            kw.set_item("timeout", t)?;
+        }
+        fallback.call(py, (space, key, ops), Some(&kw))
+    }
+
+    /// `Connection.upsert`.
+    #[pyo3(signature = (space, t, ops, *, timeout=None))]
+    fn upsert(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        t: &Bound<'_, PyAny>,
+        ops: &Bound<'_, PyAny>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if timeout.is_none_or(|t| t.is_none()) && plain_ops(ops)? {
+                if let Some(sp) = this.space(py, space)? {
+                    let encode = |c: &mut IprotoCodec| c.upsert(sp.id, t, ops, 0);
+                    let rk = this.key_upsert.clone_ref(py);
+                    if let Some(fut) = this.submit(py, &rk, encode)? {
+                        return Ok(fut);
+                    }
+                }
+            }
+            this.fallback_upsert.clone_ref(py)
+        };
+        let kw = PyDict::new(py);
+        if let Some(t) = timeout {
+            kw.set_item("timeout", t)?;
+        }
+        fallback.call(py, (space, t, ops), Some(&kw))
+    }
+
+    /// `Connection.delete`.
+    #[pyo3(signature = (space, key, *, index=None, timeout=None))]
+    fn delete(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        index: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if timeout.is_none_or(|t| t.is_none()) {
+                if let Some(sp) = this.space(py, space)? {
+                    let idx = match index {
+                        None => Some(0),
+                        Some(i) => this.index(py, &sp, i)?,
+                    };
+                    if let Some(idx) = idx {
+                        let k = key_of(key)?;
+                        let names = sp.names;
+                        let encode = |c: &mut IprotoCodec| c.delete(sp.id, idx, &k, names, 0);
+                        let rk = this.key_delete.clone_ref(py);
+                        if let Some(fut) = this.submit(py, &rk, encode)? {
+                            return Ok(fut);
+                        }
+                    }
+                }
+            }
+            this.fallback_delete.clone_ref(py)
+        };
+        let kw = PyDict::new(py);
+        if let Some(i) = index {
+            kw.set_item("index", i)?;
+        }
+        if let Some(t) = timeout {
+            kw.set_item("timeout", t)?;
+        }
+        fallback.call(py, (space, key), Some(&kw))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.codec)?;
+        self.lane.traverse(&visit)?;
+        visit.call(&self.conn)?;
+        for o in [
+            &self.key_select,
+            &self.key_insert,
+            &self.key_update,
+            &self.key_upsert,
+            &self.key_delete,
+            &self.fallback_select,
+            &self.fallback_insert,
+            &self.fallback_replace,
+            &self.fallback_update,
+            &self.fallback_upsert,
+            &self.fallback_delete,
+        ] {
+            visit.call(o)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.lane.clear();
+    }
+}
+
+impl IprotoLane {
+    #[allow(clippy::too_many_arguments)]
+    fn select_now(
+        &mut self,
+        py: Python<'_>,
+        space: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        index: Option<&Bound<'_, PyAny>>,
+        limit: Option<&Bound<'_, PyAny>>,
+        offset: Option<&Bound<'_, PyAny>>,
+        iterator: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PyObject>> {
+        let arg = |v: Option<&Bound<'_, PyAny>>, default: u64| match v {
+            Some(v) if !v.is_none() => uint(v),
+            _ => Some(default),
+        };
+        let (Some(limit), Some(offset)) = (arg(limit, MAX_LIMIT), arg(offset, 0)) else {
+            return Ok(None);
+        };
+        let key = key_of(key)?;
+        let it = match iterator {
+            Some(i) if !i.is_none() => match uint(i) {
+                Some(i) => i,
+                None => return Ok(None),
+            },
+            _ if key.len()? > 0 => ITERATOR_EQ,
+            _ => ITERATOR_ALL,
+        };
+        let Some(sp) = self.space(py, space)? else {
+            return Ok(None);
+        };
+        let idx = match index {
+            None => Some(0),
+            Some(i) => self.index(py, &sp, i)?,
+        };
+        let Some(idx) = idx else {
+            return Ok(None);
+        };
+        let names = sp.names;
+        let encode = |c: &mut IprotoCodec| c.select(sp.id, idx, &key, limit, offset, it, names, 0);
+        let rk = self.key_select.clone_ref(py);
+        self.submit(py, &rk, encode)
+    }
+
+    fn store(
+        slf: &Bound<'_, Self>,
+        space: &Bound<'_, PyAny>,
+        t: &Bound<'_, PyAny>,
+        replace: bool,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyObject> {
+        let py = slf.py();
+        let fallback = {
+            let mut this = slf.borrow_mut();
+            if timeout.is_none_or(|t| t.is_none()) {
+                if let Some(sp) = this.space(py, space)? {
+                    let names = sp.names;
+                    let encode = |c: &mut IprotoCodec| c.insert(sp.id, t, names, replace, 0);
+                    let rk = this.key_insert.clone_ref(py);
+                    if let Some(fut) = this.submit(py, &rk, encode)? {
+                        return Ok(fut);
+                    }
+                }
+            }
+            if replace {
+                this.fallback_replace.clone_ref(py)
+            } else {
+                this.fallback_insert.clone_ref(py)
+            }
+        };
+        let kw = PyDict::new(py);
+        if let Some(t) = timeout {
+            kw.set_item("timeout", t)?;
+        }
+        fallback.call(py, (space, t), Some(&kw))
+    }
+}

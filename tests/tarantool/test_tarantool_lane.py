@@ -1,0 +1,130 @@
+"""The native request lane (`surge._core.IprotoLane`) against the Python methods it
+stands in for: the same calls on a real Tarantool give the same replies, the same
+errors and the same request counts, whether the lane serves them or hands them on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import surge.tarantool as st
+from surge.errors import ConnectionLostError
+from surge.tarantool import connection as tconn
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _outcome(call: Any) -> Any:
+    """A call's awaitable, or the error it raised at once (as type and message)."""
+    try:
+        return call()
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+
+async def _settle(x: Any) -> Any:
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
+        return ("raised", *x)
+    try:
+        r = await x
+    except Exception as exc:
+        return ("failed", type(exc).__name__, str(exc))
+    if isinstance(r, list):
+        return [tuple(t) for t in r]
+    return r
+
+
+async def _scenario(c: st.Connection) -> list[Any]:
+    await c.eval("box.space.sorted:truncate()")
+    calls = [
+        lambda: c.insert("sorted", (1, "a", 10)),
+        lambda: c.insert("sorted", [2, "b", 20]),
+        lambda: c.replace("sorted", (3, "a", 30)),
+        lambda: c.insert("sorted", (1, "dup", 0)),  # duplicate key: the server's error
+        lambda: c.select("sorted", 1),
+        lambda: c.select("sorted", [2]),
+        lambda: c.select("sorted", (3,)),
+        lambda: c.select("sorted"),
+        lambda: c.select("sorted", None, limit=2, offset=1),
+        lambda: c.select("sorted", 1, iterator=5, limit=2),
+        lambda: c.select("sorted", 2, iterator="LE"),  # by name: the Python path
+        lambda: c.select("sorted", "a", index="by_name"),
+        lambda: c.select("sorted", "a", index=1),
+        lambda: c.select("sorted", 1, index="no_such_index"),
+        lambda: c.select("no_such_space", 1),
+        lambda: c.select(c.schema.by_name["sorted"].id, 1),  # by id: the Python path
+        lambda: c.select("sorted", 1, timeout=5),  # a timeout: the Python path
+        lambda: c.select("sorted", 1, iterator="NOPE"),
+        lambda: c.update("sorted", 1, [("=", 2, 11)]),
+        lambda: c.update("sorted", [2], [["+", 2, 1]], index=0),
+        lambda: c.update("sorted", 3, [("=", "n", 33)]),  # a field name
+        lambda: c.update("sorted", 3, [("=", "no_field", 1)]),
+        lambda: c.update("sorted", 3, ["bad op"]),
+        lambda: c.upsert("sorted", (4, "d", 40), [("+", 2, 1)]),
+        lambda: c.upsert("sorted", (4, "d", 40), [("+", "n", 1)]),
+        lambda: c.insert("sorted", (5, "e", object())),  # MessagePack cannot hold it
+        lambda: c.insert("sorted", (6, "f", 2**64)),
+        lambda: c.select("sorted", 4),
+        lambda: c.delete("sorted", 4),
+        lambda: c.delete("sorted", "a", index="by_name"),  # non-unique: the server's error
+        lambda: c.delete("sorted", 3, index="primary"),
+        lambda: c.delete("sorted", 2, timeout=0),
+        lambda: c.select("sorted"),
+    ]
+    out = []
+    for call in calls:
+        out.append(await _settle(_outcome(call)))
+    # Many at once, pipelined: the lane's futures and the engine's early flush.
+    got = await asyncio.gather(*(c.insert("sorted", (100 + i, "p", i)) for i in range(50)))
+    out.append([tuple(r[0]) for r in got])
+    got = await asyncio.gather(*(c.select("sorted", 100 + i) for i in range(50)))
+    out.append([tuple(r[0]) for r in got])
+    return out
+
+
+def test_lane_matches_python_methods(tnt, arun, monkeypatch):
+    async def main():
+        async with st.connect(tnt.url) as native:
+            # The lane serves the methods (a native method, not the class's function).
+            assert type(native.select).__name__ == "builtin_function_or_method"
+            want = await _scenario(native)
+            native_ops = dict(native.engine.ops)
+        monkeypatch.setattr(tconn, "NATIVE_LANE", False)
+        async with st.connect(tnt.url) as plain:
+            assert type(plain.select).__name__ == "method"
+            got = await _scenario(plain)
+            plain_ops = dict(plain.engine.ops)
+        assert got == want
+        # Every request counted alike (the lane counts under the codec's methods).
+        assert native_ops == plain_ops
+        assert native_ops["insert"] >= 50 and native_ops["select"] >= 50
+        # The cases the lane hands on did reach the Python path's errors.
+        kinds = {x[1] for x in want if isinstance(x, tuple) and x and x[0] in ("raised", "failed")}
+        assert {"DuplicateKeyError", "SchemaError", "InterfaceError"} <= kinds
+
+    arun(main())
+
+
+def test_lane_before_connect_and_after_reconnect(tnt, arun, proxy_cls):
+    async def main():
+        proxy = await proxy_cls(tnt.host, tnt.port).start()
+        c = st.connect(f"127.0.0.1:{proxy.port}")
+        try:
+            # Not connected yet: the Python path connects, then the lane serves.
+            await c.eval("box.space.sorted:truncate()")
+            assert await c.insert("sorted", (1, "x", 1)) == [(1, "x", 1)]
+            writes = c.engine.stats["requests"]
+            assert await c.select("sorted", 1) == [(1, "x", 1)]
+            assert c.engine.stats["requests"] == writes + 1
+            proxy.cut()  # nothing has seen it yet: the lane still sends
+            with pytest.raises(ConnectionLostError):
+                await c.select("sorted", 1, iterator="ALL", limit=5)
+            # Lost: the next call reconnects through the Python path.
+            assert await c.select("sorted", 1) == [(1, "x", 1)]
+            assert await c.delete("sorted", 1) == [(1, "x", 1)]
+        finally:
+            await c.close()
+            await proxy.stop()
+
+    arun(main())

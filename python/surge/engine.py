@@ -98,7 +98,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from surge.endpoint import Endpoint, Upgradable, connect_error, start_tls
+from surge.endpoint import Endpoint, NativeTlsTransport, Upgradable, connect_error, start_tls
 from surge.endpoint import Tls as Tls  # re-exported: drivers build endpoints from here
 from surge.errors import (
     ClosedError,
@@ -250,7 +250,8 @@ class Codec(Protocol):
 
     def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
     # Optional: ``feed_resolve(data, pending, deadlines) -> (resolved, rest)`` (see
-    # `PipelinedConnection._feed_resolve`).
+    # `PipelinedConnection._feed_resolve`), and ``feed_tls(session, data) -> (replies,
+    # out, error)`` (see `PipelinedConnection._feed_tls`).
     def take(self) -> bytes: ...
     def pending(self) -> int: ...
     def reset(self) -> None: ...
@@ -274,6 +275,10 @@ class _StreamProtocol(Upgradable):
 
     def data_received(self, data: bytes) -> None:
         if self.tls is not None:
+            eng = self._engine
+            if eng._feed_tls is not None and self.reply is None and eng._protocol is self:
+                eng._on_tls_data(self.tls, data)
+                return
             plain = self.decrypt(data)
             if not plain:
                 return
@@ -359,6 +364,11 @@ class PipelinedConnection:
         #: (id, ok, value) tuples were ~10 % of a pipelined Redis client's CPU.
         self._feed_resolve: Callable[..., tuple[int, list[tuple[int | None, bool, Any]]]] | None
         self._feed_resolve = getattr(codec, "feed_resolve", None)
+        #: The codec's ``feed_tls(session, data) -> (replies, out, error)`` when it has
+        #: one: a native TLS read decrypted straight into the codec's buffer and parsed
+        #: in the same call (no plaintext bytes object in between; see PgCodec).
+        self._feed_tls: Callable[..., tuple[list[Any], bytes | None, str | None]] | None
+        self._feed_tls = getattr(codec, "feed_tls", None)
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self.max_in_flight = max_in_flight
@@ -918,6 +928,21 @@ class PipelinedConnection:
             self._on_bad_reply(exc)
             return
         self._resolve(replies, resolved)
+
+    def _on_tls_data(self, tls: NativeTlsTransport, data: bytes) -> None:
+        """`_on_data` for a read over native TLS, through the codec's ``feed_tls``."""
+        self._rx_at = self._loop.time()  # type: ignore[union-attr]
+        try:
+            replies, out, err = self._feed_tls(tls.session, data)  # type: ignore[misc]
+        except Exception as exc:
+            self._on_bad_reply(exc)
+            return
+        if out is not None:
+            tls.raw.write(out)
+        self._resolve(replies)
+        if err is not None:
+            tls.error = err
+            tls.raw.abort()  # connection_lost follows: every caller hears of it
 
     def _on_eof(self) -> None:
         # A codec whose replies may end with the stream (an HTTP body delimited

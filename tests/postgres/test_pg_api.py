@@ -228,6 +228,55 @@ def test_copy(arun, dsn, tmp_path):
     arun(main())
 
 
+class _Seq:
+    """A sequence that is neither a tuple nor a list (read through its iterator)."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+
+def test_copy_record_shapes(arun, dsn):
+    """Records as tuples, lists or other sequences, in a list, a tuple or a
+    generator, go in alike; a record of the wrong size or a value of the wrong
+    type fails with DataError naming the record (and column), and nothing of
+    that COPY is written."""
+
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.execute("CREATE TEMP TABLE shp (a int, b text, c float8)")
+            want = [(i, f"s{i}" if i % 3 else None, i / 2) for i in range(30)]
+            shapes = [
+                want[:10],  # tuples in a list
+                tuple(list(r) for r in want[10:20]),  # lists in a tuple
+                (_Seq(*r) for r in want[20:30]),  # other sequences from a generator
+            ]
+            for recs in shapes:
+                assert await conn.copy_records_to_table("shp", records=recs) == "COPY 10"
+            rows = await conn.fetch("SELECT a, b, c FROM shp ORDER BY a")
+            assert [tuple(r) for r in rows] == want
+            bad = [
+                ([(1, "x", 1.0), [2, "y"]], "record 1 has 2 values"),
+                ([(1, "x", 1.0), (2, 3, 1.0)], "record 1, column 2"),
+                ([[1, "x", "1.0"]], "record 0, column 3"),
+                ([_Seq(2**40, "x", 1.0)], "record 0, column 1"),
+            ]
+            for recs, msg in bad:
+                with pytest.raises(pg.DataError, match=msg):
+                    await conn.copy_records_to_table("shp", records=recs)
+            assert await conn.fetchval("SELECT count(*) FROM shp") == 30
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
 def test_listen_notify_and_notices(arun, dsn):
     async def main():
         conn = await pg.connect(dsn)

@@ -8,6 +8,8 @@ server's own view, not from the driver."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import os
 import ssl
 import subprocess
@@ -19,7 +21,7 @@ import surge.postgres as pg
 import trustme
 from cryptography.hazmat.primitives import serialization
 from surge import services
-from surge.errors import ConnectError, InterfaceError
+from surge.errors import ConnectError, ConnectionLostError, InterfaceError
 from surge.postgres.connection import PROBE
 from surge.postgres.saslprep import saslprep, scram_password
 
@@ -347,6 +349,87 @@ def test_pipelining_over_tls(arun, tls_svc):
             await tls.close()
 
     arun(main())
+
+
+class FlippingProxy:
+    """Forwards to the server; once ``armed``, flips one bit in the next chunk of
+    reply bytes (a record's ciphertext or tag: its authentication fails)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.armed = False
+        self.flipped = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        sr, sw = await asyncio.open_connection(self.host, self.port)
+
+        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter, replies: bool) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await r.read(65536):
+                    if replies and self.armed and len(data) > 64:
+                        self.armed = False
+                        self.flipped += 1
+                        data = data[:40] + bytes([data[40] ^ 0x01]) + data[41:]
+                    w.write(data)
+                    await w.drain()
+            for t in (cw, sw):
+                t.transport.abort()
+
+        await asyncio.gather(pump(cr, sw, False), pump(sr, cw, True))
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def test_corrupt_record_fails_queries_then_reconnects(arun, tls_svc):
+    """A TLS record that fails authentication in the middle of large replies
+    (the codec's native TLS read path): the queries in flight fail with a
+    connection error naming TLS, none gets a wrong value, the process stays
+    healthy and the next queries reconnect."""
+
+    async def main():
+        proxy = FlippingProxy(tls_svc.host, tls_svc.port)
+        port = await proxy.start()
+        conn = await pg.connect(
+            host="127.0.0.1", port=port, user="postgres", database="postgres", sslmode="require"
+        )
+        try:
+            assert conn.is_tls()
+            assert type(conn.engine._transport).__name__ == "NativeTlsTransport"
+            q = "SELECT $1::int, repeat(md5($1::text), 2000)::bytea FROM generate_series(1, 8)"
+            want = {i: bytes(md5hex(i) * 2000, "ascii") for i in range(20)}
+            proxy.armed = True
+            got = await asyncio.gather(
+                *(conn.fetch(q, i) for i in range(20)), return_exceptions=True
+            )
+            assert proxy.flipped == 1
+            errors = [r for r in got if isinstance(r, BaseException)]
+            assert errors, "a corrupted record must fail the queries it carried"
+            for e in errors:
+                assert isinstance(e, ConnectionLostError), repr(e)
+                assert "TLS" in str(e), str(e)
+            for i, r in enumerate(got):
+                if not isinstance(r, BaseException):
+                    assert [(row[0], bytes(row[1])) for row in r] == [(i, want[i])] * 8
+            # the next queries reconnect (a new TLS session) and read right
+            rows = await asyncio.gather(*(conn.fetch(q, i) for i in range(20)))
+            for i, r in enumerate(rows):
+                assert [(row[0], bytes(row[1])) for row in r] == [(i, want[i])] * 8
+        finally:
+            await conn.close()
+            proxy.close()
+
+    arun(main())
+
+
+def md5hex(i: int) -> str:
+    return hashlib.md5(str(i).encode()).hexdigest()
 
 
 def test_unix_sockets(arun, tls_svc, monkeypatch):

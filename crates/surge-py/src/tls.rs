@@ -200,13 +200,34 @@ pub(crate) struct Fed {
     pub peer_closed: bool,
 }
 
+/// Where [`feed_records`] puts the plaintext: a `Vec` (handed to Python as
+/// bytes), or a codec's own read buffer, so that a driver parses the
+/// plaintext where it was decrypted to, without a bytes object in between
+/// (`PgCodec.feed_tls`: two copies of every read fewer).
+pub(crate) trait PlainSink {
+    /// Room for `n` more bytes (a hint).
+    fn reserve(&mut self, n: usize);
+    /// Appends decrypted bytes.
+    fn put(&mut self, chunk: &[u8]);
+}
+
+impl PlainSink for Vec<u8> {
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+
+    fn put(&mut self, chunk: &[u8]) {
+        self.extend_from_slice(chunk);
+    }
+}
+
 /// Decrypts every record in `data` (bytes read from the socket) into `plain`,
 /// appended: room for exactly as many bytes as the records carry, so no growth
 /// by doubling and no probe reads (what `read_to_end` did per piece).
 pub(crate) fn feed_records<T>(
     conn: &mut ConnectionCommon<T>,
     data: &[u8],
-    plain: &mut Vec<u8>,
+    plain: &mut impl PlainSink,
 ) -> Fed {
     let mut cursor = Cursor::new(data);
     let mut error = None;
@@ -233,7 +254,7 @@ pub(crate) fn feed_records<T>(
                     match reader.fill_buf() {
                         Ok(chunk) if !chunk.is_empty() => {
                             let k = chunk.len();
-                            plain.extend_from_slice(chunk);
+                            plain.put(chunk);
                             reader.consume(k);
                             n = n.saturating_sub(k);
                         }

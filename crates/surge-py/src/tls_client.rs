@@ -24,7 +24,7 @@ use rustls::{
     SignatureScheme,
 };
 
-use crate::tls::{feed_records, pending_output, TlsConfigError};
+use crate::tls::{feed_records, pending_output, PlainSink, TlsConfigError};
 
 fn config_error(what: &str, err: impl std::fmt::Display) -> PyErr {
     TlsConfigError::new_err(format!("{what}: {err}"))
@@ -198,6 +198,20 @@ pub struct TlsClientSession {
     peer_closed: bool,
     /// Decrypted bytes of the read in progress (kept between reads for its capacity).
     plain: Vec<u8>,
+}
+
+impl TlsClientSession {
+    /// What `feed` does, with the plaintext appended to `sink` (a codec's read
+    /// buffer) rather than returned as bytes: (bytes to send, error).
+    pub(crate) fn feed_into(
+        &mut self,
+        data: &[u8],
+        sink: &mut impl PlainSink,
+    ) -> (Vec<u8>, Option<String>) {
+        let fed = feed_records(&mut self.conn, data, sink);
+        self.peer_closed |= fed.peer_closed;
+        (fed.out, fed.error)
+    }
 }
 
 #[pymethods]

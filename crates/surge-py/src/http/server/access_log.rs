@@ -15,17 +15,20 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{BorrowedFd, RawFd};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
-use surge_proto::http1::common::Version;
 use surge_proto::http1::server::RequestHead;
 
+use super::log_format::{
+    basic_user, compile, escape_into, head_status, json_opt, json_string, parse_response, protocol,
+    push_decimal_seconds, push_int, response_header, Atom, Wanted, JSON_AUTHORIZATION,
+    JSON_REFERER, JSON_REQUEST_ID, JSON_USER_AGENT,
+};
 use super::request::{percent_decode_bytes, Request};
 
 /// Bytes of formatted lines kept while the writer thread catches up; past it
@@ -35,105 +38,6 @@ pub const DEFAULT_BUFFER: usize = 1 << 20;
 const FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 /// gunicorn's default `access_log_format`.
 pub const DEFAULT_FORMAT: &str = r#"%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s""#;
-
-/// One piece of a compiled format.
-enum Atom {
-    Literal(Vec<u8>),
-    RemoteAddr,
-    Dash,
-    User,
-    Time,
-    RequestLine,
-    Method,
-    Path,
-    Query,
-    Protocol,
-    Status,
-    /// `%(b)s`: the body bytes sent.
-    BodyBytes,
-    Referer,
-    UserAgent,
-    Seconds,
-    Millis,
-    Micros,
-    DecimalSeconds,
-    Pid,
-    RequestHeader(Vec<u8>),
-    ResponseHeader(Vec<u8>),
-}
-
-fn atom(name: &str) -> PyResult<Atom> {
-    Ok(match name {
-        "h" => Atom::RemoteAddr,
-        "l" => Atom::Dash,
-        "u" => Atom::User,
-        "t" => Atom::Time,
-        "r" => Atom::RequestLine,
-        "m" => Atom::Method,
-        "U" => Atom::Path,
-        "q" => Atom::Query,
-        "H" => Atom::Protocol,
-        "s" => Atom::Status,
-        "b" | "B" => Atom::BodyBytes,
-        "f" => Atom::Referer,
-        "a" => Atom::UserAgent,
-        "T" => Atom::Seconds,
-        "M" => Atom::Millis,
-        "D" => Atom::Micros,
-        "L" => Atom::DecimalSeconds,
-        "p" => Atom::Pid,
-        _ if name.len() > 3 && name.starts_with('{') && name.ends_with("}i") => {
-            Atom::RequestHeader(name[1..name.len() - 2].to_ascii_lowercase().into_bytes())
-        }
-        _ if name.len() > 3 && name.starts_with('{') && name.ends_with("}o") => {
-            Atom::ResponseHeader(name[1..name.len() - 2].to_ascii_lowercase().into_bytes())
-        }
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "unknown access log atom %({name})s (known: h l u t r m U q H s b B f a T M D \
-                 L p, {{header}}i, {{header}}o)"
-            )))
-        }
-    })
-}
-
-/// Compiles a gunicorn-style format: `%(name)s` atoms, `%%` for a percent sign.
-fn compile(format: &str) -> PyResult<Vec<Atom>> {
-    let mut atoms = Vec::new();
-    let mut lit = Vec::new();
-    let mut rest = format;
-    while let Some(i) = rest.find('%') {
-        lit.extend_from_slice(&rest.as_bytes()[..i]);
-        let after = &rest[i + 1..];
-        if let Some(r) = after.strip_prefix('%') {
-            lit.push(b'%');
-            rest = r;
-            continue;
-        }
-        let Some(body) = after.strip_prefix('(') else {
-            return Err(PyValueError::new_err(format!(
-                "access log format: '%' must start %(name)s or %%, at {:?}",
-                &rest[i..]
-            )));
-        };
-        let Some(end) = body.find(")s") else {
-            return Err(PyValueError::new_err(format!(
-                "access log format: unterminated atom at {:?}",
-                &rest[i..]
-            )));
-        };
-        if !lit.is_empty() {
-            atoms.push(Atom::Literal(std::mem::take(&mut lit)));
-        }
-        atoms.push(atom(&body[..end])?);
-        rest = &body[end + 2..];
-    }
-    lit.extend_from_slice(rest.as_bytes());
-    if !lit.is_empty() {
-        atoms.push(Atom::Literal(lit));
-    }
-    Ok(atoms)
-}
 
 /// What a line is made of.
 struct Entry<'a, 'py> {
@@ -145,8 +49,6 @@ struct Entry<'a, 'py> {
     /// The encoded response head (status line to the empty line), when known.
     response_head: &'a [u8],
     elapsed: Duration,
-    /// When the response was complete (the line's time stamp).
-    now: Instant,
 }
 
 struct State {
@@ -157,6 +59,8 @@ struct State {
     closed: bool,
     /// The writer thread has exited.
     finished: bool,
+    /// Kept under the same lock as `buf`: a line takes one lock, not two.
+    clock: Clock,
 }
 
 struct Shared {
@@ -169,9 +73,9 @@ struct Shared {
 /// The per-second time stamp, formatted by Python's `time.strftime` (local
 /// time with its offset, as gunicorn writes it).
 struct Clock {
-    /// The wall clock is derived from the monotonic reading each line takes
-    /// anyway (one clock read per line, not two), re-anchored every
-    /// `REANCHOR` so that a wall clock step shows within seconds.
+    /// The wall clock is derived from the monotonic reading each batch of
+    /// lines takes anyway (one clock read per batch, not two), re-anchored
+    /// every `REANCHOR` so that a wall clock step shows within seconds.
     anchor: Instant,
     anchor_wall: Duration,
     second: u64,
@@ -204,11 +108,13 @@ impl Clock {
 #[pyclass(module = "surge._core", frozen, weakref)]
 pub struct AccessLog {
     atoms: Vec<Atom>,
+    wanted: Wanted,
     json: bool,
+    /// The lines carry a time stamp (`%(t)s`, or JSON's "time").
+    uses_time: bool,
     pid: Vec<u8>,
     capacity: usize,
     shared: Arc<Shared>,
-    clock: Mutex<Clock>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -246,114 +152,6 @@ fn write_batches(shared: &Shared, mut file: File) {
     }
 }
 
-fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == 0x7f || b == b'"' || b == b'\\'
-}
-
-fn escape_into(out: &mut Vec<u8>, mut value: &[u8]) {
-    // Quotes, backslashes and control bytes are escaped as \xHH (as nginx
-    // does), so a client cannot forge a line or break the quoting. Clean runs
-    // are copied whole: almost every value is one.
-    while let Some(i) = value.iter().position(|&b| needs_escape(b)) {
-        out.extend_from_slice(&value[..i]);
-        let b = value[i];
-        out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        value = &value[i + 1..];
-    }
-    out.extend_from_slice(value);
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-fn json_string(out: &mut Vec<u8>, value: &[u8]) {
-    // Invalid UTF-8 becomes U+FFFD (a log line must stay valid JSON); clean
-    // runs are copied whole.
-    let text = String::from_utf8_lossy(value);
-    let mut rest = text.as_bytes();
-    out.push(b'"');
-    while let Some(i) = rest
-        .iter()
-        .position(|&b| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\')
-    {
-        out.extend_from_slice(&rest[..i]);
-        match rest[i] {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            c => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(c >> 4) as usize],
-                HEX[(c & 15) as usize],
-            ]),
-        }
-        rest = &rest[i + 1..];
-    }
-    out.extend_from_slice(rest);
-    out.push(b'"');
-}
-
-fn json_opt(out: &mut Vec<u8>, value: Option<&[u8]>) {
-    match value {
-        Some(v) => json_string(out, v),
-        None => out.extend_from_slice(b"null"),
-    }
-}
-
-fn push_int(out: &mut Vec<u8>, n: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-}
-
-/// The user name of a `Basic` Authorization header (gunicorn's `%(u)s`).
-fn basic_user(head: &RequestHead) -> Option<Vec<u8>> {
-    let value = head.header(b"authorization")?;
-    let (scheme, creds) = value.split_at(value.iter().position(|&b| b == b' ')?);
-    if !scheme.eq_ignore_ascii_case(b"basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(creds.trim_ascii())
-        .ok()?;
-    let end = decoded
-        .iter()
-        .position(|&b| b == b':')
-        .unwrap_or(decoded.len());
-    Some(decoded[..end].to_vec())
-}
-
-/// A header of an encoded response head, by lowercase name.
-fn response_header<'a>(head: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let mut lines = head.split(|&b| b == b'\n').skip(1);
-    lines.find_map(|line| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let colon = line.iter().position(|&b| b == b':')?;
-        line[..colon]
-            .eq_ignore_ascii_case(name)
-            .then(|| line[colon + 1..].trim_ascii())
-    })
-}
-
-fn protocol(head: &RequestHead) -> &'static [u8] {
-    match head.version {
-        Version::Http11 => b"HTTP/1.1",
-        Version::Http10 => b"HTTP/1.0",
-    }
-}
-
-/// Status and body length of an encoded response (its head is surge's own).
-fn parse_response(data: &[u8]) -> (u16, u64, &[u8]) {
-    let status = data
-        .get(9..12)
-        .and_then(|s| std::str::from_utf8(s).ok())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    match memchr::memmem::find(data, b"\r\n\r\n") {
-        Some(i) => (status, (data.len() - i - 4) as u64, &data[..i + 2]),
-        None => (status, 0, data),
-    }
-}
-
 impl AccessLog {
     /// Writes the client's host (the first item of its address) to `out`;
     /// false when there is none (a Unix socket peer).
@@ -361,92 +159,110 @@ impl AccessLog {
         let Some(client) = client else {
             return false;
         };
-        let item;
-        let host = match client.downcast::<PyTuple>() {
-            Ok(t) => match t.get_item(0) {
-                Ok(h) => {
-                    item = h;
-                    &item
-                }
-                Err(_) => return false,
-            },
-            Err(_) => client,
-        };
-        let Ok(host) = host.downcast::<PyString>() else {
-            return false;
-        };
-        match host.to_str() {
-            Ok(h) if !h.is_empty() => {
-                if json {
-                    json_string(out, h.as_bytes());
-                } else {
-                    escape_into(out, h.as_bytes());
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn time(&self, py: Python<'_>, now: Instant, out: &mut Vec<u8>) {
-        let mut clock = self.clock.lock().unwrap_or_else(|e| e.into_inner());
-        let secs = clock.wall_secs(now);
-        if clock.second != secs || clock.text.is_empty() {
-            let fmt = if self.json {
-                "%Y-%m-%dT%H:%M:%S%z"
-            } else {
-                "[%d/%b/%Y:%H:%M:%S %z]"
+        let write = |host: &Bound<'_, PyAny>, out: &mut Vec<u8>| {
+            let Ok(host) = host.downcast::<PyString>() else {
+                return false;
             };
-            let text = py
-                .import("time")
-                .and_then(|t| {
-                    let local = t.call_method1("localtime", (secs,))?;
-                    t.call_method1("strftime", (fmt, local))?
-                        .extract::<String>()
-                })
-                .unwrap_or_else(|_| "-".to_owned());
-            clock.second = secs;
-            clock.text = text.into_bytes();
+            match host.to_str() {
+                Ok(h) if !h.is_empty() => {
+                    if json {
+                        json_string(out, h.as_bytes());
+                    } else {
+                        escape_into(out, h.as_bytes());
+                    }
+                    true
+                }
+                _ => false,
+            }
+        };
+        match client.downcast::<PyTuple>() {
+            Ok(t) => match t.get_borrowed_item(0) {
+                Ok(h) => write(&h, out),
+                Err(_) => false,
+            },
+            Err(_) => write(client, out),
         }
-        out.extend_from_slice(&clock.text);
     }
 
-    fn format_line(&self, py: Python<'_>, e: &Entry<'_, '_>, out: &mut Vec<u8>) {
-        let head = e.head;
-        let header = |name: &[u8]| head.and_then(|h| h.header(name));
-        let micros = e.elapsed.as_micros() as u64;
-        if self.json {
-            out.extend_from_slice(b"{\"time\":\"");
-            self.time(py, e.now, out);
-            out.extend_from_slice(b"\",\"client\":");
-            if !Self::write_host(e.client, out, true) {
-                out.extend_from_slice(b"null");
-            }
-            out.extend_from_slice(b",\"user\":");
-            json_opt(out, head.and_then(basic_user).as_deref());
-            out.extend_from_slice(b",\"method\":");
-            json_opt(out, head.map(RequestHead::method));
-            out.extend_from_slice(b",\"target\":");
-            json_opt(out, head.map(RequestHead::target));
-            out.extend_from_slice(b",\"protocol\":");
-            json_opt(out, head.map(protocol));
-            out.extend_from_slice(b",\"status\":");
-            push_int(out, e.status);
-            out.extend_from_slice(b",\"bytes\":");
-            push_int(out, e.sent);
-            out.extend_from_slice(b",\"duration_us\":");
-            push_int(out, micros);
-            out.extend_from_slice(b",\"referer\":");
-            json_opt(out, header(b"referer"));
-            out.extend_from_slice(b",\"user_agent\":");
-            json_opt(out, header(b"user-agent"));
-            out.extend_from_slice(b",\"request_id\":");
-            json_opt(out, header(b"x-request-id"));
-            out.extend_from_slice(b",\"pid\":");
-            out.extend_from_slice(&self.pid);
-            out.extend_from_slice(b"}\n");
-            return;
+    /// The time stamp for `now`, formatted again only when the second changed.
+    /// Python is called with no lock held (it may let another thread run,
+    /// which may log).
+    fn stamp<'s>(
+        &'s self,
+        py: Python<'_>,
+        mut s: MutexGuard<'s, State>,
+        now: Instant,
+    ) -> MutexGuard<'s, State> {
+        let secs = s.clock.wall_secs(now);
+        if s.clock.second == secs && !s.clock.text.is_empty() {
+            return s;
         }
+        drop(s);
+        let fmt = if self.json {
+            "%Y-%m-%dT%H:%M:%S%z"
+        } else {
+            "[%d/%b/%Y:%H:%M:%S %z]"
+        };
+        let text = py
+            .import("time")
+            .and_then(|t| {
+                let local = t.call_method1("localtime", (secs,))?;
+                t.call_method1("strftime", (fmt, local))?
+                    .extract::<String>()
+            })
+            .unwrap_or_else(|_| "-".to_owned());
+        let mut s = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.clock.second = secs;
+        s.clock.text = text.into_bytes();
+        s
+    }
+
+    fn format_json(&self, e: &Entry<'_, '_>, time: &[u8], out: &mut Vec<u8>) {
+        let head = e.head;
+        let found = self.wanted.find(head);
+        let header = |slot| self.wanted.value(head, &found, slot);
+        out.extend_from_slice(b"{\"time\":\"");
+        out.extend_from_slice(time);
+        out.extend_from_slice(b"\",\"client\":");
+        if !Self::write_host(e.client, out, true) {
+            out.extend_from_slice(b"null");
+        }
+        out.extend_from_slice(b",\"user\":");
+        json_opt(
+            out,
+            header(JSON_AUTHORIZATION).and_then(basic_user).as_deref(),
+        );
+        out.extend_from_slice(b",\"method\":");
+        json_opt(out, head.map(RequestHead::method));
+        out.extend_from_slice(b",\"target\":");
+        json_opt(out, head.map(RequestHead::target));
+        out.extend_from_slice(b",\"protocol\":");
+        json_opt(out, head.map(protocol));
+        out.extend_from_slice(b",\"status\":");
+        push_int(out, e.status);
+        out.extend_from_slice(b",\"bytes\":");
+        push_int(out, e.sent);
+        out.extend_from_slice(b",\"duration_us\":");
+        push_int(out, e.elapsed.as_micros() as u64);
+        out.extend_from_slice(b",\"referer\":");
+        json_opt(out, header(JSON_REFERER));
+        out.extend_from_slice(b",\"user_agent\":");
+        json_opt(out, header(JSON_USER_AGENT));
+        out.extend_from_slice(b",\"request_id\":");
+        json_opt(out, header(JSON_REQUEST_ID));
+        out.extend_from_slice(b",\"pid\":");
+        out.extend_from_slice(&self.pid);
+        out.extend_from_slice(b"}\n");
+    }
+
+    fn format_line(&self, e: &Entry<'_, '_>, time: &[u8], out: &mut Vec<u8>) {
+        if self.json {
+            return self.format_json(e, time, out);
+        }
+        let head = e.head;
+        let found = self.wanted.find(head);
+        let header = |slot| self.wanted.value(head, &found, slot);
+        let micros = e.elapsed.as_micros() as u64;
         let or_dash = |out: &mut Vec<u8>, v: Option<&[u8]>| match v {
             Some(v) => escape_into(out, v),
             None => out.push(b'-'),
@@ -460,8 +276,8 @@ impl AccessLog {
                     }
                 }
                 Atom::Dash => out.push(b'-'),
-                Atom::User => or_dash(out, head.and_then(basic_user).as_deref()),
-                Atom::Time => self.time(py, e.now, out),
+                Atom::User(slot) => or_dash(out, header(*slot).and_then(basic_user).as_deref()),
+                Atom::Time => out.extend_from_slice(time),
                 Atom::RequestLine => match head {
                     Some(head) => {
                         escape_into(out, head.method());
@@ -482,76 +298,92 @@ impl AccessLog {
                 Atom::Protocol => or_dash(out, head.map(protocol)),
                 Atom::Status => push_int(out, e.status),
                 Atom::BodyBytes => push_int(out, e.sent),
-                Atom::Referer => or_dash(out, header(b"referer")),
-                Atom::UserAgent => or_dash(out, header(b"user-agent")),
                 Atom::Seconds => push_int(out, e.elapsed.as_secs()),
                 Atom::Millis => push_int(out, micros / 1000),
                 Atom::Micros => push_int(out, micros),
-                Atom::DecimalSeconds => {
-                    push_int(out, micros / 1_000_000);
-                    out.push(b'.');
-                    let frac = itoa::Buffer::new().format(micros % 1_000_000).to_owned();
-                    out.extend(std::iter::repeat_n(b'0', 6 - frac.len()));
-                    out.extend_from_slice(frac.as_bytes());
-                }
+                Atom::DecimalSeconds => push_decimal_seconds(out, micros),
                 Atom::Pid => {
                     out.push(b'<');
                     out.extend_from_slice(&self.pid);
                     out.push(b'>');
                 }
-                Atom::RequestHeader(name) => or_dash(out, header(name)),
+                Atom::RequestHeader(slot) => or_dash(out, header(*slot)),
                 Atom::ResponseHeader(name) => or_dash(out, response_header(e.response_head, name)),
             }
         }
         out.push(b'\n');
     }
 
-    /// Formats the line straight into the shared buffer (no copy per line); a
-    /// line that does not fit is taken back out and counted as dropped.
-    fn record(&self, py: Python<'_>, e: &Entry<'_, '_>) {
+    /// Opens a batch of lines stamped `now` (one clock read for the batch).
+    pub(crate) fn lines<'l>(&'l self, py: Python<'_>, now: Instant) -> Lines<'l> {
         let mut s = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.uses_time && !s.closed {
+            s = self.stamp(py, s, now);
+        }
+        Lines {
+            log: self,
+            state: s,
+            now,
+        }
+    }
+
+    /// Logs one line now.
+    fn record(&self, py: Python<'_>, e: &Entry<'_, '_>, now: Instant) {
+        self.lines(py, now).push(e);
+    }
+}
+
+/// Lines formatted straight into the shared buffer (no copy per line), all
+/// under one lock; the writer is woken, if it must be, when the batch ends.
+pub struct Lines<'l> {
+    log: &'l AccessLog,
+    state: MutexGuard<'l, State>,
+    now: Instant,
+}
+
+impl Lines<'_> {
+    /// Appends `e`'s line; a line that does not fit is taken back out and
+    /// counted as dropped.
+    fn push(&mut self, e: &Entry<'_, '_>) {
+        let s = &mut *self.state;
         if s.closed {
             s.dropped += 1;
             return;
         }
         let start = s.buf.len();
-        self.format_line(py, e, &mut s.buf);
-        if s.buf.len() > self.capacity {
+        self.log.format_line(e, &s.clock.text, &mut s.buf);
+        if s.buf.len() > self.log.capacity {
             s.buf.truncate(start);
             s.dropped += 1;
-            return;
-        }
-        if !s.woken {
-            s.woken = true;
-            self.shared.wake.notify_one();
         }
     }
 
-    /// Logs a response the native side encoded (`data`: head and body, less
-    /// `spliced` bytes of body written from a shared buffer after it).
-    pub fn log_encoded(
-        &self,
-        py: Python<'_>,
-        request: &Request,
-        data: &[u8],
-        spliced: usize,
-        now: Instant,
-    ) {
-        let (status, sent, response_head) = parse_response(data);
-        let sent = sent + spliced as u64;
+    /// Logs a response the native side encoded: `head` is its encoded head
+    /// (surge's own: `HTTP/1.x NNN ...`, to the empty line) and `sent` the
+    /// bytes of body that follow it.
+    pub fn encoded(&mut self, py: Python<'_>, request: &Request, head: &[u8], sent: usize) {
         let client = request.client.as_ref().map(|c| c.bind(py));
-        self.record(
-            py,
-            &Entry {
-                head: Some(&request.head),
-                client,
-                status,
-                sent,
-                response_head,
-                elapsed: request.started.map_or(Duration::ZERO, |t| now - t),
-                now,
-            },
-        );
+        self.push(&Entry {
+            head: Some(&request.head),
+            client,
+            status: head_status(head),
+            sent: sent as u64,
+            // Without the empty line, as `parse_response` gives it.
+            response_head: head.get(..head.len().saturating_sub(2)).unwrap_or(head),
+            elapsed: request
+                .started
+                .map_or(Duration::ZERO, |t| self.now.saturating_duration_since(t)),
+        });
+    }
+}
+
+impl Drop for Lines<'_> {
+    fn drop(&mut self) {
+        let s = &mut *self.state;
+        if !s.woken && !s.buf.is_empty() {
+            s.woken = true;
+            self.log.shared.wake.notify_one();
+        }
     }
 }
 
@@ -570,7 +402,21 @@ impl AccessLog {
         if buffer == 0 {
             return Err(PyValueError::new_err("buffer must be > 0"));
         }
-        let atoms = compile(format.unwrap_or(DEFAULT_FORMAT))?;
+        let mut wanted = Wanted::default();
+        let atoms = compile(format.unwrap_or(DEFAULT_FORMAT), &mut wanted)?;
+        let uses_time = json || atoms.iter().any(|a| matches!(a, Atom::Time));
+        if json {
+            // The slots JSON_REFERER.. name, in their order.
+            wanted = Wanted::default();
+            for name in [
+                &b"referer"[..],
+                b"user-agent",
+                b"x-request-id",
+                b"authorization",
+            ] {
+                wanted.slot(name);
+            }
+        }
         // SAFETY: `fd` is only borrowed for the duration of the dup below; an
         // invalid descriptor makes the dup fail with EBADF, which is returned.
         let owned = unsafe { BorrowedFd::borrow_raw(fd) }
@@ -583,6 +429,12 @@ impl AccessLog {
                 woken: false,
                 closed: false,
                 finished: false,
+                clock: Clock {
+                    anchor: Instant::now(),
+                    anchor_wall: wall_now(),
+                    second: 0,
+                    text: Vec::new(),
+                },
             }),
             wake: Condvar::new(),
             done: Condvar::new(),
@@ -595,23 +447,35 @@ impl AccessLog {
             .map_err(|e| PyOSError::new_err(format!("access log: no writer thread: {e}")))?;
         Ok(AccessLog {
             atoms,
+            wanted,
             json,
+            uses_time,
             pid: std::process::id().to_string().into_bytes(),
             capacity: buffer,
             shared,
-            clock: Mutex::new(Clock {
-                anchor: Instant::now(),
-                anchor_wall: wall_now(),
-                second: 0,
-                text: Vec::new(),
-            }),
             writer: Mutex::new(Some(handle)),
         })
     }
 
     /// Logs a response rendered whole (`data`: the bytes written for it).
     fn log_rendered(&self, py: Python<'_>, request: &Bound<'_, Request>, data: &[u8]) {
-        self.log_encoded(py, &request.borrow(), data, 0, Instant::now());
+        let (status, sent, response_head) = parse_response(data);
+        let r = request.borrow();
+        let now = Instant::now();
+        self.record(
+            py,
+            &Entry {
+                head: Some(&r.head),
+                client: r.client.as_ref().map(|c| c.bind(py)),
+                status,
+                sent,
+                response_head,
+                elapsed: r
+                    .started
+                    .map_or(Duration::ZERO, |t| now.saturating_duration_since(t)),
+            },
+            now,
+        );
     }
 
     /// Logs the answer `data` (head and body) to bytes that could not be parsed
@@ -629,8 +493,8 @@ impl AccessLog {
                 sent,
                 response_head,
                 elapsed: Duration::ZERO,
-                now,
             },
+            now,
         );
     }
 
@@ -656,9 +520,11 @@ impl AccessLog {
                 status,
                 sent,
                 response_head: head.map_or(&[][..], |h| h.as_bytes()),
-                elapsed: r.started.map_or(Duration::ZERO, |t| now - t),
-                now,
+                elapsed: r
+                    .started
+                    .map_or(Duration::ZERO, |t| now.saturating_duration_since(t)),
             },
+            now,
         );
     }
 

@@ -118,9 +118,10 @@ pub struct HttpConnection {
     upgrade: bool,
     /// Every response the fast path encodes is logged here.
     access_log: Option<Py<AccessLog>>,
-    /// Responses encoded by this `feed` and not logged yet: the request, the
-    /// response's bytes in `out`, and its bytes spliced in after them.
-    to_log: Vec<(Py<Request>, usize, usize, usize)>,
+    /// Responses encoded by this `feed` and not logged yet: the request, where
+    /// the response starts in `out`, where its head ends, where it ends, and
+    /// its bytes spliced in after them.
+    to_log: Vec<(Py<Request>, usize, usize, usize, usize)>,
     /// The peer is a trusted proxy: requests' forwarding headers are read.
     proxy: Option<Py<ProxyTrust>>,
     scheme: &'static str,
@@ -201,7 +202,7 @@ impl HttpConnection {
             Ok(value) => {
                 let value = value.into_bound(py);
                 match encode_result(py, &value, reply, &mut self.out, Some(&mut self.spliced)) {
-                    Ok(true) => {
+                    Ok(Some(head_len)) => {
                         let extra: usize = self.spliced[spliced_before..]
                             .iter()
                             .map(|(_, b, _)| b.as_bytes(py).len())
@@ -210,11 +211,12 @@ impl HttpConnection {
                         if self.access_log.is_some() {
                             // Logged at the end of `feed`, with one clock read
                             // for the batch (see `log_batch`).
-                            self.to_log.push((req, start, self.out.len(), extra));
+                            self.to_log
+                                .push((req, start, start + head_len, self.out.len(), extra));
                         }
                         return Ok(());
                     }
-                    Ok(false) => (Outcome::Returned, value.unbind()),
+                    Ok(None) => (Outcome::Returned, value.unbind()),
                     Err(e) => (Outcome::Raised, e.into_value(py).into_any()),
                 }
             }
@@ -340,10 +342,10 @@ impl HttpConnection {
     /// about 0.6 us in some sandboxes, against ~20 ns on bare Linux).
     fn log_batch(&mut self, py: Python<'_>) {
         if let Some(log) = &self.access_log {
-            let now = Instant::now();
-            for (req, start, end, extra) in self.to_log.drain(..) {
-                log.get()
-                    .log_encoded(py, &req.borrow(py), &self.out[start..end], extra, now);
+            let mut lines = log.get().lines(py, Instant::now());
+            for (req, start, head_end, end, extra) in self.to_log.drain(..) {
+                let (head, body) = self.out[start..end].split_at(head_end - start);
+                lines.encoded(py, &req.borrow(py), head, body.len() + extra);
             }
         }
     }
@@ -744,7 +746,7 @@ impl HttpConnection {
         let mut reply = reply_for(&request.borrow().head);
         reply.keep_alive &= !self.draining;
         let mut out = Vec::with_capacity(256);
-        if encode_result(py, value, reply, &mut out, None)? {
+        if encode_result(py, value, reply, &mut out, None)?.is_some() {
             Ok(Some(PyBytes::new(py, &out)))
         } else {
             Ok(None)

@@ -6,6 +6,7 @@ mod asgi;
 mod chain;
 mod connection;
 mod date;
+mod log_format;
 mod proxy;
 mod request;
 mod response;

@@ -363,11 +363,20 @@ pub fn write_head(
     out.extend_from_slice(b"\r\n");
 }
 
-pub fn write_simple(out: &mut Vec<u8>, status: u16, ct: Option<&[u8]>, body: &[u8], reply: Reply) {
+/// Writes a head and its body; returns where the head ends in `out`.
+pub fn write_simple(
+    out: &mut Vec<u8>,
+    status: u16,
+    ct: Option<&[u8]>,
+    body: &[u8],
+    reply: Reply,
+) -> usize {
     write_head(out, status, ct, &[], Some(body.len()), reply);
+    let head_end = out.len();
     if !reply.head_only && has_body(status) {
         out.extend_from_slice(body);
     }
+    head_end
 }
 
 /// Where a shared body goes instead of being copied into the output buffer:
@@ -375,29 +384,32 @@ pub fn write_simple(out: &mut Vec<u8>, status: u16, ct: Option<&[u8]>, body: &[u
 /// file it may be sent from (`Response::send_file`).
 pub type Spliced = Vec<(usize, Py<PyBytes>, Option<Arc<OwnedFd>>)>;
 
-/// Encodes a handler's return value; `Ok(false)` when its type needs Python
-/// (streaming and file responses, or anything unknown). A shared body is
-/// recorded in `splice` when one is given (the caller writes it in its place),
-/// else copied into `out`.
+/// Encodes a handler's return value; `Ok(None)` when its type needs Python
+/// (streaming and file responses, or anything unknown), else the length of
+/// the head written (the access log reads it without searching for the head's
+/// end). A shared body is recorded in `splice` when one is given (the caller
+/// writes it in its place), else copied into `out`.
 pub fn encode_result(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     reply: Reply,
     out: &mut Vec<u8>,
     splice: Option<&mut Spliced>,
-) -> PyResult<bool> {
-    if let Ok(s) = obj.downcast::<PyString>() {
-        write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply);
+) -> PyResult<Option<usize>> {
+    let start = out.len();
+    let head_end = if let Ok(s) = obj.downcast::<PyString>() {
+        write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply)
     } else if let Ok(b) = obj.downcast::<PyBytes>() {
-        write_simple(out, 200, Some(BINARY), b.as_bytes(), reply);
+        write_simple(out, 200, Some(BINARY), b.as_bytes(), reply)
     } else if obj.downcast::<PyDict>().is_ok() || obj.downcast::<PyList>().is_ok() {
         let body = dumps(py, obj)?;
-        write_simple(out, 200, Some(JSON), &body, reply);
+        write_simple(out, 200, Some(JSON), &body, reply)
     } else if let Ok(r) = obj.downcast::<Response>() {
         let r = r.borrow();
         let ct = r.content_type.as_deref().map(str::as_bytes);
         let body = r.body.as_slice(py);
         write_head(out, r.status, ct, &r.headers, Some(body.len()), reply);
+        let head_end = out.len();
         if !reply.head_only && has_body(r.status) {
             match (&r.body, splice) {
                 (Body::Shared(b), Some(splice)) => {
@@ -406,12 +418,13 @@ pub fn encode_result(
                 _ => out.extend_from_slice(body),
             }
         }
+        head_end
     } else if obj.is_none() {
-        write_simple(out, 204, None, b"", reply);
+        write_simple(out, 204, None, b"", reply)
     } else {
-        return Ok(false);
-    }
-    Ok(true)
+        return Ok(None);
+    };
+    Ok(Some(head_end - start))
 }
 
 /// Encodes a response head for Python-framed bodies (streaming, files):

@@ -180,3 +180,25 @@ def test_redis_driver_over_tls_and_unix_socket(redis_svc, ca, arun, tmp_path):
             await term.close()
 
     arun(main())
+
+
+def test_plaintext_of_the_handshake_is_not_decrypted_again():
+    """Bytes a server sent together with the end of the TLS handshake come out of the
+    handshake as plaintext; `_start_native` hands them to `plain_received`, which gives
+    them to the engine as they are (`data_received` would take them for records)."""
+    from surge.engine import _StreamProtocol
+
+    got: list[bytes] = []
+
+    class Engine:
+        _feed_tls = None
+
+        def _on_data(self, data: bytes) -> None:
+            got.append(data)
+
+    eng = Engine()
+    proto = _StreamProtocol(eng)  # type: ignore[arg-type]
+    eng._protocol = proto  # type: ignore[attr-defined]
+    proto.tls = object()  # type: ignore[assignment]  # decrypting would fail on it
+    proto.plain_received(b"greeting")
+    assert got == [b"greeting"]

@@ -59,6 +59,10 @@ class Upgradable(asyncio.Protocol):
             return None
         return plain
 
+    def plain_received(self, data: bytes) -> None:
+        """Plaintext for the protocol, already decrypted (or never encrypted)."""
+        raise NotImplementedError
+
 
 class NativeTlsTransport(asyncio.Transport):
     """A transport that encrypts what is written to it with a rustls session and
@@ -243,7 +247,8 @@ async def _start_native(
     protocol.transport = new
     protocol.tls = new
     if plain:  # a server that speaks first: its bytes go to the protocol in turn
-        loop.call_soon(protocol.data_received, plain)
+        # (as plaintext: `data_received` would take them for records to decrypt)
+        loop.call_soon(protocol.plain_received, plain)
     return new
 
 

@@ -283,6 +283,9 @@ class _StreamProtocol(Upgradable):
             if not plain:
                 return
             data = plain
+        self.plain_received(data)
+
+    def plain_received(self, data: bytes) -> None:
         if self.reply is not None:
             reply, self.reply = self.reply, None
             if not reply.done():

@@ -93,6 +93,20 @@ fn plain_ops(ops: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(true)
 }
 
+/// The keyword arguments given (those left out are not passed on).
+fn keywords<'py>(
+    py: Python<'py>,
+    given: &[(&str, Option<&Bound<'py, PyAny>>)],
+) -> PyResult<Bound<'py, PyDict>> {
+    let kw = PyDict::new(py);
+    for (name, v) in given {
+        if let Some(v) = v {
+            kw.set_item(name, v)?;
+        }
+    }
+    Ok(kw)
+}
+
 /// An unsigned int argument, or None when it is anything else (the Python path
 /// judges it).
 fn uint(v: &Bound<'_, PyAny>) -> Option<u64> {
@@ -266,18 +280,16 @@ impl IprotoLane {
             this.fallback_select.clone_ref(py)
         };
         // The lane is released first: the Python path may come back to it.
-        let kw = PyDict::new(py);
-        for (name, v) in [
-            ("index", index),
-            ("limit", limit),
-            ("offset", offset),
-            ("iterator", iterator),
-            ("timeout", timeout),
-        ] {
-            if let Some(v) = v {
-                kw.set_item(name, v)?;
-            }
-        }
+        let kw = keywords(
+            py,
+            &[
+                ("index", index),
+                ("limit", limit),
+                ("offset", offset),
+                ("iterator", iterator),
+                ("timeout", timeout),
+            ],
+        )?;
         fallback.call(py, (space, key), Some(&kw))
     }
 
@@ -317,31 +329,17 @@ impl IprotoLane {
         let fallback = {
             let mut this = slf.borrow_mut();
             if timeout.is_none_or(|t| t.is_none()) && plain_ops(ops)? {
-                if let Some(sp) = this.space(py, space)? {
-                    let idx = match index {
-                        None => Some(0),
-                        Some(i) => this.index(py, &sp, i)?,
-                    };
-                    if let Some(idx) = idx {
-                        let k = key_of(key)?;
-                        let names = sp.names;
-                        let encode = |c: &mut IprotoCodec| c.update(sp.id, idx, &k, ops, names, 0);
-                        let rk = this.key_update.clone_ref(py);
-                        if let Some(fut) = this.submit(py, &rk, encode)? {
-                            return Ok(fut);
-                        }
-                    }
+                let rk = this.key_update.clone_ref(py);
+                let encode = |c: &mut IprotoCodec, sp: Space, idx: u64, k: &Bound<'_, PyAny>| {
+                    c.update(sp.id, idx, k, ops, sp.names, 0)
+                };
+                if let Some(fut) = this.keyed(py, space, index, key, &rk, encode)? {
+                    return Ok(fut);
                 }
             }
             this.fallback_update.clone_ref(py)
         };
-        let kw = PyDict::new(py);
-        if let Some(i) = index {
-            kw.set_item("index", i)?;
-        }
-        if let Some(t) = timeout {
-            kw.set_item("timeout", t)?;
-        }
+        let kw = keywords(py, &[("index", index), ("timeout", timeout)])?;
         fallback.call(py, (space, key, ops), Some(&kw))
     }
 
@@ -368,10 +366,7 @@ impl IprotoLane {
             }
             this.fallback_upsert.clone_ref(py)
         };
-        let kw = PyDict::new(py);
-        if let Some(t) = timeout {
-            kw.set_item("timeout", t)?;
-        }
+        let kw = keywords(py, &[("timeout", timeout)])?;
         fallback.call(py, (space, t, ops), Some(&kw))
     }
 
@@ -388,31 +383,17 @@ impl IprotoLane {
         let fallback = {
             let mut this = slf.borrow_mut();
             if timeout.is_none_or(|t| t.is_none()) {
-                if let Some(sp) = this.space(py, space)? {
-                    let idx = match index {
-                        None => Some(0),
-                        Some(i) => this.index(py, &sp, i)?,
-                    };
-                    if let Some(idx) = idx {
-                        let k = key_of(key)?;
-                        let names = sp.names;
-                        let encode = |c: &mut IprotoCodec| c.delete(sp.id, idx, &k, names, 0);
-                        let rk = this.key_delete.clone_ref(py);
-                        if let Some(fut) = this.submit(py, &rk, encode)? {
-                            return Ok(fut);
-                        }
-                    }
+                let rk = this.key_delete.clone_ref(py);
+                let encode = |c: &mut IprotoCodec, sp: Space, idx: u64, k: &Bound<'_, PyAny>| {
+                    c.delete(sp.id, idx, k, sp.names, 0)
+                };
+                if let Some(fut) = this.keyed(py, space, index, key, &rk, encode)? {
+                    return Ok(fut);
                 }
             }
             this.fallback_delete.clone_ref(py)
         };
-        let kw = PyDict::new(py);
-        if let Some(i) = index {
-            kw.set_item("index", i)?;
-        }
-        if let Some(t) = timeout {
-            kw.set_item("timeout", t)?;
-        }
+        let kw = keywords(py, &[("index", index), ("timeout", timeout)])?;
         fallback.call(py, (space, key), Some(&kw))
     }
 
@@ -471,6 +452,39 @@ impl IprotoLane {
             _ if key.len()? > 0 => ITERATOR_EQ,
             _ => ITERATOR_ALL,
         };
+        let rk = self.key_select.clone_ref(py);
+        let encode = |c: &mut IprotoCodec, sp: Space, idx: u64, k: &Bound<'_, PyAny>| {
+            c.select(sp.id, idx, k, limit, offset, it, sp.names, 0)
+        };
+        self.keyed_as(py, space, index, &key, &rk, encode)
+    }
+
+    /// A request by key (select, update, delete): the space, the index and the
+    /// key as the methods make them, then `encode(codec, space, index, key)`
+    /// through the engine (None: the Python path).
+    fn keyed(
+        &mut self,
+        py: Python<'_>,
+        space: &Bound<'_, PyAny>,
+        index: Option<&Bound<'_, PyAny>>,
+        key: &Bound<'_, PyAny>,
+        counted: &PyObject,
+        encode: impl FnOnce(&mut IprotoCodec, Space, u64, &Bound<'_, PyAny>) -> PyResult<u64>,
+    ) -> PyResult<Option<PyObject>> {
+        let key = key_of(key)?;
+        self.keyed_as(py, space, index, &key, counted, encode)
+    }
+
+    /// `keyed` with the key made already.
+    fn keyed_as(
+        &mut self,
+        py: Python<'_>,
+        space: &Bound<'_, PyAny>,
+        index: Option<&Bound<'_, PyAny>>,
+        key: &Bound<'_, PyAny>,
+        counted: &PyObject,
+        encode: impl FnOnce(&mut IprotoCodec, Space, u64, &Bound<'_, PyAny>) -> PyResult<u64>,
+    ) -> PyResult<Option<PyObject>> {
         let Some(sp) = self.space(py, space)? else {
             return Ok(None);
         };
@@ -481,10 +495,7 @@ impl IprotoLane {
         let Some(idx) = idx else {
             return Ok(None);
         };
-        let names = sp.names;
-        let encode = |c: &mut IprotoCodec| c.select(sp.id, idx, &key, limit, offset, it, names, 0);
-        let rk = self.key_select.clone_ref(py);
-        self.submit(py, &rk, encode)
+        self.submit(py, counted, |c| encode(c, sp, idx, key))
     }
 
     fn store(
@@ -513,10 +524,7 @@ impl IprotoLane {
                 this.fallback_insert.clone_ref(py)
             }
         };
-        let kw = PyDict::new(py);
-        if let Some(t) = timeout {
-            kw.set_item("timeout", t)?;
-        }
+        let kw = keywords(py, &[("timeout", timeout)])?;
         fallback.call(py, (space, t), Some(&kw))
     }
 }

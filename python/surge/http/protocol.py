@@ -1267,8 +1267,42 @@ class _Batched:
         self._size = 0
         self.transport.abort()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.transport, name)
+    # The rest of asyncio.Transport, delegated one by one. A `__getattr__` instead
+    # makes every attribute access on this object go through Python's getattr hook
+    # (a lookup of `__getattr__` each, no specialization): a raw ASGI hello cost
+    # 60.4k instructions per request in the server with one, 57.7k without
+    # (callgrind, 20 connections).
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self.transport.get_protocol()
+
+    def is_reading(self) -> bool:
+        return self.transport.is_reading()
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.transport.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.transport.get_write_buffer_limits()
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def can_write_eof(self) -> bool:
+        return self.transport.can_write_eof()
 
 
 class _Batch:

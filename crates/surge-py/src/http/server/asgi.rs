@@ -206,6 +206,9 @@ pub struct AsgiCycle {
     conn: PyObject,
     native: Py<HttpConnection>,
     transport: PyObject,
+    /// The transport `is_closing` is asked of: the one under the connection's
+    /// write batching (`http.protocol._Batched`), whose own is a Python call.
+    raw_transport: PyObject,
     #[pyo3(get, name = "_stream")]
     stream: Option<PyObject>,
     #[pyo3(get, name = "_high_water")]
@@ -648,13 +651,19 @@ impl AsgiCycle {
             .getattr(intern!(py, "_conn"))?
             .downcast_into::<HttpConnection>()?
             .unbind();
-        let transport = conn.getattr(intern!(py, "_transport"))?.unbind();
+        let transport = conn.getattr(intern!(py, "_transport"))?;
+        let raw_transport = match transport.getattr(intern!(py, "transport")) {
+            Ok(raw) => raw.unbind(),
+            Err(_) => transport.clone().unbind(),
+        };
+        let transport = transport.unbind();
         let access_log = Some(conn.getattr(intern!(py, "access_log"))?).filter(|l| !l.is_none());
         Ok(AsgiCycle {
             request: request.unbind(),
             conn: conn.unbind(),
             native,
             transport,
+            raw_transport,
             stream: stream.filter(|s| !s.is_none(py)),
             high_water,
             http10,
@@ -844,7 +853,7 @@ fn send(slf: &Bound<'_, AsgiCycle>, message: &Bound<'_, PyAny>) -> PyResult<Opti
         if this.failed
             || conn.getattr(intern!(py, "_closed"))?.is_truthy()?
             || this
-                .transport
+                .raw_transport
                 .call_method0(py, intern!(py, "is_closing"))?
                 .is_truthy(py)?
         {

@@ -552,7 +552,8 @@ class HttpProtocol(asyncio.Protocol):
                 self._writer_busy = True
                 self._inline_request = req
                 return
-            _release(req)
+            if req._stream is not None:  # `_release`, inline: once per request
+                req._stream = None
             if not keep_alive:
                 self._drop_queue()
                 self._close()

@@ -299,7 +299,7 @@ def test_root_path(asgi_servers: AsgiServers) -> None:
         proc.wait(10)
 
 
-def _get_when_up(port: int, path: str, timeout: float = 15.0) -> bytes:
+def _get_when_up(port: int, path: str, timeout: float = 60.0) -> bytes:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -315,7 +315,7 @@ def _get_when_up(port: int, path: str, timeout: float = 15.0) -> bytes:
             time.sleep(0.05)
 
 
-def _serve(*args: str, timeout: float = 15.0) -> subprocess.CompletedProcess[str]:
+def _serve(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "surge", "serve", *args, "--port", str(free_port())],
         cwd=APPS,

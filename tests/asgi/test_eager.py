@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -20,7 +21,7 @@ import anyio
 import pytest
 import sniffio
 import uvloop
-from surge.asgi.eager import EagerStarter
+from surge.asgi.eager import EagerStarter, Guard
 
 LOOPS = {"uvloop": uvloop.new_event_loop, "asyncio": asyncio.new_event_loop}
 
@@ -31,16 +32,18 @@ def drive(
     new_loop: Callable[[], asyncio.AbstractEventLoop],
     make: Callable[[], Coroutine[Any, Any, Any]],
     starts: int = 1,
+    guard: Guard | None = None,
 ) -> list[asyncio.Task[Any] | None]:
     """Starts `make()` `starts` times from a loop callback (as `data_received`
-    does) and runs the loop until every task it returned is done."""
+    does), with `guard` if given, and runs the loop until every task it returned
+    is done."""
     loop = new_loop()
     tasks: list[asyncio.Task[Any] | None] = []
 
     def from_callback() -> None:
         starter = EagerStarter(loop, "surge-asgi")
         for _ in range(starts):
-            tasks.append(starter.start(make()))
+            tasks.append(starter.start(make(), guard))
 
     async def main() -> None:
         loop.call_soon(from_callback)
@@ -250,3 +253,77 @@ def test_context_variables_stay_in_the_app(new_loop) -> None:
     drive(new_loop, app)
     assert out == ["unset", "unset", "unset", "app"]
     assert var.get() == "unset"
+
+
+# The guard (`EagerStarter.start(coro, guard)`): what the ASGI cycle wraps an app in
+# only when its first step did not simply return.
+
+
+def recording_guard(out: list[Any]) -> Guard:
+    async def guard(rest: Any) -> None:
+        out.append("guard")
+        try:
+            await rest
+        except BaseException as exc:
+            out.append(f"guard saw {type(exc).__name__}")
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            out.append("guard saw the return")
+
+    return guard
+
+
+def test_guard_is_skipped_when_the_first_step_returns(new_loop) -> None:
+    out: list[Any] = []
+
+    async def app() -> None:
+        out.append("app")
+
+    assert drive(new_loop, app, starts=2, guard=recording_guard(out)) == [None, None]
+    if sys.version_info >= (3, 12):  # asyncio's eager start: the guard always runs
+        assert out == ["guard", "app", "guard saw the return"] * 2
+    else:
+        assert out == ["app", "app"]
+
+
+def test_guard_handles_an_error_of_the_first_step(new_loop) -> None:
+    out: list[Any] = []
+
+    async def app() -> None:
+        out.append(asyncio.current_task() is not None)
+        raise ValueError("boom")
+
+    # handled in the same step: no task left to run
+    assert drive(new_loop, app, guard=recording_guard(out)) == [None]
+    assert out[0] is True and out[-1] == "guard saw ValueError"
+
+
+def test_guard_wraps_a_suspended_app_in_the_same_task(new_loop) -> None:
+    out: list[Any] = []
+    firsts: list[Any] = []
+
+    async def app() -> None:
+        firsts.append(asyncio.current_task())
+        await asyncio.sleep(0.01)
+        out.append(asyncio.current_task() is firsts[0])
+
+    (task,) = drive(new_loop, app, guard=recording_guard(out))
+    assert task is firsts[0] and task is not None and task.result() is None
+    assert out[-2:] == [True, "guard saw the return"]
+
+
+def test_cancel_in_first_step_reaches_the_app_inside_its_guard(new_loop) -> None:
+    out: list[Any] = []
+
+    async def app() -> None:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            out.append("app cancelled")
+            raise
+
+    (task,) = drive(new_loop, app, guard=recording_guard(out))
+    assert task is not None and task.cancelled()
+    assert out[-2:] == ["app cancelled", "guard saw CancelledError"]

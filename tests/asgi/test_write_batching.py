@@ -94,3 +94,22 @@ def test_abort_drops_what_waits() -> None:
         return got
 
     assert uvloop.run(main()) == b""
+
+
+def test_bytes_like_writes_and_a_large_first_write_keep_their_order() -> None:
+    async def main() -> bytes:
+        server, client = _pair()
+        real = await _transport(server)
+        batched = _Batched(real, asyncio.get_running_loop())
+        big = b"y" * (_BATCH_LIMIT + 1)
+        batched.write(big)  # nothing waits before it: straight to the transport
+        batched.write(bytearray(b" array"))
+        batched.write(memoryview(b" view"))
+        batched.write(b"")  # nothing to send
+        size = len(big) + len(b" array view")
+        got = await asyncio.to_thread(_read_all, client, size)
+        batched.close()
+        client.close()
+        return got
+
+    assert uvloop.run(main()) == b"y" * (_BATCH_LIMIT + 1) + b" array view"

@@ -68,7 +68,9 @@ class AsgiApp:
         # The scope is built natively (`Request._asgi_scope`): the connection's
         # constant keys copied, the request's own keys added.
         scope = request._asgi_scope(base, self.root_path, self.state)
-        cycle = HttpCycle(request, conn.body_stream(request), conn, self.limits.write_high_water)
+        # `conn.body_stream(request)`, without the call when the body is all here.
+        stream = None if request._eof else conn.body_stream(request)
+        cycle = HttpCycle(request, stream, conn, self.limits.write_high_water)
         starter = self._starter
         if starter is None or starter.loop is not conn._loop:
             starter = self._starter = EagerStarter(conn._loop, TASK_NAME)

@@ -31,6 +31,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from functools import partial
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from surge._core import AsgiCycle, http_date
@@ -63,6 +64,14 @@ TASK_NAME = "surge-asgi"
 _NONE, _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2, 3
 
 
+async def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+async def _await(step: Awaitable[None]) -> None:
+    await step
+
+
 def _resolve(future: asyncio.Future[None], _done: object = None) -> None:
     if not future.done():
         future.set_result(None)
@@ -81,20 +90,33 @@ class HttpCycle(AsgiCycle, WriterResponse):
     def start(self, app: ASGIApp, scope: Scope, starter: EagerStarter) -> None:
         """Runs `app` for this request as a task of its own, its first step at once
         (see `surge.asgi.eager`): an app that answers without suspending has its
-        response ready when this returns, and no task is scheduled."""
-        task = starter.start(self._run(app, scope))
+        response ready when this returns, and no task is scheduled. The app's
+        coroutine is started bare; `_guard` wraps it only when its first step
+        raised or suspended (one coroutine less per request)."""
+        try:
+            step = app(scope, self.receive, self.send)
+        except BaseException as exc:  # an app that is not a coroutine function
+            step = _raise(exc)
+        # Any awaitable may come back; the starter drives coroutines.
+        coro = step if type(step) is CoroutineType else _await(step)
+        task = starter.start(coro, self._guard)
         if task is not None:
             self._task = task
             # The loop keeps only weak references to tasks; an app awaiting something
             # only it references (after its response left) must not be collected
-            # (`_run` takes it out: no done callback per request).
+            # (`_guard` takes it out: no done callback per request).
             _running.add(task)
+        elif not self._complete:
+            self._returned()
+            self._wake_writer()
 
     # The app's side ----------------------------------------------------------------
 
-    async def _run(self, app: ASGIApp, scope: Scope) -> None:
+    async def _guard(self, app: Awaitable[None]) -> None:
+        """Awaits the rest of the app (its task's coroutine) and answers for what
+        it left undone."""
         try:
-            await app(scope, self.receive, self.send)
+            await app
         except asyncio.CancelledError:
             self._fail()
             raise
@@ -113,20 +135,24 @@ class HttpCycle(AsgiCycle, WriterResponse):
             else:
                 log.error("Exception in ASGI application after the response", exc_info=exc)
         else:
-            # Complete implies started: one check in the usual case.
-            if self._complete:
-                return
-            if not self._started:
-                if not self._conn.closed:  # else nobody is waiting for an answer
-                    log.error("ASGI callable returned without starting response")
-                self._answer_500()
-            else:
-                log.error("ASGI callable returned without completing response")
-                self._fail()
+            self._returned()
         finally:
             if self._task is not None:
                 _running.discard(self._task)  # type: ignore[arg-type]
             self._wake_writer()
+
+    def _returned(self) -> None:
+        """The app returned: answers for a response it did not complete."""
+        # Complete implies started: one check in the usual case.
+        if self._complete:
+            return
+        if not self._started:
+            if not self._conn.closed:  # else nobody is waiting for an answer
+                log.error("ASGI callable returned without starting response")
+            self._answer_500()
+        else:
+            log.error("ASGI callable returned without completing response")
+            self._fail()
 
     async def _receive_slow(self) -> Message:
         """`receive` when it may have to wait: a body still arriving, or nothing

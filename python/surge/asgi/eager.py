@@ -45,11 +45,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import Context, copy_context
 from typing import Any
 
-__all__ = ["EagerStarter"]
+__all__ = ["EagerStarter", "Guard"]
+
+#: What a task runs around the rest of a coroutine (see `EagerStarter.start`).
+Guard = Callable[[Awaitable[None]], Coroutine[Any, Any, None]]
 
 if sys.version_info >= (3, 12):
 
@@ -63,8 +66,13 @@ if sys.version_info >= (3, 12):
             self.loop = loop
             self.name = name
 
-        def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-            """Runs `coro`'s first step now; its task when it did not finish there."""
+        def start(
+            self, coro: Coroutine[Any, Any, None], guard: Guard | None = None
+        ) -> asyncio.Task[None] | None:
+            """Runs `coro`'s first step now; its task when it did not finish there.
+            With `guard`, the task runs ``guard(coro)`` (see the 3.11 version)."""
+            if guard is not None:
+                coro = guard(coro)
             task = asyncio.Task(coro, loop=self.loop, name=self.name, eager_start=True)  # type: ignore[call-arg]
             return None if task.done() else task
 
@@ -159,8 +167,16 @@ else:
             idle.close()
             return host
 
-        def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-            """Runs `coro`'s first step now; its task when it did not finish there."""
+        def start(
+            self, coro: Coroutine[Any, Any, None], guard: Guard | None = None
+        ) -> asyncio.Task[None] | None:
+            """Runs `coro`'s first step now; its task when it did not finish there.
+
+            `guard`, when given, is what the task runs instead of `coro` whenever
+            the step did not simply return: ``guard(rest)`` awaits `rest` (the rest
+            of `coro`, or the exception its first step raised) and handles its
+            outcome, as if the task had run ``guard(coro)`` from the start. An app
+            that returns in its first step so costs no wrapping coroutine."""
             loop, host = self.loop, self._host
             ctx = copy_context()
             error: BaseException | None = None
@@ -173,18 +189,40 @@ else:
             except BaseException as exc:  # the task's outcome, as a task would keep it
                 error = exc
             else:
-                return self._become(host, _Resume(coro, first), ctx)
+                if guard is None:
+                    return self._become(host, _Resume(coro, first), ctx)
+                return self._become_guarded(host, guard, _Resume(coro, first), ctx)
             finally:
                 _leave_task(loop, host)
+            if error is not None and guard is not None:
+                # The guard sees the error at once, in a step of its own on the same
+                # host (what it does not handle ends the task as before).
+                return self.start(guard(_outcome(None, error)))
             if error is None and host._callbacks is None and not host.cancelling():  # type: ignore[attr-defined]
                 return None  # complete and nothing holds on to the host: keep it
             # Someone registered on the host: it finishes as a task would.
             return self._become(host, _outcome(value, error), ctx)
 
+        def _become_guarded(
+            self, host: asyncio.Task[None], guard: Guard, rest: _Resume, ctx: Context
+        ) -> asyncio.Task[None]:
+            """`_become` with ``guard(rest)`` as the task's coroutine."""
+            if not host.cancelling():
+                # The task's first step starts the guard, which awaits `rest`: that
+                # hands the task what the app waits on.
+                return self._become(host, guard(rest), ctx)
+            # A cancellation requested in the first step is thrown into the task's
+            # coroutine before its first step; it must reach the app at the await it
+            # is suspended in, so the guard is started here, up to its await of the
+            # app, and the task resumes it like it would the app.
+            guarded = guard(rest)
+            first = ctx.run(guarded.send, None)
+            return self._become(host, _Resume(guarded, first), ctx)
+
         def _become(
             self,
             host: asyncio.Task[None],
-            coro: _Resume | Generator[Any, None, Any],
+            coro: _Resume | Generator[Any, None, Any] | Coroutine[Any, Any, None],
             ctx: Context,
         ) -> asyncio.Task[None]:
             """Makes `host` a scheduled task running `coro` on the real loop, keeping

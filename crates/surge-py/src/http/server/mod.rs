@@ -3,6 +3,7 @@
 
 mod access_log;
 mod asgi;
+mod batch;
 mod chain;
 mod connection;
 mod date;
@@ -16,6 +17,7 @@ mod wsgi;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use asgi::AsgiCycle;
+pub(crate) use batch::{BatchedTransport, WriteBatch};
 pub(crate) use chain::{step_type as middleware_step_type, CallNext, MiddlewareChain};
 pub(crate) use connection::{HttpConnection, ParseError};
 pub(crate) use date::http_date;

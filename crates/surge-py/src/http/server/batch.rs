@@ -1,0 +1,243 @@
+//! Write batching for ASGI/WSGI connections (`surge.http.protocol._Batched`).
+//!
+//! A connection's writes wait in its `BatchedTransport` until the end of the
+//! loop iteration, when the loop's `WriteBatch` hands each waiting connection's
+//! bytes to its transport in one write (why: see `_Batched`). Native because
+//! it runs for every response: as Python methods the write, the registration
+//! with the batch and the flush were three frames per request (~3k
+//! instructions of a raw ASGI hello), and the ASGI cycle (`asgi.rs`) now
+//! writes here without a Python call.
+
+use pyo3::gc::PyVisit;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use pyo3::PyTraverseError;
+
+/// What may wait before a write leaves at once: a large or streamed body gains
+/// nothing from waiting, and the transport must see it for its write
+/// back-pressure (`pause_writing`).
+pub const BATCH_LIMIT: usize = 64 * 1024;
+
+/// The connections of one event loop with writes waiting for the iteration's end.
+#[pyclass(module = "surge._core")]
+pub struct WriteBatch {
+    event_loop: PyObject,
+    dirty: Vec<Py<BatchedTransport>>,
+    scheduled: bool,
+}
+
+#[pymethods]
+impl WriteBatch {
+    #[new]
+    fn new(event_loop: PyObject) -> Self {
+        WriteBatch {
+            event_loop,
+            dirty: Vec::new(),
+            scheduled: false,
+        }
+    }
+
+    /// Hands every waiting connection's bytes to its transport (the loop calls
+    /// this once per iteration in which something was written).
+    fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let dirty = {
+            let mut this = slf.borrow_mut();
+            this.scheduled = false;
+            std::mem::take(&mut this.dirty)
+        };
+        for batched in dirty {
+            BatchedTransport::flush_bound(batched.bind(py))?;
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.event_loop)?;
+        for d in &self.dirty {
+            visit.call(d)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.dirty.clear();
+    }
+}
+
+/// A transport whose writes leave together at the end of the loop iteration
+/// (subclassed by `surge.http.protocol._Batched`, which delegates the rest of
+/// the `asyncio.Transport` API).
+#[pyclass(module = "surge._core", subclass)]
+pub struct BatchedTransport {
+    /// The real transport.
+    #[pyo3(get)]
+    transport: PyObject,
+    batch: Py<WriteBatch>,
+    pending: Vec<u8>,
+}
+
+impl BatchedTransport {
+    /// `write` from Rust (the ASGI cycle): no Python call, no bytes object.
+    pub fn write_bytes(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let py = slf.py();
+        let (first, flush_now, batch) = {
+            let mut this = slf.borrow_mut();
+            let first = this.pending.is_empty();
+            this.pending.extend_from_slice(data);
+            (
+                first,
+                this.pending.len() >= BATCH_LIMIT,
+                this.batch.clone_ref(py),
+            )
+        };
+        if flush_now {
+            return Self::flush_bound(slf);
+        }
+        if first {
+            let batch = batch.bind(py);
+            let schedule = {
+                let mut b = batch.borrow_mut();
+                b.dirty.push(slf.clone().unbind());
+                !std::mem::replace(&mut b.scheduled, true)
+            };
+            if schedule {
+                let event_loop = batch.borrow().event_loop.clone_ref(py);
+                event_loop.call_method1(
+                    py,
+                    intern!(py, "call_soon"),
+                    (batch.getattr(intern!(py, "flush"))?,),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_bound(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (pending, transport) = {
+            let mut this = slf.borrow_mut();
+            if this.pending.is_empty() {
+                return Ok(());
+            }
+            (
+                std::mem::take(&mut this.pending),
+                this.transport.clone_ref(py),
+            )
+        };
+        let transport = transport.bind(py);
+        if !transport
+            .call_method0(intern!(py, "is_closing"))?
+            .is_truthy()?
+        {
+            transport.call_method1(intern!(py, "write"), (PyBytes::new(py, &pending),))?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl BatchedTransport {
+    /// Batches the writes to `transport` on the loop of `batch`.
+    #[new]
+    fn new(transport: PyObject, batch: Py<WriteBatch>) -> Self {
+        BatchedTransport {
+            transport,
+            batch,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Keeps `data` until the iteration's end (or writes at once what reaches
+    /// the batch limit).
+    fn write(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let owned;
+        let bytes = match data.downcast::<PyBytes>() {
+            Ok(b) => b,
+            Err(_) => {
+                // bytearray, memoryview: what transports take, as bytes
+                owned = py.get_type::<PyBytes>().call1((data,))?;
+                owned.downcast::<PyBytes>()?
+            }
+        };
+        let slice = bytes.as_bytes();
+        if slice.len() >= BATCH_LIMIT && slf.borrow().pending.is_empty() {
+            // A large write with nothing ahead of it: straight through, uncopied.
+            let transport = slf.borrow().transport.clone_ref(py);
+            let transport = transport.bind(py);
+            if !transport
+                .call_method0(intern!(py, "is_closing"))?
+                .is_truthy()?
+            {
+                transport.call_method1(intern!(py, "write"), (bytes,))?;
+            }
+            return Ok(());
+        }
+        Self::write_bytes(slf, slice)
+    }
+
+    /// Hands what waits to the transport now.
+    fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::flush_bound(slf)
+    }
+
+    /// The bytes waiting here.
+    #[getter]
+    fn _size(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The transport's buffer plus what waits here (the back-pressure budget).
+    fn get_write_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
+        let size: usize = self
+            .transport
+            .call_method0(py, intern!(py, "get_write_buffer_size"))?
+            .extract(py)?;
+        Ok(size + self.pending.len())
+    }
+
+    fn is_closing(&self, py: Python<'_>) -> PyResult<PyObject> {
+        self.transport.call_method0(py, intern!(py, "is_closing"))
+    }
+
+    /// Flushes, then closes.
+    fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        Self::flush_bound(slf)?;
+        let transport = slf.borrow().transport.clone_ref(py);
+        transport.call_method0(py, intern!(py, "close"))?;
+        Ok(())
+    }
+
+    /// Flushes, then half-closes.
+    fn write_eof(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        Self::flush_bound(slf)?;
+        let transport = slf.borrow().transport.clone_ref(py);
+        transport.call_method0(py, intern!(py, "write_eof"))?;
+        Ok(())
+    }
+
+    /// Drops what waits, then aborts.
+    fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let transport = {
+            let mut this = slf.borrow_mut();
+            this.pending = Vec::new();
+            this.transport.clone_ref(py)
+        };
+        transport.call_method0(py, intern!(py, "abort"))?;
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.transport)?;
+        visit.call(&self.batch)?;
+        Ok(())
+    }
+}

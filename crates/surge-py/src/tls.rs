@@ -8,7 +8,8 @@
 //! surge's plain-HTTP speed; here decryption, encryption and the handshake run
 //! in one call per read or write with no Python objects in between.
 
-use std::io::{self, BufRead, Cursor, Write};
+use std::io::{BufRead, Cursor, Write};
+use std::ops::DerefMut;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -172,10 +173,7 @@ impl TlsServerConfig {
         // must not refuse part of a write.
         conn.set_buffer_limit(None);
         Ok(TlsSession {
-            conn,
-            peer_closed: false,
-            plain: Vec::new(),
-            sealed: Vec::new(),
+            records: Records::new(conn),
         })
     }
 }
@@ -183,15 +181,46 @@ impl TlsServerConfig {
 /// One connection's TLS state.
 #[pyclass(module = "surge._core")]
 pub struct TlsSession {
-    conn: ServerConnection,
-    peer_closed: bool,
-    /// Decrypted bytes of the read in progress (kept between reads for its capacity).
+    records: Records<ServerConnection>,
+}
+
+/// One connection's record layer, either end (`TlsSession` here,
+/// `TlsClientSession` in `tls_client.rs`): the rustls connection and the
+/// buffers kept between calls for their capacity.
+pub(crate) struct Records<C> {
+    pub(crate) conn: C,
+    pub(crate) peer_closed: bool,
+    /// Decrypted bytes of the read in progress.
     plain: Vec<u8>,
-    /// Records of the write in progress (kept between writes for its capacity).
+    /// Records of the write in progress.
     sealed: Vec<u8>,
 }
 
-impl TlsSession {
+/// What a read gave: (plaintext or None, bytes to send or None, error or None).
+pub(crate) type FedPy = (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>);
+
+impl<C, D> Records<C>
+where
+    C: DerefMut<Target = ConnectionCommon<D>>,
+{
+    pub(crate) fn new(conn: C) -> Self {
+        Records {
+            conn,
+            peer_closed: false,
+            plain: Vec::new(),
+            sealed: Vec::new(),
+        }
+    }
+
+    /// Decrypts a read (see [`feed_records`]); also says whether the peer's
+    /// close_notify came in it.
+    pub(crate) fn feed(&mut self, py: Python<'_>, data: &[u8]) -> (FedPy, bool) {
+        let fed = feed_records(&mut self.conn, data, &mut self.plain);
+        let closed = fed.peer_closed;
+        self.peer_closed |= closed;
+        (fed.into_py(py, &mut self.plain), closed)
+    }
+
     /// The records carrying `data`, as one `bytes` (buffered by rustls until
     /// the handshake is done). They are gathered in `sealed`, whose capacity
     /// is kept, so a write allocates only the `bytes` it returns.
@@ -201,18 +230,84 @@ impl TlsSession {
         data: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
         self.conn.writer().write_all(data)?;
-        write_pending(&mut self.conn, &mut self.sealed)?;
+        self.pending(py)
+    }
+
+    /// Every record waiting to be sent (handshake messages, alerts), as one `bytes`.
+    pub(crate) fn pending<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        while self.conn.wants_write() {
+            self.conn.write_tls(&mut self.sealed)?;
+        }
         let records = PyBytes::new(py, &self.sealed);
         self.sealed.clear();
         Ok(records)
     }
+
+    /// A close_notify alert to send before closing.
+    pub(crate) fn close<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.conn.send_close_notify();
+        self.pending(py)
+    }
 }
+
+/// The Python methods both ends' sessions share, and then `$own`, the
+/// class's own: PyO3 takes one `#[pymethods]` block per class.
+macro_rules! session_methods {
+    ($class:ident, { $($own:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            /// Takes bytes read from the socket. Returns (plaintext or None,
+            /// bytes to send or None, error or None): handshake messages and
+            /// alerts to send come back as the second item; after an error (a
+            /// message that is not TLS, a failed handshake, a refused
+            /// certificate, a bad record) send them, then close.
+            fn feed(&mut self, py: Python<'_>, data: &[u8]) -> $crate::tls::FedPy {
+                self.records.feed(py, data).0
+            }
+
+            /// The TLS records carrying `data` (buffered until the handshake is done).
+            fn encrypt<'py>(
+                &mut self,
+                py: Python<'py>,
+                data: &[u8],
+            ) -> PyResult<Bound<'py, PyBytes>> {
+                self.records.seal(py, data)
+            }
+
+            /// A close_notify alert to send before closing.
+            fn close<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+                self.records.close(py)
+            }
+
+            /// True until the handshake has completed.
+            #[getter]
+            fn handshaking(&self) -> bool {
+                self.records.conn.is_handshaking()
+            }
+
+            /// True once the peer sent close_notify.
+            #[getter]
+            fn peer_closed(&self) -> bool {
+                self.records.peer_closed
+            }
+
+            /// "TLSv1_3" or "TLSv1_2" once agreed.
+            #[getter]
+            fn version(&self) -> Option<String> {
+                self.records.conn.protocol_version().map(|v| format!("{v:?}"))
+            }
+
+            $($own)*
+        }
+    };
+}
+pub(crate) use session_methods;
 
 /// The record layer's read side, shared by both ends (client sessions in
 /// `tls_client.rs`, server sessions here). Why a loop: rustls takes a read in
 /// pieces of a few KB and holds at most 16 KB of plaintext, so each piece is
 /// decrypted and its plaintext taken before the next.
-pub(crate) struct Fed {
+struct Fed {
     /// Bytes to send (handshake messages, alerts, key updates); may be empty.
     pub out: Vec<u8>,
     /// Why the stream is broken (a message that is not TLS, a failed handshake,
@@ -225,11 +320,7 @@ pub(crate) struct Fed {
 /// Decrypts every record in `data` (bytes read from the socket) into `plain`,
 /// appended: room for exactly as many bytes as the records carry, so no growth
 /// by doubling and no probe reads (what `read_to_end` did per piece).
-pub(crate) fn feed_records<T>(
-    conn: &mut ConnectionCommon<T>,
-    data: &[u8],
-    plain: &mut Vec<u8>,
-) -> Fed {
+fn feed_records<T>(conn: &mut ConnectionCommon<T>, data: &[u8], plain: &mut Vec<u8>) -> Fed {
     let mut cursor = Cursor::new(data);
     let mut error = None;
     let mut peer_closed = false;
@@ -277,27 +368,17 @@ pub(crate) fn feed_records<T>(
             break;
         }
     }
-    let out = pending_output(conn).unwrap_or_default();
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        if conn.write_tls(&mut out).is_err() {
+            break;
+        }
+    }
     Fed {
         out,
         error,
         peer_closed,
     }
-}
-
-/// Every TLS record waiting to be sent, in one buffer.
-pub(crate) fn pending_output<T>(conn: &mut ConnectionCommon<T>) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    write_pending(conn, &mut out)?;
-    Ok(out)
-}
-
-/// Appends every TLS record waiting to be sent to `out`.
-fn write_pending<T>(conn: &mut ConnectionCommon<T>, out: &mut Vec<u8>) -> io::Result<()> {
-    while conn.wants_write() {
-        conn.write_tls(out)?;
-    }
-    Ok(())
 }
 
 fn some_bytes(py: Python<'_>, data: &[u8]) -> Option<Py<PyBytes>> {
@@ -308,73 +389,28 @@ impl Fed {
     /// (plaintext or None, bytes to send or None, error or None), as the
     /// sessions' `feed` return them; `plain` is emptied (its capacity kept for
     /// the next read).
-    pub fn into_py(
-        self,
-        py: Python<'_>,
-        plain: &mut Vec<u8>,
-    ) -> (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>) {
+    fn into_py(self, py: Python<'_>, plain: &mut Vec<u8>) -> FedPy {
         let text = some_bytes(py, plain);
         plain.clear();
         (text, some_bytes(py, &self.out), self.error)
     }
 }
 
-#[pymethods]
-impl TlsSession {
-    /// Takes bytes read from the socket. Returns (plaintext or None, bytes to
-    /// send or None, error or None): handshake messages and alerts to send
-    /// come back as the second item; after an error (a message that is not
-    /// TLS, a failed handshake, a bad record) send them, then close.
-    fn feed(
-        &mut self,
-        py: Python<'_>,
-        data: &[u8],
-    ) -> (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>) {
-        let fed = feed_records(&mut self.conn, data, &mut self.plain);
-        self.peer_closed |= fed.peer_closed;
-        fed.into_py(py, &mut self.plain)
-    }
-
-    /// The TLS records carrying `data` (buffered until the handshake is done).
-    fn encrypt<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-        self.seal(py, data)
-    }
-
-    /// A close_notify alert to send before closing.
-    fn close<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.conn.send_close_notify();
-        let out = pending_output(&mut self.conn)?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// True until the handshake has completed.
-    #[getter]
-    fn handshaking(&self) -> bool {
-        self.conn.is_handshaking()
-    }
-
-    /// True once the client sent close_notify.
-    #[getter]
-    fn peer_closed(&self) -> bool {
-        self.peer_closed
-    }
-
+session_methods!(TlsSession, {
     /// The protocol ALPN agreed on (e.g. b"http/1.1"), or None.
     #[getter]
     fn alpn_protocol<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.conn.alpn_protocol().map(|p| PyBytes::new(py, p))
-    }
-
-    /// "TLSv1_3" or "TLSv1_2" once agreed.
-    #[getter]
-    fn version(&self) -> Option<String> {
-        self.conn.protocol_version().map(|v| format!("{v:?}"))
+        self.records
+            .conn
+            .alpn_protocol()
+            .map(|p| PyBytes::new(py, p))
     }
 
     /// The cipher suite's name once agreed.
     #[getter]
     fn cipher(&self) -> Option<String> {
-        self.conn
+        self.records
+            .conn
             .negotiated_cipher_suite()
             .map(|s| format!("{:?}", s.suite()))
     }
@@ -382,7 +418,7 @@ impl TlsSession {
     /// The client's certificate chain (DER, leaf first), when it sent one.
     #[getter]
     fn peer_certificates<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        match self.conn.peer_certificates() {
+        match self.records.conn.peer_certificates() {
             None => Ok(None),
             Some(chain) => Ok(Some(PyList::new(
                 py,
@@ -390,7 +426,7 @@ impl TlsSession {
             )?)),
         }
     }
-}
+});
 
 /// The write path of a TLS connection as one native call: `writer(data)`
 /// encrypts and hands the records to the socket transport's `write`, so the
@@ -411,7 +447,7 @@ impl TlsWriter {
         if self.closed.load(Relaxed) || data.is_empty() {
             return Ok(());
         }
-        let records = self.session.borrow_mut(py).seal(py, data)?;
+        let records = self.session.borrow_mut(py).records.seal(py, data)?;
         self.write.call1(py, (records,))?;
         Ok(())
     }
@@ -477,15 +513,7 @@ impl TlsReceiver {
     fn __call__(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         // The session's borrow ends before anything is called: the protocol
         // answers (and so encrypts) within `deliver`.
-        let (plain, out, error, closed) = {
-            let mut session = self.session.borrow_mut(py);
-            let session = &mut *session;
-            let fed = feed_records(&mut session.conn, data, &mut session.plain);
-            session.peer_closed |= fed.peer_closed;
-            let closed = fed.peer_closed;
-            let (plain, out, error) = fed.into_py(py, &mut session.plain);
-            (plain, out, error, closed)
-        };
+        let ((plain, out, error), closed) = self.session.borrow_mut(py).records.feed(py, data);
         if out.is_none() && error.is_none() && !closed {
             if let Some(deliver) = held(py, &self.deliver) {
                 if let Some(plain) = plain {

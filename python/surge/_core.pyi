@@ -697,6 +697,16 @@ class TlsWriter:
     def __call__(self, data: bytes) -> None: ...
     def close(self) -> None: ...
 
+@final
+class TlsReceiver:
+    def __new__(
+        cls,
+        session: TlsSession,
+        slow: Callable[[bytes | None, bytes | None, str | None], object],
+    ) -> Self: ...
+    def __call__(self, data: bytes) -> None: ...
+    def deliver_to(self, deliver: Callable[[bytes], object] | None) -> None: ...
+
 # Client TLS (surge.endpoint) -----------------------------------------------------------
 
 @final

@@ -26,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tls::TlsServerConfig>()?;
     m.add_class::<tls::TlsSession>()?;
     m.add_class::<tls::TlsWriter>()?;
+    m.add_class::<tls::TlsReceiver>()?;
     m.add("TlsConfigError", m.py().get_type::<tls::TlsConfigError>())?;
     // Client TLS of the drivers' connections (surge.endpoint).
     m.add_class::<tls_client::TlsClientConfig>()?;

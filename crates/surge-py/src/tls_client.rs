@@ -9,7 +9,6 @@
 //! record layer runs in one call per read or write, with no Python objects in
 //! between.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -24,7 +23,7 @@ use rustls::{
     SignatureScheme,
 };
 
-use crate::tls::{feed_records, pending_output, PlainSink, TlsConfigError};
+use crate::tls::{session_methods, PlainSink, Records, TlsConfigError};
 
 fn config_error(what: &str, err: impl std::fmt::Display) -> PyErr {
     TlsConfigError::new_err(format!("{what}: {err}"))
@@ -184,9 +183,7 @@ impl TlsClientConfig {
         // The engine bounds what it buffers; rustls must not refuse part of a write.
         conn.set_buffer_limit(None);
         Ok(TlsClientSession {
-            conn,
-            peer_closed: false,
-            plain: Vec::new(),
+            records: Records::new(conn),
         })
     }
 }
@@ -194,10 +191,7 @@ impl TlsClientConfig {
 /// One connection's TLS state, client side.
 #[pyclass(module = "surge._core")]
 pub struct TlsClientSession {
-    conn: ClientConnection,
-    peer_closed: bool,
-    /// Decrypted bytes of the read in progress (kept between reads for its capacity).
-    plain: Vec<u8>,
+    records: Records<ClientConnection>,
 }
 
 impl TlsClientSession {
@@ -208,71 +202,23 @@ impl TlsClientSession {
         data: &[u8],
         sink: &mut impl PlainSink,
     ) -> (Vec<u8>, Option<String>) {
-        let fed = feed_records(&mut self.conn, data, sink);
-        self.peer_closed |= fed.peer_closed;
-        (fed.out, fed.error)
+        self.records.feed_into(data, sink)
     }
 }
 
-#[pymethods]
-impl TlsClientSession {
+session_methods!(TlsClientSession, {
     /// The bytes to send first (the ClientHello).
     fn start<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let out = pending_output(&mut self.conn)?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// Takes bytes read from the socket. Returns (plaintext or None, bytes to
-    /// send or None, error or None): after an error (a refused certificate, a
-    /// bad record) send the bytes (an alert), then close.
-    fn feed(
-        &mut self,
-        py: Python<'_>,
-        data: &[u8],
-    ) -> (Option<Py<PyBytes>>, Option<Py<PyBytes>>, Option<String>) {
-        let fed = feed_records(&mut self.conn, data, &mut self.plain);
-        self.peer_closed |= fed.peer_closed;
-        fed.into_py(py, &mut self.plain)
-    }
-
-    /// The TLS records carrying `data`.
-    fn encrypt<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-        self.conn.writer().write_all(data)?;
-        let out = pending_output(&mut self.conn)?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// A close_notify alert to send before closing.
-    fn close<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.conn.send_close_notify();
-        let out = pending_output(&mut self.conn)?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// True until the handshake has completed.
-    #[getter]
-    fn handshaking(&self) -> bool {
-        self.conn.is_handshaking()
-    }
-
-    /// True once the server sent close_notify.
-    #[getter]
-    fn peer_closed(&self) -> bool {
-        self.peer_closed
-    }
-
-    /// "TLSv1_3" or "TLSv1_2" once agreed.
-    #[getter]
-    fn version(&self) -> Option<String> {
-        self.conn.protocol_version().map(|v| format!("{v:?}"))
+        self.records.pending(py)
     }
 
     /// The server's certificate (DER), once the handshake has shown it.
     #[getter]
     fn peer_certificate<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.conn
+        self.records
+            .conn
             .peer_certificates()
             .and_then(|chain| chain.first())
             .map(|c| PyBytes::new(py, c.as_ref()))
     }
-}
+});

@@ -1,13 +1,17 @@
 """HTTPS with the native TLS stack (rustls in surge's Rust core).
 
 Theory of operation: the loop's protocol for an HTTPS connection is a
-`TlsProtocol`. Each read goes to the connection's `TlsSession` in one native
-call, which completes the handshake, decrypts, and says what to send back
-(handshake messages, alerts). Once the handshake is done, the HTTP protocol
-gets the connection as a `TlsTransport`, whose `write` encrypts in one native
-call and hands the records to the socket's transport; write back-pressure,
-pausing reads and closing pass straight through. The HTTP protocol never
-sees a connection whose handshake failed or timed out.
+`TlsProtocol`. Its `data_received` is a native `TlsReceiver`: each read is
+decrypted in one native call, and in the common case (the handshake done,
+nothing to send back, no error, no close_notify) the plaintext goes straight
+to the HTTP protocol's `data_received`, with no Python frame of this module in
+between; everything else (the handshake, alerts, errors, the peer's close)
+comes to `TlsProtocol._received`. Once the handshake is done, the HTTP
+protocol gets the connection as a `TlsTransport`, whose `write` (a native
+`TlsWriter`) encrypts and hands the records to the socket's transport in one
+call; the HTTP connection's native side calls it directly. Write
+back-pressure, pausing reads and closing pass straight through. The HTTP
+protocol never sees a connection whose handshake failed or timed out.
 
 ``get_extra_info("sslcontext")`` answers the session's `TlsServerConfig`, so
 code that asks "is this TLS?" (the ASGI scheme, sendfile falling back to
@@ -21,7 +25,7 @@ import asyncio
 import logging
 from typing import Any
 
-from surge._core import TlsServerConfig, TlsSession, TlsWriter
+from surge._core import TlsReceiver, TlsServerConfig, TlsSession, TlsWriter
 
 log = logging.getLogger("surge")
 
@@ -91,7 +95,7 @@ class TlsTransport(asyncio.Transport):
         return self._protocol.inner
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self._protocol.inner = protocol  # type: ignore[assignment]
+        self._protocol.set_inner(protocol)  # type: ignore[arg-type]
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "sslcontext":
@@ -107,7 +111,17 @@ class TlsTransport(asyncio.Transport):
 class TlsProtocol(asyncio.Protocol):
     """The loop's protocol for one HTTPS connection (see the module docstring)."""
 
-    __slots__ = ("_config", "_open", "_raw", "_session", "_timeout", "_timer", "_tls", "inner")
+    __slots__ = (
+        "_config",
+        "_open",
+        "_raw",
+        "_session",
+        "_timeout",
+        "_timer",
+        "_tls",
+        "data_received",
+        "inner",
+    )
 
     def __init__(
         self, inner: asyncio.Protocol, config: TlsServerConfig, handshake_timeout: float
@@ -117,13 +131,21 @@ class TlsProtocol(asyncio.Protocol):
         self._timeout = handshake_timeout
         self._open = False
         self._timer: asyncio.TimerHandle | None = None
+        self._session = config.session()
+        # Set before the loop looks it up (uvloop binds it when the transport is made).
+        self.data_received = TlsReceiver(self._session, self._received)  # type: ignore[method-assign, assignment]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         raw: asyncio.Transport = transport  # type: ignore[assignment]
         self._raw = raw
-        self._session = self._config.session()
         self._tls = TlsTransport(raw, self._session, self._config, self)
         self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expired)
+
+    def set_inner(self, protocol: asyncio.Protocol) -> None:
+        """Hands the connection to another protocol (`TlsTransport.set_protocol`)."""
+        self.inner = protocol
+        if self._open:
+            self.data_received.deliver_to(protocol.data_received)  # type: ignore[attr-defined]
 
     def _expired(self) -> None:
         self._timer = None
@@ -131,8 +153,8 @@ class TlsProtocol(asyncio.Protocol):
             log.debug("TLS handshake not completed within %.1f s: closing", self._timeout)
             self._raw.abort()
 
-    def data_received(self, data: bytes) -> None:
-        plain, out, error = self._session.feed(data)
+    def _received(self, plain: bytes | None, out: bytes | None, error: str | None) -> None:
+        """A read `TlsReceiver` did not hand on by itself (see the module docstring)."""
         raw = self._raw
         if out is not None:
             raw.write(out)
@@ -150,6 +172,7 @@ class TlsProtocol(asyncio.Protocol):
                 self._timer.cancel()
                 self._timer = None
             self.inner.connection_made(self._tls)
+            self.data_received.deliver_to(self.inner.data_received)  # type: ignore[attr-defined]
         if plain is not None:
             self.inner.data_received(plain)
         # close_notify: the client sends nothing more (a half close).
@@ -162,6 +185,7 @@ class TlsProtocol(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.data_received.deliver_to(None)  # type: ignore[attr-defined]
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

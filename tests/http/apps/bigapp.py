@@ -73,3 +73,15 @@ async def upload(request):
         digest.update(chunk)
         size += len(chunk)
     return {"len": size, "sha256": digest.hexdigest()}
+
+
+@app.get("/connections")
+def connections(request):
+    """HTTP connections still alive in this worker after a full collection
+    (each one's native half counts itself closed when it is freed)."""
+    import gc
+
+    from surge._core import http_stats
+
+    gc.collect()
+    return {"open": http_stats()["connections_open"]}

@@ -41,6 +41,7 @@ use super::request::{Outcome, Request};
 use super::response::{encode_result, write_head, Reply, Spliced, TEXT};
 use super::router::{Kind, Match, Router};
 use super::stats;
+use crate::tls::TlsWriter;
 
 /// A request the stream could not be framed past; Python answers and closes.
 #[pyclass(module = "surge._core", frozen)]
@@ -74,6 +75,9 @@ pub struct HttpConnection {
     parser: Parser,
     router: Py<Router>,
     write: PyObject,
+    /// `write` when it is a TLS connection's native writer: called directly,
+    /// with no `bytes` of plaintext made and no call through Python.
+    tls_write: Option<Py<TlsWriter>>,
     /// The transport's `writelines`, looked up on the first spliced write.
     writelines: Option<PyObject>,
     /// The transport `write` belongs to, looked up on the first spliced write.
@@ -358,6 +362,11 @@ impl HttpConnection {
             return self.flush_spliced(py);
         }
         if !self.out.is_empty() {
+            if let Some(tls) = &self.tls_write {
+                let sent = tls.get().send(py, &self.out);
+                self.out.clear();
+                return sent;
+            }
             let bytes = PyBytes::new(py, &self.out);
             self.out.clear();
             self.write.call1(py, (bytes,))?;
@@ -569,6 +578,7 @@ impl HttpConnection {
     #[pyo3(signature = (router, write, client=None, max_request_line=None, max_header_line=None, max_headers=None, max_head=None, max_body=None, access_log=None, proxy=None, scheme="http"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         router: Py<Router>,
         write: PyObject,
         client: Option<PyObject>,
@@ -593,20 +603,24 @@ impl HttpConnection {
         stats::CONNECTIONS_OPENED.fetch_add(1, Relaxed);
         // Trust is decided once per connection, by its peer.
         let proxy = proxy.filter(|p| {
-            let host = Python::with_gil(|py| {
-                client
-                    .as_ref()
-                    .and_then(|c| c.bind(py).get_item(0).ok())
-                    .and_then(|h| h.extract::<String>().ok())
-                    .or_else(|| client.as_ref().and_then(|c| c.extract::<String>(py).ok()))
-            });
+            let host = client
+                .as_ref()
+                .and_then(|c| c.bind(py).get_item(0).ok())
+                .and_then(|h| h.extract::<String>().ok())
+                .or_else(|| client.as_ref().and_then(|c| c.extract::<String>(py).ok()));
             // A Unix socket peer has no address: trusted only with `*`.
             p.get().trusts(&host.unwrap_or_default())
         });
+        let tls_write = write
+            .bind(py)
+            .downcast::<TlsWriter>()
+            .ok()
+            .map(|w| w.clone().unbind());
         HttpConnection {
             parser: Parser::new(limits),
             router,
             write,
+            tls_write,
             writelines: None,
             transport: None,
             socket_fd: None,

@@ -64,7 +64,7 @@ def test_writes_to_master_reads_spread_over_replicas(replicaset, arun):
 
     async def main():
         addrs = [s.url for s in replicaset]
-        async with st.Pool(addrs, health_interval=0.2) as pool:
+        async with st.Pool(addrs, health_interval=0.2, health_timeout=5.0) as pool:
             ids = {i.address: i.id for i in pool.instances}
             master_id = ids[master.url]
             replica_ids = {ids[r.url] for r in replicas}
@@ -101,7 +101,9 @@ def test_writes_to_master_reads_spread_over_replicas(replicaset, arun):
 def test_killed_master_fails_writes_until_a_replica_is_promoted(arun):
     async def main(rs):
         master, r1, r2 = rs
-        async with st.Pool([s.url for s in rs], mode="ro", health_interval=0.5) as pool:
+        async with st.Pool(
+            [s.url for s in rs], mode="ro", health_interval=0.5, health_timeout=5.0
+        ) as pool:
             assert await pool.replace("kv", (1, "before")) == [(1, "before")]
             # Writes in flight when the master dies: each ends (ok or lost) at once.
             writes = [asyncio.ensure_future(pool.replace("kv", (100 + i, "x"))) for i in range(100)]

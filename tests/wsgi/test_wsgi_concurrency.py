@@ -47,9 +47,14 @@ def test_django_slow_views_run_together_and_fast_view_stays_fast(
     assert not errors, errors
     assert len(finished) == 4
     print(f"slow views finished at {sorted(finished)}; fast view max {max(fast_times):.4f}s")
-    assert max(finished) < 3.5, finished
-    assert max(finished) - min(finished) < 0.5, finished
-    assert len(fast_times) >= 10 and max(fast_times) < 0.2, fast_times
+    # Run one after another (a sync worker) they would end at 2, 4, 6 and 8 s; a loop
+    # waiting on a view would hold every fast request until a slow one ends (~2 s).
+    # The bounds leave room for a loaded CI machine and still tell those apart.
+    assert max(finished) < 4.0, finished
+    assert max(finished) - min(finished) < 1.0, finished
+    assert len(fast_times) >= 10, fast_times
+    assert sorted(fast_times)[len(fast_times) // 2] < 0.1, fast_times
+    assert max(fast_times) < 1.0, fast_times
 
 
 def _threads(pid: int) -> int:

@@ -14,7 +14,7 @@ import pytest
 from conftest import APPS, AsgiServer, AsgiServers, free_port
 from rawhttp import IncompleteResponse, build_request
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # server starts may take a minute on a loaded machine
 
 SURGE = [sys.executable, "-m", "surge"]
 
@@ -303,7 +303,7 @@ def _get_when_up(port: int, path: str, timeout: float = 60.0) -> bytes:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 # HTTP/1.0: the body ends at the close, whatever its framing would be.
                 sock.sendall(build_request("GET", path, version="HTTP/1.0"))
                 data = b""

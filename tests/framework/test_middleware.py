@@ -892,3 +892,36 @@ def test_call_next_suspends_resumes_and_forwards_cancellation():
         assert (r.status_code, r.content, r.headers["x-outer"]) == (204, b"", "204")
         r = client.get("/fail-late")
         assert (r.status_code, r.text, r.headers["x-outer"]) == (409, "late", "409")
+
+
+@pytest.mark.parametrize("kind", ["native", "streaming"])
+def test_vary_is_merged_into_one_header(kind):
+    """CORS and compression both add to Vary: a handler's own Vary is kept, each
+    name appears once, in one header (the native Response is read with
+    get_header, the Python-written ones through their list)."""
+    from surge.http.middleware import CORSMiddleware
+
+    app = App()
+    app.add_middleware(GZipMiddleware, minimum_size=1)
+    app.add_middleware(CORSMiddleware, allow_origins=["https://a.example"])
+
+    @app.get("/")
+    def root(request):
+        headers = {"Vary": "Cookie", "X-Other": "1"}
+        if kind == "native":
+            response = Response("x" * 100, headers=headers)
+            assert response.get_header("vary") == "Cookie"
+            assert response.get_header("X-Missing") is None
+            assert response.get_header("X-Missing", "d") == "d"
+            return response
+        response = StreamingResponse(iter([b"x" * 100]), headers=headers)
+        assert response.get_header("VARY") == "Cookie"
+        assert response.get_header("X-Missing", "d") == "d"
+        return response
+
+    with TestClient(app) as client:
+        r = client.get("/", headers={"Origin": "https://a.example", "Accept-Encoding": "gzip"})
+        assert r.headers.get_list("vary") == ["Cookie, Accept-Encoding, Origin"]
+        assert r.headers["access-control-allow-origin"] == "https://a.example"
+        no_origin = client.get("/", headers={"Accept-Encoding": "identity"})
+        assert no_origin.headers.get_list("vary") == ["Cookie, Accept-Encoding, Origin"]

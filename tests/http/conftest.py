@@ -24,6 +24,10 @@ from surge.services import free_port
 
 APPS = Path(__file__).parent / "apps"
 RUNNER = APPS / "serve_httpapp.py"
+#: Seconds a test server may take to start accepting: generous, as a loaded
+#: 2-core CI machine running other suites can take tens of seconds to import
+#: and start one (the wait polls, so a quick start costs nothing).
+START_TIMEOUT = 60.0
 
 #: Log lines that only a bug in the server (not a failing handler) produces.
 BUG_MARKERS = (
@@ -57,7 +61,7 @@ class ServerProcess:
         self.checked = 0
         self._wait_accepting()
 
-    def _wait_accepting(self, timeout: float = 15.0) -> None:
+    def _wait_accepting(self, timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -97,7 +101,7 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(5)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

@@ -15,6 +15,11 @@ import pytest
 from surge.services import free_port
 
 APPS = Path(__file__).parent / "apps"
+#: Seconds a server may take to answer its first request, and to exit: generous,
+#: as a loaded 2-core CI machine can take tens of seconds to start one (the
+#: waits poll, so a quick start costs nothing).
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
 
 
 class Proc:
@@ -67,15 +72,15 @@ class Proc:
         finally:
             conn.close()
 
-    def wait_ready(self, path: str = "/", timeout: float = 15.0) -> None:
+    def wait_ready(self, path: str = "/", timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
                 pytest.fail(f"server exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                self.get(path, timeout=2.0)
+                self.get(path, timeout=10.0)
                 return
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up yet, or cut while starting
                 if time.monotonic() > deadline:
                     pytest.fail(f"server did not answer in {timeout} s:\n{self.log()}")
                 time.sleep(0.05)
@@ -84,7 +89,7 @@ class Proc:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -106,8 +111,9 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def wait_for_lines(path: Path, count: int, timeout: float = 5.0) -> list[str]:
-    """The first `count` lines of a log file, waiting for the writer thread."""
+def wait_for_lines(path: Path, count: int, timeout: float = 30.0) -> list[str]:
+    """The first `count` lines of a log file, waiting for the writer thread (at
+    most `timeout` seconds: returns as soon as they are there)."""
     deadline = time.monotonic() + timeout
     while True:
         lines = path.read_text().splitlines() if path.exists() else []

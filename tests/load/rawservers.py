@@ -21,6 +21,11 @@ class RawServer:
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+            # socketserver listens with a backlog of 5: a load test opening
+            # hundreds of connections a second on a loaded machine, where this
+            # thread accepts late, would see connects dropped (timeouts, not the
+            # behaviour under test).
+            request_queue_size = 1024
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]

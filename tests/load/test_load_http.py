@@ -123,7 +123,9 @@ def test_connections_dying_at_once_lose_no_request(raw_server) -> None:
     requests due is counted once, as a disconnect (none vanishes with a connection
     that died before it was used)."""
     srv = raw_server(lambda sock: sock.close())
-    r = surge.load.run(srv.url(), rate=200, duration=2.0)
+    # Generous timeouts: on a loaded machine the server's thread may accept late;
+    # a request must still end as the disconnect it is, not as a timeout.
+    r = surge.load.run(srv.url(), rate=200, duration=2.0, timeout=60.0, connect_timeout=60.0)
     assert r.sent == 400
     assert r.replies == 0
     assert r.errors == {"disconnect": 400}, r.errors

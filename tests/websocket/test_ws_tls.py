@@ -42,13 +42,16 @@ def test_wss_echo(kind):
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    assert ready.wait(10)
+    # Generous waits: on a loaded 2-core machine a TLS handshake alone can take seconds.
+    assert ready.wait(60)
     try:
-        with connect(f"wss://127.0.0.1:{port}/echo", ssl=client_ctx, max_size=None) as c:
+        with connect(
+            f"wss://127.0.0.1:{port}/echo", ssl=client_ctx, max_size=None, open_timeout=60
+        ) as c:
             for message in ["secure", b"\x00" * 70000, "é" * 50000]:
                 c.send(message)
                 assert c.recv() == message
     finally:
-        asyncio.run_coroutine_threadsafe(server.shutdown(grace=1.0), loop).result(10)
+        asyncio.run_coroutine_threadsafe(server.shutdown(grace=1.0), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
+        thread.join(30)

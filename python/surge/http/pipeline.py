@@ -190,6 +190,8 @@ class Pipeline:
         #: hook it inherits (GZip has no process_request), so it is not called.
         self._request_hooks: tuple[Any, ...] = ()
         self._response_hooks: tuple[Any, ...] = ()
+        #: Each route's handler where `_plain_chain` may call it (None: threaded).
+        self._unthreaded = tuple(None if r.threaded else r.handler for r in self.routes)
         if hooked and len(hooked) == len(middleware) and not (self._before or self._after):
             self._all_hooked = group = tuple(reversed(hooked))
             self._request_hooks = tuple(_own_hook(mw, "process_request") for mw in group)
@@ -197,15 +199,15 @@ class Pipeline:
 
     # The connection's side -----------------------------------------------------------
 
-    def endpoint(self, request: Request, **_params: Any) -> Any:
+    def endpoint(self, request: Request, **params: Any) -> Any:
         """The handler of every route: the response, or an awaitable of it."""
         ctx = contextvars.copy_context()
         if self._all_hooked is not None:
             rid = request._route
             if rid < self._routed:
-                route = self.routes[rid]
-                if not route.threaded:
-                    result = ctx.run(self._plain_chain, request, route)
+                handler = self._unthreaded[rid]
+                if handler is not None:
+                    result = ctx.run(self._plain_chain, request, handler, params)
                     if type(result) is not _Recovering:
                         return result
                     return self._drive(ctx, result.coro)
@@ -237,7 +239,7 @@ class Pipeline:
 
     # Layers -------------------------------------------------------------------------
 
-    def _plain_chain(self, request: Request, route: Route) -> Any:
+    def _plain_chain(self, request: Request, handler: Any, params: dict[str, Any]) -> Any:
         """Only process_request/response middleware around a plain handler: the
         same order and error handling as `_hooked`, as plain calls. What needs
         awaiting (an error handler, an awaitable result) goes on in `_recover`."""
@@ -250,7 +252,8 @@ class Pipeline:
                         break
                 entered += 1
             else:
-                result = route.handler(request, **request.path_params)
+                # The connection passes the path parameters to `endpoint`.
+                result = handler(request, **params) if params else handler(request)
                 cls = type(result)
                 if cls is str or cls is bytes or cls is dict or cls is list:
                     response = Response(result)

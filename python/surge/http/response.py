@@ -83,6 +83,11 @@ class _HeadersMixin:
     __slots__ = ()
     headers: list[tuple[str, str]]
 
+    def get_header(self, name: str, default: str | None = None) -> str | None:
+        """The value of the first header `name` (any case), or `default`."""
+        lower = name.lower()
+        return next((v for n, v in self.headers if n.lower() == lower), default)
+
     def add_header(self, name: str, value: str) -> None:
         """Adds a header (kept alongside any of the same name)."""
         _check_header(name, value)

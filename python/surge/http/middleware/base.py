@@ -59,12 +59,19 @@ def header_values(response: Any, name: str) -> list[str]:
 
 def add_vary(response: Any, name: str) -> None:
     """Adds `name` to the response's ``Vary`` header (one header, values joined)."""
-    for header, _ in response.headers:
-        if len(header) == 4 and header.lower() == "vary":
-            break
-    else:  # the common case, on every request through CORS: no Vary yet
-        response.add_header("Vary", name)
-        return
+    get_header = getattr(response, "get_header", None)
+    if get_header is not None:
+        # No list of every header copied out of a native Response to look at one.
+        if get_header("Vary") is None:  # the common case, on every request through CORS
+            response.add_header("Vary", name)
+            return
+    else:
+        for header, _ in response.headers:
+            if len(header) == 4 and header.lower() == "vary":
+                break
+        else:
+            response.add_header("Vary", name)
+            return
     values = header_values(response, "Vary")
     if any(name.lower() == v.strip().lower() for joined in values for v in joined.split(",")):
         return

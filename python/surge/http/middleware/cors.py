@@ -113,7 +113,11 @@ class CORSMiddleware(HookMiddleware):
             return response
         for name, value in self.simple_headers:
             response.set_header(name, value)
-        if self.allow_credentials if self.allow_all_origins else self.is_allowed_origin(origin):
+        if (
+            self.allow_credentials
+            if self.allow_all_origins
+            else origin in self.allow_origins or self.is_allowed_origin(origin)
+        ):
             # Credentials forbid "*"; a list of origins names the one that asked.
             response.set_header("Access-Control-Allow-Origin", origin)
         add_vary(response, "Origin")

@@ -29,8 +29,16 @@ class Session(dict[str, Any]):
     """``request.session``: a dict, which knows whether it came from a cookie
     (emptied, the cookie is then cleared)."""
 
-    __slots__ = ("from_cookie",)
-    from_cookie: bool
+    __slots__ = ()
+    #: A class attribute, not one set per request (`_CookieSession` says True).
+    from_cookie: bool = False
+
+
+class _CookieSession(Session):
+    """A session read from the request's cookie."""
+
+    __slots__ = ()
+    from_cookie = True
 
 
 class SessionMiddleware(HookMiddleware):
@@ -84,11 +92,13 @@ class SessionMiddleware(HookMiddleware):
 
     def process_request(self, request: Request) -> None:
         """Loads ``request.session`` from the cookie."""
+        # No Cookie header (most requests of most APIs): no cookie parsing.
+        if request.headers.get("cookie") is None:
+            request.session = Session()
+            return
         cookie = request.cookies.get(self.session_cookie)
         loaded = None if cookie is None else self.load(cookie)
-        session = Session() if loaded is None else Session(loaded)
-        session.from_cookie = loaded is not None
-        request.session = session
+        request.session = Session() if loaded is None else _CookieSession(loaded)
 
     def process_response(self, request: Request, response: Any) -> Any:
         """Sends the session back as a cookie when it has data (or clears it)."""

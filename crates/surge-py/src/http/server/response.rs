@@ -260,6 +260,17 @@ impl Response {
         self.headers.clone()
     }
 
+    /// The value of the first header `name` (any case) among the extra
+    /// headers, or `default`: a look-up without copying the list `headers` gives.
+    #[pyo3(signature = (name, default=None))]
+    fn get_header(&self, name: &str, default: Option<String>) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .or(default)
+    }
+
     /// Adds a header (kept alongside any of the same name).
     fn add_header(&mut self, name: String, value: String) -> PyResult<()> {
         check_header(&name, &value)?;

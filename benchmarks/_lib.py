@@ -95,6 +95,18 @@ def cpu_limit_unavailable() -> str | None:
 CPU_LIMIT_PERIOD_US = 10_000
 
 
+def _drop_stale_groups(base: Path) -> None:
+    """Removes the empty groups of benchmark runs that were killed before their
+    clean-up: their real-time budgets still count against the root's, and a new
+    group's ``cpu.rt_runtime_us`` would be refused (EINVAL) once they add up."""
+    for d in base.glob("surge-bench-*-*"):
+        pid = d.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            d.rmdir()  # refused while it still holds processes
+
+
 @contextlib.contextmanager
 def cpu_limit(
     pids: int | Sequence[int], cores: float, name: str, period_us: int = CPU_LIMIT_PERIOD_US
@@ -111,6 +123,7 @@ def cpu_limit(
     if root is None:
         raise RuntimeError(cpu_limit_unavailable())
     base, version = root
+    _drop_stale_groups(base)
     d = base / f"surge-bench-{name}-{os.getpid()}"
     quota, period = max(1000, int(cores * period_us)), period_us
     d.mkdir(exist_ok=True)

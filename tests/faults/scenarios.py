@@ -172,7 +172,9 @@ async def cut_sweep(
     async def one(n: int) -> tuple[int, int, int, int]:
         proxy = make_proxy(*t.upstream)
         proxy.cut_after(n, direction)
-        client = t.open(proxy.port, connect_timeout=2.0)
+        # 16 proxies and clients connect at once: on a loaded machine a loopback
+        # connect can take seconds, and a ConnectTimeout is not what a cut causes.
+        client = t.open(proxy.port, connect_timeout=8.0)
         ok = lost = 0
         try:
             for r in range(rounds):
@@ -265,7 +267,10 @@ async def restart_loop(
     assert hangs == 0
     assert not odd, f"{len(odd)} errors that are not connection errors: {odd[:3]!r}"
     assert ok > workers, (ok, errors)
-    assert proxy.accepted > rounds  # each restart made the client connect again
+    # Each restart that found the client connected made it connect again (on a
+    # loaded machine a reconnect can still be under way at the next restart).
+    assert any(flows), flows
+    assert proxy.accepted > sum(1 for f in flows if f), (proxy.accepted, flows)
     # No growth across rounds (a few sockets' slack: a reconnect may be under way).
     assert fds[-1] <= fds[0] + 8, fds
     assert flows[-1] <= flows[0] + 4, flows

@@ -419,6 +419,27 @@ class WsgiCycle(WriterResponse):
         with self._lock:
             self._notified = False
             done = self._done
+            # The common case, written here without `_pump`'s frame: the response is
+            # complete, its turn has come and no file is to be sent.
+            last = done and self._pumping and self._file is None
+            if last:
+                queue, self._queue, self._queued = self._queue, [], 0
+        if last:
+            conn = self._conn
+            if queue:
+                conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
+            reusable = self._reuse and self._keep_alive and not (self._failed or self._closing)
+            if reusable and self._stream is not None and not self._request._eof:
+                # The rest of the body is to be read away first: `_pump` hands that on.
+                keep_alive = self._pump()
+                if keep_alive is not None:
+                    conn.writer_done(keep_alive)
+                return
+            self._pumping = False
+            if self._watching:
+                self._unwatch()
+            conn.writer_done(reusable)
+            return
         if not done and not self._watching:
             # The thread may wait from now on (for room, for a file to be sent):
             # it must learn if the client leaves (see `_watching`).

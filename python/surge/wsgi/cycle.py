@@ -207,13 +207,13 @@ class WsgiCycle(WriterResponse):
         result: Any = None
         try:
             result = app(environ, self._start_response)
-            if isinstance(result, FileWrapper) and self._offer_file(result):
-                chunks: Iterable[bytes] = ()
-            elif isinstance(result, FileWrapper):
-                read = result.filelike.read
-                chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
-            else:
-                chunks = result
+            chunks: Iterable[bytes] = result
+            if isinstance(result, FileWrapper):
+                if self._offer_file(result):
+                    chunks = ()
+                else:
+                    read = result.filelike.read
+                    chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
             for chunk in chunks:
                 if chunk:
                     self._send(chunk)

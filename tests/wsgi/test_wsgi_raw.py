@@ -48,6 +48,23 @@ def test_environ_keys_and_types(raw_surge: WsgiServer) -> None:
     assert env["wsgi.errors"][0] == env["wsgi.input"][0] == env["wsgi.file_wrapper"][0] == "True"
 
 
+def test_environ_joins_repeated_headers_in_any_case(raw_surge: WsgiServer) -> None:
+    # A common name (its key is shared), a name repeated in another case, and
+    # repeats past the 32nd field (looked up in the environ there) join with ","
+    # in arrival order, as gunicorn does.
+    filler = [(f"X-Filler-{i}", str(i)) for i in range(34)]
+    headers = [("Accept", "a"), ("accept", "b"), ("X-Case", "1"), ("x-CASE", "2"), *filler]
+    headers += [("X-Case", "3"), ("User-Agent", "ua"), ("X-Filler-3", "again"), ("ACCEPT", "c")]
+    conn = raw_surge.connect()
+    conn.send(build_request("GET", "/environ", headers))
+    env = json.loads(conn.read_response().body)
+    assert env["HTTP_ACCEPT"] == ["str", "a,b,c"]
+    assert env["HTTP_X_CASE"] == ["str", "1,2,3"]
+    assert env["HTTP_X_FILLER_3"] == ["str", "3,again"]
+    assert env["HTTP_X_FILLER_33"] == ["str", "33"]
+    assert env["HTTP_USER_AGENT"] == ["str", "ua"]
+
+
 def test_path_info_is_latin1_of_percent_decoded_bytes(raw_surge: WsgiServer) -> None:
     conn = raw_surge.connect()
     # /environ followed by nothing: use a 404 path and check through /environ's sibling.

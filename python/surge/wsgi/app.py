@@ -87,7 +87,9 @@ class WsgiApp:
             self.app,
             environ,
             request,
-            conn.body_stream(request),
+            # `body_stream` returns None for a body that has all arrived (most often
+            # none at all): not called then (a frame less per request).
+            None if request._eof else conn.body_stream(request),
             conn,
             self._pool,
             wakeups,

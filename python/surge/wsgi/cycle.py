@@ -147,8 +147,9 @@ class WsgiCycle(WriterResponse):
         self._remaining = 0
         self._reuse = False
         self._sent = 0  # body bytes, for the access log
-        # Shared with the loop, under `_lock`.
-        self._lock = threading.Lock()
+        # Shared with the loop, under `_lock`: one lock for every cycle of the loop
+        # (held for a few attribute updates only; no lock is made per request).
+        self._lock = wakeups.lock
         self._queue: list[bytes] = []
         self._queued = 0
         self._high_water = high_water
@@ -172,7 +173,11 @@ class WsgiCycle(WriterResponse):
         #: needs it: most responses never register one.
         self._watching = False
         if stream is None:  # it had all arrived at dispatch (`body_stream`)
-            body = conn.whole_body(request)
+            if request._route < 0:
+                body = conn.whole_body(request)
+            else:  # `conn.whole_body`'s common case, without its frame
+                chunks = request._take_chunks()
+                body = (chunks[0] if len(chunks) == 1 else b"".join(chunks)) if chunks else b""
             environ["wsgi.input"] = (
                 InputStream(wakeups.loop, None, body, False) if body else _NO_BODY
             )
@@ -202,13 +207,13 @@ class WsgiCycle(WriterResponse):
         result: Any = None
         try:
             result = app(environ, self._start_response)
-            if isinstance(result, FileWrapper) and self._offer_file(result):
-                chunks: Iterable[bytes] = ()
-            elif isinstance(result, FileWrapper):
-                read = result.filelike.read
-                chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
-            else:
-                chunks = result
+            chunks: Iterable[bytes] = result
+            if isinstance(result, FileWrapper):
+                if self._offer_file(result):
+                    chunks = ()
+                else:
+                    read = result.filelike.read
+                    chunks = iter(lambda: read(max(result.blksize, _FILE_BLOCK)), b"")
             for chunk in chunks:
                 if chunk:
                     self._send(chunk)
@@ -331,8 +336,25 @@ class WsgiCycle(WriterResponse):
         if not self._head_sent:
             self._head_sent = True
             out = self._head + out
-        if out:
+        if not out:
+            return
+        # `_put(out)`, without its frame when no wait for room follows.
+        with self._lock:
+            if self._gone:
+                raise _Gone
+            queued = self._queued + len(out)
+            if queued >= self._high_water:
+                wait = True
+            else:
+                wait = False
+                self._queue.append(out)
+                self._queued = queued
+                notify = not self._notified
+                self._notified = True
+        if wait:
             self._put(out)
+        elif notify:
+            self._wakeups.add(self)
 
     def _finish(self) -> None:
         if self._status is None:
@@ -347,7 +369,15 @@ class WsgiCycle(WriterResponse):
         access_log = self._conn.access_log
         if access_log is not None:
             access_log.log(self._request, int(self._status[:3]), self._sent, self._head)
-        self._end(out)
+        # `_end(out)`, without its frame (once per request).
+        with self._lock:
+            if out:
+                self._queue.append(out)
+            self._done = True
+            notify = not self._notified
+            self._notified = True
+        if notify:
+            self._wakeups.add(self)
 
     def _put(self, data: bytes) -> None:
         """Queues bytes for the loop; blocks while a high-water mark's worth waits."""
@@ -362,7 +392,7 @@ class WsgiCycle(WriterResponse):
             notify = not self._notified
             self._notified = True
         if notify:
-            self._poke()
+            self._wakeups.add(self)
         if gate is not None:
             gate.wait()
             if self._gone:
@@ -389,6 +419,27 @@ class WsgiCycle(WriterResponse):
         with self._lock:
             self._notified = False
             done = self._done
+            # The common case, written here without `_pump`'s frame: the response is
+            # complete, its turn has come and no file is to be sent.
+            last = done and self._pumping and self._file is None
+            if last:
+                queue, self._queue, self._queued = self._queue, [], 0
+        if last:
+            conn = self._conn
+            if queue:
+                conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
+            reusable = self._reuse and self._keep_alive and not (self._failed or self._closing)
+            if reusable and self._stream is not None and not self._request._eof:
+                # The rest of the body is to be read away first: `_pump` hands that on.
+                keep_alive = self._pump()
+                if keep_alive is not None:
+                    conn.writer_done(keep_alive)
+                return
+            self._pumping = False
+            if self._watching:
+                self._unwatch()
+            conn.writer_done(reusable)
+            return
         if not done and not self._watching:
             # The thread may wait from now on (for room, for a file to be sent):
             # it must learn if the client leaves (see `_watching`).
@@ -421,6 +472,10 @@ class WsgiCycle(WriterResponse):
         the thread hands over is written from `_wake`, with no task, while the
         transport keeps up (see `_pump`)."""
         self._pumping = True
+        # Read without the lock: should the thread queue something right after,
+        # its poke (pending, or to come) runs `_wake`, which pumps it.
+        if not self._queue and not self._done and self._file is None:
+            return None  # nothing to write yet (the usual case: the app runs)
         return self._pump()
 
     def _pump(self) -> bool | None:
@@ -436,10 +491,14 @@ class WsgiCycle(WriterResponse):
         if queue:
             conn.write(queue[0] if len(queue) == 1 else b"".join(queue))
         if file is None:
-            if done and (self._body_read() or not self._reusable()):
-                self._pumping = False
-                self._unwatch()
-                return self._reusable()
+            if done:
+                # `_reusable()` and `_body_read()`, without their frames.
+                reusable = self._reuse and self._keep_alive and not (self._failed or self._closing)
+                if not reusable or self._stream is None or self._request._eof:
+                    self._pumping = False
+                    if self._watching:
+                        self._unwatch()
+                    return reusable
             if not done and not conn.writing_paused and not conn.closed:
                 with self._lock:
                     self._open_gate()

@@ -244,10 +244,12 @@ class WsgiPool(LazyExecutor):
 class Wakeups:
     """Cycles ready for the loop's attention, handed over with batched pokes."""
 
-    __slots__ = ("_pending", "_ready", "loop")
+    __slots__ = ("_pending", "_ready", "lock", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        #: The lock of every cycle of this loop (see `WsgiCycle._lock`).
+        self.lock = threading.Lock()
         self._ready: deque[_Wakeable] = deque()
         self._pending = False
 

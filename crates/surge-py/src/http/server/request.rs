@@ -509,7 +509,8 @@ impl Request {
         };
         env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
         let mut key = String::new();
-        for h in &self.head.headers {
+        let headers = &self.head.headers;
+        for (i, h) in headers.iter().enumerate() {
             let name = self.head.header_name(h);
             let key_obj = if name.eq_ignore_ascii_case(b"content-type") {
                 intern!(py, "CONTENT_TYPE").clone()
@@ -517,6 +518,8 @@ impl Request {
                 intern!(py, "CONTENT_LENGTH").clone()
             } else if name.contains(&b'_') {
                 continue;
+            } else if let Some(common) = common_wsgi_key(py, name) {
+                common
             } else {
                 key.clear();
                 key.push_str("HTTP_");
@@ -527,6 +530,16 @@ impl Request {
                 PyString::new(py, &key)
             };
             let value = self.head.header_value(h);
+            // Only a name seen before (in any case) can have a value to join with:
+            // the environ is not searched for the others. Long heads just search.
+            let seen = i >= 32
+                || headers[..i]
+                    .iter()
+                    .any(|p| self.head.header_name(p).eq_ignore_ascii_case(name));
+            if !seen {
+                env.set_item(key_obj, latin1(py, value))?;
+                continue;
+            }
             match env.get_item(&key_obj)? {
                 Some(old) => {
                     let joined = format!(
@@ -573,6 +586,37 @@ impl Request {
             String::from_utf8_lossy(self.head.target())
         )
     }
+}
+
+/// The environ key of a request header most requests carry, interned (no
+/// string is made and hashed for it per request); None for the others.
+fn common_wsgi_key<'py>(py: Python<'py>, name: &[u8]) -> Option<Bound<'py, PyString>> {
+    macro_rules! keys {
+        ($($name:literal => $key:literal),* $(,)?) => {
+            $(if name.eq_ignore_ascii_case($name) {
+                return Some(intern!(py, $key).clone());
+            })*
+        };
+    }
+    keys!(
+        b"host" => "HTTP_HOST",
+        b"user-agent" => "HTTP_USER_AGENT",
+        b"accept" => "HTTP_ACCEPT",
+        b"accept-encoding" => "HTTP_ACCEPT_ENCODING",
+        b"accept-language" => "HTTP_ACCEPT_LANGUAGE",
+        b"connection" => "HTTP_CONNECTION",
+        b"cookie" => "HTTP_COOKIE",
+        b"referer" => "HTTP_REFERER",
+        b"origin" => "HTTP_ORIGIN",
+        b"cache-control" => "HTTP_CACHE_CONTROL",
+        b"authorization" => "HTTP_AUTHORIZATION",
+        b"x-forwarded-for" => "HTTP_X_FORWARDED_FOR",
+        b"x-forwarded-proto" => "HTTP_X_FORWARDED_PROTO",
+        b"x-request-id" => "HTTP_X_REQUEST_ID",
+        b"if-none-match" => "HTTP_IF_NONE_MATCH",
+        b"if-modified-since" => "HTTP_IF_MODIFIED_SINCE",
+    );
+    None
 }
 
 /// `%XX` escapes decoded to bytes (a malformed escape stays as sent), for

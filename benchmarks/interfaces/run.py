@@ -12,9 +12,10 @@ Workloads (one worker each; server pinned to core 1, ``wrk -t1 -c100`` to core 0
                 measured by ``surge load`` (closed model, 100 connections, one process on
                 core 0, rustls client) instead of wrk. Why a second table: wrk's own TLS
                 cost (OpenSSL, ~12.9 us per request against ~9.1 us plain) holds one wrk
-                core near 77k req/s over TLS, so wrk's ``https`` ratio measures wrk once the
-                server is fast; the client's CPU is reported with each figure (a ratio is
-                fair only while the client stays below 100 % of its core in the TLS runs)
+                core near 77k req/s over surge's TLS (wrk at 95-97 % of its core), so
+                wrk's ``https`` ratio measures wrk once the server is fast; the client's
+                CPU is reported with each figure (a ratio is fair only while the client
+                stays below 100 % of its core in the TLS runs)
 * ``websocket`` WebSocket echo, 1000 connections, 16-byte text messages, one in flight per
                 connection; ``websocket_inflight``: 8 in flight per connection. Messages/s
                 from ``wsload`` (Rust, tokio-tungstenite; built on first use, pinned to core 0).
@@ -432,7 +433,8 @@ TITLES = {
     "https": "HTTPS JSON (ratio: HTTPS over the same server's plain HTTP)",
     "https_load": (
         "HTTPS JSON measured by `surge load` (closed model, 100 connections, one process "
-        "on core 0; wrk's own TLS cost caps it near 77k req/s, see the `https` table): "
+        "on core 0; wrk's own TLS cost keeps it near 100 % of its core in the `https` "
+        "table's TLS runs): "
         "ratio HTTPS over the same server's plain HTTP; the client column is the "
         "generator's CPU, the ratio is fair only below 100 %"
     ),

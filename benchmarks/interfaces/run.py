@@ -137,6 +137,22 @@ def workloads() -> dict[str, list[Server]]:
     uvicorn += ["--no-access-log", "--log-level", "warning"]
     cert, key = _certs()
     tls = ["--ssl-certfile", cert, "--ssl-keyfile", key]
+    https = [
+        Server("surge plain", [*s, f"{APPS}:surge_json"]),
+        Server("surge rustls", [*s, f"{APPS}:surge_json", *tls], scheme="https"),
+        Server(
+            "surge python-ssl",
+            [*s, f"{APPS}:surge_json", *tls, "--ssl-backend", "python"],
+            scheme="https",
+        ),
+        Server("uvicorn plain", [*uvicorn, f"{APPS}:json_asgi"], group="uvicorn"),
+        Server(
+            "uvicorn tls",
+            [*uvicorn, f"{APPS}:json_asgi", *tls],
+            scheme="https",
+            group="uvicorn",
+        ),
+    ]
     return {
         "raw_asgi": [
             Server("surge", [*s, f"{APPS}:raw_asgi", "--interface", "asgi"]),
@@ -176,32 +192,10 @@ def workloads() -> dict[str, list[Server]]:
                 group="flask",
             ),
         ],
-        "https": [
-            Server("surge plain", [*s, f"{APPS}:surge_json"]),
-            Server("surge rustls", [*s, f"{APPS}:surge_json", *tls], scheme="https"),
-            Server(
-                "surge python-ssl",
-                [*s, f"{APPS}:surge_json", *tls, "--ssl-backend", "python"],
-                scheme="https",
-            ),
-            Server("uvicorn plain", [*uvicorn, f"{APPS}:json_asgi"], group="uvicorn"),
-            Server(
-                "uvicorn tls",
-                [*uvicorn, f"{APPS}:json_asgi", *tls],
-                scheme="https",
-                group="uvicorn",
-            ),
-        ],
+        "https": https,
+        # The same servers but Python's ssl, as fresh objects (they keep their runs).
         "https_load": [
-            Server("surge plain", [*s, f"{APPS}:surge_json"]),
-            Server("surge rustls", [*s, f"{APPS}:surge_json", *tls], scheme="https"),
-            Server("uvicorn plain", [*uvicorn, f"{APPS}:json_asgi"], group="uvicorn"),
-            Server(
-                "uvicorn tls",
-                [*uvicorn, f"{APPS}:json_asgi", *tls],
-                scheme="https",
-                group="uvicorn",
-            ),
+            Server(v.name, v.argv, v.scheme, v.group) for v in https if v.name != "surge python-ssl"
         ],
         "websocket": _ws_servers(s, granian, uvicorn, 1),
         "websocket_inflight": _ws_servers(s, granian, uvicorn, 8),

@@ -18,7 +18,10 @@
   so nothing but the client's own cost between the two), ``surge load -c 1``
   against ``wrk -t1 -c1 --latency`` on the fast route: p50/p90/p99;
 * capacity: one ``surge load`` process (closed model, 50 connections) against
-  ``wrk -t1 -c50`` on the same nginx (one worker): requests per second.
+  ``wrk -t1 -c50`` on the same nginx (one worker): requests per second, and
+  each generator's CPU per request; the same over HTTPS (nginx with OpenSSL, a
+  self-signed certificate made for the run: ``surge load --insecure``, rustls;
+  wrk, OpenSSL), where the generators' own TLS costs differ.
 
 Sides alternate round by round (surge, peer, surge, peer, ...), medians are
 compared; the generator is pinned to core 0 and the server to core 1 with
@@ -76,6 +79,12 @@ http {{
     uwsgi_temp_path {d}/uw; scgi_temp_path {d}/sc;
     server {{
         listen 127.0.0.1:{port};
+        location = / {{ default_type text/plain; return 200 "Hello, world!"; }}
+    }}
+    server {{
+        listen 127.0.0.1:{tls_port} ssl;
+        ssl_certificate {d}/cert.pem;
+        ssl_certificate_key {d}/key.pem;
         location = / {{ default_type text/plain; return 200 "Hello, world!"; }}
     }}
 }}
@@ -255,6 +264,7 @@ def surge_capacity(url: str, duration: float) -> tuple[float, float]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, "-m", "surge", "load", url, "-c", "50", "-d", f"{duration:g}"]
         argv += ["--warmup", "1", "-q", "--json", out.name]
+        argv += ["--insecure"] if url.startswith("https:") else []  # self-signed
         subprocess.run([*RT, "taskset", "-c", CLIENT_CORE, *argv], check=True, capture_output=True)
         data = json.loads(Path(out.name).read_text())
     rate = float(data["achieved_rate"])
@@ -459,41 +469,65 @@ def capacity(rounds: int, duration: float) -> tuple[str, dict[str, Any]]:
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(nginx) or not shutil.which("wrk"):
         return "capacity: skipped, nginx or wrk is not installed (make system-deps)\n", {}
-    port = _port()
+    port, tls_port = _port(), _port()
     with tempfile.TemporaryDirectory(prefix="loadgen-nginx-") as d:
+        subprocess.run(
+            [
+                *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"),
+                *("-subj", "/CN=127.0.0.1", "-keyout", f"{d}/key.pem", "-out", f"{d}/cert.pem"),
+            ],
+            check=True,
+            capture_output=True,
+        )
         conf = Path(d) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(d=d, port=port))
+        conf.write_text(NGINX_CONF.format(d=d, port=port, tls_port=tls_port))
         argv = [nginx, "-p", d, "-e", f"{d}/error.log", "-c", str(conf), "-g", "daemon off;"]
-        url = f"http://127.0.0.1:{port}/"
-        sides: dict[str, list[float]] = {"surge": [], "wrk": []}
-        cpu: dict[str, list[float]] = {"surge": [], "wrk": []}
+        urls = {"http": f"http://127.0.0.1:{port}/", "https": f"https://127.0.0.1:{tls_port}/"}
+        sides = {s: {"surge": [], "wrk": []} for s in urls}
+        cpu = {s: {"surge": [], "wrk": []} for s in urls}
         with _server(argv, port, Path(d)):
             for i in range(rounds):
-                _log(f"capacity round {i + 1}/{rounds}")
-                for side, measure in (("surge", surge_capacity), ("wrk", wrk_capacity)):
-                    rate, us = measure(url, duration)
-                    sides[side].append(rate)
-                    cpu[side].append(us)
-    s, w = statistics.median(sides["surge"]), statistics.median(sides["wrk"])
-    cs, cw = statistics.median(cpu["surge"]), statistics.median(cpu["wrk"])
+                for scheme, url in urls.items():
+                    _log(f"capacity {scheme} round {i + 1}/{rounds}")
+                    for side, measure in (("surge", surge_capacity), ("wrk", wrk_capacity)):
+                        rate, us = measure(url, duration)
+                        sides[scheme][side].append(rate)
+                        cpu[scheme][side].append(us)
     md = (
-        "| generator (1 process, 50 connections, core 0) | req/s (median) | rounds "
+        "| scheme | generator (1 process, 50 connections, core 0) | req/s (median) | rounds "
         "| CPU us / request (median) |\n"
-        "|---|---:|---|---:|\n"
-        f"| surge load -c 50 | {s:.0f} | {', '.join(f'{v:.0f}' for v in sides['surge'])} "
-        f"| {cs:.2f} |\n"
-        f"| wrk -t1 -c50 | {w:.0f} | {', '.join(f'{v:.0f}' for v in sides['wrk'])} "
-        f"| {cw:.2f} |\n"
-        f"\nsurge / wrk: **{s / w:.2f}x** by rate, {cw / cs:.2f}x by CPU per request "
-        "(nginx, 1 worker, core 1; surge's CPU from its own report, wrk's from perf stat)\n"
+        "|---|---|---:|---|---:|\n"
     )
-    return md, {
-        "surge": sides["surge"],
-        "wrk": sides["wrk"],
-        "ratio": s / w,
-        "cpu_us_per_request": cpu,
-        "cpu_ratio": cw / cs,
-    }
+    data: dict[str, Any] = {}
+    for scheme in urls:
+        sd, cp = sides[scheme], cpu[scheme]
+        s, w = statistics.median(sd["surge"]), statistics.median(sd["wrk"])
+        cs, cw = statistics.median(cp["surge"]), statistics.median(cp["wrk"])
+        for name, side, rate, us in (
+            ("surge load -c 50", "surge", s, cs),
+            ("wrk -t1 -c50", "wrk", w, cw),
+        ):
+            runs = ", ".join(f"{v:.0f}" for v in sd[side])
+            md += f"| {scheme} | {name} | {rate:.0f} | {runs} | {us:.2f} |\n"
+        data[scheme] = {
+            "surge": sd["surge"],
+            "wrk": sd["wrk"],
+            "ratio": s / w,
+            "cpu_us_per_request": cp,
+            "cpu_ratio": cw / cs,
+        }
+    md += "\n" + "; ".join(
+        f"{scheme}: surge / wrk **{v['ratio']:.2f}x** by rate, {v['cpu_ratio']:.2f}x by CPU "
+        "per request"
+        for scheme, v in data.items()
+    )
+    md += (
+        " (nginx, 1 worker, core 1; surge's CPU from its own report, wrk's from perf stat; "
+        "https: nginx's OpenSSL with a self-signed RSA-2048 certificate, surge load "
+        "--insecure)\n"
+    )
+    # The plain figures stay at the top level, as before.
+    return md, {**data["http"], "https": data["https"]}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -548,7 +582,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{', '.join(f'{r:g}' for r in rates)} req/s vs vegeta and oha (--latency-correction), "
         f"{OPEN_CONNECTIONS} connections at most each; round trip: -c 1 vs wrk -t1 -c1 "
         "--latency; capacity: closed model, 50 "
-        "connections vs wrk -t1 -c50 on nginx (1 worker); "
+        "connections vs wrk -t1 -c50 on nginx (1 worker), over http and https; "
         + (
             "server and both generators under chrt -f 20 (SCHED_FIFO)"
             if realtime

@@ -3,6 +3,7 @@
     surge load http://127.0.0.1:8080/ --rate 1000 --duration 10
     surge load http://127.0.0.1:8080/ --rates 500,1000,2000 --chart lat.png --json out.json
     surge load http://127.0.0.1:8080/ --connections 50 --pipeline 8
+    surge load https://127.0.0.1:8443/ --cacert ca.pem --server-name localhost -c 100
     surge load tarantool://127.0.0.1:3301 --mix insert=25,select=25,update=25,delete=25 \\
         --rate 20000 --procs 2 --chart rates.png
     surge load postgresql://postgres@127.0.0.1:5432/postgres --query "SELECT 1" -c 1 --pipeline 100
@@ -29,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "target",
-        help="http://host:port/path, tarantool://host:port, redis://host:port "
+        help="http(s)://host:port/path, tarantool://host:port, redis://host:port "
         "or postgresql://user@host:port/db",
     )
     model = p.add_argument_group("load model")
@@ -85,6 +86,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     body = http.add_mutually_exclusive_group()
     body.add_argument("--body", help="request body")
     body.add_argument("--body-file", type=Path, metavar="FILE", help="request body from a file")
+    tls = p.add_argument_group("HTTPS targets")
+    tls.add_argument(
+        "--cacert",
+        metavar="FILE",
+        help="CA certificates (PEM) the server's certificate must lead to (default: the system's)",
+    )
+    tls.add_argument(
+        "--insecure",
+        "-k",
+        action="store_true",
+        help="check no certificate at all (benchmark servers with self-signed ones)",
+    )
+    tls.add_argument(
+        "--server-name",
+        metavar="NAME",
+        help="the name sent (SNI) and checked in the certificate (default: the URL's host)",
+    )
     drv = p.add_argument_group("driver targets")
     drv.add_argument(
         "--mix",
@@ -191,6 +209,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "mix": args.mix,
         "timeout": args.timeout,
         "connect_timeout": args.connect_timeout,
+        "cafile": args.cacert,
+        "insecure": args.insecure,
+        "server_name": args.server_name,
         "space": args.space,
         "tuple_size": args.tuple_size,
         "query": args.query,

@@ -31,9 +31,10 @@ class SurgeServer:
         self.port = port
         self.proc = proc
         self.log = log
+        self.scheme = "https" if "--ssl-certfile" in proc.args else "http"
 
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
     def get(self, path: str) -> bytes:
         with urllib.request.urlopen(self.url(path), timeout=5) as r:
@@ -43,13 +44,20 @@ class SurgeServer:
 @pytest.fixture(scope="session")
 def surge_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SurgeServer]:
     """loadapp:app under `surge serve --workers 1`."""
-    port = free_port()
     log = tmp_path_factory.mktemp("load-server") / "server.log"
+    server = start_surge([], log)
+    yield server
+    stop_surge(server)
+
+
+def start_surge(extra: list[str], log: Path) -> SurgeServer:
+    """loadapp:app under `surge serve` with `extra` options, accepting connections."""
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-    args = [sys.executable, "-m", "surge", "serve", "loadapp:app", "--port", str(port)]
+    args = [sys.executable, "-m", "surge", "serve", "loadapp:app", "--port", str(port), *extra]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=HERE)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30  # a busy 2-core machine
     while True:
         if proc.poll() is not None:
             pytest.fail(f"load test server exited:\n{log.read_text()}")
@@ -61,13 +69,16 @@ def surge_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SurgeServ
                 proc.kill()
                 pytest.fail(f"load test server not accepting:\n{log.read_text()}")
             time.sleep(0.02)
-    yield SurgeServer(port, proc, log)
-    proc.terminate()
+    return SurgeServer(port, proc, log)
+
+
+def stop_surge(server: SurgeServer) -> None:
+    server.proc.terminate()
     try:
-        proc.wait(5)
+        server.proc.wait(5)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        server.proc.kill()
+        server.proc.wait()
 
 
 @pytest.fixture

@@ -190,7 +190,8 @@ def test_warmup_keeps_one_set_of_closed_loops(surge_server) -> None:
     """Closed model: the loops the warm-up starts carry on; none are started twice."""
     r = surge.load.run(surge_server.url("/slow/50"), connections=4, duration=1.0, warmup=0.5)
     # 4 connections x 1 request per 50 ms = 80 req/s; twice the loops would be 160.
-    assert 50 <= r.achieved_rate <= 90, r.to_dict()
+    # (No lower bound: a loaded machine only slows the loops down.)
+    assert 0 < r.achieved_rate <= 90, r.to_dict()
     assert r.errors == {}
     assert r.sent == r.replies
 

@@ -351,9 +351,33 @@ impl PlainSink for Vec<u8> {
 }
 
 /// Decrypts every record in `data` (bytes read from the socket) into `plain`,
-/// appended: room for exactly as many bytes as the records carry, so no growth
-/// by doubling and no probe reads (what `read_to_end` did per piece).
+/// appended, and takes what rustls wants sent (see [`decrypt_into`]).
 fn feed_records<T>(conn: &mut ConnectionCommon<T>, data: &[u8], plain: &mut impl PlainSink) -> Fed {
+    let (error, peer_closed) = decrypt_into(conn, data, plain);
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        if conn.write_tls(&mut out).is_err() {
+            break;
+        }
+    }
+    Fed {
+        out,
+        error,
+        peer_closed,
+    }
+}
+
+/// Decrypts every record in `data` into `plain`, appended: room for exactly
+/// as many bytes as the records carry, so no growth by doubling and no probe
+/// reads (what `read_to_end` did per piece). Returns (why the stream is
+/// broken, or None; whether the peer sent close_notify). What rustls wants
+/// sent (handshake messages, alerts) stays queued in `conn`: the load
+/// generator (`load/engine.rs`) writes it to its socket itself.
+pub(crate) fn decrypt_into<T>(
+    conn: &mut ConnectionCommon<T>,
+    data: &[u8],
+    plain: &mut impl PlainSink,
+) -> (Option<String>, bool) {
     let mut cursor = Cursor::new(data);
     let mut error = None;
     let mut peer_closed = false;
@@ -401,17 +425,7 @@ fn feed_records<T>(conn: &mut ConnectionCommon<T>, data: &[u8], plain: &mut impl
             break;
         }
     }
-    let mut out = Vec::new();
-    while conn.wants_write() {
-        if conn.write_tls(&mut out).is_err() {
-            break;
-        }
-    }
-    Fed {
-        out,
-        error,
-        peer_closed,
-    }
+    (error, peer_closed)
 }
 
 fn some_bytes(py: Python<'_>, data: &[u8]) -> Option<Py<PyBytes>> {

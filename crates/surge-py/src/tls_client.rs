@@ -99,7 +99,8 @@ impl ServerCertVerifier for Verifier {
 /// (`TlsClientConfig(...)` raises `TlsConfigError` with the reason).
 #[pyclass(module = "surge._core", frozen)]
 pub struct TlsClientConfig {
-    config: Arc<ClientConfig>,
+    /// Also the load generator's (`load/mod.rs`), with ALPN added.
+    pub(crate) config: Arc<ClientConfig>,
 }
 
 fn read_certs(path: &str, what: &str) -> PyResult<Vec<CertificateDer<'static>>> {

@@ -57,6 +57,9 @@ def config(
     mix: Mapping[str, float] | str | None = None,
     timeout: float = 10.0,
     connect_timeout: float = 5.0,
+    cafile: str | None = None,
+    insecure: bool = False,
+    server_name: str | None = None,
     **workload: Any,
 ) -> LoadConfig:
     """A `LoadConfig` from keyword arguments (see `run`)."""
@@ -75,6 +78,9 @@ def config(
         mix=parse_mix(mix) if isinstance(mix, str) else (dict(mix) if mix else None),
         timeout=timeout,
         connect_timeout=connect_timeout,
+        cafile=cafile,
+        insecure=insecure,
+        server_name=server_name,
         **workload,
     )
 
@@ -89,7 +95,8 @@ def run(
 ) -> Result:
     """Runs a load and returns its `Result` (blocking; not inside a running loop).
 
-    ``target``: ``http://host:port/path``, ``tarantool://host:port``,
+    ``target``: ``http://host:port/path``, ``https://host:port/path`` (``cafile=``,
+    ``insecure=True`` or ``server_name=`` for its certificate), ``tarantool://host:port``,
     ``redis://host:port`` or ``postgresql://user@host/db``; keywords as `config`.
     ``progress=True`` writes a live line to stderr each second; ``graphite="host:port"``
     sends each second's per-operation rates to Graphite under ``graphite_prefix``

@@ -7,6 +7,14 @@ are framed by surge-proto's HTTP/1 client parser and latencies go into HDR
 histograms there. This module builds the request, resolves the address, starts
 the loop and passes its per-second ticks on; see ``crates/surge-py/src/load``.
 
+HTTPS: the same loop over rustls client sessions (TLS 1.2/1.3, ALPN
+``http/1.1``, SNI from the URL's host or ``server_name``). The server's
+certificate is checked against ``cafile`` (default: the system's CA file) and
+must name the host, unless ``insecure`` (benchmark servers with self-signed
+certificates). A connection counts as open once its handshake is done; a
+failed or unfinished (within ``connect_timeout``) handshake is the error kind
+``tls_handshake``, and the report keeps rustls's reason.
+
 Open model: a request goes to a connection with room (fewer than ``pipeline``
 requests in flight); if none has room, it waits in the queue (its latency still
 counts from its due time) and a new connection is opened, up to
@@ -17,13 +25,15 @@ counts from its due time) and a new connection is opened, up to
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from surge._core import HttpLoad
+from surge._core import HttpLoad, TlsClientConfig, TlsConfigError
 from surge.load.target import (
     DEFAULT_CLOSED_CONNECTIONS,
     DEFAULT_OPEN_CONNECTIONS,
@@ -43,11 +53,16 @@ def build_request(config: LoadConfig) -> tuple[str, int, bytes]:
     url = urlsplit(config.target)
     if not url.hostname:
         raise LoadError(f"no host in {config.target!r}")
-    port = url.port or 80
+    default_port = 443 if url.scheme.lower() == "https" else 80
+    try:
+        port = url.port or default_port
+    except ValueError as exc:
+        raise LoadError(f"bad port in {config.target!r}: {exc}") from None
     path = url.path or "/"
     if url.query:
         path += "?" + url.query
-    host_header = url.hostname if port == 80 else f"{url.hostname}:{port}"
+    host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+    host_header = host if port == default_port else f"{host}:{port}"
     names = {k.lower() for k, _ in config.headers}
     lines = [f"{config.method.upper()} {path} HTTP/1.1"]
     if "host" not in names:
@@ -69,8 +84,7 @@ class HttpTarget(Target):
 
     @classmethod
     def operations(cls, config: LoadConfig) -> list[str]:
-        if config.target.lower().startswith("https:"):
-            raise LoadError("https targets are not supported (surge's HTTP is plain HTTP/1.1)")
+        tls_config(config)  # bad TLS settings fail before any worker starts
         return [_OP]
 
     async def run_native(
@@ -81,6 +95,7 @@ class HttpTarget(Target):
     ) -> dict[str, Any]:
         config = self.config
         host, port, request = build_request(config)
+        tls = tls_config(config)
         ip = await _resolve(host, port, min(config.connect_timeout, 1.0))
         default = DEFAULT_OPEN_CONNECTIONS if config.open_model else DEFAULT_CLOSED_CONNECTIONS
         if ready is not None:
@@ -102,6 +117,8 @@ class HttpTarget(Target):
             duration=config.duration,
             timeout=config.timeout,
             connect_timeout=config.connect_timeout,
+            tls=tls,
+            server_name=(config.server_name or host) if tls is not None else None,
         )
         cpu0 = time.process_time()
 
@@ -136,12 +153,42 @@ class HttpTarget(Target):
                 }
             },
             "sent": final["sent"],
+            "reasons": final["reasons"],
             "lag": final["lag"] if config.open_model else b"",
             "cpu": time.process_time() - cpu0,
             "index": index,
             "wall": max(wall, config.duration),
             "duration": config.duration,
         }
+
+
+def tls_config(config: LoadConfig) -> TlsClientConfig | None:
+    """The rustls client settings of an https target (None for http); `LoadError`
+    for TLS options on an http target, or files that cannot be used."""
+    https = config.target.lower().startswith("https:")
+    if not https:
+        if config.cafile or config.insecure or config.server_name:
+            raise LoadError("--cacert, --insecure and --server-name apply to https targets only")
+        return None
+    if config.insecure and config.cafile:
+        raise LoadError("--insecure checks no certificate: give --cacert or --insecure, not both")
+    cafile = None if config.insecure else (config.cafile or system_cafile())
+    try:
+        return TlsClientConfig(cafile=cafile, check_name=not config.insecure)
+    except TlsConfigError as exc:
+        raise LoadError(f"TLS settings: {exc}") from None
+
+
+def system_cafile() -> str:
+    """The system's CA certificates file (what Python's ssl module would load)."""
+    paths = ssl.get_default_verify_paths()
+    for path in (paths.cafile, paths.openssl_cafile):
+        if path and os.path.isfile(path):
+            return path
+    raise LoadError(
+        "no system CA certificates file found: give --cacert FILE, or --insecure to check "
+        "no certificate"
+    )
 
 
 async def _resolve(host: str, port: int, timeout: float) -> str:

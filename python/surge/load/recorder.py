@@ -23,6 +23,7 @@ ERROR_KINDS = (
     "connect_refused",
     "connect_timeout",
     "connect_error",
+    "tls_handshake",
     "timeout",
     "disconnect",
     "malformed",

@@ -58,6 +58,8 @@ class Result:
     generator: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     histogram: HdrHistogram | None = field(default=None, repr=False)
+    #: Why connection attempts failed ("tls_handshake: <reason>": attempts).
+    error_reasons: dict[str, int] = field(default_factory=dict)
 
     @property
     def target_rate(self) -> float | None:
@@ -92,6 +94,7 @@ class Result:
             "target_rate": self.target_rate,
             "latency_ms": self.latency,
             "errors": self.errors,
+            "error_reasons": self.error_reasons,
             "status": self.status,
             "ops": self.ops,
             "series": self.series,
@@ -145,9 +148,11 @@ def build_result(
             "errors": _ordered(e),
             "status": dict(sorted(s.items())),
         }
+    reasons: Counter[str] = Counter()
     for f in finals:
         if f["lag"]:
             lag.add(decode_histogram(f["lag"]))
+        reasons.update(f.get("reasons", {}))
     cpu = [f["cpu"] / f["wall"] if f["wall"] else 0.0 for f in finals]
     result = Result(
         config=describe(config),
@@ -171,6 +176,7 @@ def build_result(
             "cores": os.cpu_count(),
         },
         histogram=total,
+        error_reasons=dict(reasons.most_common()),
     )
     result.warnings = judge(result, cpu)
     return result
@@ -268,6 +274,8 @@ def render_table(r: Result) -> str:
         lines.append("  errors: " + ", ".join(f"{k} {v}" for k, v in r.errors.items()))
     else:
         lines.append("  errors: none")
+    for why, n in r.error_reasons.items():
+        lines.append(f"    {n} connection attempt(s) failed: {why}")
     g = r.generator
     per = ", ".join(f"{p:.0f}%" for p in g["cpu_percent"])
     gen = f"  generator: {g['procs']} proc(s), CPU per proc {per} of a core"

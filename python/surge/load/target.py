@@ -60,6 +60,13 @@ class LoadConfig:
     #: PostgreSQL workload: a statement of your own (operation "query"), or the mix's table.
     query: str | None = None
     table: str = "surge_load"
+    #: HTTPS targets: the CA certificates (PEM) the server's chain must lead to
+    #: (default: the system's), or `insecure` to check no certificate at all (a
+    #: benchmark server's self-signed one); `server_name`: the name sent (SNI)
+    #: and checked (default: the URL's host).
+    cafile: str | None = None
+    insecure: bool = False
+    server_name: str | None = None
 
     @property
     def open_model(self) -> bool:
@@ -224,4 +231,10 @@ def describe(config: LoadConfig) -> dict[str, Any]:
         "mix": config.mix,
         "query": config.query,
         "timeout": config.timeout,
+        **(_tls_of(config) if config.target.lower().startswith("https:") else {}),
     }
+
+
+def _tls_of(config: LoadConfig) -> dict[str, Any]:
+    verify = "none (insecure)" if config.insecure else (config.cafile or "system CAs")
+    return {"tls": {"verify": verify, "server_name": config.server_name}}

@@ -16,6 +16,14 @@
 //!
 //! Every request ends exactly once: a response, or an error of one kind (its
 //! connection failed to open, died, sent garbage, or the request timed out).
+//!
+//! HTTPS: a connection carries a rustls client session and counts as open
+//! only once its handshake is done (within the connect timeout; a failure is
+//! the error kind `tls_handshake`, its reason kept). Requests of one loop turn
+//! are sealed together (rustls packs them into as few records as fit) and the
+//! records written straight from rustls's queue to the socket; a read is
+//! decrypted into the response parser's buffer (`tls::decrypt_into`), so TLS
+//! adds no copy of its own beyond rustls's.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -27,9 +35,13 @@ use std::time::Duration;
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection};
 use surge_proto::http1::client::{Expect, ResponseEvent, ResponseLimits, ResponseParser};
 
 use super::stats::{Final, Kind, Recorder, Tick};
+use crate::tls::{decrypt_into, PlainSink};
+
 use super::timer::{
     above_own_process, now_ns, tighten_timer_slack, Margin, TimerFd, MAX_SPIN_NS, MIN_SPIN_NS,
     SPIN_SHARE,
@@ -61,6 +73,17 @@ pub struct Settings {
     pub duration_ns: u64,
     pub timeout_ns: u64,
     pub connect_timeout_ns: u64,
+    /// HTTPS: the client settings and the name the certificate must show (SNI).
+    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+}
+
+/// Decrypted bytes go straight into the response parser's buffer.
+impl PlainSink for ResponseParser {
+    fn reserve(&mut self, _n: usize) {}
+
+    fn put(&mut self, chunk: &[u8]) {
+        self.feed(chunk);
+    }
 }
 
 /// What the loop and Python share: finished seconds, and the stop request.
@@ -75,7 +98,13 @@ struct Conn {
     stream: TcpStream,
     parser: ResponseParser,
     inflight: VecDeque<u64>,
+    /// Plaintext requests not yet written (TLS: not yet sealed).
     out: Vec<u8>,
+    /// HTTPS: the session (boxed: rustls's state is large and rarely moved).
+    tls: Option<Box<ClientConnection>>,
+    /// The TCP connection is up (the TLS handshake may still be going on).
+    tcp: bool,
+    /// Ready for requests: TCP up and, over TLS, the handshake done.
     connected: bool,
     opened_at: u64,
     status: u16,
@@ -270,6 +299,22 @@ impl Loop {
             }
         };
         let _ = stream.set_nodelay(true);
+        let tls = match &self.s.tls {
+            None => None,
+            Some((config, name)) => match ClientConnection::new(config.clone(), name.clone()) {
+                Ok(mut c) => {
+                    // The loop bounds what it queues; rustls must not refuse part of a write.
+                    c.set_buffer_limit(None);
+                    Some(Box::new(c))
+                }
+                Err(e) => {
+                    self.rec.failed_connects += 1;
+                    self.rec.reason(Kind::TlsHandshake, &e.to_string());
+                    self.connect_failed(Kind::TlsHandshake, now);
+                    return;
+                }
+            },
+        };
         let idx = self.vacant.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
@@ -289,6 +334,8 @@ impl Loop {
             parser: ResponseParser::new(ResponseLimits::default()),
             inflight: VecDeque::new(),
             out: Vec::new(),
+            tls,
+            tcp: false,
             connected: false,
             opened_at: now,
             status: 0,
@@ -322,7 +369,7 @@ impl Loop {
         let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) else {
             return;
         };
-        if !conn.connected {
+        if !conn.tcp {
             let failed = match conn.stream.take_error() {
                 Ok(None) => match conn.stream.peer_addr() {
                     Ok(_) => None,
@@ -338,20 +385,10 @@ impl Loop {
                 self.connect_failed(Kind::of_connect(&e), now);
                 return;
             }
-            conn.connected = true;
-            self.connecting -= 1;
-            self.live += 1;
-            self.rec.opened += 1;
-            if self.closed || (self.stopping && !self.open_model()) {
-                self.kill(idx, Kind::Disconnect);
+            conn.tcp = true;
+            // TLS: the ClientHello waits in the session; the write below sends it.
+            if conn.tls.is_none() && !self.ready(idx, now) {
                 return;
-            }
-            if self.open_model() {
-                self.feed(idx);
-            } else {
-                for _ in 0..self.s.pipeline {
-                    self.send(idx, now);
-                }
             }
         }
         if readable {
@@ -359,11 +396,50 @@ impl Loop {
         }
         // Writable: what a full socket buffer held back goes now.
         if let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) {
-            if !conn.out.is_empty() && !conn.dirty {
+            let tls_out = conn.tls.as_ref().is_some_and(|t| t.wants_write());
+            if (tls_out || !conn.out.is_empty()) && !conn.dirty {
                 conn.dirty = true;
                 self.dirty.push(idx);
             }
         }
+    }
+
+    /// The connection is open (over TLS: its handshake is done) and takes its
+    /// first requests; false if it was dropped instead (the run is over).
+    fn ready(&mut self, idx: usize, now: u64) -> bool {
+        let Some(conn) = self.conns.get_mut(idx).and_then(|c| c.as_mut()) else {
+            return false;
+        };
+        conn.connected = true;
+        self.connecting -= 1;
+        self.live += 1;
+        self.rec.opened += 1;
+        if self.closed || (self.stopping && !self.open_model()) {
+            self.kill(idx, Kind::Disconnect);
+            return false;
+        }
+        if self.open_model() {
+            self.feed(idx);
+        } else {
+            for _ in 0..self.s.pipeline {
+                self.send(idx, now);
+            }
+        }
+        true
+    }
+
+    /// The TLS handshake failed (or timed out) for `why`: a failed connection
+    /// attempt. The session's alert, if any, is sent first (best effort).
+    fn handshake_failed(&mut self, idx: usize, why: &str, now: u64) {
+        if let Some(mut conn) = self.remove(idx) {
+            if let Some(tls) = conn.tls.as_mut() {
+                let _ = tls.write_tls(&mut conn.stream);
+            }
+        }
+        self.connecting -= 1;
+        self.rec.failed_connects += 1;
+        self.rec.reason(Kind::TlsHandshake, why);
+        self.connect_failed(Kind::TlsHandshake, now);
     }
 
     // Reads until WouldBlock even after a short read: stopping at a short read
@@ -376,20 +452,60 @@ impl Loop {
             let Some(conn) = self.conns[idx].as_mut() else {
                 return;
             };
+            let handshaking = conn.tls.is_some() && !conn.connected;
             match conn.stream.read(&mut self.scratch) {
+                Ok(0) if handshaking => {
+                    let why = "the server closed the connection during the handshake";
+                    self.handshake_failed(idx, why, now);
+                    return;
+                }
                 Ok(0) => {
                     eof = true;
                     conn.parser.feed_eof();
                     break;
                 }
                 Ok(n) => {
-                    conn.parser.feed(&self.scratch[..n]);
+                    if let Some(tls) = conn.tls.as_mut() {
+                        let (error, closed) =
+                            decrypt_into(tls, &self.scratch[..n], &mut conn.parser);
+                        let wants_write = tls.wants_write();
+                        let done = !tls.is_handshaking();
+                        if let Some(why) = error {
+                            if handshaking {
+                                self.handshake_failed(idx, &why, now);
+                            } else {
+                                self.kill(idx, Kind::Malformed);
+                            }
+                            return;
+                        }
+                        if wants_write && !conn.dirty {
+                            conn.dirty = true;
+                            self.dirty.push(idx);
+                        }
+                        // still handshaking, or the run ended as it finished
+                        if handshaking && (!done || !self.ready(idx, now)) {
+                            continue;
+                        }
+                        if closed {
+                            if let Some(conn) = self.conns[idx].as_mut() {
+                                conn.parser.feed_eof();
+                            }
+                            eof = true;
+                            break;
+                        }
+                    } else {
+                        conn.parser.feed(&self.scratch[..n]);
+                    }
                     if !self.responses(idx, now) {
                         return;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if handshaking => {
+                    self.handshake_failed(idx, &e.to_string(), now);
+                    return;
+                }
                 Err(_) => {
                     self.kill(idx, Kind::Disconnect);
                     return;
@@ -518,25 +634,23 @@ impl Loop {
                 continue;
             };
             conn.dirty = false;
-            if !conn.connected {
+            if !conn.tcp {
                 continue;
             }
-            let mut failed = false;
-            while !conn.out.is_empty() {
-                match conn.stream.write(&conn.out) {
-                    Ok(n) => {
-                        conn.out.drain(..n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        failed = true;
-                        break;
-                    }
-                }
-            }
+            let failed = match conn.tls.as_mut() {
+                Some(tls) => write_tls(tls, &mut conn.out, &mut conn.stream),
+                None => write_plain(&mut conn.out, &mut conn.stream),
+            };
             if failed {
-                self.kill(idx, Kind::Disconnect);
+                if conn.connected {
+                    self.kill(idx, Kind::Disconnect);
+                } else {
+                    self.handshake_failed(
+                        idx,
+                        "the connection failed during the handshake",
+                        now_ns(),
+                    );
+                }
             }
         }
         dirty.clear();
@@ -596,6 +710,11 @@ impl Loop {
             };
             if !conn.connected {
                 if conn.opened_at + self.s.connect_timeout_ns <= now {
+                    if conn.tcp {
+                        let why = "the handshake did not finish within the connect timeout";
+                        self.handshake_failed(idx, why, now);
+                        continue;
+                    }
                     self.remove(idx);
                     self.connecting -= 1;
                     self.rec.failed_connects += 1;
@@ -619,4 +738,41 @@ impl Loop {
             self.kill(idx, Kind::Timeout);
         }
     }
+}
+
+/// Writes what `out` holds; true if the connection failed.
+fn write_plain(out: &mut Vec<u8>, stream: &mut TcpStream) -> bool {
+    while !out.is_empty() {
+        match stream.write(out) {
+            Ok(n) => {
+                out.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Seals the requests in `out` (one batch: rustls fills each record) and
+/// writes every record the session holds, from its queue to the socket (what a
+/// full socket buffer holds back stays queued there); true if the connection
+/// failed.
+fn write_tls(tls: &mut ClientConnection, out: &mut Vec<u8>, stream: &mut TcpStream) -> bool {
+    if !out.is_empty() {
+        if tls.writer().write_all(out).is_err() {
+            return true;
+        }
+        out.clear();
+    }
+    while tls.wants_write() {
+        match tls.write_tls(stream) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+    false
 }

@@ -6,7 +6,8 @@
 //! Here a dedicated thread (the GIL released: it never touches Python) runs the
 //! schedule on a timerfd, writes pre-encoded requests, frames responses with
 //! surge-proto's HTTP/1 client parser and records latencies in HDR histograms;
-//! Python collects a tick per second and the final counts.
+//! Python collects a tick per second and the final counts. HTTPS targets run
+//! over rustls sessions in the same loop (a `TlsClientConfig` and a server name).
 
 mod engine;
 mod stats;
@@ -20,7 +21,10 @@ use std::thread::JoinHandle;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use rustls::pki_types::ServerName;
 
+use crate::tls::TlsConfigError;
+use crate::tls_client::TlsClientConfig;
 use engine::{Settings, Shared};
 use stats::Final;
 
@@ -46,7 +50,7 @@ impl HttpLoad {
     #[new]
     #[pyo3(signature = (
         ip, port, request, *, head=false, rate=None, phase=0.0, connections, pipeline=1,
-        start_ns, warmup, duration, timeout, connect_timeout
+        start_ns, warmup, duration, timeout, connect_timeout, tls=None, server_name=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -63,6 +67,8 @@ impl HttpLoad {
         duration: f64,
         timeout: f64,
         connect_timeout: f64,
+        tls: Option<PyRef<'_, TlsClientConfig>>,
+        server_name: Option<&str>,
     ) -> PyResult<Self> {
         let ip: IpAddr = ip
             .parse()
@@ -80,6 +86,19 @@ impl HttpLoad {
         if request.is_empty() {
             return Err(PyValueError::new_err("the request is empty"));
         }
+        let tls = match tls {
+            None => None,
+            Some(config) => {
+                // The given settings plus ALPN http/1.1, the protocol this loop speaks.
+                let mut config = (*config.config).clone();
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                let name = server_name.map_or_else(|| ip.to_string(), str::to_owned);
+                let name = ServerName::try_from(name.clone()).map_err(|e| {
+                    TlsConfigError::new_err(format!("bad server name {name:?}: {e}"))
+                })?;
+                Some((Arc::new(config), name))
+            }
+        };
         Ok(HttpLoad {
             settings: Settings {
                 addr: SocketAddr::new(ip, port),
@@ -94,6 +113,7 @@ impl HttpLoad {
                 duration_ns: ns(duration, "duration")?.max(1),
                 timeout_ns: ns(timeout, "timeout")?,
                 connect_timeout_ns: ns(connect_timeout, "connect_timeout")?,
+                tls,
             },
             shared: Arc::new(Shared::default()),
             thread: None,
@@ -172,6 +192,11 @@ impl HttpLoad {
         d.set_item("lag", PyBytes::new(py, &fin.lag))?;
         d.set_item("opened", fin.opened)?;
         d.set_item("failed_connects", fin.failed_connects)?;
+        let reasons = PyDict::new(py);
+        for (k, v) in fin.reasons {
+            reasons.set_item(k, v)?;
+        }
+        d.set_item("reasons", reasons)?;
         Ok(d)
     }
 }

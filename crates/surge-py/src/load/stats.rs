@@ -21,6 +21,9 @@ pub enum Kind {
     ConnectRefused,
     ConnectTimeout,
     ConnectError,
+    /// The TLS handshake failed (a refused certificate, an alert, a server
+    /// that does not speak TLS) or did not finish within the connect timeout.
+    TlsHandshake,
     Timeout,
     Disconnect,
     Malformed,
@@ -29,10 +32,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::ConnectRefused,
         Kind::ConnectTimeout,
         Kind::ConnectError,
+        Kind::TlsHandshake,
         Kind::Timeout,
         Kind::Disconnect,
         Kind::Malformed,
@@ -45,6 +49,7 @@ impl Kind {
             Kind::ConnectRefused => "connect_refused",
             Kind::ConnectTimeout => "connect_timeout",
             Kind::ConnectError => "connect_error",
+            Kind::TlsHandshake => "tls_handshake",
             Kind::Timeout => "timeout",
             Kind::Disconnect => "disconnect",
             Kind::Malformed => "malformed",
@@ -107,7 +112,13 @@ pub struct Final {
     /// Connections opened and attempts that failed.
     pub opened: u64,
     pub failed_connects: u64,
+    /// Why connection attempts failed ("tls_handshake: <rustls's message>"),
+    /// with the number of attempts.
+    pub reasons: Vec<(String, u64)>,
 }
+
+/// Distinct failure messages kept (a run failing in many ways keeps the first).
+const MAX_REASONS: usize = 8;
 
 pub struct Recorder {
     start_ns: u64,
@@ -119,7 +130,9 @@ pub struct Recorder {
     interval_n: u64,
     interval_errors: u64,
     n: u64,
-    errors: [u64; 8],
+    errors: [u64; Kind::ALL.len()],
+    /// Why connection attempts failed, by message (the first few kinds of message).
+    reasons: Vec<(String, u64)>,
     status: [u64; 6],
     sent: u64,
     pub opened: u64,
@@ -138,7 +151,8 @@ impl Recorder {
             interval_n: 0,
             interval_errors: 0,
             n: 0,
-            errors: [0; 8],
+            errors: [0; Kind::ALL.len()],
+            reasons: Vec::new(),
             status: [0; 6],
             sent: 0,
             opened: 0,
@@ -177,6 +191,16 @@ impl Recorder {
             return;
         }
         self.count(kind);
+    }
+
+    /// A connection attempt failed as `kind` for `why` (counted by message).
+    pub fn reason(&mut self, kind: Kind, why: &str) {
+        let text = format!("{}: {why}", kind.name());
+        if let Some(r) = self.reasons.iter_mut().find(|r| r.0 == text) {
+            r.1 += 1;
+        } else if self.reasons.len() < MAX_REASONS {
+            self.reasons.push((text, 1));
+        }
     }
 
     fn count(&mut self, kind: Kind) {
@@ -245,6 +269,7 @@ impl Recorder {
             lag: encode(&self.lag),
             opened: self.opened,
             failed_connects: self.failed_connects,
+            reasons: std::mem::take(&mut self.reasons),
         }
     }
 }

@@ -159,13 +159,7 @@ class Session:
         start = loop.time()
         try:
             async with asyncio.timeout(t):
-                while True:
-                    if self._cancel_gate is not None:
-                        await asyncio.shield(self._cancel_gate)
-                    elif not self.free_for_me():
-                        await self.wait_tx()
-                    else:
-                        break
+                await self._gates_open()
         except TimeoutError:
             what = "a cancel" if self._cancel_gate is not None else "another transaction"
             raise NotSentTimeout(
@@ -177,6 +171,16 @@ class Session:
         if left <= 0:
             raise NotSentTimeout(f"not sent within the timeout ({t} s)")
         return await self.send(encode, *args, timeout=left)
+
+    async def _gates_open(self) -> None:
+        """Wait until neither gate holds this caller back."""
+        while True:
+            if self._cancel_gate is not None:
+                await asyncio.shield(self._cancel_gate)
+            elif not self.free_for_me():
+                await self.wait_tx()
+            else:
+                return
 
     async def send_now(
         self, encode: Callable[..., int], *args: Any, timeout: float | None = None
@@ -190,20 +194,15 @@ class Session:
         try:
             async with asyncio.timeout(t):
                 while True:
-                    if self._cancel_gate is not None:
-                        await asyncio.shield(self._cancel_gate)
-                    elif not self.free_for_me():
-                        await self.wait_tx()
-                    elif not self.engine.is_connected:
+                    await self._gates_open()
+                    if not self.engine.is_connected:
                         await self.engine.connect()
-                    else:
-                        await self.engine.writable()
-                        if (
-                            self._cancel_gate is None
-                            and self.free_for_me()
-                            and self.engine.is_connected
-                        ):
-                            break
+                        continue
+                    await self.engine.writable()
+                    # (it may have waited: the gates and the connection again)
+                    gates = self._cancel_gate is None and self.free_for_me()
+                    if gates and self.engine.is_connected:
+                        break
         except TimeoutError as e:
             if isinstance(e, RequestTimeoutError):
                 raise

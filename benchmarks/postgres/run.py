@@ -312,6 +312,8 @@ def main(argv: list[str] | None = None) -> dict:
     missing: dict[str, str] = {}
     plan = []
     for cfg in configs:
+        if not _for_shape(cfg, workloads):
+            continue  # only writes asked for: no 1000-coroutine clients
         why = _missing(cfg)
         if why:
             missing.setdefault(cfg["driver"], why)  # the driver is missing altogether

@@ -542,6 +542,25 @@ class PipelinedConnection:
             self._loop.call_soon(self._flush)
         return True
 
+    def flush(self) -> None:
+        """Write what the codec holds now rather than at the end of the loop
+        iteration (a driver streaming data that is no request of its own, such as a
+        PostgreSQL COPY's, so the server starts on it while the next part is made)."""
+        self._flush()
+
+    async def writable(self, timeout: float | None = None) -> None:
+        """Wait until the connection takes more bytes (its transport not paused and
+        below the byte limit): the back-pressure a stream of data minds between its
+        parts, as requests do. Returns at once when it does; `ConnectionLostError`
+        when the connection is gone, `RequestTimeoutError` after ``timeout`` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._transport is None:
+                raise ConnectionLostError(f"connection to {self.endpoint} lost")
+            if not self._must_wait():
+                return
+            await self._wait_capacity(deadline)
+
     def drain(self, busy: Callable[[], bool] | None = None, timeout: float = DRAIN_TIMEOUT) -> None:
         """Close gracefully and reconnect: new requests wait, those in flight (and while
         ``busy()`` is true, pinned ones) finish first, within ``timeout`` seconds."""

@@ -129,3 +129,73 @@ def test_garbage_never_crashes(data):
     # Once failed, it takes no more input (the driver drops the connection).
     if codec.failed:
         assert codec.feed(b"Z\x00\x00\x00\x05I") == []
+
+
+def _messages(data: bytes) -> list[tuple[bytes, bytes]]:
+    """Frontend messages (tag, body) of ``data``."""
+    out = []
+    while data:
+        n = int.from_bytes(data[1:5], "big")
+        out.append((data[:1], data[5 : 1 + n]))
+        data = data[1 + n :]
+    return out
+
+
+def test_copy_stream_holds_other_requests_back():
+    """While a COPY streams, `take` hands out only its bytes; requests encoded
+    meanwhile (a query, the liveness ping's Sync) follow its CopyDone, so none
+    lands inside the COPY's data, and their replies queue after the COPY's."""
+    codec = PgCodec()
+    int4 = 23
+    codec.simple_query("SELECT 0")
+    cid = codec.copy_records_start("COPY t FROM STDIN (FORMAT binary)", [int4])
+    assert codec.copy_stream == cid
+    codec.simple_query("SELECT 1")
+    ping = codec.sync()
+    assert codec.copy_records_data(cid, [(1,), (2,)], 0, 1 << 20) == (2, True)
+    first = _messages(codec.take())
+    assert [t for t, _ in first] == [b"Q", b"Q", b"d", b"d"]
+    assert first[0][1] == b"SELECT 0\0" and first[2][1].startswith(b"PGCOPY\n")
+    # two records: field count 1, length 4, the value
+    assert first[3][1] == b"\0\x01\0\0\0\x04\0\0\0\x01\0\x01\0\0\0\x04\0\0\0\x02"
+    # an iterator, read a message at a time (limit 1 byte: one record each); a
+    # call that finds it empty writes no message
+    it = iter([(3,), (4,)])
+    assert codec.copy_records_data(cid, it, 2, 1) == (3, False)
+    assert codec.copy_records_data(cid, it, 3, 1) == (4, False)
+    assert codec.copy_records_data(cid, it, 4, 1) == (4, True)
+    assert [t for t, _ in _messages(codec.take())] == [b"d", b"d"]
+    # a tuple from an index, one record per message
+    assert codec.copy_records_data(cid, ((5,), (6,), (7,)), 1, 1) == (2, False)
+    assert codec.copy_records_data(cid, ((5,), (6,), (7,)), 2, 1) == (3, True)
+    assert len(_messages(codec.take())) == 2
+    assert codec.pending() == 0  # the query and the Sync are not out yet
+    assert codec.copy_end(cid) is True and codec.copy_stream is None
+    rest = _messages(codec.take())
+    assert rest == [(b"d", b"\xff\xff"), (b"c", b""), (b"Q", b"SELECT 1\0"), (b"S", b"")]
+    assert ping == cid + 2 and codec.waiting() == 4
+    assert codec.copy_end(cid) is False  # ended already: nothing written
+    assert codec.pending() == 0
+
+
+def test_copy_stream_bad_record_and_fail():
+    """A record that does not encode raises naming it and leaves nothing of its
+    message; CopyFail ends the stream; data for a stream that is not open is
+    refused."""
+    codec = PgCodec()
+    cid = codec.copy_records_start("COPY t FROM STDIN (FORMAT binary)", [23, 25])
+    codec.take()
+    with pytest.raises(TypeError, match="record 7, column 2"):
+        codec.copy_records_data(cid, iter([(1, "a"), (2, 3)]), 6, 1 << 20)
+    with pytest.raises(TypeError, match="record 1 has 1 values, the table takes 2"):
+        codec.copy_records_data(cid, [(1, "a"), (2,)], 0, 1 << 20)
+    assert codec.pending() == 0
+    with pytest.raises(TypeError, match="a COPY is streaming"):
+        codec.copy_records_start("COPY u FROM STDIN (FORMAT binary)", [23])
+    assert codec.copy_end(cid, "COPY aborted\0 by the client") is True
+    assert _messages(codec.take()) == [(b"f", b"COPY aborted by the client\0")]
+    with pytest.raises(TypeError, match="not streaming"):
+        codec.copy_records_data(cid, [(1, "a")], 0, 1 << 20)
+    with pytest.raises(TypeError, match="no binary codec"):
+        codec.copy_records_start("COPY t FROM STDIN (FORMAT binary)", [2_000_000_000])
+    assert codec.copy_stream is None and codec.pending() == 0

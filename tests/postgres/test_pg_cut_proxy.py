@@ -6,51 +6,37 @@ connection recovers by reconnecting."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import surge.postgres as pg
 from surge.errors import ConnectError, ConnectionLostError
 from surge.postgres.dsn import parse
 
+from tests.postgres.relay import RelayProxy, ReplyHook
+
 #: Cut points in bytes of server replies (the handshake alone is ~400 bytes).
 CUTS = [450, 700, 1500, 4000, 9000]
 
 
-class CuttingProxy:
+class CuttingProxy(RelayProxy):
     """Forwards to the server; after ``budget`` reply bytes on a connection, drops it."""
 
     def __init__(self, host: str, port: int, budget: int) -> None:
-        self.host, self.port, self.budget = host, port, budget
-        self.server: asyncio.Server | None = None
+        super().__init__(host, port)
+        self.budget = budget
         self.cuts = 0
 
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return self.server.sockets[0].getsockname()[1]
+    def replies(self) -> ReplyHook:
+        left = self.budget
 
-    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        sr, sw = await asyncio.open_connection(self.host, self.port)
-        left = [self.budget]
+        def cut(data: bytes) -> tuple[bytes, bool]:
+            nonlocal left
+            if len(data) >= left:
+                self.cuts += 1
+                return data[:left], True
+            left -= len(data)
+            return data, False
 
-        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter, counted: bool) -> None:
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                while data := await r.read(65536):
-                    if counted:
-                        if len(data) >= left[0]:
-                            w.write(data[: left[0]])
-                            self.cuts += 1
-                            break
-                        left[0] -= len(data)
-                    w.write(data)
-                    await w.drain()
-            for t in (cw, sw):
-                t.transport.abort()
-
-        await asyncio.gather(pump(cr, sw, False), pump(sr, cw, True))
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        return cut
 
 
 def test_cut_anywhere_never_mismatches(arun, pg_svc):

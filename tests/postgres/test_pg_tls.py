@@ -8,7 +8,6 @@ server's own view, not from the driver."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import ssl
@@ -26,6 +25,7 @@ from surge.postgres.connection import PROBE
 from surge.postgres.saslprep import saslprep, scram_password
 
 from tests.loops import runner
+from tests.postgres.relay import RelayProxy, ReplyHook
 
 pytestmark = pytest.mark.timeout(180)  # ~100 psql runs: slow on a loaded machine
 
@@ -351,40 +351,24 @@ def test_pipelining_over_tls(arun, tls_svc):
     arun(main())
 
 
-class FlippingProxy:
+class FlippingProxy(RelayProxy):
     """Forwards to the server; once ``armed``, flips one bit in the next chunk of
     reply bytes (a record's ciphertext or tag: its authentication fails)."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self.armed = False
         self.flipped = 0
-        self.server: asyncio.Server | None = None
 
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return self.server.sockets[0].getsockname()[1]
+    def replies(self) -> ReplyHook:
+        def flip(data: bytes) -> tuple[bytes, bool]:
+            if self.armed and len(data) > 64:
+                self.armed = False
+                self.flipped += 1
+                data = data[:40] + bytes([data[40] ^ 0x01]) + data[41:]
+            return data, False
 
-    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        sr, sw = await asyncio.open_connection(self.host, self.port)
-
-        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter, replies: bool) -> None:
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                while data := await r.read(65536):
-                    if replies and self.armed and len(data) > 64:
-                        self.armed = False
-                        self.flipped += 1
-                        data = data[:40] + bytes([data[40] ^ 0x01]) + data[41:]
-                    w.write(data)
-                    await w.drain()
-            for t in (cw, sw):
-                t.transport.abort()
-
-        await asyncio.gather(pump(cr, sw, False), pump(sr, cw, True))
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        return flip
 
 
 def test_corrupt_record_fails_queries_then_reconnects(arun, tls_svc):

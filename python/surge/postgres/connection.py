@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any
 
 from surge._core import PgCodec, Record
@@ -320,12 +320,13 @@ class Connection:
         self,
         table_name: str,
         *,
-        records: Iterable[Sequence[Any]],
+        records: Iterable[Sequence[Any]] | AsyncIterable[Sequence[Any]],
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
         timeout: float | None = None,
     ) -> str:
-        """COPY ``records`` into a table in the binary format; returns ``"COPY n"``."""
+        """COPY ``records`` (an iterable or an asynchronous iterable) into a table in
+        the binary format, streamed in chunks; returns ``"COPY n"``."""
         return await _copy.records_to_table(
             self._session, table_name, records, columns, schema_name, timeout
         )

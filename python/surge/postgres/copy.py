@@ -1,17 +1,26 @@
 """COPY: records in the binary format (encoded in Rust), and raw data to and
-from files. The data of one COPY goes in one request: the codec sends the COPY
-and its CopyData together without waiting for CopyInResponse (pipelined like
-everything else); if the COPY fails, the server skips that data."""
+from files.
+
+Records are streamed: encoded into CopyData messages of about `COPY_CHUNK`
+bytes, each written out as soon as it is made, so the server works on one while
+the next is encoded; between them the transport's back-pressure is minded and
+other coroutines run. While the data streams, requests that others make wait
+in the codec and follow the COPY (see ``crates/surge-py/src/postgres/copy_in.rs``).
+A record that cannot be encoded, a cancellation or a timeout ends the stream
+with CopyFail: the server drops the COPY (nothing of it is written) and the
+connection goes on. Raw data (`copy_in`) goes in one request with its COPY.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import ipaddress
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from surge.errors import InterfaceError
+from surge.errors import InterfaceError, RequestTimeoutError
 from surge.postgres.errors import InvalidArgumentError
 from surge.postgres.session import RowMode
 from surge.postgres.types import type_oid
@@ -21,6 +30,16 @@ if TYPE_CHECKING:
 
 #: COPY formats (asyncpg's ``format=`` values).
 FORMATS = ("text", "csv", "binary")
+
+#: Bytes of records per CopyData message, each written out as it is made: the
+#: server starts on the first while the next is encoded (asyncpg writes 512 KiB).
+COPY_CHUNK = 256 * 1024
+#: Records of an asynchronous iterable taken before they are encoded together.
+ASYNC_BATCH = 1024
+#: CopyFail's reason when the records fail on the client (the exception itself
+#: is raised to the caller; its text, which may hold data, stays out of the
+#: server's log).
+ABORTED = "COPY aborted by the client: {}"
 
 #: Each column's name, its type with domains resolved to their base type, that
 #: type's name for a cast, and its binary send function.
@@ -64,12 +83,27 @@ def _options(format: str | None) -> str:
 async def records_to_table(
     s: Session,
     table: str,
-    records: Iterable[Sequence[Any]],
+    records: Iterable[Sequence[Any]] | AsyncIterable[Sequence[Any]],
     columns: Sequence[str] | None,
     schema: str | None,
     timeout: Any,
 ) -> str:
-    """COPY records in, binary: column types come from the catalog."""
+    """COPY records in, binary, streamed: column types come from the catalog."""
+    s.copies += 1
+    try:
+        return await _records_to_table(s, table, records, columns, schema, timeout)
+    finally:
+        s.copies -= 1
+
+
+async def _records_to_table(
+    s: Session,
+    table: str,
+    records: Iterable[Sequence[Any]] | AsyncIterable[Sequence[Any]],
+    columns: Sequence[str] | None,
+    schema: str | None,
+    timeout: Any,
+) -> str:
     rel = (_q(schema) + "." if schema else "") + _q(table)
     rows = await s.run(_COLUMN_TYPES, (rel,), RowMode.ALL, 0, timeout)
     types = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
@@ -85,6 +119,8 @@ async def records_to_table(
         await s.introspect(unknown)
     known = s.codec.known_types(oids)
     if not all(known):
+        if isinstance(records, AsyncIterable):
+            records = [r async for r in records]
         rewritten: list[list[Any]] = [list(r) for r in records]
         for i, ok in enumerate(known):
             if not ok:
@@ -92,8 +128,80 @@ async def records_to_table(
                 await _server_encoded(s, rewritten, i, cast, send, timeout)
                 oids[i] = _RAW
         records = rewritten
-    status = await s.send(s.codec.copy_records, sql, oids, records, timeout=timeout)
-    return str(status)
+    async with s.copy_lock:
+        return await _stream(s, sql, oids, records, timeout)
+
+
+async def _stream(
+    s: Session,
+    sql: str,
+    oids: list[int],
+    records: Iterable[Sequence[Any]] | AsyncIterable[Sequence[Any]],
+    timeout: Any,
+) -> str:
+    """Send the COPY, then its records a chunk at a time; its status. ``timeout``
+    (None: ``command_timeout``) bounds it all, the records' own waits included."""
+    codec, engine = s.codec, s.engine
+    t = engine.request_timeout if timeout is None else timeout
+    loop = asyncio.get_running_loop()
+    deadline = None if t is None else loop.time() + t
+    reply = await s.send_now(codec.copy_records_start, sql, oids, timeout=timeout)
+    sid = codec.copy_stream
+    assert sid is not None
+    try:
+        async with asyncio.timeout_at(deadline):
+            if isinstance(records, AsyncIterable):
+                n = 0
+                batch: list[Sequence[Any]] = []
+                async for rec in records:
+                    batch.append(rec)
+                    if len(batch) >= ASYNC_BATCH:
+                        n = await _put(s, sid, reply, iter(batch), n)
+                        batch = []
+                        if reply.done():
+                            break
+                if batch and not reply.done():
+                    await _put(s, sid, reply, iter(batch), n)
+            else:
+                if not isinstance(records, (list, tuple)):
+                    records = iter(records)  # read from where it stands, call after call
+                await _put(s, sid, reply, records, 0)
+    except BaseException as e:
+        # A bad record, a cancellation, a timeout: the server drops the COPY.
+        codec.copy_end(sid, ABORTED.format(type(e).__name__))
+        engine.flush()
+        reply.add_done_callback(_retrieve)
+        if isinstance(e, TimeoutError) and not isinstance(e, RequestTimeoutError):
+            raise RequestTimeoutError(f"COPY not done within the timeout ({t} s)") from None
+        raise
+    # Done, or the COPY failed already (the server's error, a timeout, the
+    # connection lost): the server ignores the CopyFail then.
+    codec.copy_end(sid, ABORTED.format("stopped") if reply.done() else None)
+    engine.flush()
+    return str(await reply)
+
+
+async def _put(s: Session, sid: int, reply: asyncio.Future[Any], records: Any, n: int) -> int:
+    """Records into stream ``sid`` (a list or tuple from index ``n``, or an iterator
+    numbered from ``n``), a chunk per write; the next record's number. A last
+    piece under a chunk stays buffered for what follows (more records, the end)."""
+    codec, engine = s.codec, s.engine
+    while not reply.done():
+        n, ran_out = codec.copy_records_data(sid, records, n, COPY_CHUNK)
+        if codec.pending() >= COPY_CHUNK:
+            engine.flush()
+            # Others run (their replies, their COPYs on other connections) ...
+            await asyncio.sleep(0)
+            # ... and the transport's back-pressure holds the next chunk back.
+            await engine.writable()
+        if ran_out:
+            break
+    return n
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _as_text(v: Any) -> str:

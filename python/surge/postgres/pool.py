@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +28,14 @@ RESET_QUERY = "CLOSE ALL; UNLISTEN *; RESET ALL; SELECT pg_advisory_unlock_all()
 #: asyncpg's defaults.
 DEFAULT_MIN_SIZE = 10
 DEFAULT_MAX_SIZE = 10
+
+
+def _in_flight(c: Connection) -> int:
+    return c.engine.in_flight
+
+
+def _copy_load(c: Connection) -> tuple[int, int]:
+    return (c._session.copies, c.engine.in_flight)
 
 
 class Pool:
@@ -76,15 +84,17 @@ class Pool:
         """Connections nobody holds."""
         return len(self._all) - len(self._held)
 
-    async def _free(self, exclusive: bool) -> Connection:
+    async def _free(
+        self, exclusive: bool, load: Callable[[Connection], Any] = _in_flight
+    ) -> Connection:
         """A connection nobody holds: for a holder, an idle one if any; for a
-        shortcut, the one with the fewest requests in flight."""
+        shortcut, the one with the least ``load`` (requests in flight)."""
         while True:
             if self._closed:
                 raise ClosedError("the pool is closed")
             free = [c for c in self._all if c not in self._held]
             if free:
-                best = min(free, key=lambda c: c.engine.in_flight)
+                best = min(free, key=load)
                 if not exclusive or best.engine.in_flight == 0 or len(self._all) >= self.max_size:
                     return best
             if len(self._all) < self.max_size:
@@ -168,14 +178,21 @@ class Pool:
         self,
         table_name: str,
         *,
-        records: Iterable[Sequence[Any]],
+        records: Iterable[Sequence[Any]] | AsyncIterable[Sequence[Any]],
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
         timeout: float | None = None,
     ) -> str:
-        """`Connection.copy_records_to_table` on the least busy free connection
-        (asyncpg's pool has it too)."""
-        conn = await self._free(False)
+        """`Connection.copy_records_to_table` on a free connection with no COPY
+        under way, idle if any (asyncpg's pool has it too).
+
+        Why not the one with the fewest requests in flight, as the other
+        shortcuts: a COPY holds its connection while it streams, and between
+        its catalog lookup and its data the connection looks idle; chosen by
+        requests in flight, 10 coroutines copying over 10 connections queued
+        behind each other on a few (98 % of the COPYs found one under way)
+        while the others idled."""
+        conn = await self._free(True, _copy_load)
         return await conn.copy_records_to_table(
             table_name, records=records, columns=columns, schema_name=schema_name, timeout=timeout
         )

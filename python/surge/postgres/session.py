@@ -131,6 +131,11 @@ class Session:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._req = engine.request
         self._bind_execute = codec.bind_execute
+        #: Held by the COPY streaming its data (one at a time per connection).
+        self.copy_lock = asyncio.Lock()
+        #: COPYs under way here, from their catalog lookup on (a pool sends the
+        #: next one elsewhere).
+        self.copies = 0
 
     # -- sending ------------------------------------------------------------------
 
@@ -154,13 +159,7 @@ class Session:
         start = loop.time()
         try:
             async with asyncio.timeout(t):
-                while True:
-                    if self._cancel_gate is not None:
-                        await asyncio.shield(self._cancel_gate)
-                    elif not self.free_for_me():
-                        await self.wait_tx()
-                    else:
-                        break
+                await self._gates_open()
         except TimeoutError:
             what = "a cancel" if self._cancel_gate is not None else "another transaction"
             raise NotSentTimeout(
@@ -172,6 +171,47 @@ class Session:
         if left <= 0:
             raise NotSentTimeout(f"not sent within the timeout ({t} s)")
         return await self.send(encode, *args, timeout=left)
+
+    async def _gates_open(self) -> None:
+        """Wait until neither gate holds this caller back."""
+        while True:
+            if self._cancel_gate is not None:
+                await asyncio.shield(self._cancel_gate)
+            elif not self.free_for_me():
+                await self.wait_tx()
+            else:
+                return
+
+    async def send_now(
+        self, encode: Callable[..., int], *args: Any, timeout: float | None = None
+    ) -> asyncio.Future[Any]:
+        """Send a request once it can go out at once (the gates open, connected,
+        the transport taking bytes) and return its reply's future, the request
+        encoded: for a request whose data follows (a streamed COPY)."""
+        t = self.engine.request_timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            async with asyncio.timeout(t):
+                while True:
+                    await self._gates_open()
+                    if not self.engine.is_connected:
+                        await self.engine.connect()
+                        continue
+                    await self.engine.writable()
+                    # (it may have waited: the gates and the connection again)
+                    gates = self._cancel_gate is None and self.free_for_me()
+                    if gates and self.engine.is_connected:
+                        break
+        except TimeoutError as e:
+            if isinstance(e, RequestTimeoutError):
+                raise
+            raise NotSentTimeout(f"not sent within the timeout ({t} s)") from None
+        left = None if t is None else max(0.0, t - (loop.time() - start))
+        fut = self.send(encode, *args, timeout=left)
+        # Nothing was awaited since the checks: the request went out on the fast path.
+        assert isinstance(fut, asyncio.Future)
+        return fut
 
     # -- the transaction gate -------------------------------------------------------
 

@@ -255,6 +255,21 @@ pub fn copy_data(buf: &mut Vec<u8>, data: &[u8]) -> Result<(), Error> {
     })
 }
 
+/// CopyData whose body `body` writes in place (COPY rows encoded straight into
+/// the message, no buffer in between); on error the buffer is left as it was.
+pub fn copy_data_with<E: From<Error>>(
+    buf: &mut Vec<u8>,
+    body: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mark = buf.len();
+    let at = begin(buf, Some(b'd'));
+    if let Err(e) = body(buf) {
+        buf.truncate(mark);
+        return Err(e);
+    }
+    finish(buf, at, mark).map_err(E::from)
+}
+
 /// CopyDone: the end of COPY FROM STDIN input.
 pub fn copy_done(buf: &mut Vec<u8>) {
     empty(buf, b'c');

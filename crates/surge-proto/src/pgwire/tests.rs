@@ -172,6 +172,22 @@ fn frontend_table() {
     let r = fe::bind::<Error>(&mut b, "", "", &[], 1, |_, _| Err(Error::NulInString), &[]);
     assert_eq!(r, Err(Error::NulInString));
     assert_eq!(b, b"keep");
+    // CopyData written in place: framed like copy_data; a failing body leaves nothing.
+    b.clear();
+    fe::copy_data_with::<Error>(&mut b, |buf| {
+        buf.extend_from_slice(b"row");
+        Ok(())
+    })
+    .unwrap();
+    let mut want = Vec::new();
+    fe::copy_data(&mut want, b"row").unwrap();
+    assert_eq!(b, want);
+    let r = fe::copy_data_with::<Error>(&mut b, |buf| {
+        buf.extend_from_slice(b"half");
+        Err(Error::NulInString)
+    });
+    assert_eq!(r, Err(Error::NulInString));
+    assert_eq!(b, want);
 }
 
 #[test]

@@ -28,11 +28,12 @@ use pyo3::exceptions::{PyException, PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 use std::sync::Arc;
-use surge_proto::pgwire::frontend::{self as fe, Param};
+use surge_proto::pgwire::frontend as fe;
 
 use surge_proto::pgwire::types::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
 use surge_proto::pgwire::{read_frame, Error, Message, Status};
 
+use super::copy_in::{CopyStream, Rows};
 use super::custom::{Custom, CustomMap, Format};
 use super::encode::Encoder;
 use super::registry::{resolve, typedef_of, CatalogRow, Registry};
@@ -185,6 +186,8 @@ pub struct PgCodec {
     custom: CustomMap,
     /// Types looked up in the catalog (composites, enums, domains, ranges ...).
     types: Arc<Registry>,
+    /// The COPY FROM STDIN being streamed, if any (see `copy_in.rs`).
+    stream: Option<CopyStream>,
 }
 
 enum BindErr {
@@ -334,6 +337,7 @@ impl PgCodec {
             server_params: PyDict::new(py).unbind(),
             custom: HashMap::new(),
             types: Arc::new(Registry::new()),
+            stream: None,
         }
     }
 
@@ -342,6 +346,7 @@ impl PgCodec {
         self.wbuf.clear();
         self.rbuf.clear();
         self.waiting.clear();
+        self.stream = None;
         self.failed = false;
         self.session += 1;
         self.tx_status = b'I';
@@ -375,9 +380,13 @@ impl PgCodec {
         self.custom.remove(&oid);
     }
 
-    /// Bytes waiting in the write buffer.
+    /// Bytes waiting for the engine's next write (while a COPY streams, its
+    /// own: requests made meanwhile wait for its end, see `copy_in.rs`).
     fn pending(&self) -> usize {
-        self.wbuf.len()
+        match &self.stream {
+            Some(s) => s.out.len(),
+            None => self.wbuf.len(),
+        }
     }
 
     /// Requests sent (or buffered) whose ReadyForQuery has not arrived.
@@ -385,9 +394,16 @@ impl PgCodec {
         self.waiting.len()
     }
 
-    /// The write buffer's contents as bytes, leaving it empty.
+    /// The bytes for the engine's next write, leaving their buffer empty.
     fn take<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        self.wbuf.take(py)
+        match &mut self.stream {
+            Some(s) => {
+                let b = PyBytes::new(py, &s.out);
+                s.out.clear();
+                b
+            }
+            None => self.wbuf.take(py),
+        }
     }
 
     /// Transaction status after the last reply: "I" idle, "T" in a transaction,
@@ -681,19 +697,19 @@ impl PgCodec {
         Ok(self.push(Kind::CopyIn))
     }
 
-    /// `COPY ... FROM STDIN (FORMAT binary)` of `records` (sequences of values
-    /// of the column types `oids`), encoded here in COPY's binary format.
-    fn copy_records(
-        &mut self,
-        py: Python<'_>,
-        sql: &str,
-        oids: Vec<u32>,
-        records: &Bound<'_, PyAny>,
-    ) -> PyResult<u64> {
+    /// `COPY ... FROM STDIN (FORMAT binary)` whose records follow in a stream:
+    /// the Query and the binary header, then `copy_records_data` calls, then
+    /// `copy_end`. Until then only the stream's bytes go out (see `copy_in.rs`).
+    /// `oids` are the column types; each needs a binary codec here. Answers the
+    /// tag.
+    fn copy_records_start(&mut self, py: Python<'_>, sql: &str, oids: Vec<u32>) -> PyResult<u64> {
+        if self.stream.is_some() {
+            return Err(self.data_err(py, "a COPY is streaming on this connection".into()));
+        }
         let mut codecs = Vec::with_capacity(oids.len());
         for &o in &oids {
             match resolve(py, o, &self.types).filter(|c| c.is_binary()) {
-                Some(c) => codecs.push(c),
+                Some(c) => codecs.push((o, c)),
                 None => {
                     return Err(self.data_err(
                         py,
@@ -704,80 +720,78 @@ impl PgCodec {
                 }
             }
         }
+        let mark = self.wbuf.len();
+        let r = fe::query(&mut self.wbuf, sql)
+            .and_then(|()| fe::copy_data(&mut self.wbuf, COPY_BINARY_HEADER));
+        if let Err(e) = r {
+            self.wbuf.truncate(mark);
+            return Err(self.wire_err(py, e));
+        }
+        let id = self.push(Kind::CopyIn);
+        // What was buffered before (the Query included) leaves first; requests
+        // encoded from now on wait in `wbuf` for the stream's end.
+        let out = std::mem::take(&mut *self.wbuf);
+        self.stream = Some(CopyStream { id, out, codecs });
+        Ok(id)
+    }
+
+    /// The id of the COPY being streamed (None: none is).
+    #[getter]
+    fn copy_stream(&self) -> Option<u64> {
+        self.stream.as_ref().map(|s| s.id)
+    }
+
+    /// The next CopyData message of stream `id`: records of `records` (a list or
+    /// tuple, from index `start`, or an iterator, from where it stands) until the
+    /// message holds `limit` bytes or the records run out; errors name records
+    /// counted from `start`. Returns (the next record's number, whether the
+    /// records ran out). Raises DataError for a bad record (nothing of it is
+    /// written) or when stream `id` is not open (the connection was lost).
+    fn copy_records_data(
+        &mut self,
+        py: Python<'_>,
+        id: u64,
+        records: &Bound<'_, PyAny>,
+        start: usize,
+        limit: usize,
+    ) -> PyResult<(usize, bool)> {
         let err = self.data_error.bind(py).clone();
-        let enc = Encoder { py, err: &err };
-        let mut data = COPY_BINARY_HEADER.to_vec();
-        let ncols = oids.len();
-        // One value into `data`: its length, then its bytes (or -1 for NULL).
-        let put = |n: usize, i: usize, v: &Bound<'_, PyAny>, data: &mut Vec<u8>| {
-            let at = data.len();
-            data.extend_from_slice(&[0; 4]);
-            match enc.encode_with(oids[i], &codecs[i], v, data) {
-                Ok(Param::Null) => {
-                    data.truncate(at);
-                    data.extend_from_slice(&(-1i32).to_be_bytes());
-                    Ok(())
-                }
-                Ok(Param::Value) => {
-                    let len = (data.len() - at - 4) as i32;
-                    data[at..at + 4].copy_from_slice(&len.to_be_bytes());
-                    Ok(())
-                }
-                Err(e) => {
-                    Err(self.data_err(py, format!("record {n}, column {}: {}", i + 1, e.value(py))))
-                }
-            }
+        let Some(stream) = self.stream.as_mut().filter(|s| s.id == id) else {
+            return Err(PyErr::from_type(err, format!("COPY {id} is not streaming")));
         };
-        // Tuples and lists (what callers pass, 100k at a time) are read by index:
-        // an iterator per record was a third of the encoding's CPU (its
-        // allocation, the end-of-iteration check, and the collections that the
-        // allocations set off); other sequences go through the iterator.
-        let row = |n: usize, rec: &Bound<'_, PyAny>, data: &mut Vec<u8>| -> PyResult<()> {
-            let len = rec.len()?;
-            if len != ncols {
-                return Err(self.data_err(
-                    py,
-                    format!("record {n} has {len} values, the table takes {ncols}"),
-                ));
-            }
-            data.extend_from_slice(&(ncols as i16).to_be_bytes());
-            if let Ok(t) = rec.downcast::<PyTuple>() {
-                (0..ncols).try_for_each(|i| put(n, i, &*t.get_borrowed_item(i)?, data))
-            } else if let Ok(l) = rec.downcast::<PyList>() {
-                (0..ncols).try_for_each(|i| put(n, i, &l.get_item(i)?, data))
-            } else {
-                let mut count = 0;
-                for v in rec.try_iter()?.take(ncols) {
-                    put(n, count, &v?, data)?;
-                    count += 1;
-                }
-                if count != ncols {
-                    return Err(self.data_err(
-                        py,
-                        format!("record {n} gave {count} values, the table takes {ncols}"),
-                    ));
-                }
-                Ok(())
-            }
+        let rows = Rows {
+            py,
+            err: &err,
+            columns: &stream.codecs,
         };
-        if let Ok(list) = records.downcast::<PyList>() {
-            let mut n = 0;
-            // by index, re-checking the length: an encoder may run Python code
-            while n < list.len() {
-                row(n, &list.get_item(n)?, &mut data)?;
-                n += 1;
+        rows.message(records, start, limit, &mut stream.out)
+    }
+
+    /// End stream `id`: the binary trailer and CopyDone, or with `fail` (a
+    /// reason) a CopyFail, which makes the server drop the COPY (it ignores
+    /// either when the COPY failed already). The requests encoded meanwhile go
+    /// out right after. False when `id` was not streaming (nothing written).
+    #[pyo3(signature = (id, fail=None))]
+    fn copy_end(&mut self, id: u64, fail: Option<&str>) -> bool {
+        let Some(mut stream) = self.stream.take_if(|s| s.id == id) else {
+            return false;
+        };
+        let out = &mut stream.out;
+        match fail {
+            None => {
+                // Infallible: both messages are a few bytes.
+                let _ = fe::copy_data(out, COPY_BINARY_TRAILER);
+                fe::copy_done(out);
             }
-        } else if let Ok(tuple) = records.downcast::<PyTuple>() {
-            for n in 0..tuple.len() {
-                row(n, &*tuple.get_borrowed_item(n)?, &mut data)?;
-            }
-        } else {
-            for (n, rec) in records.try_iter()?.enumerate() {
-                row(n, &rec?, &mut data)?;
+            Some(reason) => {
+                // A reason with a NUL or too long for the message: a fixed one.
+                let reason: String = reason.chars().filter(|&c| c != '\0').take(1000).collect();
+                let _ = fe::copy_fail(out, &reason);
             }
         }
-        data.extend_from_slice(COPY_BINARY_TRAILER);
-        self.copy_in(py, sql, &data)
+        out.extend_from_slice(&self.wbuf);
+        std::mem::swap(&mut *self.wbuf, out);
+        true
     }
 
     /// Parse every complete message in `data` (plus what was buffered).

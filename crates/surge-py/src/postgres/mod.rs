@@ -5,6 +5,7 @@
 mod auth;
 mod codec;
 mod containers;
+mod copy_in;
 mod custom;
 mod decode;
 mod encode;

@@ -1,0 +1,190 @@
+"""`copy_records_to_table` streamed in chunks, against asyncpg on the same server:
+the same rows from lists, generators and asynchronous iterables; a bad record
+or a server error part way leaves no row and a usable connection; cancellation
+and timeouts mid-stream end the COPY cleanly; other coroutines' queries on the
+connection wait for the COPY's end and get their right answers; the data is
+sent as it is encoded (bounded memory), not all at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+import surge.postgres as pg
+from surge.postgres import copy as pg_copy
+
+#: Enough rows for a dozen chunks (about 30 bytes a record).
+N = 100_000
+ROWS = [(i, f"name {i}", i * 1.5) for i in range(N)]
+TABLE = "CREATE TABLE {} (a int PRIMARY KEY, b text, c float8)"
+#: The table's contents, as one comparable value.
+DIGEST = "SELECT count(*), md5(string_agg(format('%s|%s|%s', a, b, c), ',' ORDER BY a)) FROM {}"
+
+
+async def _agen(rows: list[tuple[Any, ...]], gate: asyncio.Event | None = None) -> AsyncIterator:
+    for i, r in enumerate(rows):
+        if gate is not None and i == len(rows) // 2:
+            gate.set()
+            await asyncio.sleep(3600)  # stalls half way: cancelled or timed out
+        if i % 5000 == 0:
+            await asyncio.sleep(0)
+        yield r
+
+
+def _gen(rows: list[tuple[Any, ...]]) -> Iterator:
+    yield from rows
+
+
+async def _fresh(conn: Any, name: str) -> None:
+    await conn.execute(f"DROP TABLE IF EXISTS {name}; " + TABLE.format(name))
+
+
+def test_streamed_rows_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """A list, a generator and an asynchronous generator of 100k records: the
+    same table contents and status as asyncpg's."""
+
+    async def go() -> None:
+        s = await pg.connect(dsn)
+        a = await asyncpg.connect(dsn)
+        try:
+            for make in (lambda: ROWS, lambda: _gen(ROWS), lambda: _agen(ROWS)):
+                await _fresh(s, "cs_s")
+                await _fresh(s, "cs_a")
+                st_s = await s.copy_records_to_table("cs_s", records=make())
+                st_a = await a.copy_records_to_table("cs_a", records=make())
+                assert st_s == st_a == f"COPY {N}"
+                got = await s.fetchrow(DIGEST.format("cs_s"))
+                assert tuple(got) == tuple(await s.fetchrow(DIGEST.format("cs_a")))
+                assert got[0] == N
+        finally:
+            await s.execute("DROP TABLE IF EXISTS cs_s, cs_a")
+            await a.close()
+            await s.close()
+
+    arun(go())
+
+
+def test_errors_part_way_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """A record at 70k that does not encode, and one the server refuses (a
+    duplicate key): each driver raises, no row is written, the connection goes
+    on. The server's error is the same class in both."""
+
+    async def go() -> None:
+        s = await pg.connect(dsn)
+        a = await asyncpg.connect(dsn)
+        try:
+            await _fresh(s, "cs_e")
+            bad = list(ROWS)
+            bad[70_000] = (70_000, 5, 1.0)
+            with pytest.raises(pg.DataError, match="record 70000, column 2"):
+                await s.copy_records_to_table("cs_e", records=bad)
+            with pytest.raises(TypeError):
+                await a.copy_records_to_table("cs_e", records=bad)
+            dup = list(ROWS)
+            dup[70_000] = (5, "again", 1.0)
+            errors = []
+            for conn in (s, a):
+                with pytest.raises(Exception) as e:
+                    await conn.copy_records_to_table("cs_e", records=dup)
+                errors.append(type(e.value).__name__)
+                assert await conn.fetchval("SELECT count(*) FROM cs_e") == 0
+            assert errors == ["UniqueViolationError", "UniqueViolationError"]
+            # the same connection COPYs again at once
+            assert await s.copy_records_to_table("cs_e", records=ROWS[:10]) == "COPY 10"
+        finally:
+            await s.execute("DROP TABLE IF EXISTS cs_e")
+            await a.close()
+            await s.close()
+
+    arun(go())
+
+
+def test_cancel_and_timeout_mid_stream(dsn: str, arun: Callable) -> None:
+    """A COPY cancelled, or timed out, half way through its (asynchronous)
+    records: CopyFail ends it, no row is written, and the same connection
+    answers the next queries and COPYs."""
+
+    async def go() -> None:
+        s = await pg.connect(dsn)
+        try:
+            await _fresh(s, "cs_c")
+            gate = asyncio.Event()
+            task = asyncio.ensure_future(s.copy_records_to_table("cs_c", records=_agen(ROWS, gate)))
+            await gate.wait()
+            assert s._codec.copy_stream is not None  # chunks are out, the COPY is open
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert s._codec.copy_stream is None
+            assert await s.fetchval("SELECT count(*) FROM cs_c") == 0
+            with pytest.raises(TimeoutError):  # as asyncpg
+                await s.copy_records_to_table(
+                    "cs_c", records=_agen(ROWS, asyncio.Event()), timeout=0.5
+                )
+            assert await s.fetchval("SELECT count(*) FROM cs_c") == 0
+            assert await s.copy_records_to_table("cs_c", records=ROWS[:3]) == "COPY 3"
+        finally:
+            await s.execute("DROP TABLE IF EXISTS cs_c")
+            await s.close()
+
+    arun(go())
+
+
+def test_others_wait_for_the_stream(dsn: str, arun: Callable) -> None:
+    """Queries, the liveness ping and a second COPY made while a COPY streams on
+    the same connection wait for its end, and all get their own answers; the
+    data leaves as it is encoded (many writes, little left unwritten at any
+    time), not all at once; a COPY in a transaction rolls back with it."""
+
+    async def go() -> None:
+        s = await pg.connect(dsn)
+        try:
+            await _fresh(s, "cs_w")
+            held: list[int] = []
+            made: list[asyncio.Future] = []
+            more = [(i, "x", 0.0) for i in range(3 * N, 3 * N + 1000)]
+
+            async def q(i: int) -> int:
+                return await s.fetchval("SELECT $1::int", i)
+
+            async def watched() -> AsyncIterator:
+                # (the codec is busy encoding: only the transport can be asked)
+                transport = s._engine._transport
+                for i, r in enumerate(ROWS * 3):
+                    if i % 1000 == 0:
+                        held.append(transport.get_write_buffer_size())
+                    if i == N:  # mid-stream: others' requests
+                        assert s._codec.copy_stream is not None
+                        made.extend(asyncio.ensure_future(q(k)) for k in range(200))
+                        made.append(asyncio.ensure_future(s._engine.request(s._codec.sync)))
+                        made.append(
+                            asyncio.ensure_future(s.copy_records_to_table("cs_w", records=more))
+                        )
+                        await asyncio.sleep(0.05)
+                    yield (i, *r[1:])
+
+            writes = s._engine.stats["writes"]
+            assert await s.copy_records_to_table("cs_w", records=watched()) == f"COPY {3 * N}"
+            res = await asyncio.gather(*made)
+            assert res[:200] == list(range(200))
+            assert res[200] is None and res[201] == "COPY 1000"
+            assert await s.fetchval("SELECT count(*) FROM cs_w") == 3 * N + 1000
+            # ~9 MB left in writes of a chunk or so, never piling up unwritten
+            assert s._engine.stats["writes"] - writes > 20
+            assert max(held) < 8 * pg_copy.COPY_CHUNK, max(held)
+            # in a transaction, rolled back: nothing stays
+            tx = s.transaction()
+            await tx.start()
+            again = [(i + 1000, *r) for i, *r in more]
+            await s.copy_records_to_table("cs_w", records=_agen(again))
+            assert await s.fetchval("SELECT count(*) FROM cs_w") == 3 * N + 2000
+            await tx.rollback()
+            assert await s.fetchval("SELECT count(*) FROM cs_w") == 3 * N + 1000
+        finally:
+            await s.execute("DROP TABLE IF EXISTS cs_w")
+            await s.close()
+
+    arun(go())

@@ -78,6 +78,8 @@ class Request:
     body: bytes
     text: str
     client: tuple[str, int] | None
+    #: ``SessionMiddleware``'s session (an AttributeError without it).
+    session: Any
     _route: int
     _allowed: list[str] | None
     _result: Any
@@ -248,6 +250,25 @@ class MiddlewareChain:
     def depth(self) -> int: ...
     def call_next(self, index: int) -> Callable[[Any], MiddlewareStep]: ...
     def start(self, request: Any) -> Any: ...
+
+@final
+class HookChain:
+    """The ``process_request``/``process_response`` middleware of one frozen
+    plan, run natively around its plain handlers (`surge.http.pipeline`)."""
+
+    def __new__(
+        cls,
+        layers: list[tuple[Any, Any, Any, Any]],
+        handlers: list[Callable[..., Any] | None],
+        pipeline: Any,
+        responses: Any,
+        disconnected: Any,
+    ) -> Self: ...
+    def endpoint_function(self) -> Callable[..., Any]: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def native_layers(self) -> int: ...
 
 @final
 class CallNext:

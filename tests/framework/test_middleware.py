@@ -925,3 +925,113 @@ def test_vary_is_merged_into_one_header(kind):
         assert r.headers["access-control-allow-origin"] == "https://a.example"
         no_origin = client.get("/", headers={"Accept-Encoding": "identity"})
         assert no_origin.headers.get_list("vary") == ["Cookie, Accept-Encoding, Origin"]
+
+
+def _builtin_app(python_hooks: bool) -> App:
+    """CORS, GZip and sessions around plain handlers; with `python_hooks`, each
+    as a subclass whose hooks only call the built-in ones, which keeps the
+    native chain from doing their work itself."""
+    from surge.http.middleware import CORSMiddleware
+
+    cors, gz, sessions = CORSMiddleware, GZipMiddleware, SessionMiddleware
+    if python_hooks:
+
+        class PyCORS(CORSMiddleware):
+            def process_response(self, request, response):
+                return super().process_response(request, response)
+
+        class PyGZip(GZipMiddleware):
+            def process_response(self, request, response):
+                return super().process_response(request, response)
+
+        class PySessions(SessionMiddleware):
+            def process_request(self, request):
+                return super().process_request(request)
+
+        cors, gz, sessions = PyCORS, PyGZip, PySessions
+    app = App()
+    app.add_middleware(sessions, secret_key="s3cret")
+    app.add_middleware(gz, minimum_size=64)
+    app.add_middleware(
+        cors,
+        allow_origins=["https://a.example", "https://b.example"],
+        allow_credentials=True,
+        expose_headers=["X-Total"],
+    )
+
+    @app.get("/{name}")
+    def handler(request, name):
+        if name == "vary":
+            return Response("v", headers={"Vary": "Cookie, origin"})
+        if name == "vary2":
+            return Response("v", headers=[("Vary", "Cookie"), ("Vary", "Accept")])
+        if name == "big":
+            return "x" * 500
+        if name == "none":
+            return None
+        if name == "dict":
+            return {"name": name}
+        if name == "fail":
+            raise HTTPException(418)
+        if name == "later":
+            return asyncio.sleep(0, result="awaited")
+        if name == "odd":
+            return 42  # not a response: a 500
+        if name == "stream":
+            return StreamingResponse(iter([b"s" * 100]))
+        if name == "login":
+            request.session["user"] = "ann"
+        if name == "logout":
+            request.session.clear()
+        if name == "read":
+            return {"user": request.session.get("user"), "type": type(request.session).__name__}
+        return name
+
+    return app
+
+
+def test_builtin_middlewares_native_chain_answers_as_their_python_hooks(caplog):
+    """The native chain's own work for CORS, GZip and sessions against the same
+    middleware run through their Python hooks: every response alike (status,
+    headers in order, body), for origins allowed, refused, absent and not
+    ASCII, Vary merging, bodies above and below GZip's minimum, sessions
+    untouched, read, set and cleared, and unusual handler results."""
+    native, python = _builtin_app(False), _builtin_app(True)
+    # Both run on the native chain; only the first has its work done natively.
+    assert native.freeze().routes[0].handler.__self__.native_layers == 3
+    assert python.freeze().routes[0].handler.__self__.native_layers == 0
+    origins = [None, "https://a.example", "https://c.example", "https://\u00e9.example".encode()]
+    paths = ["hello", "vary", "vary2", "big", "none", "dict", "fail", "later", "odd"]
+    paths += ["stream", "read", "login", "logout"]
+    with TestClient(native) as n, TestClient(python) as p, caplog.at_level(logging.CRITICAL):
+        cookies: dict[str, str] = {}
+        for origin in origins:
+            for path in paths:
+                headers: dict[str, str | bytes] = {"Accept-Encoding": "gzip"}
+                if origin is not None:
+                    headers["Origin"] = origin
+                if path in ("read", "logout") and "session" in cookies:
+                    headers["Cookie"] = f"session={cookies['session']}"
+                a, b = n.get(f"/{path}", headers=headers), p.get(f"/{path}", headers=headers)
+                case = (origin, path)
+                assert (a.status_code, a.content) == (b.status_code, b.content), case
+
+                def same(r):
+                    return [(k, v) for k, v in r.headers.multi_items() if k != "date"]
+
+                if path == "login":  # signed with a time stamp: compare the rest
+                    cookie_a = a.headers["set-cookie"]
+                    assert cookie_a.split(";")[1:] == b.headers["set-cookie"].split(";")[1:]
+                    cookies["session"] = cookie_a.split(";")[0].partition("=")[2]
+                    continue
+                assert same(a) == same(b), case
+        assert cookies, "no session cookie was set"
+        preflight = {
+            "Origin": "https://a.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "X-Unknown",
+        }
+        a, b = n.options("/hello", headers=preflight), p.options("/hello", headers=preflight)
+        assert (
+            (a.status_code, a.text) == (b.status_code, b.text) == (400, "Disallowed CORS headers")
+        )

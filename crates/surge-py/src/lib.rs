@@ -42,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::server::MiddlewareChain>()?;
     m.add_class::<http::server::CallNext>()?;
     m.add("MiddlewareStep", http::server::middleware_step_type(py)?)?;
+    m.add_class::<http::server::HookChain>()?;
     m.add_class::<http::server::AccessLog>()?;
     m.add_class::<http::server::ProxyTrust>()?;
     m.add_class::<http::server::ParseError>()?;

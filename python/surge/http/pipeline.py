@@ -33,6 +33,17 @@ layer's coroutine, or calls a plain handler with no hooks itself, and drives it
 exception or a non-response into the error handlers' response as described
 above; the first step of the whole chain runs in `endpoint` the same way.
 
+When every middleware is of the ``process_request``/``process_response`` kind
+(`HookMiddleware`: CORS, compression, sessions, the user's own) and no
+before/after hook is registered, a plain handler's request needs no coroutine
+at all: the native `surge._core.HookChain` (crates/surge-py/src/http/server/
+hook_chain.rs) is then every route's endpoint. It copies the context, calls
+the hooks in the order above, wraps a str/bytes/dict/list result into a
+`Response` itself and does the built-in middlewares' common cases without
+calling them (a subclass overriding a hook is always called); an exception, an
+awaitable or another unusual result hands the rest to `_recover`, a coroutine
+driven in the same context.
+
 So on Python 3.11, on a route with a plain-function handler, the code a
 middleware runs before its first real suspension has no current task
 (`asyncio.current_task()` is None; Python 3.12 has eager tasks and surge uses
@@ -52,7 +63,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from surge._core import MiddlewareChain, MiddlewareStep
+from surge._core import HookChain, MiddlewareChain, MiddlewareStep
 
 from .errors import ClientDisconnected, HTTPException
 from .protocol import _Resumed
@@ -99,14 +110,17 @@ def _processed(mw: Any, request: Request, response: Any) -> Any:
     """`mw.process_response(request, response)`, which must give a response."""
     new = mw.process_response(request, response)
     if not isinstance(new, _RESPONSES):
-        _processed_type_error(mw, new)
+        raise TypeError(
+            f"{type(mw).__qualname__}.process_response returned {type(new).__name__}, "
+            "not a response"
+        )
     return new
 
 
-def _processed_type_error(mw: Any, new: Any) -> None:
-    raise TypeError(
-        f"{type(mw).__qualname__}.process_response returned {type(new).__name__}, not a response"
-    )
+def _native_hooks(mw: Any) -> tuple[Any, ...] | None:
+    """What `HookChain` may do natively in `mw`'s place (see its module), or None."""
+    native = getattr(mw, "_native_hooks", None)
+    return native() if native is not None else None
 
 
 def _own_hook(mw: Any, name: str) -> Any:
@@ -183,34 +197,38 @@ class Pipeline:
         self._start = chain.start
         self._outer: CallNext = chain.call_next(0)
         #: When every middleware is of the process_request/response kind and no
-        #: hook is registered, a plain handler's request runs with no coroutine
-        #: at all (`_plain_chain`); these are the middleware, outermost first.
+        #: hook is registered, a plain handler's request runs natively with no
+        #: coroutine at all (`surge._core.HookChain`, which does the built-in
+        #: middlewares' common cases itself); these are the middleware,
+        #: outermost first, whose hooks `_recover` calls where it stopped.
         self._all_hooked: tuple[Any, ...] | None = None
-        #: Their hooks, outermost first; None where a middleware keeps the no-op
-        #: hook it inherits (GZip has no process_request), so it is not called.
-        self._request_hooks: tuple[Any, ...] = ()
-        self._response_hooks: tuple[Any, ...] = ()
-        #: Each route's handler where `_plain_chain` may call it (None: threaded).
-        self._unthreaded = tuple(None if r.threaded else r.handler for r in self.routes)
+        #: The handler of every route: the native chain's, else `_endpoint`.
+        self.endpoint: Callable[..., Any] = self._endpoint
         if hooked and len(hooked) == len(middleware) and not (self._before or self._after):
             self._all_hooked = group = tuple(reversed(hooked))
-            self._request_hooks = tuple(_own_hook(mw, "process_request") for mw in group)
-            self._response_hooks = tuple(_own_hook(mw, "process_response") for mw in group)
+            hooks = HookChain(
+                [
+                    (
+                        mw,
+                        _own_hook(mw, "process_request"),
+                        _own_hook(mw, "process_response"),
+                        _native_hooks(mw),
+                    )
+                    for mw in group
+                ],
+                [None if r.threaded else r.handler for r in self.routes],
+                self,
+                _RESPONSES,
+                ClientDisconnected,
+            )
+            self.endpoint = hooks.endpoint_function()
 
     # The connection's side -----------------------------------------------------------
 
-    def endpoint(self, request: Request, **params: Any) -> Any:
-        """The handler of every route: the response, or an awaitable of it."""
+    def _endpoint(self, request: Request, **_params: Any) -> Any:
+        """The handler of every route (unless the native chain takes them): the
+        response, or an awaitable of it."""
         ctx = contextvars.copy_context()
-        if self._all_hooked is not None:
-            rid = request._route
-            if rid < self._routed:
-                handler = self._unthreaded[rid]
-                if handler is not None:
-                    result = ctx.run(self._plain_chain, request, handler, params)
-                    if type(result) is not _Recovering:
-                        return result
-                    return self._drive(ctx, result.coro)
         if _EAGER_TASKS:  # pragma: no cover - Python 3.12+
             return self._drive(ctx, self._outer(request))
         result = ctx.run(self._start, request)
@@ -235,71 +253,25 @@ class Pipeline:
 
     def unrouted(self, request: Request, **_params: Any) -> Any:
         """The catch-all routes' handler: a 404 or 405 through the middleware."""
-        return self.endpoint(request)
+        return self._endpoint(request)
 
     # Layers -------------------------------------------------------------------------
 
-    def _plain_chain(self, request: Request, handler: Any, params: dict[str, Any]) -> Any:
-        """Only process_request/response middleware around a plain handler: the
-        same order and error handling as `_hooked`, as plain calls. What needs
-        awaiting (an error handler, an awaitable result) goes on in `_recover`."""
-        entered = 0
-        try:
-            for hook in self._request_hooks:
-                if hook is not None:
-                    response = hook(request)
-                    if response is not None:
-                        break
-                entered += 1
-            else:
-                # The connection passes the path parameters to `endpoint`.
-                result = handler(request, **params) if params else handler(request)
-                cls = type(result)
-                if cls is str or cls is bytes or cls is dict or cls is list:
-                    response = Response(result)
-                elif isinstance(result, _RESPONSES):
-                    response = result
-                elif inspect.isawaitable(result):
-                    return _Recovering(self._recover(request, entered, awaiting=result))
-                else:
-                    response = to_response(result)
-        except ClientDisconnected:
-            raise
-        except Exception as exc:
-            return _Recovering(self._recover(request, entered, error=exc))
-        hooks = self._response_hooks
-        while entered:
-            entered -= 1
-            hook = hooks[entered]
-            if hook is None:
-                continue
-            try:
-                new = hook(request, response)
-                if type(new) is not Response and not isinstance(new, _RESPONSES):
-                    _processed_type_error(self._all_hooked[entered], new)  # type: ignore[index]
-            except ClientDisconnected:
-                raise
-            except Exception as exc:
-                return _Recovering(self._recover(request, entered, error=exc))
-            response = new
-        return response
-
     async def _recover(
-        self,
-        request: Request,
-        entered: int,
-        error: Exception | None = None,
-        awaiting: Any = None,
+        self, request: Request, entered: int, error: Exception | None, result: Any
     ) -> Any:
-        """`_plain_chain` from where it stopped: the error's response (or the
-        awaited result) goes out through the middleware entered before it."""
+        """The native chain (`HookChain`) from where it stopped: the response for
+        `error`, or for the handler's unusual `result` (awaited if it is
+        awaitable), goes out through the `entered` middleware."""
         group = self._all_hooked
         assert group is not None
         if error is not None:
             response = await self._error(request, error)
         else:
             try:
-                response = to_response(await awaiting)
+                if inspect.isawaitable(result):
+                    result = await result
+                response = to_response(result)
             except ClientDisconnected:
                 raise
             except Exception as exc:
@@ -466,15 +438,6 @@ def _unrouted_error(rid: int, allowed: Any) -> HTTPException:
         methods = set(allowed) | ({"HEAD"} if "GET" in allowed else set())
         return HTTPException(405, headers={"Allow": ", ".join(sorted(methods))})
     return HTTPException(404)
-
-
-class _Recovering:
-    """What `_plain_chain` returns when the rest must be awaited: `coro`."""
-
-    __slots__ = ("coro",)
-
-    def __init__(self, coro: Any) -> None:
-        self.coro = coro
 
 
 class _InContext:

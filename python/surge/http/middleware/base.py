@@ -43,12 +43,24 @@ class HookMiddleware:
         """The response to send (`response`, changed or replaced)."""
         return response
 
+    def _native_hooks(self) -> tuple[Any, ...] | None:
+        """What the native chain (`surge._core.HookChain`) may do in this
+        middleware's place in its common cases, or None (its hooks are called)."""
+        return None
+
     async def dispatch(self, request: Request, call_next: CallNext) -> Any:
         """Handles one request: both hooks around ``call_next``."""
         early = self.process_request(request)
         if early is not None:
             return early
         return self.process_response(request, await call_next(request))
+
+
+def overrides(mw: Any, base: type, *names: str) -> bool:
+    """True when `mw`'s class replaces any of `base`'s methods `names` (then the
+    native chain must call them rather than do their work itself)."""
+    cls = type(mw)
+    return any(getattr(cls, name) is not getattr(base, name) for name in names)
 
 
 def header_values(response: Any, name: str) -> list[str]:

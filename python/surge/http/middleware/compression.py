@@ -34,7 +34,7 @@ from surge._core import Request, Response
 
 from ..negotiation import accepted_codings, choose_encoding
 from ..response import StreamingResponse
-from .base import CallNext, HookMiddleware, add_vary, header_values
+from .base import CallNext, HookMiddleware, add_vary, header_values, overrides
 
 try:
     import brotli  # type: ignore[import-untyped,unused-ignore]
@@ -192,6 +192,12 @@ class CompressionMiddleware(HookMiddleware):
         self.encodings = offered
         self._coders = {name: makers[name]() for name in offered}
         self.exclude_content_types = frozenset(t.strip().lower() for t in exclude_content_types)
+
+    def _native_hooks(self) -> tuple[Any, ...] | None:
+        # A body below the minimum size passed on natively, untouched.
+        if overrides(self, CompressionMiddleware, "process_response"):
+            return None
+        return ("compression", self.minimum_size)
 
     def process_response(self, request: Request, response: Any) -> Any:
         """Compresses the response with the coding the request prefers, when it is worth it."""

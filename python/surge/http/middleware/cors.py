@@ -16,7 +16,7 @@ from typing import Any
 
 from surge._core import Request, Response
 
-from .base import CallNext, HookMiddleware, add_vary
+from .base import CallNext, HookMiddleware, add_vary, overrides
 
 #: What ``allow_methods=["*"]`` stands for (Starlette's list).
 ALL_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY")
@@ -87,6 +87,15 @@ class CORSMiddleware(HookMiddleware):
         if allow_credentials:
             preflight["Access-Control-Allow-Credentials"] = "true"
         self.preflight_headers = preflight
+
+    def _native_hooks(self) -> tuple[Any, ...] | None:
+        # Simple requests done natively: the origin list, the prebuilt headers.
+        hooks = ("process_request", "process_response", "is_allowed_origin")
+        if self.allow_origin_regex is not None or overrides(self, CORSMiddleware, *hooks):
+            return None
+        origins = sorted(self.allow_origins)
+        simple = list(self.simple_headers)
+        return ("cors", origins, self.allow_all_origins, self.allow_credentials, simple)
 
     def is_allowed_origin(self, origin: str) -> bool:
         """True when `origin` may read responses."""

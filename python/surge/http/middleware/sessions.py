@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from surge._core import Request
 
-from .base import CallNext, HookMiddleware
+from .base import CallNext, HookMiddleware, overrides
 
 #: Seconds a session cookie lives (``max_age``'s default: two weeks, as Starlette).
 DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
@@ -78,6 +78,12 @@ class SessionMiddleware(HookMiddleware):
         if domain is not None:
             flags += f"; domain={domain}"
         self.flags = flags
+
+    def _native_hooks(self) -> tuple[Any, ...] | None:
+        # No Cookie header: an empty `Session` natively; an empty one back: no cookie.
+        if overrides(self, SessionMiddleware, "process_request", "process_response"):
+            return None
+        return ("session", Session)
 
     def load(self, cookie: str | None) -> dict[str, Any] | None:
         """The session in `cookie`, or None when there is none or it is not valid."""

@@ -2,11 +2,11 @@
 //! bytes and turned into Python objects on first access, then cached.
 
 use bytes::Bytes;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::http1::common::Version;
 use surge_proto::http1::server::RequestHead;
 
@@ -72,6 +72,8 @@ pub struct Request {
     /// A trusted proxy reported the client or the scheme: the ASGI scope and
     /// the WSGI environ take them from this request, not from the connection.
     pub proxied: bool,
+    /// ``request.session`` (see `SessionSlot`).
+    pub session: SessionSlot,
     // Caches.
     method_obj: Option<Py<PyString>>,
     path_obj: Option<Py<PyString>>,
@@ -101,6 +103,7 @@ impl Request {
             scheme: "http",
             forwarded_host: None,
             proxied: false,
+            session: SessionSlot::Absent,
             method_obj: None,
             path_obj: None,
             body_obj: None,
@@ -158,8 +161,44 @@ fn common_name<'py>(py: Python<'py>, name: &[u8]) -> Option<Bound<'py, PyBytes>>
     })
 }
 
+/// ``request.session``: kept natively so that the middleware chain
+/// (`hook_chain`) can leave an empty session to be made on first read: most
+/// handlers never read it, and a session per request set through the
+/// instance dict cost about 1,600 instructions.
+pub enum SessionSlot {
+    /// No session middleware: reading it is an AttributeError.
+    Absent,
+    /// An empty session of this type, made when first read.
+    Lazy(Py<PyType>),
+    Set(PyObject),
+}
+
 #[pymethods]
 impl Request {
+    /// The session that `SessionMiddleware` keeps (a dict); an
+    /// AttributeError without that middleware.
+    #[getter]
+    fn session(&mut self, py: Python<'_>) -> PyResult<PyObject> {
+        match &self.session {
+            SessionSlot::Set(s) => Ok(s.clone_ref(py)),
+            SessionSlot::Lazy(make) => {
+                let s = make.call0(py)?;
+                self.session = SessionSlot::Set(s.clone_ref(py));
+                Ok(s)
+            }
+            SessionSlot::Absent => Err(PyAttributeError::new_err(
+                "request.session needs SessionMiddleware (app.add_middleware(SessionMiddleware, \
+                 secret_key=...))",
+            )),
+        }
+    }
+
+    #[setter]
+    fn set_session(&mut self, py: Python<'_>, session: Option<PyObject>) {
+        // `del request.session` (None here, as `= None` is) leaves None.
+        self.session = SessionSlot::Set(session.unwrap_or_else(|| py.None()));
+    }
+
     /// The method, e.g. "GET".
     #[getter]
     fn method(&mut self, py: Python<'_>) -> Py<PyString> {

@@ -39,6 +39,27 @@ struct Space {
     info: PyObject,
 }
 
+impl Space {
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        Space {
+            id: self.id,
+            names: self.names.as_ref().map(|n| n.clone_ref(py)),
+            info: self.info.clone_ref(py),
+        }
+    }
+}
+
+/// The last space looked up: the name table it was found in, the name object
+/// and what was found. A name table is never changed once in use (a reload
+/// installs a new one), so the same table and the same name object give the
+/// same space; the lookup's five dict and attribute reads become two identity
+/// checks (callers pass the same literal name again and again).
+struct LastSpace {
+    table: Py<PyDict>,
+    name: PyObject,
+    space: Space,
+}
+
 /// The connection's Python methods, by the index of their request in
 /// `IprotoLane::fallbacks`.
 #[derive(Clone, Copy)]
@@ -66,6 +87,7 @@ pub struct IprotoLane {
     key_delete: PyObject,
     /// The connection's Python methods, by `Op`.
     fallbacks: [PyObject; 6],
+    last: Option<LastSpace>,
 }
 
 /// `key` as the methods send it: None is no key, a list or tuple as it is, any
@@ -129,7 +151,7 @@ fn uint(v: &Bound<'_, PyAny>) -> Option<u64> {
 impl IprotoLane {
     /// The space named `space` in the connection's name table, or None (not a
     /// name, not known, a reload due, a transaction open: the Python path).
-    fn space(&self, py: Python<'_>, space: &Bound<'_, PyAny>) -> PyResult<Option<Space>> {
+    fn space(&mut self, py: Python<'_>, space: &Bound<'_, PyAny>) -> PyResult<Option<Space>> {
         if !space.is_instance_of::<PyString>() {
             return Ok(None);
         }
@@ -140,10 +162,16 @@ impl IprotoLane {
         {
             return Ok(None);
         }
-        let Some(names) = conn.get_item(intern!(py, "_names"))? else {
+        let Some(table) = conn.get_item(intern!(py, "_names"))? else {
             return Ok(None);
         };
-        let Some(info) = names.downcast::<PyDict>()?.get_item(space)? else {
+        if let Some(last) = &self.last {
+            if last.table.bind(py).is(&table) && last.name.bind(py).is(space) {
+                return Ok(Some(last.space.clone_ref(py)));
+            }
+        }
+        let table = table.downcast_into::<PyDict>()?;
+        let Some(info) = table.get_item(space)? else {
             return Ok(None);
         };
         let Some(id) = uint(&info.getattr(intern!(py, "id"))?) else {
@@ -158,11 +186,17 @@ impl IprotoLane {
                 Err(_) => return Ok(None),
             }
         };
-        Ok(Some(Space {
+        let found = Space {
             id,
             names,
             info: info.unbind(),
-        }))
+        };
+        self.last = Some(LastSpace {
+            table: table.unbind(),
+            name: space.clone().unbind(),
+            space: found.clone_ref(py),
+        });
+        Ok(Some(found))
     }
 
     /// The id of `index` (an id, or a name in the space's indexes).
@@ -250,6 +284,7 @@ impl IprotoLane {
             codec: codec.unbind(),
             lane: EngineLane::new(engine, flush_size, Early::Engine)?,
             conn,
+            last: None,
             fallbacks: [
                 fallback_select,
                 fallback_insert,
@@ -432,11 +467,20 @@ impl IprotoLane {
         {
             visit.call(o)?;
         }
+        if let Some(last) = &self.last {
+            visit.call(&last.table)?;
+            visit.call(&last.name)?;
+            visit.call(&last.space.info)?;
+            if let Some(n) = &last.space.names {
+                visit.call(n)?;
+            }
+        }
         Ok(())
     }
 
     fn __clear__(&mut self) {
         self.lane.clear();
+        self.last = None;
     }
 }
 

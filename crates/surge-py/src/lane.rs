@@ -26,6 +26,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString};
 use pyo3::PyTraverseError;
 
+use crate::wire::{feed_resolve, ReplyParser};
+
 /// The engine's public limits, read with the first request after each flush (a
 /// change takes effect from the next batch) rather than three lookups per call.
 #[derive(Clone, Copy)]
@@ -331,12 +333,33 @@ pub trait NativeFeed: Send + Sync {
         pending: &Bound<'py, PyDict>,
         deadlines: &Bound<'py, PyDict>,
     ) -> PyResult<(usize, Bound<'py, PyList>)>;
-    /// Whether the driver's per-read hook (the engine's ``on_batch``) has
-    /// anything to do after this read (Tarantool: a new schema version; Redis:
-    /// a broken stream). False skips the Python call.
+    /// `ReplyParser::batch_hook_due`.
     fn batch_hook_due(&self, py: Python<'_>) -> bool;
     /// The codec object, for the owner's `__traverse__`.
     fn object(&self) -> &PyObject;
+}
+
+impl<C> NativeFeed for Py<C>
+where
+    C: ReplyParser + pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::False>,
+{
+    fn feed_resolve<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        feed_resolve(&mut *self.try_borrow_mut(py)?, py, data, pending, deadlines)
+    }
+
+    fn batch_hook_due(&self, py: Python<'_>) -> bool {
+        self.borrow(py).batch_hook_due()
+    }
+
+    fn object(&self) -> &PyObject {
+        self.as_any()
+    }
 }
 
 /// The engine's read path (`surge.engine.PipelinedConnection._on_data` and the

@@ -131,6 +131,13 @@ pub trait ReplyParser {
         py: Python<'py>,
         data: &[u8],
     ) -> (Vec<Reply<'py>>, PyResult<()>);
+
+    /// Whether the driver's per-read hook (the engine's ``on_batch``) has
+    /// anything to do after a read; false lets the engine's native read path
+    /// skip the Python call.
+    fn batch_hook_due(&self) -> bool {
+        true
+    }
 }
 
 /// A codec's `feed_resolve(data, pending, deadlines)`: `parse_replies` then

@@ -30,7 +30,6 @@ use surge_proto::resp::{self, Scanner, Status};
 use super::args::{write_arg, write_command};
 use super::reply::Builder;
 
-use crate::lane::NativeFeed;
 use crate::wire::{feed_resolve, ReadBuf, ReplyParser, WriteBuf};
 
 create_exception!(
@@ -361,26 +360,6 @@ impl RespCodec {
     }
 }
 
-impl NativeFeed for Py<RespCodec> {
-    fn feed_resolve<'py>(
-        &self,
-        py: Python<'py>,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(&mut *self.try_borrow_mut(py)?, py, data, pending, deadlines)
-    }
-
-    fn batch_hook_due(&self, py: Python<'_>) -> bool {
-        self.borrow(py).failed
-    }
-
-    fn object(&self) -> &PyObject {
-        self.as_any()
-    }
-}
-
 impl ReplyParser for RespCodec {
     fn parse_replies<'py>(
         &mut self,
@@ -391,6 +370,10 @@ impl ReplyParser for RespCodec {
             Ok(routed) => (routed, Ok(())),
             Err(e) => (Vec::new(), Err(e)),
         }
+    }
+
+    fn batch_hook_due(&self) -> bool {
+        self.failed
     }
 }
 

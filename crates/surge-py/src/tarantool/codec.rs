@@ -20,7 +20,7 @@ use surge_proto::msgpack as mp;
 use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
-use crate::lane::{Buffered, NativeFeed};
+use crate::lane::Buffered;
 use crate::wire::{feed_resolve, ReadBuf, ReplyParser, WriteBuf};
 
 create_exception!(
@@ -284,27 +284,6 @@ impl IprotoCodec {
 /// One parsed message: `(sync, ok, value)`, sync None for out-of-band ones.
 type Reply = (Option<u64>, bool, PyObject);
 
-impl NativeFeed for Py<IprotoCodec> {
-    fn feed_resolve<'py>(
-        &self,
-        py: Python<'py>,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(&mut *self.try_borrow_mut(py)?, py, data, pending, deadlines)
-    }
-
-    fn batch_hook_due(&self, py: Python<'_>) -> bool {
-        let c = self.borrow(py);
-        c.schema_version != c.known_schema_version
-    }
-
-    fn object(&self) -> &PyObject {
-        self.as_any()
-    }
-}
-
 impl ReplyParser for IprotoCodec {
     fn parse_replies<'py>(
         &mut self,
@@ -317,6 +296,10 @@ impl ReplyParser for IprotoCodec {
             .map(|(id, ok, v)| (id, ok, v.into_bound(py)))
             .collect();
         (replies, result)
+    }
+
+    fn batch_hook_due(&self) -> bool {
+        self.schema_version != self.known_schema_version
     }
 }
 

@@ -409,6 +409,7 @@ class Tuple:
 @final
 class IprotoCodec:
     schema_version: int
+    known_schema_version: int
     def __new__(cls) -> Self: ...
     def reset(self) -> None: ...
     def pending(self) -> int: ...
@@ -490,9 +491,9 @@ class IprotoLane:
         space: int | str,
         key: Any = None,
         *,
-        index: int | str | None = None,
+        index: int | str = ...,
         limit: int | None = None,
-        offset: int | None = None,
+        offset: int = ...,
         iterator: int | str | None = None,
         timeout: float | None = None,
     ) -> Any: ...
@@ -504,7 +505,7 @@ class IprotoLane:
         key: Any,
         ops: Any,
         *,
-        index: int | str | None = None,
+        index: int | str = ...,
         timeout: float | None = None,
     ) -> Any: ...
     def upsert(
@@ -515,7 +516,7 @@ class IprotoLane:
         space: int | str,
         key: Any,
         *,
-        index: int | str | None = None,
+        index: int | str = ...,
         timeout: float | None = None,
     ) -> Any: ...
 
@@ -525,6 +526,17 @@ def msgpack_unpackb(data: bytes) -> Any: ...
 # -- Redis (RESP2/RESP3) ---------------------------------------------------------
 
 class RespProtocolError(Exception): ...
+
+@final
+class EngineReader:
+    """A plaintext connection's read path in one native call (`surge.engine`)."""
+
+    def __new__(
+        cls, engine: Any, protocol: Any, early_flush: int, early_flush_max: int
+    ) -> Self: ...
+    @staticmethod
+    def supports(codec: object) -> bool: ...
+    def feed(self, data: bytes) -> None: ...
 
 @final
 class RespCodec:

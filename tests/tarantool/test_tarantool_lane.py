@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import asynctnt
 import pytest
 import surge.tarantool as st
+from surge import engine
 from surge.errors import ConnectionLostError
 from surge.tarantool import connection as tconn
 
@@ -56,6 +58,11 @@ async def _scenario(c: st.Connection) -> list[Any]:
         lambda: c.select(c.schema.by_name["sorted"].id, 1),  # by id: the Python path
         lambda: c.select("sorted", 1, timeout=5),  # a timeout: the Python path
         lambda: c.select("sorted", 1, iterator="NOPE"),
+        # An explicit None is not the default (asynctnt refuses it too).
+        lambda: c.select("sorted", 1, index=None),
+        lambda: c.select("sorted", None, offset=None),
+        lambda: c.update("sorted", 1, [("=", 2, 12)], index=None),
+        lambda: c.delete("sorted", 1, index=None),
         lambda: c.update("sorted", 1, [("=", 2, 11)]),
         lambda: c.update("sorted", [2], [["+", 2, 1]], index=0),
         lambda: c.update("sorted", 3, [("=", "n", 33)]),  # a field name
@@ -88,8 +95,16 @@ def test_lane_matches_python_methods(tnt, arun, monkeypatch):
         async with st.connect(tnt.url) as native:
             # The lane serves the methods (a native method, not the class's function).
             assert type(native.select).__name__ == "builtin_function_or_method"
+            # ... and reads go through the engine's native read path.
+            proto = native.engine._protocol
+            assert type(proto.data_received).__name__ == "builtin_function_or_method"
             want = await _scenario(native)
             native_ops = dict(native.engine.ops)
+        monkeypatch.setattr(engine, "NATIVE_READ", False)
+        async with st.connect(tnt.url) as py_read:
+            assert type(py_read.engine._protocol).__name__ == "_StreamProtocol"
+            assert await _scenario(py_read) == want
+            assert dict(py_read.engine.ops) == native_ops
         monkeypatch.setattr(tconn, "NATIVE_LANE", False)
         async with st.connect(tnt.url) as plain:
             assert type(plain.select).__name__ == "method"
@@ -101,7 +116,48 @@ def test_lane_matches_python_methods(tnt, arun, monkeypatch):
         assert native_ops["insert"] >= 50 and native_ops["select"] >= 50
         # The cases the lane hands on did reach the Python path's errors.
         kinds = {x[1] for x in want if isinstance(x, tuple) and x and x[0] in ("raised", "failed")}
-        assert {"DuplicateKeyError", "SchemaError", "InterfaceError"} <= kinds
+        assert {"DuplicateKeyError", "SchemaError", "InterfaceError", "TypeError"} <= kinds
+
+    arun(main())
+
+
+def test_explicit_none_index_and_offset_refused_like_asynctnt(tnt, arun):
+    """index=None and offset=None raise TypeError at the call, as asynctnt's do,
+    on the lane, on the Python path and before connecting; nothing is sent."""
+
+    async def main():
+        theirs = asynctnt.Connection(host=tnt.host, port=tnt.port)
+        await theirs.connect()
+        try:
+            calls = [
+                lambda c: c.select("sorted", 1, index=None),
+                lambda c: c.select("sorted", offset=None),
+                lambda c: c.update("sorted", 1, [("=", 2, 1)], index=None),
+                lambda c: c.delete("sorted", 1, index=None),
+            ]
+            for call in calls:
+                with pytest.raises(TypeError):
+                    call(theirs)
+            fresh = st.connect(tnt.url)  # not connected: the Python path
+            try:
+                for call in calls:
+                    with pytest.raises(TypeError):
+                        call(fresh)
+                await fresh.connect()
+                sent = fresh.engine.stats["requests"]
+                for call in calls:
+                    with pytest.raises(TypeError):
+                        call(fresh)
+                assert fresh.engine.stats["requests"] == sent
+                # Left out, they are the primary index and no offset on both.
+                await fresh.eval("box.space.sorted:truncate()")
+                await fresh.insert("sorted", (1, "a", 1))
+                assert await fresh.select("sorted", 1) == [(1, "a", 1)]
+                assert list((await theirs.select("sorted", [1]))[0]) == [1, "a", 1]
+            finally:
+                await fresh.close()
+        finally:
+            await theirs.disconnect()
 
     arun(main())
 

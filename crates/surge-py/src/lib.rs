@@ -96,6 +96,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("StatementGone", py.get_type::<postgres::StatementGone>())?;
 
+    // The drivers' shared engine: its native read path.
+    m.add_class::<lane::EngineReader>()?;
+
     // Redis.
     m.add_class::<redis::RespCodec>()?;
     m.add_class::<redis::RespLane>()?;

@@ -117,6 +117,45 @@ impl ReadBuf {
     }
 }
 
+/// One parsed reply: `(id, ok, value)`, id None for an out-of-band message.
+pub type Reply<'py> = (Option<u64>, bool, Bound<'py, PyAny>);
+
+/// A codec that parses replies: what `feed_resolve` and the engine's native read
+/// path (`crate::lane::EngineReader`) need of it.
+pub trait ReplyParser {
+    /// Every complete reply in `data` (plus what was buffered), in order, as
+    /// `(id, ok, value)` (id None: out of band); on a bad stream, the replies
+    /// before it and the error.
+    fn parse_replies<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> (Vec<Reply<'py>>, PyResult<()>);
+
+    /// Whether the driver's per-read hook (the engine's ``on_batch``) has
+    /// anything to do after a read; false lets the engine's native read path
+    /// skip the Python call.
+    fn batch_hook_due(&self) -> bool {
+        true
+    }
+}
+
+/// A codec's `feed_resolve(data, pending, deadlines)`: `parse_replies` then
+/// `resolve_replies`; a bad stream raises after the replies before it were
+/// resolved.
+pub fn feed_resolve<'py, C: ReplyParser>(
+    codec: &mut C,
+    py: Python<'py>,
+    data: &[u8],
+    pending: &Bound<'py, PyDict>,
+    deadlines: &Bound<'py, PyDict>,
+) -> PyResult<(usize, Bound<'py, PyList>)> {
+    let (replies, result) = codec.parse_replies(py, data);
+    let out = resolve_replies(py, replies, pending, deadlines)?;
+    result?;
+    Ok(out)
+}
+
 /// The resolving half of a codec's `feed_resolve` (the engine's hot path: one
 /// native call per read instead of a Python loop over `(id, ok, value)`
 /// triples), shared by the Redis and Tarantool codecs. Each successful reply to a

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import operator
 import time
 import types
 from collections.abc import Awaitable, Generator, Sequence
@@ -497,6 +498,9 @@ class Connection:
 
     def _set_schema(self, schema: Schema) -> None:
         self.schema = schema
+        # Replies of this version need no `_check_schema` (the engine's native
+        # read path skips it while they match).
+        self._codec.known_schema_version = schema.version
         self._names = schema.by_name
         self.schema_loads += 1
 
@@ -639,6 +643,10 @@ class Connection:
         timeout: float | None = None,
     ) -> Any:
         """Tuples of `space` matching `key` in `index` (all tuples when key is None)."""
+        if index.__class__ is not int and index.__class__ is not str:
+            _check_index(index)
+        if offset.__class__ is not int:
+            offset = _check_offset(offset)
         if key.__class__ is not list and key.__class__ is not tuple:
             key = _key(key)
         if iterator is None:
@@ -711,6 +719,8 @@ class Connection:
         timeout: float | None = None,
     ) -> Any:
         """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or []."""
+        if index.__class__ is not int and index.__class__ is not str:
+            _check_index(index)
         if key.__class__ is not list and key.__class__ is not tuple:
             key = _key(key)
         send = self._sender() if self._tx_open else self._req
@@ -759,6 +769,8 @@ class Connection:
         self, space: int | str, key: Any, *, index: int | str = 0, timeout: float | None = None
     ) -> Any:
         """Delete by key; returns [deleted tuple] or []."""
+        if index.__class__ is not int and index.__class__ is not str:
+            _check_index(index)
         if key.__class__ is not list and key.__class__ is not tuple:
             key = _key(key)
         send = self._sender() if self._tx_open else self._req
@@ -798,6 +810,20 @@ class Connection:
         """Prepare SQL on the server; awaits to the statement id for `execute`."""
         send = self._sender() if self._tx_open else self._req
         return _stmt_id(send(self._codec.prepare, sql, timeout=_timeout(timeout)))
+
+
+def _check_index(index: Any) -> None:
+    # asynctnt's rule: an index is a name or an id; None is not "the primary key".
+    if not isinstance(index, (int, str)):
+        raise TypeError(f"index must be a str or an int, not {type(index).__name__}")
+
+
+def _check_offset(offset: Any) -> int:
+    # asynctnt's rule: an integer (None is not 0).
+    try:
+        return operator.index(offset)
+    except TypeError:
+        raise TypeError(f"offset must be an int, not {type(offset).__name__}") from None
 
 
 def _timeout(timeout: float | None) -> Any:

@@ -43,7 +43,9 @@ class Schema:
     def __init__(self, version: int = 0) -> None:
         self.version = version
         # Keyed by name; the hot paths look a space up here whether they were given
-        # a name or an id (an id simply misses and takes the slow path).
+        # a name or an id (an id simply misses and takes the slow path). Never
+        # changed once built: `IprotoLane` keeps its last lookup while the
+        # connection's name table is the same object.
         self.by_name: dict[int | str, SpaceInfo] = {}
         self.by_id: dict[int, SpaceInfo] = {}
 

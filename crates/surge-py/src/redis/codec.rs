@@ -30,7 +30,7 @@ use surge_proto::resp::{self, Scanner, Status};
 use super::args::{write_arg, write_command};
 use super::reply::Builder;
 
-use crate::wire::{resolve_replies, ReadBuf, WriteBuf};
+use crate::wire::{feed_resolve, ReadBuf, ReplyParser, WriteBuf};
 
 create_exception!(
     _core,
@@ -356,8 +356,24 @@ impl RespCodec {
         pending: &Bound<'py, PyDict>,
         deadlines: &Bound<'py, PyDict>,
     ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        let routed = self.parse(py, data)?;
-        resolve_replies(py, routed, pending, deadlines)
+        feed_resolve(self, py, data, pending, deadlines)
+    }
+}
+
+impl ReplyParser for RespCodec {
+    fn parse_replies<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> (Vec<Routed<'py>>, PyResult<()>) {
+        match self.parse(py, data) {
+            Ok(routed) => (routed, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        }
+    }
+
+    fn batch_hook_due(&self) -> bool {
+        self.failed
     }
 }
 

@@ -18,7 +18,7 @@ use pyo3::types::{PyBool, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::codec::RespCodec;
-use crate::lane::{Buffered, Early, EngineLane};
+use crate::lane::{native_or_fallback, Buffered, Early, EngineLane};
 
 /// A command to encode: a name and its arguments (GET, SET), or a whole tuple.
 enum Command<'a, 'py> {
@@ -110,15 +110,12 @@ impl RespLane {
     /// GET: a future of the value (or None).
     fn get(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if let Some(fut) = this.submit(py, Command::Named(b"GET", &[name]), false)? {
-                return Ok(fut);
-            }
-            this.fallback_get.clone_ref(py)
-        };
-        // The lane is released first: the Python path may come back to it.
-        fallback.call1(py, (name,))
+        native_or_fallback(
+            slf,
+            |this| this.submit(py, Command::Named(b"GET", &[name]), false),
+            |this| &this.fallback_get,
+            |f| Ok(f.call1((name,))?.unbind()),
+        )
     }
 
     /// SET with redis-py's signature: the plain `set(name, value)` here, any
@@ -152,37 +149,39 @@ impl RespLane {
             && !truthy(xx)?
             && !truthy(keepttl)?
             && !truthy(get)?;
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if plain {
-                if let Some(fut) = this.submit(py, Command::Named(b"SET", &[name, value]), true)? {
-                    return Ok(fut);
-                }
-            }
-            this.fallback_set.clone_ref(py)
-        };
-        let none = py.None();
-        let opt =
-            |v: Option<&Bound<'_, PyAny>>| v.map_or(none.clone_ref(py), |v| v.clone().unbind());
-        let flag = |v: Option<&Bound<'_, PyAny>>| {
-            v.map_or_else(
-                || PyBool::new(py, false).to_owned().into_any().unbind(),
-                |v| v.clone().unbind(),
-            )
-        };
-        let args = (
-            name,
-            value,
-            opt(ex),
-            opt(px),
-            flag(nx),
-            flag(xx),
-            flag(keepttl),
-            flag(get),
-            opt(exat),
-            opt(pxat),
-        );
-        fallback.call1(py, args)
+        native_or_fallback(
+            slf,
+            |this| match plain {
+                true => this.submit(py, Command::Named(b"SET", &[name, value]), true),
+                false => Ok(None),
+            },
+            |this| &this.fallback_set,
+            |f| {
+                let none = py.None();
+                let opt = |v: Option<&Bound<'_, PyAny>>| {
+                    v.map_or(none.clone_ref(py), |v| v.clone().unbind())
+                };
+                let flag = |v: Option<&Bound<'_, PyAny>>| {
+                    v.map_or_else(
+                        || PyBool::new(py, false).to_owned().into_any().unbind(),
+                        |v| v.clone().unbind(),
+                    )
+                };
+                let args = (
+                    name,
+                    value,
+                    opt(ex),
+                    opt(px),
+                    flag(nx),
+                    flag(xx),
+                    flag(keepttl),
+                    flag(get),
+                    opt(exat),
+                    opt(pxat),
+                );
+                Ok(f.call1(args)?.unbind())
+            },
+        )
     }
 
     /// Any command (`"HGET", "h", "f"`), as `codec.command` through the engine: a
@@ -190,28 +189,24 @@ impl RespLane {
     #[pyo3(signature = (*args))]
     fn command(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if let Some(fut) = this.submit(py, Command::Args(args), false)? {
-                return Ok(fut);
-            }
-            this.fallback_command.clone_ref(py)
-        };
-        fallback.call1(py, args)
+        native_or_fallback(
+            slf,
+            |this| this.submit(py, Command::Args(args), false),
+            |this| &this.fallback_command,
+            |f| Ok(f.call1(args)?.unbind()),
+        )
     }
 
     /// As `command`, a status reply (`+OK`) answering True (`codec.command_ok`).
     #[pyo3(signature = (*args))]
     fn command_ok(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if let Some(fut) = this.submit(py, Command::Args(args), true)? {
-                return Ok(fut);
-            }
-            this.fallback_command_ok.clone_ref(py)
-        };
-        fallback.call1(py, args)
+        native_or_fallback(
+            slf,
+            |this| this.submit(py, Command::Args(args), true),
+            |this| &this.fallback_command_ok,
+            |f| Ok(f.call1(args)?.unbind()),
+        )
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

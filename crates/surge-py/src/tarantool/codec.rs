@@ -21,7 +21,7 @@ use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
 use crate::lane::Buffered;
-use crate::wire::{resolve_replies, ReadBuf, WriteBuf};
+use crate::wire::{feed_resolve, ReadBuf, ReplyParser, WriteBuf};
 
 create_exception!(
     _core,
@@ -40,6 +40,11 @@ pub struct IprotoCodec {
     greeted: bool,
     #[pyo3(get)]
     schema_version: u64,
+    /// The schema version the connection's cached names are of (set by it):
+    /// while replies carry this one, the engine's native read path skips the
+    /// connection's per-read schema check.
+    #[pyo3(get, set)]
+    known_schema_version: u64,
     /// Requests encoded since the write buffer was last taken (`IprotoLane`'s
     /// early-flush rule: all of them unanswered means the server is idle).
     encoded: usize,
@@ -279,6 +284,25 @@ impl IprotoCodec {
 /// One parsed message: `(sync, ok, value)`, sync None for out-of-band ones.
 type Reply = (Option<u64>, bool, PyObject);
 
+impl ReplyParser for IprotoCodec {
+    fn parse_replies<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> (Vec<crate::wire::Reply<'py>>, PyResult<()>) {
+        let (replies, result) = self.parse(py, data);
+        let replies = replies
+            .into_iter()
+            .map(|(id, ok, v)| (id, ok, v.into_bound(py)))
+            .collect();
+        (replies, result)
+    }
+
+    fn batch_hook_due(&self) -> bool {
+        self.schema_version != self.known_schema_version
+    }
+}
+
 fn proto_err(e: impl std::fmt::Display) -> PyErr {
     IprotoProtocolError::new_err(e.to_string())
 }
@@ -294,6 +318,7 @@ impl IprotoCodec {
             row_names: HashMap::new(),
             greeted: false,
             schema_version: 0,
+            known_schema_version: 0,
             encoded: 0,
         }
     }
@@ -352,10 +377,7 @@ impl IprotoCodec {
         pending: &Bound<'py, PyDict>,
         deadlines: &Bound<'py, PyDict>,
     ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        let (replies, result) = self.parse(py, data);
-        let out = resolve_replies(py, replies, pending, deadlines)?;
-        result?;
-        Ok(out)
+        feed_resolve(self, py, data, pending, deadlines)
     }
 
     fn ping(&mut self) -> PyResult<u64> {

@@ -24,7 +24,7 @@ use pyo3::types::{PyDict, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::codec::IprotoCodec;
-use crate::lane::{Early, EngineLane};
+use crate::lane::{native_or_fallback, Early, EngineLane, Given};
 
 /// select's limit when none is given (`surge.tarantool.connection.MAX_LIMIT`).
 const MAX_LIMIT: u64 = 0xFFFF_FFFF;
@@ -39,24 +39,55 @@ struct Space {
     info: PyObject,
 }
 
+impl Space {
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        Space {
+            id: self.id,
+            names: self.names.as_ref().map(|n| n.clone_ref(py)),
+            info: self.info.clone_ref(py),
+        }
+    }
+}
+
+/// The last space looked up: the name table it was found in, the name object
+/// and what was found. A name table is never changed once in use (a reload
+/// installs a new one), so the same table and the same name object give the
+/// same space; the lookup's five dict and attribute reads become two identity
+/// checks (callers pass the same literal name again and again).
+struct LastSpace {
+    table: Py<PyDict>,
+    name: PyObject,
+    space: Space,
+}
+
+/// The connection's Python methods, by the index of their request in
+/// `IprotoLane::fallbacks`.
+#[derive(Clone, Copy)]
+enum Op {
+    Select,
+    Insert,
+    Replace,
+    Update,
+    Upsert,
+    Delete,
+}
+
 #[pyclass(module = "surge._core")]
 pub struct IprotoLane {
     codec: Py<IprotoCodec>,
     lane: EngineLane,
     /// The connection's instance dict (`_names`, `_tx_open`).
     conn: Py<PyDict>,
-    /// The keys the engine counts requests under (the codec's bound methods).
+    /// The keys the engine counts requests under (the codec's bound methods):
+    /// select, insert (and replace), update, upsert, delete.
     key_select: PyObject,
     key_insert: PyObject,
     key_update: PyObject,
     key_upsert: PyObject,
     key_delete: PyObject,
-    fallback_select: PyObject,
-    fallback_insert: PyObject,
-    fallback_replace: PyObject,
-    fallback_update: PyObject,
-    fallback_upsert: PyObject,
-    fallback_delete: PyObject,
+    /// The connection's Python methods, by `Op`.
+    fallbacks: [PyObject; 6],
+    last: Option<LastSpace>,
 }
 
 /// `key` as the methods send it: None is no key, a list or tuple as it is, any
@@ -120,7 +151,7 @@ fn uint(v: &Bound<'_, PyAny>) -> Option<u64> {
 impl IprotoLane {
     /// The space named `space` in the connection's name table, or None (not a
     /// name, not known, a reload due, a transaction open: the Python path).
-    fn space(&self, py: Python<'_>, space: &Bound<'_, PyAny>) -> PyResult<Option<Space>> {
+    fn space(&mut self, py: Python<'_>, space: &Bound<'_, PyAny>) -> PyResult<Option<Space>> {
         if !space.is_instance_of::<PyString>() {
             return Ok(None);
         }
@@ -131,10 +162,16 @@ impl IprotoLane {
         {
             return Ok(None);
         }
-        let Some(names) = conn.get_item(intern!(py, "_names"))? else {
+        let Some(table) = conn.get_item(intern!(py, "_names"))? else {
             return Ok(None);
         };
-        let Some(info) = names.downcast::<PyDict>()?.get_item(space)? else {
+        if let Some(last) = &self.last {
+            if last.table.bind(py).is(&table) && last.name.bind(py).is(space) {
+                return Ok(Some(last.space.clone_ref(py)));
+            }
+        }
+        let table = table.downcast_into::<PyDict>()?;
+        let Some(info) = table.get_item(space)? else {
             return Ok(None);
         };
         let Some(id) = uint(&info.getattr(intern!(py, "id"))?) else {
@@ -149,11 +186,17 @@ impl IprotoLane {
                 Err(_) => return Ok(None),
             }
         };
-        Ok(Some(Space {
+        let found = Space {
             id,
             names,
             info: info.unbind(),
-        }))
+        };
+        self.last = Some(LastSpace {
+            table: table.unbind(),
+            name: space.clone().unbind(),
+            space: found.clone_ref(py),
+        });
+        Ok(Some(found))
     }
 
     /// The id of `index` (an id, or a name in the space's indexes).
@@ -241,56 +284,58 @@ impl IprotoLane {
             codec: codec.unbind(),
             lane: EngineLane::new(engine, flush_size, Early::Engine)?,
             conn,
-            fallback_select,
-            fallback_insert,
-            fallback_replace,
-            fallback_update,
-            fallback_upsert,
-            fallback_delete,
+            last: None,
+            fallbacks: [
+                fallback_select,
+                fallback_insert,
+                fallback_replace,
+                fallback_update,
+                fallback_upsert,
+                fallback_delete,
+            ],
         })
     }
 
     /// `Connection.select`.
     #[pyo3(signature = (
-        space, key=None, *, index=None, limit=None, offset=None, iterator=None, timeout=None
+        space, key=None, *, index=Given::Missing, limit=None, offset=Given::Missing,
+        iterator=None, timeout=None
     ))]
     #[allow(clippy::too_many_arguments)]
-    fn select(
-        slf: &Bound<'_, Self>,
-        space: &Bound<'_, PyAny>,
-        key: Option<&Bound<'_, PyAny>>,
-        index: Option<&Bound<'_, PyAny>>,
-        limit: Option<&Bound<'_, PyAny>>,
-        offset: Option<&Bound<'_, PyAny>>,
-        iterator: Option<&Bound<'_, PyAny>>,
-        timeout: Option<&Bound<'_, PyAny>>,
+    fn select<'py>(
+        slf: &Bound<'py, Self>,
+        space: &Bound<'py, PyAny>,
+        key: Option<&Bound<'py, PyAny>>,
+        index: Given<'py>,
+        limit: Option<&Bound<'py, PyAny>>,
+        offset: Given<'py>,
+        iterator: Option<&Bound<'py, PyAny>>,
+        timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
         let none = py.None().into_bound(py);
         let key = key.unwrap_or(&none);
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if timeout.is_none_or(|t| t.is_none()) {
-                if let Some(fut) =
-                    this.select_now(py, space, key, index, limit, offset, iterator)?
-                {
-                    return Ok(fut);
-                }
-            }
-            this.fallback_select.clone_ref(py)
-        };
-        // The lane is released first: the Python path may come back to it.
-        let kw = keywords(
-            py,
-            &[
-                ("index", index),
-                ("limit", limit),
-                ("offset", offset),
-                ("iterator", iterator),
-                ("timeout", timeout),
-            ],
-        )?;
-        fallback.call(py, (space, key), Some(&kw))
+        native_or_fallback(
+            slf,
+            |this| match timeout.is_none() {
+                true => this.select_now(py, space, key, index.get(), limit, offset.get(), iterator),
+                false => Ok(None),
+            },
+            |this| this.fallback(Op::Select),
+            |f| {
+                let kw = keywords(
+                    py,
+                    &[
+                        ("index", index.get()),
+                        ("limit", limit),
+                        ("offset", offset.get()),
+                        ("iterator", iterator),
+                        ("timeout", timeout),
+                    ],
+                )?;
+                Ok(f.call((space, key), Some(&kw))?.unbind())
+            },
+        )
     }
 
     /// `Connection.insert`.
@@ -301,7 +346,7 @@ impl IprotoLane {
         t: &Bound<'_, PyAny>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
-        Self::store(slf, space, t, false, timeout)
+        Self::store(slf, space, t, Op::Insert, timeout)
     }
 
     /// `Connection.replace`.
@@ -312,35 +357,38 @@ impl IprotoLane {
         t: &Bound<'_, PyAny>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
-        Self::store(slf, space, t, true, timeout)
+        Self::store(slf, space, t, Op::Replace, timeout)
     }
 
     /// `Connection.update`.
-    #[pyo3(signature = (space, key, ops, *, index=None, timeout=None))]
-    fn update(
-        slf: &Bound<'_, Self>,
-        space: &Bound<'_, PyAny>,
-        key: &Bound<'_, PyAny>,
-        ops: &Bound<'_, PyAny>,
-        index: Option<&Bound<'_, PyAny>>,
-        timeout: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (space, key, ops, *, index=Given::Missing, timeout=None))]
+    fn update<'py>(
+        slf: &Bound<'py, Self>,
+        space: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+        ops: &Bound<'py, PyAny>,
+        index: Given<'py>,
+        timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if timeout.is_none_or(|t| t.is_none()) && plain_ops(ops)? {
+        native_or_fallback(
+            slf,
+            |this| {
+                if timeout.is_some() || !plain_ops(ops)? {
+                    return Ok(None);
+                }
                 let rk = this.key_update.clone_ref(py);
                 let encode = |c: &mut IprotoCodec, sp: Space, idx: u64, k: &Bound<'_, PyAny>| {
                     c.update(sp.id, idx, k, ops, sp.names, 0)
                 };
-                if let Some(fut) = this.keyed(py, space, index, key, &rk, encode)? {
-                    return Ok(fut);
-                }
-            }
-            this.fallback_update.clone_ref(py)
-        };
-        let kw = keywords(py, &[("index", index), ("timeout", timeout)])?;
-        fallback.call(py, (space, key, ops), Some(&kw))
+                this.keyed(py, space, index.get(), key, &rk, encode)
+            },
+            |this| this.fallback(Op::Update),
+            |f| {
+                let kw = keywords(py, &[("index", index.get()), ("timeout", timeout)])?;
+                Ok(f.call((space, key, ops), Some(&kw))?.unbind())
+            },
+        )
     }
 
     /// `Connection.upsert`.
@@ -353,48 +401,54 @@ impl IprotoLane {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if timeout.is_none_or(|t| t.is_none()) && plain_ops(ops)? {
-                if let Some(sp) = this.space(py, space)? {
-                    let encode = |c: &mut IprotoCodec| c.upsert(sp.id, t, ops, 0);
-                    let rk = this.key_upsert.clone_ref(py);
-                    if let Some(fut) = this.submit(py, &rk, encode)? {
-                        return Ok(fut);
-                    }
+        native_or_fallback(
+            slf,
+            |this| {
+                if timeout.is_some() || !plain_ops(ops)? {
+                    return Ok(None);
                 }
-            }
-            this.fallback_upsert.clone_ref(py)
-        };
-        let kw = keywords(py, &[("timeout", timeout)])?;
-        fallback.call(py, (space, t, ops), Some(&kw))
+                let Some(sp) = this.space(py, space)? else {
+                    return Ok(None);
+                };
+                let rk = this.key_upsert.clone_ref(py);
+                this.submit(py, &rk, |c| c.upsert(sp.id, t, ops, 0))
+            },
+            |this| this.fallback(Op::Upsert),
+            |f| {
+                let kw = keywords(py, &[("timeout", timeout)])?;
+                Ok(f.call((space, t, ops), Some(&kw))?.unbind())
+            },
+        )
     }
 
     /// `Connection.delete`.
-    #[pyo3(signature = (space, key, *, index=None, timeout=None))]
-    fn delete(
-        slf: &Bound<'_, Self>,
-        space: &Bound<'_, PyAny>,
-        key: &Bound<'_, PyAny>,
-        index: Option<&Bound<'_, PyAny>>,
-        timeout: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (space, key, *, index=Given::Missing, timeout=None))]
+    fn delete<'py>(
+        slf: &Bound<'py, Self>,
+        space: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+        index: Given<'py>,
+        timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if timeout.is_none_or(|t| t.is_none()) {
+        native_or_fallback(
+            slf,
+            |this| {
+                if timeout.is_some() {
+                    return Ok(None);
+                }
                 let rk = this.key_delete.clone_ref(py);
                 let encode = |c: &mut IprotoCodec, sp: Space, idx: u64, k: &Bound<'_, PyAny>| {
                     c.delete(sp.id, idx, k, sp.names, 0)
                 };
-                if let Some(fut) = this.keyed(py, space, index, key, &rk, encode)? {
-                    return Ok(fut);
-                }
-            }
-            this.fallback_delete.clone_ref(py)
-        };
-        let kw = keywords(py, &[("index", index), ("timeout", timeout)])?;
-        fallback.call(py, (space, key), Some(&kw))
+                this.keyed(py, space, index.get(), key, &rk, encode)
+            },
+            |this| this.fallback(Op::Delete),
+            |f| {
+                let kw = keywords(py, &[("index", index.get()), ("timeout", timeout)])?;
+                Ok(f.call((space, key), Some(&kw))?.unbind())
+            },
+        )
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -407,20 +461,26 @@ impl IprotoLane {
             &self.key_update,
             &self.key_upsert,
             &self.key_delete,
-            &self.fallback_select,
-            &self.fallback_insert,
-            &self.fallback_replace,
-            &self.fallback_update,
-            &self.fallback_upsert,
-            &self.fallback_delete,
-        ] {
+        ]
+        .into_iter()
+        .chain(&self.fallbacks)
+        {
             visit.call(o)?;
+        }
+        if let Some(last) = &self.last {
+            visit.call(&last.table)?;
+            visit.call(&last.name)?;
+            visit.call(&last.space.info)?;
+            if let Some(n) = &last.space.names {
+                visit.call(n)?;
+            }
         }
         Ok(())
     }
 
     fn __clear__(&mut self) {
         self.lane.clear();
+        self.last = None;
     }
 }
 
@@ -436,9 +496,11 @@ impl IprotoLane {
         offset: Option<&Bound<'_, PyAny>>,
         iterator: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyObject>> {
+        // An explicit offset=None is the Python path's to refuse (limit=None is
+        // "no limit" there; `limit` arrives as None either way).
         let arg = |v: Option<&Bound<'_, PyAny>>, default: u64| match v {
-            Some(v) if !v.is_none() => uint(v),
-            _ => Some(default),
+            Some(v) => uint(v),
+            None => Some(default),
         };
         let (Some(limit), Some(offset)) = (arg(limit, MAX_LIMIT), arg(offset, 0)) else {
             return Ok(None);
@@ -498,33 +560,38 @@ impl IprotoLane {
         self.submit(py, counted, |c| encode(c, sp, idx, key))
     }
 
+    fn fallback(&self, op: Op) -> &PyObject {
+        &self.fallbacks[op as usize]
+    }
+
+    /// insert, or replace (`op`).
     fn store(
         slf: &Bound<'_, Self>,
         space: &Bound<'_, PyAny>,
         t: &Bound<'_, PyAny>,
-        replace: bool,
+        op: Op,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
-        let fallback = {
-            let mut this = slf.borrow_mut();
-            if timeout.is_none_or(|t| t.is_none()) {
-                if let Some(sp) = this.space(py, space)? {
-                    let names = sp.names;
-                    let encode = |c: &mut IprotoCodec| c.insert(sp.id, t, names, replace, 0);
-                    let rk = this.key_insert.clone_ref(py);
-                    if let Some(fut) = this.submit(py, &rk, encode)? {
-                        return Ok(fut);
-                    }
+        native_or_fallback(
+            slf,
+            |this| {
+                if timeout.is_some() {
+                    return Ok(None);
                 }
-            }
-            if replace {
-                this.fallback_replace.clone_ref(py)
-            } else {
-                this.fallback_insert.clone_ref(py)
-            }
-        };
-        let kw = keywords(py, &[("timeout", timeout)])?;
-        fallback.call(py, (space, t), Some(&kw))
+                let Some(sp) = this.space(py, space)? else {
+                    return Ok(None);
+                };
+                let replace = matches!(op, Op::Replace);
+                let names = sp.names;
+                let rk = this.key_insert.clone_ref(py);
+                this.submit(py, &rk, |c| c.insert(sp.id, t, names, replace, 0))
+            },
+            |this| this.fallback(op),
+            |f| {
+                let kw = keywords(py, &[("timeout", timeout)])?;
+                Ok(f.call((space, t), Some(&kw))?.unbind())
+            },
+        )
     }
 }

@@ -9,6 +9,7 @@ import io
 
 import pytest
 import surge.postgres as pg
+from surge._core import PgCodec
 from surge.postgres.statement_cache import StatementCache
 
 
@@ -39,6 +40,50 @@ def test_fetch_family(arun, dsn):
             await conn.close()
 
     arun(main())
+
+
+def test_copy_from_stdin_query_does_not_fail_its_neighbours(arun, dsn):
+    # Pipelined behind a COPY FROM STDIN, another request's message would reach
+    # the server in copy-in mode: a protocol violation that closes the connection
+    # (the neighbours failed with ConnectionLostError). Such a query goes alone.
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            await conn.execute("CREATE TEMP TABLE cn (a int)")
+            pid = await conn.fetchval("SELECT pg_backend_pid()")
+            for call in (conn.execute, conn.fetch, conn.fetchval):
+                got = await asyncio.gather(
+                    conn.fetchval("SELECT $1::int", 1),
+                    call("copy cn from stdin"),
+                    conn.fetchval("SELECT $1::int", 2),
+                    conn.execute("INSERT INTO cn VALUES (3)"),
+                    return_exceptions=True,
+                )
+                assert got[0] == 1 and got[2] == 2 and got[3] == "INSERT 0 1", got
+                assert isinstance(got[1], pg.PostgresError), got
+                assert "copy_to_table" in str(got[1])
+            assert await conn.fetchval("SELECT count(*) FROM cn") == 3
+            assert await conn.fetchval("SELECT pg_backend_pid()") == pid  # no reconnect
+        finally:
+            await conn.close()
+
+    arun(main())
+
+
+@pytest.mark.parametrize(
+    ("sql", "alone"),
+    [
+        ("COPY t FROM STDIN", True),
+        ("copy t (a, b) from stdin with (format csv)", True),
+        ("/* x */ Copy\nt FROM\tStdIn;", True),
+        ("COPY t TO STDOUT", False),
+        ("SELECT copy_count, stdin_x FROM t", False),
+        ("SELECT recopy FROM stdins", False),
+        ("SELECT 1", False),
+    ],
+)
+def test_may_copy_in(sql, alone):
+    assert PgCodec.may_copy_in(sql) is alone
 
 
 def test_execute_statuses(arun, dsn):

@@ -11,7 +11,12 @@ minds two gates before handing it to the engine:
   the connection it began on); everyone else's wait for it to end;
 * the **cancel gate**: after a timeout, a query that was alone in flight is
   cancelled on the server (`cancel_if_alone`), and new requests wait until the
-  cancel has landed, so it cannot hit them.
+  cancel has landed, so it cannot hit them;
+* the **alone gate**: a statement that may be a ``COPY ... FROM STDIN``
+  (`PgCodec.may_copy_in`; `execute` cannot feed it data, so it is refused with
+  CopyFail when the server asks for data) goes out with nothing behind it until
+  its reply is in: in copy-in mode the server takes the next request's message
+  for a protocol violation and closes the connection, failing its neighbours.
 
 A caller's timeout covers its wait at either gate (a request that timed out
 there was never sent: `NotSentTimeout`, nothing to cancel).
@@ -128,6 +133,7 @@ class Session:
         self._names = itertools.count(1)
         self._tx_waiters: deque[asyncio.Future[None]] = deque()
         self._cancel_gate: asyncio.Future[None] | None = None
+        self._alone_gate: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._req = engine.request
         self._bind_execute = codec.bind_execute
@@ -139,21 +145,47 @@ class Session:
 
     # -- sending ------------------------------------------------------------------
 
-    def send(self, encode: Callable[..., int], *args: Any, timeout: float | None = None) -> Any:
+    def send(
+        self,
+        encode: Callable[..., int],
+        *args: Any,
+        timeout: float | None = None,
+        alone: bool = False,
+    ) -> Any:
         """Send a request through the gates; ``timeout`` None is the connection's
-        ``command_timeout`` (asyncpg's rule). Returns an awaitable of the reply."""
+        ``command_timeout`` (asyncpg's rule); ``alone``: nothing goes out behind it
+        until its reply is in (the alone gate). Returns an awaitable of the reply."""
         if timeout is None:
             timeout = _ENGINE_DEFAULT
-        if self._cancel_gate is not None:
-            return self._send_later(encode, args, timeout)
+        if self._cancel_gate is not None or self._alone_gate is not None:
+            return self._send_later(encode, args, timeout, alone)
         tx = self.tx
         if tx is None:
-            return self._req(encode, *args, timeout=timeout)
-        if tx in CURRENT.get():
-            return self.engine.request_pinned(tx.generation, encode, *args, timeout=timeout)
-        return self._send_later(encode, args, timeout)
+            reply = self._req(encode, *args, timeout=timeout)
+        elif tx in CURRENT.get():
+            reply = self.engine.request_pinned(tx.generation, encode, *args, timeout=timeout)
+        else:
+            return self._send_later(encode, args, timeout, alone)
+        return self._held_until(reply) if alone else reply
 
-    async def _send_later(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
+    def _held_until(self, reply: Any) -> asyncio.Future[Any]:
+        """Close the alone gate until ``reply`` (a future or a coroutine) is done."""
+        gate = self._alone_gate = asyncio.get_running_loop().create_future()
+
+        def reopen(_: object) -> None:
+            if self._alone_gate is gate:
+                self._alone_gate = None
+            if not gate.done():
+                gate.set_result(None)
+
+        # A task, not the caller's await: the gate opens even if nobody awaits it.
+        fut = asyncio.ensure_future(reply)
+        fut.add_done_callback(reopen)
+        return fut
+
+    async def _send_later(
+        self, encode: Callable[..., int], args: tuple, timeout: Any, alone: bool = False
+    ) -> Any:
         t = self.engine.request_timeout if timeout is _ENGINE_DEFAULT else timeout
         loop = asyncio.get_running_loop()
         start = loop.time()
@@ -161,22 +193,30 @@ class Session:
             async with asyncio.timeout(t):
                 await self._gates_open()
         except TimeoutError:
-            what = "a cancel" if self._cancel_gate is not None else "another transaction"
+            what = (
+                "a cancel"
+                if self._cancel_gate is not None
+                else "a COPY FROM STDIN query"
+                if self._alone_gate is not None
+                else "another transaction"
+            )
             raise NotSentTimeout(
                 f"not sent within the timeout ({t} s): the connection was held by {what}"
             ) from None
         if t is None:
-            return await self.send(encode, *args, timeout=timeout)
+            return await self.send(encode, *args, timeout=timeout, alone=alone)
         left = t - (loop.time() - start)
         if left <= 0:
             raise NotSentTimeout(f"not sent within the timeout ({t} s)")
-        return await self.send(encode, *args, timeout=left)
+        return await self.send(encode, *args, timeout=left, alone=alone)
 
     async def _gates_open(self) -> None:
-        """Wait until neither gate holds this caller back."""
+        """Wait until no gate holds this caller back."""
         while True:
             if self._cancel_gate is not None:
                 await asyncio.shield(self._cancel_gate)
+            elif self._alone_gate is not None:
+                await asyncio.shield(self._alone_gate)
             elif not self.free_for_me():
                 await self.wait_tx()
             else:
@@ -200,7 +240,11 @@ class Session:
                         continue
                     await self.engine.writable()
                     # (it may have waited: the gates and the connection again)
-                    gates = self._cancel_gate is None and self.free_for_me()
+                    gates = (
+                        self._cancel_gate is None
+                        and self._alone_gate is None
+                        and self.free_for_me()
+                    )
                     if gates and self.engine.is_connected:
                         break
         except TimeoutError as e:
@@ -416,7 +460,13 @@ class Session:
                     raise NotSentTimeout("statement prepared but not run within the timeout")
             try:
                 result = await self.send(
-                    self._bind_execute, stmt, args, mode, column, timeout=timeout
+                    self._bind_execute,
+                    stmt,
+                    args,
+                    mode,
+                    column,
+                    timeout=timeout,
+                    alone=stmt.copy_in,
                 )
             except StatementGone:
                 if attempt:
@@ -453,7 +503,9 @@ class Session:
     async def simple_query(self, query: str, timeout: float | None) -> str:
         """``query`` as a simple query (several statements allowed); its status."""
         try:
-            status = await self.send(self.codec.simple_query, query, timeout=timeout)
+            status = await self.send(
+                self.codec.simple_query, query, timeout=timeout, alone=PgCodec.may_copy_in(query)
+            )
         except NotSentTimeout:
             raise
         except RequestTimeoutError:
@@ -466,7 +518,9 @@ class Session:
         stmt = await self.prepare(command, timeout)
         for attempt in range(2):
             try:
-                await self.send(self.codec.execute_many, stmt, arglist, timeout=timeout)
+                await self.send(
+                    self.codec.execute_many, stmt, arglist, timeout=timeout, alone=stmt.copy_in
+                )
                 return
             except StatementGone:
                 if attempt:

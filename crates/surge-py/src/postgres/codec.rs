@@ -380,6 +380,13 @@ impl PgCodec {
         self.custom.remove(&oid);
     }
 
+    /// Whether `sql` may be a `COPY ... FROM STDIN`, which must go out alone
+    /// (see `Statement.copy_in`).
+    #[staticmethod]
+    fn may_copy_in(sql: &str) -> bool {
+        super::statement::may_copy_in(sql)
+    }
+
     /// Bytes waiting for the engine's next write (while a COPY streams, its
     /// own: requests made meanwhile wait for its end, see `copy_in.rs`).
     fn pending(&self) -> usize {

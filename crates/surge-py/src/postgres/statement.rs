@@ -25,6 +25,10 @@ pub struct Statement {
     pub name: String,
     #[pyo3(get)]
     pub query: String,
+    /// The query may be a `COPY ... FROM STDIN` (`may_copy_in`): nothing may
+    /// follow its execution on the wire until its reply is in.
+    #[pyo3(get)]
+    pub copy_in: bool,
     pub param_oids: Vec<u32>,
     /// Per parameter: binary when this module has a codec for its type.
     pub param_formats: Vec<i16>,
@@ -45,6 +49,25 @@ pub struct Statement {
     pub session: u64,
     /// Set when the cache evicts it (a Close is on its way).
     pub closed: std::sync::atomic::AtomicBool,
+}
+
+/// Whether `sql` may be a `COPY ... FROM STDIN`: it has the words COPY and
+/// STDIN (any case, whole words; in a string literal or a comment too, which only
+/// costs that query its pipelining). Such a statement puts the server in
+/// copy-in mode, where the next message of another request would be a protocol
+/// violation that ends the connection; so it goes out alone (`Session.send`).
+pub fn may_copy_in(sql: &str) -> bool {
+    has_word(sql.as_bytes(), b"copy") && has_word(sql.as_bytes(), b"stdin")
+}
+
+/// `word` (lowercase ASCII) in `s` in any case, not inside a longer identifier.
+fn has_word(s: &[u8], word: &[u8]) -> bool {
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+    s.windows(word.len()).enumerate().any(|(i, w)| {
+        w.eq_ignore_ascii_case(word)
+            && (i == 0 || !ident(s[i - 1]))
+            && s.get(i + word.len()).is_none_or(|&b| !ident(b))
+    })
 }
 
 impl Statement {
@@ -89,6 +112,7 @@ impl Statement {
         let column_custom = column_oids.iter().map(|t| custom.get(t).cloned()).collect();
         Ok(Statement {
             name,
+            copy_in: may_copy_in(&query),
             query,
             param_oids,
             param_formats,

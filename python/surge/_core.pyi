@@ -231,6 +231,25 @@ class AsgiCycle:
     def _wake_writer(self) -> None: ...
 
 @final
+class AsgiDispatch:
+    """The dispatch callable of an ASGI app's plan (`surge.asgi.app.AsgiApp`):
+    builds the scope, makes the cycle and runs the app's first step."""
+
+    def __new__(
+        cls,
+        owner: Any,
+        app: Callable[..., Any],
+        cycle_type: type[AsgiCycle],
+        root_path: str,
+        state: dict[str, Any],
+        high_water: int,
+        raise_in_coro: Callable[[BaseException], Any],
+        await_in_coro: Callable[[Any], Any],
+    ) -> Self: ...
+    def __call__(self, request: Request, conn: Any) -> AsgiCycle: ...
+    def dispatch_read(self, protocol: Any, deferred: list[Any] | None) -> bool: ...
+
+@final
 class MiddlewareChain:
     """The ``async def`` middleware of one frozen plan, driven natively
     (`surge.http.pipeline`)."""

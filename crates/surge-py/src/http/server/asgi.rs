@@ -313,6 +313,11 @@ fn parse_length(value: &[u8]) -> Option<i64> {
 }
 
 impl AsgiCycle {
+    /// The app sent its whole response (or it failed).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// Encodes the head of `http.response.start` into `self.head`.
     fn start(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
         let status = message.get_item(intern!(py, "status"))?;
@@ -772,7 +777,7 @@ impl AsgiCycle {
     /// (the app still sending, or the rest of the request body to read away).
     /// Native because an app that answered in its first step (`surge.asgi.eager`)
     /// comes here once per request.
-    fn begin(slf: &Bound<'_, Self>, conn: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+    pub(crate) fn begin(slf: &Bound<'_, Self>, conn: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
         let py = slf.py();
         let (pending, space, transport) = {
             let mut this = slf.borrow_mut();

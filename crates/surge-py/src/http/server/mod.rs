@@ -3,6 +3,7 @@
 
 mod access_log;
 mod asgi;
+mod asgi_dispatch;
 mod batch;
 mod chain;
 mod connection;
@@ -17,6 +18,7 @@ mod wsgi;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use asgi::AsgiCycle;
+pub(crate) use asgi_dispatch::AsgiDispatch;
 pub(crate) use batch::{BatchedTransport, WriteBatch};
 pub(crate) use chain::{step_type as middleware_step_type, CallNext, MiddlewareChain};
 pub(crate) use connection::{HttpConnection, ParseError};

@@ -403,7 +403,8 @@ impl Request {
     /// bytes and values the bytes as received, in arrival order; the query
     /// string is the raw bytes (never decoded and re-encoded, so nothing is lost).
     /// Written natively because it runs once per request on the ASGI hot path.
-    fn _asgi_scope<'py>(
+    #[pyo3(name = "_asgi_scope")]
+    pub(crate) fn asgi_scope<'py>(
         &mut self,
         py: Python<'py>,
         base: &Bound<'py, PyDict>,

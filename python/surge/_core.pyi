@@ -220,7 +220,14 @@ class AsgiCycle:
     _writer: Any
     _gone: Any
     _task: Any
-    def __new__(cls, request: Request, stream: Any, conn: Any, high_water: int) -> Self: ...
+    def __new__(
+        cls,
+        request: Request,
+        stream: Any,
+        conn: Any,
+        high_water: int,
+        parts: ConnParts | None = None,
+    ) -> Self: ...
     def receive(self) -> Awaitable[dict[str, Any]]: ...
     def send(self, message: Mapping[str, Any]) -> Awaitable[None]: ...
     def begin(self, conn: Any) -> bool | None: ...
@@ -229,6 +236,10 @@ class AsgiCycle:
     @property
     def _pending_size(self) -> int: ...
     def _wake_writer(self) -> None: ...
+
+@final
+class ConnParts:
+    """What the ASGI cycles of one connection take from it (made by `AsgiDispatch`)."""
 
 @final
 class AsgiDispatch:

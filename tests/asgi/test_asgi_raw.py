@@ -418,6 +418,14 @@ def test_each_request_runs_in_a_context_of_its_own(raw_surge: AsgiServer) -> Non
     assert conn.request("GET", "/context?set=second").body == b"unset"
 
 
+def test_receive_result_runs_as_a_task(raw_surge: AsgiServer) -> None:
+    # `receive()` completes at once and natively; it must still be a coroutine
+    # for asyncio (ensure_future wraps it in a Task that sends into it).
+    conn = raw_surge.connect()
+    resp = conn.request("POST", "/receive-task", body=b"payload")
+    assert resp.body == b"http.request:payload"
+
+
 def test_done_callback_on_the_first_step_task_runs(raw_surge: AsgiServer) -> None:
     # A callback registered on the current task during a first step that then
     # returns: the task finishes as a task would, and the callback runs.

@@ -19,6 +19,7 @@ Routes (by path):
   /mapping       sends its messages as a Mapping that is not a dict
   /bad?what=W    an invalid response: header name/value, content-length, status, str body
   /context?set=V the value of a context variable the request found, then set to V
+  /receive-task  the body as read by `receive()` run as a task of its own (ensure_future)
   /on-done       registers a done callback on its task in its first step, then answers;
                  the callback records the task's name for /last-event
 """
@@ -237,6 +238,9 @@ async def app(scope, receive, send):
         found = request_var.get()
         request_var.set(query["set"][0])
         await send_body(send, 200, found.encode())
+    elif path == "/receive-task":
+        message = await asyncio.ensure_future(receive())
+        await send_body(send, 200, message["type"].encode() + b":" + message["body"])
     elif path == "/on-done":
         task = asyncio.current_task()
         assert task is not None

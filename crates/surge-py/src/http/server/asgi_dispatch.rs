@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::asgi::AsgiCycle;
+use super::asgi::{AsgiCycle, ConnParts};
 use super::connection::HttpConnection;
 use super::request::Request;
 
@@ -74,6 +74,8 @@ pub struct AsgiDispatch {
     /// `contextvars.copy_context`, asyncio's `_enter_task` and `_leave_task`,
     /// `types.CoroutineType`, and the cycle module's `_raise` and `_await`.
     copy_context: PyObject,
+    /// `contextvars.Context.run`, called unbound (no bound method per request).
+    context_run: PyObject,
     enter_task: PyObject,
     leave_task: PyObject,
     coroutine_type: PyObject,
@@ -122,6 +124,7 @@ impl AsgiDispatch {
         await_in_coro: PyObject,
     ) -> PyResult<Self> {
         let tasks = py.import("asyncio.tasks")?;
+        let contextvars = py.import("contextvars")?;
         Ok(AsgiDispatch {
             owner,
             app,
@@ -129,7 +132,8 @@ impl AsgiDispatch {
             root_path,
             state,
             high_water,
-            copy_context: py.import("contextvars")?.getattr("copy_context")?.unbind(),
+            copy_context: contextvars.getattr("copy_context")?.unbind(),
+            context_run: contextvars.getattr("Context")?.getattr("run")?.unbind(),
             enter_task: tasks.getattr("_enter_task")?.unbind(),
             leave_task: tasks.getattr("_leave_task")?.unbind(),
             coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
@@ -155,14 +159,18 @@ impl AsgiDispatch {
         let event_loop = conn.getattr(intern!(py, "_loop"))?;
         let (starter, hosted) = Self::starter(slf, &event_loop)?;
         let this = slf.borrow();
-        let mut base = conn.getattr(intern!(py, "dispatcher_data"))?;
-        if base.is_none() {
-            base = this
+        // Per connection: the scope's constant keys and the cycles' `ConnParts`.
+        let mut data = conn.getattr(intern!(py, "dispatcher_data"))?;
+        if data.is_none() {
+            let base = this
                 .owner
-                .call_method1(py, intern!(py, "_connection_base"), (conn,))?
-                .into_bound(py);
-            conn.setattr(intern!(py, "dispatcher_data"), &base)?;
+                .call_method1(py, intern!(py, "_connection_base"), (conn,))?;
+            let parts = Py::new(py, ConnParts::of(conn)?)?;
+            data = PyTuple::new(py, [base, parts.into_any()])?.into_any();
+            conn.setattr(intern!(py, "dispatcher_data"), &data)?;
         }
+        let data = data.downcast::<PyTuple>()?;
+        let (base, parts) = (data.get_borrowed_item(0)?, data.get_borrowed_item(1)?);
         let scope = request.borrow_mut().asgi_scope(
             py,
             base.downcast::<PyDict>()?,
@@ -175,10 +183,10 @@ impl AsgiDispatch {
         } else {
             conn.call_method1(intern!(py, "body_stream"), (request,))?
         };
-        let cycle = this
-            .cycle_type
-            .bind(py)
-            .call1((request, stream, conn, this.high_water))?;
+        let cycle =
+            this.cycle_type
+                .bind(py)
+                .call1((request, stream, conn, this.high_water, parts))?;
         let receive = cycle.getattr(intern!(py, "receive"))?;
         let send = cycle.getattr(intern!(py, "send"))?;
         // Any awaitable may come back (or the call may fail): the starter drives
@@ -197,7 +205,7 @@ impl AsgiDispatch {
         let ctx = this.copy_context.bind(py).call0()?;
         this.enter_task.bind(py).call1((&event_loop, &host))?;
         let step = this.step.bind(py);
-        let outcome = ctx.call_method1(intern!(py, "run"), (step, &coro));
+        let outcome = this.context_run.bind(py).call1((&ctx, step, &coro));
         this.leave_task.bind(py).call1((&event_loop, &host))?;
         let returned = step.get().returned.load(Ordering::Relaxed);
         let (kind, value) = match outcome {

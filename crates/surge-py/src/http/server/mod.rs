@@ -10,6 +10,7 @@ mod connection;
 mod date;
 mod log_format;
 mod proxy;
+mod ready;
 mod request;
 mod response;
 mod router;
@@ -17,7 +18,7 @@ mod stats;
 mod wsgi;
 
 pub(crate) use access_log::AccessLog;
-pub(crate) use asgi::AsgiCycle;
+pub(crate) use asgi::{AsgiCycle, ConnParts};
 pub(crate) use asgi_dispatch::AsgiDispatch;
 pub(crate) use batch::{BatchedTransport, WriteBatch};
 pub(crate) use chain::{step_type as middleware_step_type, CallNext, MiddlewareChain};

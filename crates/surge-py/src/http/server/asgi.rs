@@ -29,11 +29,10 @@ use surge_proto::http1::server::write_status_line;
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
 use super::date::with_date;
-use super::ready::ready_value;
+use super::ready::{done, ready_value};
 use super::request::Request;
 
 static CLIENT_DISCONNECTED: GILOnceCell<PyObject> = GILOnceCell::new();
-static DONE: GILOnceCell<Py<Done>> = GILOnceCell::new();
 /// The whole body's `http.request` message; `receive` returns copies.
 static REQUEST_MESSAGE: GILOnceCell<Py<PyDict>> = GILOnceCell::new();
 
@@ -80,49 +79,6 @@ fn client_disconnected(py: Python<'_>) -> PyErr {
         },
         Err(e) => e,
     }
-}
-
-/// An awaitable already complete with None, shared: awaiting it never suspends.
-#[pyclass(module = "surge._core", frozen)]
-pub struct Done;
-
-#[pymethods]
-impl Done {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self) -> Option<PyObject> {
-        None
-    }
-
-    /// The coroutine protocol, for callers that want a coroutine (tasks).
-    fn send(&self, _value: &Bound<'_, PyAny>) -> Option<PyObject> {
-        None
-    }
-
-    #[pyo3(signature = (typ, value=None, _tb=None))]
-    fn throw(
-        &self,
-        typ: &Bound<'_, PyAny>,
-        value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        Err(thrown(typ, value))
-    }
-
-    fn close(&self) {}
-}
-
-fn done(py: Python<'_>) -> PyResult<PyObject> {
-    Ok(DONE
-        .get_or_try_init(py, || Py::new(py, Done))?
-        .clone_ref(py)
-        .into_any())
 }
 
 fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {

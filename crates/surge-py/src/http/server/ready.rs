@@ -9,6 +9,9 @@
 //! `receive()` against ~0.3k here. PyO3 has no way to fill `am_send`, so the
 //! type is made from a `PyType_Spec` (stable ABI since 3.10).
 //!
+//! The shared `done()` (ASGI `send`'s usual result) holds no value: it
+//! completes with None however often it is awaited.
+//!
 //! It still is a whole coroutine for callers that ask for one (asyncio's
 //! `Task`, `ensure_future`): `send`, `throw`, `close`, `__await__`, `__iter__`
 //! and `__next__` behave as a coroutine's that returns the value at once.
@@ -186,9 +189,8 @@ fn ready_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     .map(|t| t.bind(py))
 }
 
-/// An awaitable that completes at once with `value`, without an exception.
-pub(crate) fn ready_value(value: Bound<'_, PyAny>) -> PyResult<PyObject> {
-    let py = value.py();
+/// A new `ReadyValue` holding `value` (owned; null for None, never taken).
+fn new_ready(py: Python<'_>, value: *mut ffi::PyObject) -> PyResult<PyObject> {
     let tp = ready_type(py)?;
     // SAFETY: `tp` is a live heap type; tp_alloc of it returns a new zeroed
     // object of `basicsize` bytes (or null with an exception set).
@@ -198,9 +200,25 @@ pub(crate) fn ready_value(value: Bound<'_, PyAny>) -> PyResult<PyObject> {
         let alloc: ffi::allocfunc = std::mem::transmute::<*mut c_void, ffi::allocfunc>(alloc);
         let obj = alloc(tp_ptr, 0);
         if obj.is_null() {
+            ffi::Py_XDECREF(value);
             return Err(PyErr::fetch(py));
         }
-        (*obj.cast::<ReadyValue>()).value = value.into_ptr();
+        (*obj.cast::<ReadyValue>()).value = value;
         Ok(PyObject::from_owned_ptr(py, obj))
     }
+}
+
+/// An awaitable that completes at once with `value`, without an exception.
+pub(crate) fn ready_value(value: Bound<'_, PyAny>) -> PyResult<PyObject> {
+    new_ready(value.py(), value.into_ptr())
+}
+
+static DONE: GILOnceCell<PyObject> = GILOnceCell::new();
+
+/// An awaitable already complete with None, shared (it holds no value to take):
+/// what ASGI `send` returns when nothing has to be waited for.
+pub(crate) fn done(py: Python<'_>) -> PyResult<PyObject> {
+    Ok(DONE
+        .get_or_try_init(py, || new_ready(py, ptr::null_mut()))?
+        .clone_ref(py))
 }

@@ -222,7 +222,14 @@ class AsgiCycle:
     _writer: Any
     _gone: Any
     _task: Any
-    def __new__(cls, request: Request, stream: Any, conn: Any, high_water: int) -> Self: ...
+    def __new__(
+        cls,
+        request: Request,
+        stream: Any,
+        conn: Any,
+        high_water: int,
+        parts: ConnParts | None = None,
+    ) -> Self: ...
     def receive(self) -> Awaitable[dict[str, Any]]: ...
     def send(self, message: Mapping[str, Any]) -> Awaitable[None]: ...
     def begin(self, conn: Any) -> bool | None: ...
@@ -231,6 +238,29 @@ class AsgiCycle:
     @property
     def _pending_size(self) -> int: ...
     def _wake_writer(self) -> None: ...
+
+@final
+class ConnParts:
+    """What the ASGI cycles of one connection take from it (made by `AsgiDispatch`)."""
+
+@final
+class AsgiDispatch:
+    """The dispatch callable of an ASGI app's plan (`surge.asgi.app.AsgiApp`):
+    builds the scope, makes the cycle and runs the app's first step."""
+
+    def __new__(
+        cls,
+        owner: Any,
+        app: Callable[..., Any],
+        cycle_type: type[AsgiCycle],
+        root_path: str,
+        state: dict[str, Any],
+        high_water: int,
+        raise_in_coro: Callable[[BaseException], Any],
+        await_in_coro: Callable[[Any], Any],
+    ) -> Self: ...
+    def __call__(self, request: Request, conn: Any) -> AsgiCycle: ...
+    def dispatch_read(self, protocol: Any, deferred: list[Any] | None) -> bool: ...
 
 @final
 class MiddlewareChain:

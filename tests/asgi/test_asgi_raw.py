@@ -409,6 +409,33 @@ def test_work_after_the_response_finishes(raw_surge: AsgiServer) -> None:
         assert time.monotonic() < deadline
 
 
+def test_each_request_runs_in_a_context_of_its_own(raw_surge: AsgiServer) -> None:
+    # The app's first step runs in the dispatcher, not in a task of its own
+    # (`surge._core.AsgiDispatch`): what it sets in a context variable must still
+    # stay out of the next request on the same connection.
+    conn = raw_surge.connect()
+    assert conn.request("GET", "/context?set=first").body == b"unset"
+    assert conn.request("GET", "/context?set=second").body == b"unset"
+
+
+def test_receive_result_runs_as_a_task(raw_surge: AsgiServer) -> None:
+    # `receive()` completes at once and natively; it must still be a coroutine
+    # for asyncio (ensure_future wraps it in a Task that sends into it).
+    conn = raw_surge.connect()
+    resp = conn.request("POST", "/receive-task", body=b"payload")
+    assert resp.body == b"http.request:payload"
+
+
+def test_done_callback_on_the_first_step_task_runs(raw_surge: AsgiServer) -> None:
+    # A callback registered on the current task during a first step that then
+    # returns: the task finishes as a task would, and the callback runs.
+    conn = raw_surge.connect()
+    assert conn.request("GET", "/on-done").body == b"registered"
+    deadline = time.monotonic() + 10
+    while last_events(raw_surge).get("done_callback") != "surge-asgi":
+        assert time.monotonic() < deadline
+
+
 @pytest.mark.parametrize("what", ["name", "value", "length", "str", "status"])
 def test_invalid_response_is_an_honest_500(raw_surge: AsgiServer, what: str) -> None:
     """A header that would split the response, a bad length or status: nothing of it

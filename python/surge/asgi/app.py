@@ -10,14 +10,16 @@ bounds and deadlines. The route's handler builds the scope and returns an
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from surge._core import AsgiDispatch
 from surge.http.app import catch_all_plan
 from surge.http.config import Limits
 from surge.http.plan import Plan
 
-from .cycle import TASK_NAME, ASGIApp, HttpCycle
+from .cycle import TASK_NAME, ASGIApp, HttpCycle, _await, _raise
 from .eager import EagerStarter
 from .websocket import WebSocketUpgrade, websocket_upgrade
 
@@ -46,8 +48,6 @@ class AsgiApp:
         #: The lifespan state; every request's scope gets a shallow copy.
         self.state: dict[str, Any] = {}
         self._plan: Plan | None = None
-        #: Runs each request's app (see `surge.asgi.eager`); made for the serving loop.
-        self._starter: EagerStarter | None = None
 
     def freeze(self) -> Plan:
         """The serving plan: a dispatcher taking every request (see `Plan.dispatch`),
@@ -57,25 +57,25 @@ class AsgiApp:
                 None,
                 self.limits,
                 websocket=self._handle_websocket,
-                dispatch=self._dispatch,
+                # Per request: the scope built natively (`Request._asgi_scope`: the
+                # connection's constant keys copied, the request's own added), an
+                # `HttpCycle`, and the app's first step (see `AsgiDispatch`).
+                dispatch=AsgiDispatch(
+                    self,
+                    self.app,
+                    HttpCycle,
+                    self.root_path,
+                    self.state,
+                    self.limits.write_high_water,
+                    _raise,
+                    _await,
+                ),
             )
         return self._plan
 
-    def _dispatch(self, request: Request, conn: HttpProtocol) -> HttpCycle:
-        base = conn.dispatcher_data
-        if base is None:
-            base = conn.dispatcher_data = self._connection_base(conn)
-        # The scope is built natively (`Request._asgi_scope`): the connection's
-        # constant keys copied, the request's own keys added.
-        scope = request._asgi_scope(base, self.root_path, self.state)
-        # `conn.body_stream(request)`, without the call when the body is all here.
-        stream = None if request._eof else conn.body_stream(request)
-        cycle = HttpCycle(request, stream, conn, self.limits.write_high_water)
-        starter = self._starter
-        if starter is None or starter.loop is not conn._loop:
-            starter = self._starter = EagerStarter(conn._loop, TASK_NAME)
-        cycle.start(self.app, scope, starter)
-        return cycle
+    def _starter_for(self, loop: asyncio.AbstractEventLoop) -> EagerStarter:
+        """What runs each request's app on `loop` (see `surge.asgi.eager`)."""
+        return EagerStarter(loop, TASK_NAME)
 
     def _connection_base(self, conn: HttpProtocol) -> dict[str, Any]:
         """The scope keys that are the same for every request of a connection."""

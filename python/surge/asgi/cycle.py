@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from functools import partial
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
@@ -92,14 +92,22 @@ class HttpCycle(AsgiCycle, WriterResponse):
         (see `surge.asgi.eager`): an app that answers without suspending has its
         response ready when this returns, and no task is scheduled. The app's
         coroutine is started bare; `_guard` wraps it only when its first step
-        raised or suspended (one coroutine less per request)."""
+        raised or suspended (one coroutine less per request).
+
+        The server's dispatcher does this natively (`surge._core.AsgiDispatch`)."""
         try:
             step = app(scope, self.receive, self.send)
         except BaseException as exc:  # an app that is not a coroutine function
             step = _raise(exc)
         # Any awaitable may come back; the starter drives coroutines.
-        coro = step if type(step) is CoroutineType else _await(step)
-        task = starter.start(coro, self._guard)
+        self._run(step if type(step) is CoroutineType else _await(step), starter)
+
+    def _run(self, coro: Coroutine[Any, Any, None], starter: EagerStarter) -> None:
+        """Starts the app's coroutine `coro` with `starter`."""
+        self._first_step_done(starter.start(coro, self._guard))
+
+    def _first_step_done(self, task: asyncio.Task[None] | None) -> None:
+        """The app's first step is over: `task` runs the rest (None: it returned)."""
         if task is not None:
             self._task = task
             # The loop keeps only weak references to tasks; an app awaiting something

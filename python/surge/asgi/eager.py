@@ -47,12 +47,14 @@ import sys
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import Context, copy_context
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["EagerStarter", "Guard"]
 
 #: What a task runs around the rest of a coroutine (see `EagerStarter.start`).
 Guard = Callable[[Awaitable[None]], Coroutine[Any, Any, None]]
+#: How a first step ended (see `EagerStarter._finish`).
+Outcome = Literal["suspended", "returned", "raised"]
 
 if sys.version_info >= (3, 12):
 
@@ -61,6 +63,9 @@ if sys.version_info >= (3, 12):
         task start."""
 
         __slots__ = ("loop", "name")
+
+        #: asyncio's own eager start: the native ASGI dispatcher leaves it to `start`.
+        hosted = False
 
         def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
             self.loop = loop
@@ -155,6 +160,10 @@ else:
 
         __slots__ = ("_host", "loop", "name")
 
+        #: First steps run on a host task (`_host`): the native ASGI dispatcher
+        #: runs them itself and calls `_finish`.
+        hosted = True
+
         def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
             self.loop = loop
             self.name = name
@@ -176,28 +185,48 @@ else:
             the step did not simply return: ``guard(rest)`` awaits `rest` (the rest
             of `coro`, or the exception its first step raised) and handles its
             outcome, as if the task had run ``guard(coro)`` from the start. An app
-            that returns in its first step so costs no wrapping coroutine."""
+            that returns in its first step so costs no wrapping coroutine.
+
+            The ASGI dispatcher does the same natively (`surge._core.AsgiDispatch`)
+            and hands every outcome but a plain return to `_finish`."""
             loop, host = self.loop, self._host
             ctx = copy_context()
-            error: BaseException | None = None
-            value: Any = None
+            outcome: Outcome
             _enter_task(loop, host)
             try:
-                first = ctx.run(coro.send, None)
+                value = ctx.run(coro.send, None)
+                outcome = "suspended"
             except StopIteration as stop:
-                value = stop.value
+                value, outcome = stop.value, "returned"
             except BaseException as exc:  # the task's outcome, as a task would keep it
-                error = exc
-            else:
-                if guard is None:
-                    return self._become(host, _Resume(coro, first), ctx)
-                return self._become_guarded(host, guard, _Resume(coro, first), ctx)
+                value, outcome = exc, "raised"
             finally:
                 _leave_task(loop, host)
-            if error is not None and guard is not None:
-                # The guard sees the error at once, in a step of its own on the same
-                # host (what it does not handle ends the task as before).
-                return self.start(guard(_outcome(None, error)))
+            return self._finish(host, ctx, coro, guard, outcome, value)
+
+        def _finish(
+            self,
+            host: asyncio.Task[None],
+            ctx: Context,
+            coro: Coroutine[Any, Any, None],
+            guard: Guard | None,
+            outcome: Outcome,
+            value: Any,
+        ) -> asyncio.Task[None] | None:
+            """After the first step of `coro` on `host` in `ctx`: `value` is what it
+            yielded (``"suspended"``), returned or raised. The task that runs the
+            rest, or None when it returned and nothing holds on to the host."""
+            if outcome == "suspended":
+                if guard is None:
+                    return self._become(host, _Resume(coro, value), ctx)
+                return self._become_guarded(host, guard, _Resume(coro, value), ctx)
+            error: BaseException | None = value if outcome == "raised" else None
+            if error is not None:
+                value = None
+                if guard is not None:
+                    # The guard sees the error at once, in a step of its own on the
+                    # same host (what it does not handle ends the task as before).
+                    return self.start(guard(_outcome(None, error)))
             if error is None and host._callbacks is None and not host.cancelling():  # type: ignore[attr-defined]
                 return None  # complete and nothing holds on to the host: keep it
             # Someone registered on the host: it finishes as a task would.

@@ -159,6 +159,7 @@ class HttpProtocol(asyncio.Protocol):
         "_body_stream",
         "_closed",
         "_conn",
+        "_dispatch_read",
         "_dispatcher",
         "_drain",
         "_eof",
@@ -192,6 +193,8 @@ class HttpProtocol(asyncio.Protocol):
         self._plan = plan = server.plan
         self._routes = plan.routes
         self._dispatcher = plan.dispatch
+        #: A dispatcher's own handling of a read's requests (see `data_received`).
+        self._dispatch_read: Callable[[HttpProtocol, list[Any] | None], bool] | None = None
         self._loop = asyncio.get_running_loop()
         self._queue: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -235,6 +238,9 @@ class HttpProtocol(asyncio.Protocol):
         if self._dispatcher is not None:
             # ASGI/WSGI: writes leave at the end of the loop iteration (see `_Batched`).
             transport = cast(asyncio.Transport, _Batched(transport, self._loop))
+            # The ASGI dispatcher takes the usual read (one request, nothing queued)
+            # natively (`surge._core.AsgiDispatch.dispatch_read`).
+            self._dispatch_read = getattr(self._dispatcher, "dispatch_read", None)
         self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -276,7 +282,9 @@ class HttpProtocol(asyncio.Protocol):
             self._transport.abort()
             return
         if deferred is not None or self._body_stream is not None or conn.held:
-            self._after_feed(deferred)
+            fast = self._dispatch_read
+            if fast is None or not fast(self, deferred):
+                self._after_feed(deferred)
 
     def _after_feed(self, deferred: list[Any] | None) -> None:
         conn = self._conn
@@ -540,9 +548,7 @@ class HttpProtocol(asyncio.Protocol):
         try:
             writer = dispatcher(req, self)
         except Exception as exc:
-            slot = _Slot(req)
-            self._queue.append(slot)
-            self._start(self._answer_exception(slot, req, exc))
+            self._dispatch_failed(req, exc)
             return
         if not ahead and not self._queue and not self._writer_busy and not self._closed:
             # (`begin` calls nothing that reads `_writer_busy` back.)
@@ -558,12 +564,22 @@ class HttpProtocol(asyncio.Protocol):
                 self._drop_queue()
                 self._close()
             return
+        self._queue_dispatched(req, writer)
+
+    def _queue_dispatched(self, req: Request, writer: WriterResponse) -> None:
+        """Queues the response `writer` of the dispatched `req` behind those ahead."""
         slot = _Slot(req)
         self._queue.append(slot)
         slot.body = writer
         slot.done = True
         if not self._writer_busy and self._queue[0] is slot:
             self._flush()
+
+    def _dispatch_failed(self, req: Request, exc: Exception) -> None:
+        """The dispatcher raised for `req`: it is answered as a handler error."""
+        slot = _Slot(req)
+        self._queue.append(slot)
+        self._start(self._answer_exception(slot, req, exc))
 
     def _upgrade(self, slot: _Slot, req: Request, route: Any) -> None:
         # The route's `websocket` callable returns an inline WriterResponse that,

@@ -18,6 +18,10 @@ Routes (by path):
   /background    answers, then works on after the response; /last-event shows it finished
   /mapping       sends its messages as a Mapping that is not a dict
   /bad?what=W    an invalid response: header name/value, content-length, status, str body
+  /context?set=V the value of a context variable the request found, then set to V
+  /receive-task  the body as read by `receive()` run as a task of its own (ensure_future)
+  /on-done       registers a done callback on its task in its first step, then answers;
+                 the callback records the task's name for /last-event
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import UserDict
+from contextvars import ContextVar
 from urllib.parse import parse_qs
 
 events: dict[str, object] = {}
+#: Set by /context: each request runs in a context of its own, so none sees it.
+request_var: ContextVar[str] = ContextVar("request_var", default="unset")
 
 
 def _text(scope_value: object) -> object:
@@ -227,5 +234,17 @@ async def app(scope, receive, send):
         await send({"type": "http.response.body", "body": b"should not be sent"})
     elif path == "/state":
         await send_body(send, 200, json.dumps(scope["state"]).encode(), b"application/json")
+    elif path == "/context":
+        found = request_var.get()
+        request_var.set(query["set"][0])
+        await send_body(send, 200, found.encode())
+    elif path == "/receive-task":
+        message = await asyncio.ensure_future(receive())
+        await send_body(send, 200, message["type"].encode() + b":" + message["body"])
+    elif path == "/on-done":
+        task = asyncio.current_task()
+        assert task is not None
+        task.add_done_callback(lambda t: events.__setitem__("done_callback", t.get_name()))
+        await send_body(send, 200, b"registered")
     else:
         await send_body(send, 404, b"not found")

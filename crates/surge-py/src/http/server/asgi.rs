@@ -29,10 +29,12 @@ use surge_proto::http1::server::write_status_line;
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
 use super::date::with_date;
+use super::ready::{done, ready_value};
 use super::request::Request;
 
 static CLIENT_DISCONNECTED: GILOnceCell<PyObject> = GILOnceCell::new();
-static DONE: GILOnceCell<Py<Done>> = GILOnceCell::new();
+/// The whole body's `http.request` message; `receive` returns copies.
+static REQUEST_MESSAGE: GILOnceCell<Py<PyDict>> = GILOnceCell::new();
 
 /// How the response body is framed, chosen at `http.response.start`.
 const NONE: u8 = 0;
@@ -77,49 +79,6 @@ fn client_disconnected(py: Python<'_>) -> PyErr {
         },
         Err(e) => e,
     }
-}
-
-/// An awaitable already complete with None, shared: awaiting it never suspends.
-#[pyclass(module = "surge._core", frozen)]
-pub struct Done;
-
-#[pymethods]
-impl Done {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&self) -> Option<PyObject> {
-        None
-    }
-
-    /// The coroutine protocol, for callers that want a coroutine (tasks).
-    fn send(&self, _value: &Bound<'_, PyAny>) -> Option<PyObject> {
-        None
-    }
-
-    #[pyo3(signature = (typ, value=None, _tb=None))]
-    fn throw(
-        &self,
-        typ: &Bound<'_, PyAny>,
-        value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        Err(thrown(typ, value))
-    }
-
-    fn close(&self) {}
-}
-
-fn done(py: Python<'_>) -> PyResult<PyObject> {
-    Ok(DONE
-        .get_or_try_init(py, || Py::new(py, Done))?
-        .clone_ref(py)
-        .into_any())
 }
 
 fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {
@@ -195,6 +154,63 @@ fn ready_error(py: Python<'_>, error: PyErr) -> PyResult<PyObject> {
         },
     )?
     .into_any())
+}
+
+/// What every cycle of one connection takes from it, looked up once per
+/// connection by the dispatcher (four attribute lookups per request otherwise).
+#[pyclass(module = "surge._core", frozen)]
+pub struct ConnParts {
+    native: Py<HttpConnection>,
+    transport: PyObject,
+    raw_transport: PyObject,
+    access_log: Option<PyObject>,
+}
+
+impl ConnParts {
+    /// The parts of `conn` (an `HttpProtocol`).
+    pub(crate) fn of(conn: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = conn.py();
+        let native = conn
+            .getattr(intern!(py, "_conn"))?
+            .downcast_into::<HttpConnection>()?
+            .unbind();
+        let transport = conn.getattr(intern!(py, "_transport"))?;
+        let raw_transport = match transport.getattr(intern!(py, "transport")) {
+            Ok(raw) => raw.unbind(),
+            Err(_) => transport.clone().unbind(),
+        };
+        let access_log = Some(conn.getattr(intern!(py, "access_log"))?)
+            .filter(|l| !l.is_none())
+            .map(Bound::unbind);
+        Ok(ConnParts {
+            native,
+            transport: transport.unbind(),
+            raw_transport,
+            access_log,
+        })
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> Self {
+        ConnParts {
+            native: self.native.clone_ref(py),
+            transport: self.transport.clone_ref(py),
+            raw_transport: self.raw_transport.clone_ref(py),
+            access_log: self.access_log.as_ref().map(|l| l.clone_ref(py)),
+        }
+    }
+}
+
+#[pymethods]
+impl ConnParts {
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.native)?;
+        visit.call(&self.transport)?;
+        visit.call(&self.raw_transport)?;
+        if let Some(l) = &self.access_log {
+            visit.call(l)?;
+        }
+        Ok(())
+    }
 }
 
 /// The state of one cycle; see the module docs. Fields the Python subclass
@@ -313,6 +329,11 @@ fn parse_length(value: &[u8]) -> Option<i64> {
 }
 
 impl AsgiCycle {
+    /// The app sent its whole response (or it failed).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// Encodes the head of `http.response.start` into `self.head`.
     fn start(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
         let status = message.get_item(intern!(py, "status"))?;
@@ -650,13 +671,17 @@ fn wake_writer(slf: &Bound<'_, AsgiCycle>) -> PyResult<()> {
 impl AsgiCycle {
     /// The cycle of `request` on the connection `conn` (an `HttpProtocol`);
     /// `stream` is its body's `BodyStream`, None when the body had all arrived.
+    /// `parts` is what the dispatcher keeps per connection (`ConnParts`), so that
+    /// nothing is looked up on `conn` per request.
     #[new]
+    #[pyo3(signature = (request, stream, conn, high_water, parts=None))]
     fn new(
         py: Python<'_>,
         request: Bound<'_, Request>,
         stream: Option<PyObject>,
         conn: Bound<'_, PyAny>,
         high_water: usize,
+        parts: Option<PyRef<'_, ConnParts>>,
     ) -> PyResult<Self> {
         let (http10, head_only, keep_alive) = {
             let r = request.borrow();
@@ -666,17 +691,16 @@ impl AsgiCycle {
                 r.head.keep_alive,
             )
         };
-        let native = conn
-            .getattr(intern!(py, "_conn"))?
-            .downcast_into::<HttpConnection>()?
-            .unbind();
-        let transport = conn.getattr(intern!(py, "_transport"))?;
-        let raw_transport = match transport.getattr(intern!(py, "transport")) {
-            Ok(raw) => raw.unbind(),
-            Err(_) => transport.clone().unbind(),
+        let parts = match parts {
+            Some(p) => p.clone_ref(py),
+            None => ConnParts::of(&conn)?,
         };
-        let transport = transport.unbind();
-        let access_log = Some(conn.getattr(intern!(py, "access_log"))?).filter(|l| !l.is_none());
+        let ConnParts {
+            native,
+            transport,
+            raw_transport,
+            access_log,
+        } = parts;
         Ok(AsgiCycle {
             request: request.unbind(),
             conn: conn.unbind(),
@@ -707,7 +731,7 @@ impl AsgiCycle {
             writer: None,
             gone: None,
             task: None,
-            access_log: access_log.map(Bound::unbind),
+            access_log,
         })
     }
 
@@ -739,18 +763,21 @@ impl AsgiCycle {
             }
         };
         drop(this);
-        let message = PyDict::new(py);
-        message.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+        // A copy of one template with the body set: cheaper than a new dict and
+        // three insertions.
+        let message = REQUEST_MESSAGE
+            .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+                let m = PyDict::new(py);
+                m.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+                m.set_item(intern!(py, "body"), PyBytes::new(py, b""))?;
+                m.set_item(intern!(py, "more_body"), false)?;
+                Ok(m.unbind())
+            })?
+            .bind(py)
+            .copy()?;
         message.set_item(intern!(py, "body"), body)?;
-        message.set_item(intern!(py, "more_body"), false)?;
-        Ok(Py::new(
-            py,
-            Ready {
-                value: Some(message.into_any().unbind()),
-                error: None,
-            },
-        )?
-        .into_any())
+        // Awaited without a StopIteration (see `ReadyValue`).
+        ready_value(message.into_any())
     }
 
     /// The ASGI `send`: `http.response.start`, then `http.response.body`
@@ -772,7 +799,7 @@ impl AsgiCycle {
     /// (the app still sending, or the rest of the request body to read away).
     /// Native because an app that answered in its first step (`surge.asgi.eager`)
     /// comes here once per request.
-    fn begin(slf: &Bound<'_, Self>, conn: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+    pub(crate) fn begin(slf: &Bound<'_, Self>, conn: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
         let py = slf.py();
         let (pending, space, transport) = {
             let mut this = slf.borrow_mut();

@@ -96,21 +96,21 @@ pub struct HttpConnection {
     head_started: Option<Instant>,
     /// While false, every request goes to Python (responses are queued there).
     #[pyo3(get, set)]
-    fast: bool,
+    pub(super) fast: bool,
     /// A request asked to close the connection, or the stream failed: input
     /// after it is ignored.
     #[pyo3(get)]
-    closing: bool,
+    pub(super) closing: bool,
     /// Bytes of streamed body not yet taken by the handler.
     #[pyo3(get)]
     stream_buffered: usize,
     /// A request waits for `100 Continue` that could not be sent yet.
     #[pyo3(get, set)]
-    continue_owed: bool,
+    pub(super) continue_owed: bool,
     /// The last `feed` stopped on its budget with requests still in the parser:
     /// feed again (with `b""`) when there is room.
     #[pyo3(get)]
-    held: bool,
+    pub(super) held: bool,
     /// The server is shutting down: every response from now on says
     /// `Connection: close` and ends the connection, so a keep-alive client
     /// learns it from the response instead of racing a close.
@@ -119,7 +119,7 @@ pub struct HttpConnection {
     /// A `GET` asked to upgrade to WebSocket: nothing after its head is parsed
     /// as HTTP; the bytes are kept for the new protocol (`take_rest`).
     #[pyo3(get)]
-    upgrade: bool,
+    pub(super) upgrade: bool,
     /// Every response the fast path encodes is logged here.
     access_log: Option<Py<AccessLog>>,
     /// Responses encoded by this `feed` and not logged yet: the request, where

@@ -3,6 +3,7 @@
 
 mod access_log;
 mod asgi;
+mod asgi_dispatch;
 mod batch;
 mod chain;
 mod connection;
@@ -10,6 +11,7 @@ mod date;
 mod hook_chain;
 mod log_format;
 mod proxy;
+mod ready;
 mod request;
 mod response;
 mod router;
@@ -17,7 +19,8 @@ mod stats;
 mod wsgi;
 
 pub(crate) use access_log::AccessLog;
-pub(crate) use asgi::AsgiCycle;
+pub(crate) use asgi::{AsgiCycle, ConnParts};
+pub(crate) use asgi_dispatch::AsgiDispatch;
 pub(crate) use batch::{BatchedTransport, WriteBatch};
 pub(crate) use chain::{step_type as middleware_step_type, CallNext, MiddlewareChain};
 pub(crate) use connection::{HttpConnection, ParseError};

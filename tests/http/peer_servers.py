@@ -115,14 +115,18 @@ class PeerServer:
         if bugs:
             pytest.fail(f"{self.kind} logged {bugs}:\n{new[-5000:]}")
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
+        """Ask the server to exit (SIGTERM); `stop` waits for it."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+
+    def stop(self) -> None:
+        self.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         self._log.close()
 
 
@@ -142,5 +146,8 @@ class PeerServers:
         return self.running[key]
 
     def stop_all(self) -> None:
+        # All asked at once: the graceful exits overlap instead of adding up.
+        for server in self.running.values():
+            server.terminate()
         for server in self.running.values():
             server.stop()

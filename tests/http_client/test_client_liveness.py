@@ -20,14 +20,22 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 
 def test_pool_waits_leave_nothing_behind(run):
+    # The /slow answer waits for the test to release it (not for a fixed time: on a
+    # loaded machine the 50 pool timeouts below can take longer than any sleep).
+    release: list[asyncio.Event] = []
+
     async def slow(reader, writer):
         while True:
             head = await read_request(reader)
-            await asyncio.sleep(0.5 if b" /slow " in head else 0.002)
+            if b" /slow " in head:
+                await release[0].wait()
+            else:
+                await asyncio.sleep(0.002)
             writer.write(OK)
             await writer.drain()
 
     async def main():
+        release.append(asyncio.Event())
         limits = ClientLimits(max_connections_per_host=1)
         async with RawServer(slow) as s, Client(limits=limits) as c:
             # 300 requests through one connection: each but one waits for it.
@@ -44,6 +52,7 @@ def test_pool_waits_leave_nothing_behind(run):
             for w in waiting:
                 w.cancel()
             await asyncio.gather(*waiting, return_exceptions=True)
+            release[0].set()
             await hold
             assert (await c.get(s.url)).text == "ok"
             pool = next(iter(c._pools.hosts.values()))
@@ -80,15 +89,18 @@ def test_slow_live_server_is_waited_for(run):
         if head.startswith(b"OPTIONS * "):
             writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
             return
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(2.0)
         writer.write(OK)
         await writer.drain()
         await reader.read()
 
     async def main():
+        # The probe has 1 s to be answered (the server shares this process's loop,
+        # which a loaded machine can hold up for longer than 0.3 s); the answer takes
+        # 2 s, so the client probes at least once before it comes.
         async with (
             RawServer(long_poll) as s,
-            Client(timeout=None, liveness_interval=0.3, liveness_timeout=0.3) as c,
+            Client(timeout=None, liveness_interval=0.3, liveness_timeout=1.0) as c,
         ):
             r = await asyncio.wait_for(c.get(s.url), 10)
             assert r.text == "ok"

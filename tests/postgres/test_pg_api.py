@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import sys
 
 import pytest
 import surge.postgres as pg
@@ -137,6 +138,44 @@ def test_record_api(arun, dsn):
         with pytest.raises(IndexError):
             r[3]
         assert hash(r) == hash((1, "two", None))
+        # the native type: positions, slices, comparisons and refusals as asyncpg's
+        assert isinstance(r, pg.Record) and r[::-1] == (None, "two", 1) and r[-3] == 1
+        assert r.get(1) == "two" and r.get(-1) is None and r.get(7, "d") == "d"
+        assert r != (1, "two") and r != [1, "two", None] and r != 1
+        with pytest.raises(TypeError):
+            r[1.5]
+        with pytest.raises(IndexError):
+            r[-4]
+        with pytest.raises(TypeError):
+            pg.Record()
+        with pytest.raises(TypeError):
+            type("Sub", (pg.Record,), {})
+        with pytest.raises(TypeError):
+            r.get()
+
+    arun(main())
+
+
+def test_records_release_their_values(arun, dsn):
+    """Rows (and composites inside them) give back every value they hold."""
+
+    async def main():
+        conn = await pg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "SELECT i, repeat('x', 100 + i) AS t, ROW(i, 'y' || i) AS c"
+                " FROM generate_series(1, 1000) AS i"
+            )
+            other = await conn.fetch("SELECT 1 AS a")
+        finally:
+            await conn.close()
+        first, inner = rows[500]["t"], rows[500]["c"][1]
+        before = sys.getrefcount(first), sys.getrefcount(inner)
+        assert rows[500] == (501, "x" * 601, (501, "y501")) and rows[500]["c"] == (501, "y501")
+        assert rows[0] != other[0] and pg.Record.__eq__(other[0], (1,)) is True
+        del rows
+        # only `first`/`inner` and getrefcount's argument are left
+        assert (sys.getrefcount(first), sys.getrefcount(inner)) == (2, 2) < before
 
     arun(main())
 

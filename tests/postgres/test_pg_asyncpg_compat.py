@@ -389,3 +389,44 @@ def test_copy_records_to_table_every_type_as_asyncpg(dsn: str, arun: Callable) -
             await s.execute("DROP TABLE copy_s, copy_a; DROP TYPE copy_mood; DROP DOMAIN copy_dom")
 
     arun(go())
+
+
+# -- result columns the server sends in text (its cheaper form) --------------------
+
+
+def test_text_form_columns_as_in_asyncpg(dsn: str, arun: Callable) -> None:
+    """bool, "char" (every byte), text-like types, json and enums come back in the
+    text format (`Codec::text_result`): the same values and types as asyncpg's
+    binary ones, NULLs included, through fetch, fetchrow, fetchval and a cursor."""
+
+    async def go() -> None:
+        async with both(dsn) as (s, a):
+            await s.execute(
+                "DROP TYPE IF EXISTS _tf_mood; CREATE TYPE _tf_mood AS ENUM ('sad', 'ok')"
+            )
+            q = (
+                'SELECT (i - 128)::"char" AS c, i % 3 = 0 AS b,'
+                " CASE WHEN i % 5 = 0 THEN NULL ELSE i % 2 = 1 END AS bn,"
+                " ('é' || i || E'\\\\ \\t\"')::text AS t, ('x' || i)::varchar(9) AS v,"
+                " 'ab'::char(4) AS bp, ('ü' || i)::name AS nm, '{\"k\": [1, \"é\"]}'::json AS j,"
+                " (CASE WHEN i % 2 = 0 THEN 'sad' ELSE 'ok' END)::_tf_mood AS m,"
+                " typname, typbyval, typcategory, typdelim"
+                " FROM generate_series(0, 255) AS i"
+                " JOIN pg_type ON pg_type.oid = 16 OR pg_type.oid = 23 AND i % 2 = 0"
+            )
+            got, want = await s.fetch(q), await a.fetch(q)
+            assert len(got) == len(want) == 384
+            assert {bytes(r["c"]) for r in got} == {bytes([b]) for b in range(256)}
+            for g, w in zip(got, want, strict=True):
+                assert tuple(g) == tuple(w)
+                assert [type(v) for v in g] == [type(v) for v in w]
+            for expr in ("''::\"char\"", "'\\\\'::\"char\"", "false", "NULL::bool", "'é'::name"):
+                sql = f"SELECT {expr}"
+                assert await s.fetchval(sql) == await a.fetchval(sql), expr
+                assert tuple(await s.fetchrow(sql)) == tuple(await a.fetchrow(sql)), expr
+            async with s.transaction():
+                rows = [r async for r in s.cursor(q, prefetch=50)]
+            assert [tuple(r) for r in rows] == [tuple(r) for r in want]
+            await s.execute("DROP TYPE _tf_mood")
+
+    arun(go())

@@ -88,7 +88,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // PostgreSQL.
     m.add_class::<postgres::PgCodec>()?;
     m.add_class::<postgres::Statement>()?;
-    m.add_class::<postgres::Record>()?;
+    m.add("Record", postgres::record_type(py)?)?;
     m.add_class::<postgres::ScramClient>()?;
     m.add_function(wrap_pyfunction!(postgres::pg_md5_password, m)?)?;
     m.add_function(wrap_pyfunction!(postgres::pg_types, m)?)?;

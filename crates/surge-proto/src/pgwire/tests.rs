@@ -597,3 +597,38 @@ fn text_array_table() {
     types::push_text_element(&mut out, None);
     assert_eq!(out, r#""a\"b\\"NULL"#);
 }
+
+#[test]
+fn bool_and_char_text_forms() {
+    // boolout / charout (PostgreSQL 15: octal for a byte with the high bit set)
+    assert_eq!(types::parse_bool_text(b"t"), Ok(true));
+    assert_eq!(types::parse_bool_text(b"f"), Ok(false));
+    for bad in [&b""[..], b"true", b"1", b"T", b"tt"] {
+        assert!(types::parse_bool_text(bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(types::parse_char_text(b""), Ok(0));
+    assert_eq!(types::parse_char_text(b"a"), Ok(b'a'));
+    assert_eq!(types::parse_char_text(b"\\"), Ok(b'\\'));
+    assert_eq!(types::parse_char_text(b"\\377"), Ok(0xff));
+    assert_eq!(types::parse_char_text(b"\\200"), Ok(0x80));
+    // before PostgreSQL 15 such a byte came as itself
+    assert_eq!(types::parse_char_text(&[0xe9]), Ok(0xe9));
+    for bad in [&b"ab"[..], b"\\400", b"\\38", b"\\12", b"\\1234"] {
+        assert!(types::parse_char_text(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn every_tag_byte() {
+    // the table of backend tags: exactly these bytes frame, every other one is refused
+    let tags = b"RK23CdcGHWDIEVvnNAtS1sZT";
+    for b in 0..=255u8 {
+        let frame = [b, 0, 0, 0, 4];
+        let r = read_frame(&frame);
+        if tags.contains(&b) {
+            assert!(matches!(r, Ok(Status::Complete(_))), "{b}");
+        } else {
+            assert_eq!(r, Err(Error::UnknownTag(b)), "{b}");
+        }
+    }
+}

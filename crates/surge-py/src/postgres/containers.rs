@@ -15,7 +15,7 @@ use surge_proto::pgwire::Error;
 use super::decode::{bad, decode, text};
 use super::encode::Encoder;
 use super::pyclasses as cls;
-use super::record::{Desc, Record};
+use super::record::{record_from_vec, record_type, Desc};
 use super::registry::{resolve, Codec, Registry};
 
 /// An array as (nested) lists; lower bounds are not kept (as in asyncpg's lists).
@@ -56,7 +56,7 @@ fn nest(py: Python<'_>, flat: Vec<PyObject>, dims: &[usize]) -> PyResult<PyObjec
     Ok(PyList::new(py, level)?.into_any().unbind())
 }
 
-/// An int2/int4/int8 array in its text form (see `Codec::int_array_kind`):
+/// An int2/int4/int8 array in its text form (see `Codec::text_result`):
 /// the same lists of ints as the binary decoder gives.
 pub fn decode_int_text_array(py: Python<'_>, kind: Kind, b: &[u8]) -> PyResult<PyObject> {
     let (min, max) = match kind {
@@ -80,11 +80,7 @@ pub fn decode_int_text_array(py: Python<'_>, kind: Kind, b: &[u8]) -> PyResult<P
 }
 
 fn record_obj(py: Python<'_>, values: Vec<PyObject>, desc: Arc<Desc>) -> PyResult<PyObject> {
-    let rec = Record {
-        values: PyTuple::new(py, values)?.unbind(),
-        desc,
-    };
-    Ok(Py::new(py, rec)?.into_any())
+    record_from_vec(py, values, &desc)
 }
 
 /// A composite of a known type: a `Record` with the type's field names.
@@ -339,7 +335,7 @@ impl<'py> Encoder<'_, 'py> {
             out
         } else if v.is_instance_of::<PyTuple>()
             || v.is_instance_of::<PyList>()
-            || v.is_instance_of::<Record>()
+            || v.is_instance(record_type(py)?)?
         {
             v.try_iter()?.collect::<PyResult<_>>()?
         } else {

@@ -18,6 +18,6 @@ mod statement;
 
 pub(crate) use auth::{pg_md5_password, ScramClient};
 pub(crate) use codec::{PgCodec, PgProtocolError, StatementGone};
-pub(crate) use record::Record;
+pub(crate) use record::record_type;
 pub(crate) use registry::pg_types;
 pub(crate) use statement::Statement;

@@ -76,18 +76,47 @@ impl Codec {
         !matches!(self, Codec::TextArray)
     }
 
-    /// For an array of int2, int4 or int8: the element kind. A result column of
-    /// such an array is asked for in the text format, which the server makes for
-    /// less CPU (see `parse_int_text_array`); parameters still go in binary.
-    pub fn int_array_kind(&self) -> Option<Kind> {
+    /// How a result column of this codec is asked for in the TEXT format, when
+    /// the server makes that form for less CPU than the binary one (None: binary).
+    ///
+    /// Why: every binary send function starts a 1 KB buffer (`pq_begintypsend`)
+    /// per value, where the text output functions of these types copy or print a
+    /// few bytes. Callgrind on a PostgreSQL 15 backend, per row of `pg_type`
+    /// (613 rows): a text/varchar column ~100 instructions less in text, name
+    /// ~130, bool ~70, "char" ~60-100; int8, oid, float8, timestamps and text[]
+    /// are cheaper in binary (int4 and int2 about even), so they stay binary.
+    /// For text-like types (text, varchar, bpchar, name, json, enums) the text
+    /// form is the very bytes the binary one carries (both in the client
+    /// encoding), so the values are the same; parameters stay binary.
+    pub fn text_result(&self) -> Option<TextResult> {
         match self {
+            Codec::Scalar(Kind::Text | Kind::Json) => Some(TextResult::Str),
+            Codec::Scalar(Kind::Bool) => Some(TextResult::Bool),
+            Codec::Scalar(Kind::Char) => Some(TextResult::Char),
+            // int2[], int4[], int8[]: array_send builds a buffer per element
+            // (see `parse_int_text_array`)
             Codec::Array { elem, lower: 1, .. } => match **elem {
-                Codec::Scalar(k @ (Kind::Int2 | Kind::Int4 | Kind::Int8)) => Some(k),
+                Codec::Scalar(k @ (Kind::Int2 | Kind::Int4 | Kind::Int8)) => {
+                    Some(TextResult::IntArray(k))
+                }
                 _ => None,
             },
             _ => None,
         }
     }
+}
+
+/// What a result column asked for in the text format holds (`Codec::text_result`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TextResult {
+    /// str, the same bytes as the binary form.
+    Str,
+    /// "t" / "f".
+    Bool,
+    /// `"char"`'s text form (see `parse_char_text`), as bytes.
+    Char,
+    /// An integer array of this element kind, as a list of ints.
+    IntArray(Kind),
 }
 
 /// The codec for `oid`, or None when its values must go as text (unknown, or

@@ -3,14 +3,15 @@
 //! tags, errors, handshake steps, and out-of-band events.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyType};
 use surge_proto::pgwire::frontend as fe;
+use surge_proto::pgwire::types;
 use surge_proto::pgwire::{Auth, DataRow, Fields, Message};
 
 use super::super::containers::{decode_int_text_array, decode_text_array};
-use super::super::decode::{decode, decode_text};
-use super::super::record::Record;
-use super::super::registry::Codec;
+use super::super::decode::{bad, decode, decode_text};
+use super::super::record::new_record;
+use super::super::registry::{Codec, TextResult};
 use super::super::statement::Statement;
 use super::{Kind, Mode, PgCodec, Waiting, COPY_IN_REFUSED};
 
@@ -38,9 +39,17 @@ impl PgCodec {
             Some(b) => match &stmt.column_codecs[i] {
                 Some(c) if stmt.result_formats[i] == fe::FORMAT_BINARY => decode(py, c, b),
                 Some(c) if matches!(**c, Codec::TextArray) => decode_text_array(py, b),
-                Some(c) => match c.int_array_kind() {
-                    Some(k) => decode_int_text_array(py, k, b),
-                    None => decode_text(py, b),
+                Some(c) => match c.text_result() {
+                    Some(TextResult::IntArray(k)) => decode_int_text_array(py, k, b),
+                    Some(TextResult::Bool) => {
+                        let v = types::parse_bool_text(b).map_err(bad)?;
+                        Ok(PyBool::new(py, v).to_owned().into_any().unbind())
+                    }
+                    Some(TextResult::Char) => {
+                        let v = types::parse_char_text(b).map_err(bad)?;
+                        Ok(PyBytes::new(py, &[v]).into_any().unbind())
+                    }
+                    Some(TextResult::Str) | None => decode_text(py, b),
                 },
                 _ => decode_text(py, b),
             },
@@ -74,14 +83,14 @@ impl PgCodec {
             }
             _ => return Ok(()),
         }
-        let values = new_tuple(py, row.len(), row.fields().enumerate(), |(i, f)| {
-            Self::decode_field(py, stmt, i, f)
-        })?;
-        let rec = Record {
-            values,
-            desc: stmt.desc.clone(),
-        };
-        w.rows.push(Py::new(py, rec)?.into_any());
+        let rec = new_record(
+            py,
+            &stmt.desc,
+            row.len(),
+            row.fields().enumerate(),
+            |(i, f)| Self::decode_field(py, stmt, i, f),
+        )?;
+        w.rows.push(rec);
         Ok(())
     }
 
@@ -270,52 +279,4 @@ impl PgCodec {
         }
         Ok(())
     }
-}
-
-/// A tuple of `n` items made by `f` from `items`, without an intermediate Vec
-/// (one allocation per row instead of two: rows are the hot path).
-fn new_tuple<I, T>(
-    py: Python<'_>,
-    n: usize,
-    items: I,
-    mut f: impl FnMut(T) -> PyResult<PyObject>,
-) -> PyResult<Py<PyTuple>>
-where
-    I: Iterator<Item = T>,
-{
-    let len = pyo3::ffi::Py_ssize_t::try_from(n)
-        .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("too many columns"))?;
-    // SAFETY: PyTuple_New returns a new reference to a tuple of `len` NULL slots,
-    // or NULL with an exception set (checked by from_owned_ptr_or_err). Owning it
-    // as a Py<PyTuple> right away means an early return below drops it, and
-    // tuple deallocation skips NULL slots, so a half-filled tuple is freed safely.
-    let tuple: Py<PyTuple> = unsafe {
-        Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyTuple_New(len))?
-            .downcast_into_unchecked::<PyTuple>()
-            .unbind()
-    };
-    let mut filled = 0;
-    for item in items.take(n) {
-        let v = f(item)?;
-        // SAFETY: `filled` < `len` (take(n)), the slot is still NULL (each index is
-        // set once), and PyTuple_SET_ITEM steals the reference `into_ptr` gives up.
-        #[cfg(not(feature = "abi3"))]
-        unsafe {
-            pyo3::ffi::PyTuple_SET_ITEM(tuple.as_ptr(), filled, v.into_ptr())
-        };
-        // The limited API has only the checked setter (same reference stealing).
-        #[cfg(feature = "abi3")]
-        unsafe {
-            pyo3::ffi::PyTuple_SetItem(tuple.as_ptr(), filled, v.into_ptr())
-        };
-        filled += 1;
-    }
-    if filled != len {
-        // Fewer items than announced: the caller checked the count, but never
-        // hand out a tuple with NULL slots.
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "row shorter than its description",
-        ));
-    }
-    Ok(tuple)
 }

@@ -10,6 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
 
+/// `xml`, whose text and binary forms may differ (see `result_fmt`).
+const XML_OID: u32 = 142;
+
 /// What a connection knows of types: its custom codecs (`set_type_codec`) and
 /// the types looked up in the catalog.
 #[derive(Clone, Copy)]
@@ -92,10 +95,14 @@ impl Statement {
             None if c.as_ref().is_some_and(|c| c.is_binary()) => FORMAT_BINARY,
             None => FORMAT_TEXT,
         };
-        // Integer arrays come back in text: the server's cheaper form for them
-        // (`Codec::int_array_kind`); a custom codec keeps its own format.
+        // Some types come back in text: the server's cheaper form for them
+        // (`Codec::text_result`); a custom codec keeps its own format. Not xml:
+        // its binary form may differ (xml_send writes the client encoding into
+        // the declaration).
         let result_fmt = |(t, c): (&u32, &Option<Arc<Codec>>)| match c {
-            Some(c) if !custom.contains_key(t) && c.int_array_kind().is_some() => FORMAT_TEXT,
+            Some(c) if !custom.contains_key(t) && *t != XML_OID && c.text_result().is_some() => {
+                FORMAT_TEXT
+            }
             _ => fmt((t, c)),
         };
         let (column_names, column_oids): (Vec<String>, Vec<u32>) = columns.into_iter().unzip();

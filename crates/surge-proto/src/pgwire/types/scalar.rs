@@ -28,6 +28,29 @@ pub fn decode_bool(b: &[u8]) -> Result<bool, Error> {
     }
 }
 
+/// A bool in the text format (`boolout`: "t" or "f").
+pub fn parse_bool_text(b: &[u8]) -> Result<bool, Error> {
+    match b {
+        b"f" => Ok(false),
+        b"t" => Ok(true),
+        _ => Err(Error::BadValue("bool text")),
+    }
+}
+
+/// A `"char"` in the text format (`charout`): "" for the zero byte, the byte
+/// itself, or (PostgreSQL 15+, a byte with the high bit set) `\ooo` in octal.
+pub fn parse_char_text(b: &[u8]) -> Result<u8, Error> {
+    match b {
+        [] => Ok(0),
+        [c] => Ok(*c),
+        [b'\\', o @ ..] if o.len() == 3 && o.iter().all(|d| (b'0'..=b'7').contains(d)) => {
+            let v = o.iter().fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
+            u8::try_from(v).map_err(|_| Error::BadValue("char text"))
+        }
+        _ => Err(Error::BadValue("char text")),
+    }
+}
+
 pub fn decode_uuid(b: &[u8]) -> Result<[u8; 16], Error> {
     b.try_into().map_err(|_| Error::BadValue("uuid"))
 }

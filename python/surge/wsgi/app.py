@@ -13,13 +13,14 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
+from surge._core import WsgiWakeups
 from surge.http.app import catch_all_plan
 from surge.http.config import DEFAULT_THREADS, Limits
 from surge.http.plan import Plan
 
-from .cycle import WSGIApp, WsgiCycle
+from .cycle import _NO_BODY, WSGIApp, WsgiCycle, body_input
 from .input import FileWrapper
-from .pool import Wakeups, WsgiPool
+from .pool import WsgiPool
 
 if TYPE_CHECKING:
     from surge._core import Request
@@ -49,7 +50,7 @@ class WsgiApp:
         self.debug = debug
         self._plan: Plan | None = None
         self._pool = WsgiPool(threads)
-        self._wakeups: Wakeups | None = None
+        self._wakeups: WsgiWakeups | None = None
         # The environ's constant part, copied into every request's environ.
         self._base: dict[str, Any] = {
             "SCRIPT_NAME": _bytes_as_str(self.root_path),
@@ -83,27 +84,27 @@ class WsgiApp:
         base, wakeups = data
         # Built natively (`Request._wsgi_environ`): PEP 3333's keys from the head.
         environ = request._wsgi_environ(base)
-        return WsgiCycle(
-            self.app,
-            environ,
-            request,
-            # `body_stream` returns None for a body that has all arrived (most often
-            # none at all): not called then (a frame less per request).
-            None if request._eof else conn.body_stream(request),
-            conn,
-            self._pool,
-            wakeups,
-            self.limits.write_high_water,
+        # `body_stream` returns None for a body that has all arrived (most often
+        # none at all): not called then (a frame less per request).
+        stream = None if request._eof else conn.body_stream(request)
+        if stream is None and not request._has_body:
+            environ["wsgi.input"] = _NO_BODY
+        else:
+            body_input(environ, request, stream, conn, wakeups.loop)
+        cycle = WsgiCycle(
+            self.app, environ, request, stream, conn, wakeups, self.limits.write_high_water
         )
+        self._pool.submit(cycle)
+        return cycle
 
-    def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], Wakeups]:
+    def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], WsgiWakeups]:
         """What every request of a connection shares: the environ's constant part,
         and its loop's `Wakeups` (looked up once: `asyncio.get_running_loop()`
         makes a getpid() system call each time on Python 3.11)."""
         loop = asyncio.get_running_loop()
         wakeups = self._wakeups
         if wakeups is None or wakeups.loop is not loop:
-            wakeups = self._wakeups = Wakeups(loop)
+            wakeups = self._wakeups = WsgiWakeups(loop)
         return {**self._base, **_connection_environ(conn)}, wakeups
 
 

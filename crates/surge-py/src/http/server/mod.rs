@@ -17,6 +17,7 @@ mod response;
 mod router;
 mod stats;
 mod wsgi;
+mod wsgi_cycle;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use asgi::{AsgiCycle, ConnParts};
@@ -32,3 +33,4 @@ pub(crate) use response::{encode_response_head, Response};
 pub(crate) use router::Router;
 pub(crate) use stats::http_stats;
 pub(crate) use wsgi::wsgi_response_head;
+pub(crate) use wsgi_cycle::{WsgiCycle, WsgiGone, WsgiWakeups};

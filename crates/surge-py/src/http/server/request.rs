@@ -426,6 +426,13 @@ impl Request {
         }
     }
 
+    /// True when body bytes wait in this request: chunks for `_take_chunks`,
+    /// or the whole body of a request no route framed (an `OPTIONS *` target).
+    #[getter]
+    fn _has_body(&self) -> bool {
+        !self.chunks.is_empty() || (self.route < 0 && !self.body.is_empty())
+    }
+
     /// Body chunks received since the last call (streaming routes).
     fn _take_chunks<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let chunks: Vec<Bound<'py, PyBytes>> = self

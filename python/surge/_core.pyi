@@ -253,6 +253,24 @@ class WsgiCycle:
     def begin(self, _conn: Any) -> bool | None: ...
 
 @final
+class WsgiDispatch:
+    """The dispatch callable of a WSGI app's plan (`surge.wsgi.app.WsgiApp`):
+    builds the environ, makes the cycle and hands it to the thread pool."""
+
+    def __new__(
+        cls,
+        owner: Any,
+        app: Callable[..., Any],
+        cycle_type: type[WsgiCycle],
+        submit: Callable[[Any], None],
+        no_body: Any,
+        body_input: Callable[..., None],
+        high_water: int,
+    ) -> Self: ...
+    def __call__(self, request: Request, conn: Any) -> WsgiCycle: ...
+    def dispatch_read(self, protocol: Any, deferred: list[Any] | None) -> bool: ...
+
+@final
 class WsgiWakeups:
     """Cycles ready for the loop's attention, handed over with batched pokes."""
 

@@ -1,10 +1,11 @@
 """`WsgiApp`: a WSGI (PEP 3333) application served over surge's connections.
 
 A dispatcher like `surge.asgi.AsgiApp`: `freeze()` yields a `Plan` whose router
-sends every method and path to one deferred, streaming route. Its handler runs
-on the event loop: it builds the environ (cheap, no I/O) and returns a
-`WsgiCycle`, which runs the app in the plan's bounded thread pool and is written
-by the connection in request order. The loop never waits on the app.
+sends every method and path to one deferred, streaming route. Its dispatcher
+(`surge._core.WsgiDispatch`) runs on the event loop: it builds the environ
+(cheap, no I/O) and returns a `WsgiCycle`, which runs the app in the plan's
+bounded thread pool and is written by the connection in request order. The loop
+never waits on the app.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
-from surge._core import WsgiWakeups
+from surge._core import WsgiDispatch, WsgiWakeups
 from surge.http.app import catch_all_plan
 from surge.http.config import DEFAULT_THREADS, Limits
 from surge.http.plan import Plan
@@ -23,7 +24,6 @@ from .input import FileWrapper
 from .pool import WsgiPool
 
 if TYPE_CHECKING:
-    from surge._core import Request
     from surge.http.protocol import HttpProtocol
 
 
@@ -71,31 +71,22 @@ class WsgiApp:
             self._plan = catch_all_plan(
                 None,
                 self.limits,
-                dispatch=self._dispatch,
+                # Native (`surge._core.WsgiDispatch`): builds the environ, makes
+                # the cycle and submits it; its `dispatch_read` takes the usual
+                # read (one request, nothing queued) from the protocol whole.
+                dispatch=WsgiDispatch(
+                    self,
+                    self.app,
+                    WsgiCycle,
+                    self._pool.submit,
+                    _NO_BODY,
+                    body_input,
+                    self.limits.write_high_water,
+                ),
                 debug=self.debug,
                 executor=self._pool,
             )
         return self._plan
-
-    def _dispatch(self, request: Request, conn: HttpProtocol) -> WsgiCycle:
-        data = conn.dispatcher_data
-        if data is None:
-            data = conn.dispatcher_data = self._connection_data(conn)
-        base, wakeups = data
-        # Built natively (`Request._wsgi_environ`): PEP 3333's keys from the head.
-        environ = request._wsgi_environ(base)
-        # `body_stream` returns None for a body that has all arrived (most often
-        # none at all): not called then (a frame less per request).
-        stream = None if request._eof else conn.body_stream(request)
-        if stream is None and not request._has_body:
-            environ["wsgi.input"] = _NO_BODY
-        else:
-            body_input(environ, request, stream, conn, wakeups.loop)
-        cycle = WsgiCycle(
-            self.app, environ, request, stream, conn, wakeups, self.limits.write_high_water
-        )
-        self._pool.submit(cycle)
-        return cycle
 
     def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], WsgiWakeups]:
         """What every request of a connection shares: the environ's constant part,

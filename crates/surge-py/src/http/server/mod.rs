@@ -18,6 +18,7 @@ mod router;
 mod stats;
 mod wsgi;
 mod wsgi_cycle;
+mod wsgi_dispatch;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use asgi::{AsgiCycle, ConnParts};
@@ -34,3 +35,4 @@ pub(crate) use router::Router;
 pub(crate) use stats::http_stats;
 pub(crate) use wsgi::wsgi_response_head;
 pub(crate) use wsgi_cycle::{WsgiCycle, WsgiGone, WsgiWakeups};
+pub(crate) use wsgi_dispatch::WsgiDispatch;

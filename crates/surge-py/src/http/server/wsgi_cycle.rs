@@ -634,7 +634,7 @@ impl WsgiCycle {
 
     /// Its turn came (`WriterResponse.begin`): None while the app runs (the
     /// usual case); else what `_pump` returns.
-    fn begin(slf: &Bound<'_, Self>, _conn: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    pub(crate) fn begin(slf: &Bound<'_, Self>, _conn: &Bound<'_, PyAny>) -> PyResult<PyObject> {
         let py = slf.py();
         {
             let mut this = slf.borrow_mut();

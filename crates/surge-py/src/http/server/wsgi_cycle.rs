@@ -117,20 +117,15 @@ impl WsgiCycle {
         let py = slf.py();
         // An Event is made (Python code: the other thread may run meanwhile)
         // before the state is touched, when this write may reach the mark.
-        let event = {
+        let event_type = {
             let this = slf.borrow();
-            if this.queue.len() + room_for >= this.high_water {
-                Some(
-                    this._wakeups
-                        .borrow(py)
-                        .event_type
-                        .bind(py)
-                        .call0()?
-                        .unbind(),
-                )
-            } else {
-                None
-            }
+            (this.queue.len() + room_for >= this.high_water)
+                .then(|| this._wakeups.borrow(py).event_type.clone_ref(py))
+        };
+        // (Called with no borrow held: the loop's thread may run in the call.)
+        let event = match event_type {
+            Some(t) => Some(t.call0(py)?),
+            None => None,
         };
         let after = {
             let mut this = slf.borrow_mut();
@@ -381,11 +376,15 @@ impl WsgiCycle {
             }
         };
         let data = data.as_bytes();
-        if data.is_empty() {
-            return Ok(());
-        }
-        let room_for = data.len() + slf.borrow().head.len() + 20;
+        let room_for = {
+            let this = slf.borrow();
+            if data.is_empty() || (this.framing == FRAMING_NONE && this._head_sent) {
+                return Ok(()); // nothing to queue (a HEAD response's body is not sent)
+            }
+            data.len() + this.head.len() + 20
+        };
         Self::queue_out(slf, room_for, |this| {
+            this.queue.reserve(room_for);
             if !this._head_sent {
                 this._head_sent = true;
                 this.queue.extend_from_slice(&this.head);

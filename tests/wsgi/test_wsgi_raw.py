@@ -1,11 +1,14 @@
 """A bare WSGI app under `surge serve` on a raw socket: PEP 3333's environ and
 types, `wsgi.input` read in pieces across a slowly sent body, response framing
 (Content-Length, chunked, close-delimited for HTTP/1.0), start_response's rules,
-close() of iterables, errors before and after the headers, pipelining order."""
+close() of iterables (also when the client leaves mid-body), errors before and
+after the headers, pipelining order."""
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 
 import pytest
@@ -160,6 +163,26 @@ def test_iterable_close_is_called(raw_surge: WsgiServer) -> None:
         if ("one" in closed and "two" in closed) or time.monotonic() > deadline:
             break
     assert "one" in closed and "two" in closed
+
+
+def test_client_leaving_mid_body_stops_the_iteration(raw_surge: WsgiServer) -> None:
+    """The thread waiting for room learns the client left: the iterable is closed."""
+    conn = raw_surge.connect(timeout=10)
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+    conn.send(build_request("GET", "/tracked-big?gone"))
+    assert conn.sock.recv(1000).startswith(b"HTTP/1.1 200 OK")
+    time.sleep(0.2)  # the thread is waiting at the high-water mark by now
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.sock.close()  # a reset, with megabytes unsent
+    other = raw_surge.connect()
+    deadline = time.monotonic() + 30
+    while True:
+        closed = json.loads(other.request("GET", "/closed").body)["closed"]
+        if "gone" in closed or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert "gone" in closed
+    assert other.request("GET", "/write").body == b"written;returned"
 
 
 def test_exc_info_replaces_headers_before_they_left(raw_surge: WsgiServer) -> None:

@@ -52,6 +52,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(http::server::http_date, m)?)?;
     m.add_function(wrap_pyfunction!(http::server::http_stats, m)?)?;
     m.add_function(wrap_pyfunction!(http::server::wsgi_response_head, m)?)?;
+    m.add_class::<http::server::WsgiCycle>()?;
+    m.add_class::<http::server::WsgiWakeups>()?;
+    m.add_class::<http::server::WsgiDispatch>()?;
+    m.add("WsgiGone", py.get_type::<http::server::WsgiGone>())?;
     let limits = surge_proto::http1::server::Limits::default();
     m.add("DEFAULT_MAX_REQUEST_LINE", limits.max_request_line)?;
     m.add("DEFAULT_MAX_HEADER_LINE", limits.max_header_line)?;

@@ -397,12 +397,23 @@ class HttpProtocol(asyncio.Protocol):
         """Called by an inline `WriterResponse` (see `WriterResponse.begin`) once its
         response is complete: the next responses may go, or the connection closes."""
         self._writer_busy = False
-        self._release_inline()
+        req = self._inline_request
+        if req is not None:  # `_release_inline`, inline: once per request
+            if req._stream is not None:
+                req._stream = None
+            self._inline_request = None
         if not keep_alive:
             self._drop_queue()
             self._close()
             return
-        self._flush()
+        if self._queue or self._held or self._paused_queue:
+            self._flush()
+            return
+        # `_flush` with nothing queued, without its frame: the connection is idle.
+        conn = self._conn
+        conn.fast = True
+        if conn.continue_owed or conn.closing or self._eof or self._server.closing:
+            self._flush()  # a 100 Continue owed, or the connection ends here
 
     def _release_inline(self) -> None:
         _release(self._inline_request)

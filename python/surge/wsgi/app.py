@@ -1,10 +1,11 @@
 """`WsgiApp`: a WSGI (PEP 3333) application served over surge's connections.
 
 A dispatcher like `surge.asgi.AsgiApp`: `freeze()` yields a `Plan` whose router
-sends every method and path to one deferred, streaming route. Its handler runs
-on the event loop: it builds the environ (cheap, no I/O) and returns a
-`WsgiCycle`, which runs the app in the plan's bounded thread pool and is written
-by the connection in request order. The loop never waits on the app.
+sends every method and path to one deferred, streaming route. Its dispatcher
+(`surge._core.WsgiDispatch`) runs on the event loop: it builds the environ
+(cheap, no I/O) and returns a `WsgiCycle`, which runs the app in the plan's
+bounded thread pool and is written by the connection in request order. The loop
+never waits on the app.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
+from surge._core import WsgiDispatch, WsgiWakeups
 from surge.http.app import catch_all_plan
 from surge.http.config import DEFAULT_THREADS, Limits
 from surge.http.plan import Plan
 
-from .cycle import WSGIApp, WsgiCycle
+from .cycle import _NO_BODY, WSGIApp, WsgiCycle, body_input
 from .input import FileWrapper
-from .pool import Wakeups, WsgiPool
+from .pool import WsgiPool
 
 if TYPE_CHECKING:
-    from surge._core import Request
     from surge.http.protocol import HttpProtocol
 
 
@@ -49,7 +50,7 @@ class WsgiApp:
         self.debug = debug
         self._plan: Plan | None = None
         self._pool = WsgiPool(threads)
-        self._wakeups: Wakeups | None = None
+        self._wakeups: WsgiWakeups | None = None
         # The environ's constant part, copied into every request's environ.
         self._base: dict[str, Any] = {
             "SCRIPT_NAME": _bytes_as_str(self.root_path),
@@ -70,40 +71,31 @@ class WsgiApp:
             self._plan = catch_all_plan(
                 None,
                 self.limits,
-                dispatch=self._dispatch,
+                # Native (`surge._core.WsgiDispatch`): builds the environ, makes
+                # the cycle and submits it; its `dispatch_read` takes the usual
+                # read (one request, nothing queued) from the protocol whole.
+                dispatch=WsgiDispatch(
+                    self,
+                    self.app,
+                    WsgiCycle,
+                    self._pool.submit,
+                    _NO_BODY,
+                    body_input,
+                    self.limits.write_high_water,
+                ),
                 debug=self.debug,
                 executor=self._pool,
             )
         return self._plan
 
-    def _dispatch(self, request: Request, conn: HttpProtocol) -> WsgiCycle:
-        data = conn.dispatcher_data
-        if data is None:
-            data = conn.dispatcher_data = self._connection_data(conn)
-        base, wakeups = data
-        # Built natively (`Request._wsgi_environ`): PEP 3333's keys from the head.
-        environ = request._wsgi_environ(base)
-        return WsgiCycle(
-            self.app,
-            environ,
-            request,
-            # `body_stream` returns None for a body that has all arrived (most often
-            # none at all): not called then (a frame less per request).
-            None if request._eof else conn.body_stream(request),
-            conn,
-            self._pool,
-            wakeups,
-            self.limits.write_high_water,
-        )
-
-    def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], Wakeups]:
+    def _connection_data(self, conn: HttpProtocol) -> tuple[dict[str, Any], WsgiWakeups]:
         """What every request of a connection shares: the environ's constant part,
         and its loop's `Wakeups` (looked up once: `asyncio.get_running_loop()`
         makes a getpid() system call each time on Python 3.11)."""
         loop = asyncio.get_running_loop()
         wakeups = self._wakeups
         if wakeups is None or wakeups.loop is not loop:
-            wakeups = self._wakeups = Wakeups(loop)
+            wakeups = self._wakeups = WsgiWakeups(loop)
         return {**self._base, **_connection_environ(conn)}, wakeups
 
 

@@ -33,10 +33,10 @@ the process's CPU time alone stands for its threads' activity.
 A CPU-bound app therefore runs on one thread beside the loop's, and an app
 that blocks gets a thread per blocked call, up to N.
 
-`Wakeups` hands finished work back to the event loop: a thread appends its
-cycle to a deque and pokes the loop only if no poke is pending, so cycles that
-finish while the loop is busy share one `call_soon_threadsafe` (a write to the
-loop's wake-up descriptor, and one wake of its thread).
+`surge._core.WsgiWakeups` hands finished work back to the event loop: a
+thread adds its cycle and pokes the loop only if no poke is pending, so cycles
+that finish while the loop is busy share one `call_soon_threadsafe` (a write
+to the loop's wake-up descriptor, and one wake of its thread).
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
 
 from surge.http.plan import LazyExecutor
 
@@ -68,11 +67,6 @@ _TASKS = "/proc/self/task"
 IDLE_EXIT = 10.0
 
 Job = Callable[[], None]
-
-
-class _Wakeable(Protocol):
-    def _wake(self) -> None: ...
-    def _on_lost(self, _lost: object = None) -> None: ...
 
 
 class _Worker:
@@ -239,39 +233,3 @@ class WsgiPool(LazyExecutor):
         if self._grow_timer is not None:
             self._grow_timer.cancel()
             self._grow_timer = None
-
-
-class Wakeups:
-    """Cycles ready for the loop's attention, handed over with batched pokes."""
-
-    __slots__ = ("_pending", "_ready", "lock", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        #: The lock of every cycle of this loop (see `WsgiCycle._lock`).
-        self.lock = threading.Lock()
-        self._ready: deque[_Wakeable] = deque()
-        self._pending = False
-
-    def add(self, cycle: _Wakeable) -> None:
-        """From a thread: `cycle._wake()` runs soon on the loop."""
-        self._ready.append(cycle)
-        if self._pending:
-            return  # the pending `_run` takes it (it clears the flag before it looks)
-        self._pending = True
-        try:
-            self.loop.call_soon_threadsafe(self._run)
-        except RuntimeError:  # the loop is closed: nobody is left to write
-            self._pending = False
-            while self._ready:
-                self._ready.popleft()._on_lost()
-
-    def _run(self) -> None:
-        self._pending = False
-        ready = self._ready
-        while ready:
-            cycle = ready.popleft()
-            try:
-                cycle._wake()
-            except Exception:  # one cycle's bug must not strand the others
-                log.exception("internal error while writing a WSGI response")

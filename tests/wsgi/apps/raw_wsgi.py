@@ -79,6 +79,9 @@ def app(environ, start_response):
     if path == "/tracked":
         start_response("200 OK", [("Content-Length", "4")])
         return Tracked(environ["QUERY_STRING"], [b"ab", b"cd"])
+    if path == "/tracked-big":  # 10 MiB: more than the socket buffers hold
+        start_response("200 OK", [("Content-Length", str(160 * 65536))])
+        return Tracked(environ["QUERY_STRING"], [b"x" * 65536] * 160)
     if path == "/closed":
         return _json(start_response, {"closed": closed})
     if path == "/exc-info":

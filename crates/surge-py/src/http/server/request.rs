@@ -426,6 +426,13 @@ impl Request {
         }
     }
 
+    /// True when body bytes wait in this request: chunks for `_take_chunks`,
+    /// or the whole body of a request no route framed (an `OPTIONS *` target).
+    #[getter(_has_body)]
+    pub(crate) fn has_body(&self) -> bool {
+        !self.chunks.is_empty() || (self.route < 0 && !self.body.is_empty())
+    }
+
     /// Body chunks received since the last call (streaming routes).
     fn _take_chunks<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let chunks: Vec<Bound<'py, PyBytes>> = self
@@ -542,7 +549,8 @@ impl Request {
     /// `HTTP_*` key per header (repeats joined with ","; a name holding "_" is
     /// dropped, as nginx and gunicorn do, since it would collide with its
     /// hyphenated twin). Written natively: it runs once per request.
-    fn _wsgi_environ<'py>(
+    #[pyo3(name = "_wsgi_environ")]
+    pub(crate) fn wsgi_environ<'py>(
         &mut self,
         py: Python<'py>,
         base: &Bound<'py, PyDict>,

@@ -85,22 +85,26 @@ fn parse_length(value: &str) -> Option<u64> {
     v.parse().ok()
 }
 
+/// A response head checked and encoded (see `encode_head`).
+pub(crate) struct Head {
+    pub bytes: Vec<u8>,
+    pub framing: u8,
+    pub length: u64,
+    pub keep_alive: bool,
+    pub status: u16,
+}
+
 /// Checks an app's `start_response(status, headers)` and encodes the response
 /// head. `head_only` (a HEAD request), `http10` and `keep_alive` (the request's,
-/// and the server's wish) decide the framing. Returns (head, framing, content
-/// length or 0, keep-alive): framing is one of the `FRAMING_*` values (0 none,
-/// 1 Content-Length, 2 chunked, 3 until the connection closes). Raises
+/// and the server's wish) decide the framing. Runs no Python code. Raises
 /// TypeError or ValueError with the rule broken.
-#[pyfunction]
-#[pyo3(signature = (status, headers, head_only, http10, keep_alive))]
-pub fn wsgi_response_head<'py>(
-    py: Python<'py>,
-    status: &Bound<'py, PyAny>,
-    headers: &Bound<'py, PyAny>,
+pub(crate) fn encode_head(
+    status: &Bound<'_, PyAny>,
+    headers: &Bound<'_, PyAny>,
     head_only: bool,
     http10: bool,
     keep_alive: bool,
-) -> PyResult<(Bound<'py, PyBytes>, u8, u64, bool)> {
+) -> PyResult<Head> {
     let status = check_status(status)?;
     let Ok(list) = headers.downcast_exact::<PyList>() else {
         return Err(PyTypeError::new_err(format!(
@@ -136,7 +140,7 @@ pub fn wsgi_response_head<'py>(
                 )))
             }
         };
-        let (name_obj, value_obj) = (pair.get_item(0)?, pair.get_item(1)?);
+        let (name_obj, value_obj) = (pair.get_borrowed_item(0)?, pair.get_borrowed_item(1)?);
         let (Ok(name), Ok(value)) = (
             name_obj.downcast_exact::<PyString>(),
             value_obj.downcast_exact::<PyString>(),
@@ -211,7 +215,37 @@ pub fn wsgi_response_head<'py>(
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    Ok((PyBytes::new(py, &out), framing, remaining, keep_alive))
+    Ok(Head {
+        bytes: out,
+        framing,
+        length: remaining,
+        keep_alive,
+        status: code,
+    })
+}
+
+/// Checks an app's `start_response(status, headers)` and encodes the response
+/// head (see `encode_head`). Returns (head, framing, content length or 0,
+/// keep-alive): framing is one of the `FRAMING_*` values (0 none, 1
+/// Content-Length, 2 chunked, 3 until the connection closes). Raises
+/// TypeError or ValueError with the rule broken.
+#[pyfunction]
+#[pyo3(signature = (status, headers, head_only, http10, keep_alive))]
+pub fn wsgi_response_head<'py>(
+    py: Python<'py>,
+    status: &Bound<'py, PyAny>,
+    headers: &Bound<'py, PyAny>,
+    head_only: bool,
+    http10: bool,
+    keep_alive: bool,
+) -> PyResult<(Bound<'py, PyBytes>, u8, u64, bool)> {
+    let head = encode_head(status, headers, head_only, http10, keep_alive)?;
+    Ok((
+        PyBytes::new(py, &head.bytes),
+        head.framing,
+        head.length,
+        head.keep_alive,
+    ))
 }
 
 #[cfg(test)]

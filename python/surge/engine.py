@@ -142,12 +142,13 @@ EARLY_FLUSH_MAX = 32
 #: either way). uvloop reads into one buffer of its own and is not concerned.
 READ_SIZE = 64 * 1024
 #: Plaintext connections whose codec has a native read path (Tarantool's and
-#: Redis's) read through `surge._core.EngineReader`: the protocol's
-#: ``data_received`` parses the read, resolves its futures and does the engine's
+#: Redis's) read through `surge._core.EngineReader`: the protocol is a buffered
+#: one, the loop reads into the reader's buffer (no bytes object per read) and
+#: ``buffer_updated`` parses the read, resolves its futures and does the engine's
 #: bookkeeping in one native call, Python only for error replies, out-of-band
 #: messages and the driver's hook when it has work (a schema reload due, a broken
 #: stream). False: every read through `PipelinedConnection._on_data` (for A/B
-#: measurements). Tarantool, 10 coroutines, uvloop: see the commit that added it.
+#: measurements). Tarantool, 10 coroutines, uvloop: see the commits that added it.
 NATIVE_READ = True
 #: Default cap on requests awaiting a reply on one connection (more callers wait).
 DEFAULT_MAX_IN_FLIGHT = 65536
@@ -266,10 +267,34 @@ class Codec(Protocol):
     def reset(self) -> None: ...
 
 
-class _StreamProtocol(Upgradable):
-    """Hands a connection's events to its engine, as long as it is the engine's
-    current one: a protocol left behind (a connect cancelled or timed out after the
-    transport came up) must never feed bytes into the codec of the next one."""
+class _EngineEvents:
+    """The connection events every engine protocol hands to its engine, as long as
+    it is the engine's current one: a protocol left behind (a connect cancelled or
+    timed out after the transport came up) must never reach the next one's state."""
+
+    __slots__ = ()
+    _engine: PipelinedConnection
+    transport: asyncio.Transport | None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment, misc]
+
+    def eof_received(self) -> None:
+        if self._engine._protocol is self:
+            self._engine._on_eof()
+
+    def pause_writing(self) -> None:
+        if self._engine._protocol is self:
+            self._engine._paused = True
+
+    def resume_writing(self) -> None:
+        if self._engine._protocol is self:
+            self._engine._paused = False
+            self._engine._wake_waiters()
+
+
+class _StreamProtocol(_EngineEvents, Upgradable):
+    """Hands a connection's bytes (decrypted, when it runs native TLS) to its engine."""
 
     __slots__ = ("_engine", "lost")
 
@@ -278,9 +303,6 @@ class _StreamProtocol(Upgradable):
         self._engine = engine
         #: The connection is gone (it may go before `create_connection` returns).
         self.lost = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         if self.tls is not None:
@@ -303,10 +325,6 @@ class _StreamProtocol(Upgradable):
         if self._engine._protocol is self:
             self._engine._on_data(data)
 
-    def eof_received(self) -> None:
-        if self._engine._protocol is self:
-            self._engine._on_eof()
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         if exc is None and self.tls is not None and self.tls.error is not None:
@@ -319,23 +337,28 @@ class _StreamProtocol(Upgradable):
             )
         self._engine._on_lost(self, exc)
 
-    def pause_writing(self) -> None:
-        if self._engine._protocol is self:
-            self._engine._paused = True
 
-    def resume_writing(self) -> None:
-        if self._engine._protocol is self:
-            self._engine._paused = False
-            self._engine._wake_waiters()
+class _NativeReadProtocol(_EngineEvents, asyncio.BufferedProtocol):
+    """A plaintext connection whose codec has a native read path (see `NATIVE_READ`):
+    an `asyncio.BufferedProtocol` whose ``get_buffer`` and ``buffer_updated`` are an
+    `EngineReader`'s, so the event loop reads straight into the reader's buffer and
+    calls into the codec, and Python runs only for what is not a plain result. Its
+    ``data_received`` (the same path) serves a loop that does not read into buffers.
 
+    Not an `asyncio.Protocol`: uvloop takes a protocol for a buffered one only then.
+    Never upgraded to TLS (a TLS connection takes `_StreamProtocol`)."""
 
-class _NativeReadProtocol(_StreamProtocol):
-    """`_StreamProtocol` whose ``data_received`` is an `EngineReader`'s ``feed``
-    (a plaintext connection whose codec has a native read path, see `NATIVE_READ`):
-    the event loop calls straight into the codec, and Python runs only for what
-    is not a plain result."""
+    __slots__ = ("_engine", "buffer_updated", "data_received", "get_buffer", "lost", "transport")
+    data_received: Callable[[bytes], None]
 
-    __slots__ = ("data_received",)
+    def __init__(self, engine: PipelinedConnection) -> None:
+        self._engine = engine
+        self.lost = False
+        self.transport = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._engine._on_lost(self, exc)
 
 
 class PipelinedConnection:
@@ -410,7 +433,7 @@ class PipelinedConnection:
         self._on_lost_hook = on_lost
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.Transport | None = None
-        self._protocol: _StreamProtocol | None = None
+        self._protocol: _StreamProtocol | _NativeReadProtocol | None = None
         self._ready = False
         self._closed = False
         self._paused = False
@@ -902,12 +925,15 @@ class PipelinedConnection:
 
         native = NATIVE_READ and ep.tls is None and EngineReader.supports(self.codec)
 
-        def make_protocol() -> _StreamProtocol:
+        def make_protocol() -> _StreamProtocol | _NativeReadProtocol:
             # Known before connection_made: a peer that accepts and resets at once
             # may lose the connection before create_connection returns.
             if native:
                 fast = _NativeReadProtocol(self)
-                fast.data_received = EngineReader(self, fast, EARLY_FLUSH, EARLY_FLUSH_MAX).feed  # type: ignore[method-assign]
+                reader = EngineReader(self, fast, EARLY_FLUSH, EARLY_FLUSH_MAX)
+                fast.get_buffer = reader.get_buffer  # type: ignore[method-assign, assignment]
+                fast.buffer_updated = reader.buffer_updated  # type: ignore[method-assign]
+                fast.data_received = reader.feed
                 self._protocol = fast
                 return fast
             p = self._protocol = _StreamProtocol(self)
@@ -925,6 +951,7 @@ class PipelinedConnection:
             if self.tcp_keepalive:
                 set_tcp_keepalive(transport)
             if ep.tls is not None:
+                assert isinstance(protocol, _StreamProtocol)  # never native over TLS
                 transport, self.tls_active = await start_tls(loop, transport, protocol, ep)
         except BaseException:
             # Cancelled (connect timeout) or failed after the transport came up:
@@ -1048,7 +1075,7 @@ class PipelinedConnection:
         if self._waiters:
             self._wake_waiters()
 
-    def _on_lost(self, protocol: _StreamProtocol, exc: Exception | None) -> None:
+    def _on_lost(self, protocol: _EngineEvents, exc: Exception | None) -> None:
         if protocol is not self._protocol:
             return
         self._transport = None

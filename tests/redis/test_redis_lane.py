@@ -30,7 +30,7 @@ def test_get_and_set_go_through_the_lane_with_the_same_results(url, arun):
         got = await asyncio.gather(*(r.get(f"lane:{i}") for i in range(500)))
         assert got == [str(i).encode() for i in range(500)]
         # Reads go through the engine's native read path.
-        assert type(r.engine._protocol.data_received).__name__ == "builtin_function_or_method"
+        assert type(r.engine._protocol.buffer_updated).__name__ == "builtin_function_or_method"
         # Every lane request counted as the engine counts its own.
         assert r.engine.stats["requests"] - before == 1000
         assert r.engine.ops["command_ok"] >= 500

@@ -23,10 +23,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 use pyo3::PyTraverseError;
-
-use crate::wire::{feed_resolve, ReplyParser};
 
 /// The engine's public limits, read with the first request after each flush (a
 /// change takes effect from the next batch) rather than three lookups per call.
@@ -163,7 +161,8 @@ where
     call(fallback.bind(py))
 }
 
-fn is_true(py: Python<'_>, v: Option<Bound<'_, PyAny>>) -> bool {
+/// Whether `v` is there and is `True` itself (the engine's flags are bools).
+pub(crate) fn is_true(py: Python<'_>, v: Option<Bound<'_, PyAny>>) -> bool {
     v.is_some_and(|v| v.is(PyBool::new(py, true)))
 }
 
@@ -320,201 +319,5 @@ impl EngineLane {
     /// For the owner's `__clear__`.
     pub fn clear(&mut self) {
         self.futures = None;
-    }
-}
-
-/// A codec the engine's native read path can feed (`EngineReader`).
-pub trait NativeFeed: Send + Sync {
-    /// The codec's `feed_resolve(data, pending, deadlines)`.
-    fn feed_resolve<'py>(
-        &self,
-        py: Python<'py>,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)>;
-    /// `ReplyParser::batch_hook_due`.
-    fn batch_hook_due(&self, py: Python<'_>) -> bool;
-    /// The codec object, for the owner's `__traverse__`.
-    fn object(&self) -> &PyObject;
-}
-
-impl<C> NativeFeed for Py<C>
-where
-    C: ReplyParser + pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::False>,
-{
-    fn feed_resolve<'py>(
-        &self,
-        py: Python<'py>,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(&mut *self.try_borrow_mut(py)?, py, data, pending, deadlines)
-    }
-
-    fn batch_hook_due(&self, py: Python<'_>) -> bool {
-        self.borrow(py).batch_hook_due()
-    }
-
-    fn object(&self) -> &PyObject {
-        self.as_any()
-    }
-}
-
-/// The engine's read path (`surge.engine.PipelinedConnection._on_data` and the
-/// plain-result tail of `_resolve`) as one native call, installed as the
-/// protocol's ``data_received`` on plaintext connections: the read parsed and
-/// its futures resolved by the codec, then the engine's bookkeeping (the
-/// receive time, the early-flush count, the flush scheduled behind the wakeups,
-/// the transport's buffer, the driver's hook when it has anything to do, a
-/// drain or capacity waiters woken). Anything else (an error reply, an out-of-band
-/// message, a bad stream, a protocol that is no longer the engine's current
-/// one, an `_on_data` replaced on the instance) goes to the engine's Python
-/// methods, which behave exactly as before.
-///
-/// Why: at 10 coroutines on one connection a read brings a few replies, and
-/// the Python frames per read (`data_received`, `_on_data`, `_resolve`, the
-/// driver's hook) were several percent of the client's CPU per request.
-#[pyclass(module = "surge._core")]
-pub struct EngineReader {
-    engine: PyObject,
-    /// The engine's instance dict.
-    state: Py<PyDict>,
-    /// The protocol this reader serves (stale once the engine has another).
-    protocol: PyObject,
-    codec: Box<dyn NativeFeed>,
-    early_min: usize,
-    early_max: usize,
-    /// The engine's bound `_flush`, made once.
-    flush: PyObject,
-}
-
-fn codec_feed(codec: &Bound<'_, PyAny>) -> Option<Box<dyn NativeFeed>> {
-    if let Ok(c) = codec.downcast::<crate::tarantool::IprotoCodec>() {
-        return Some(Box::new(c.clone().unbind()));
-    }
-    if let Ok(c) = codec.downcast::<crate::redis::RespCodec>() {
-        return Some(Box::new(c.clone().unbind()));
-    }
-    None
-}
-
-#[pymethods]
-impl EngineReader {
-    /// A reader for `protocol` of `engine` (a `PipelinedConnection` whose codec
-    /// is an `IprotoCodec` or a `RespCodec`), with the engine's `EARLY_FLUSH`
-    /// and `EARLY_FLUSH_MAX`.
-    #[new]
-    fn new(
-        engine: Bound<'_, PyAny>,
-        protocol: PyObject,
-        early_flush: usize,
-        early_flush_max: usize,
-    ) -> PyResult<Self> {
-        let py = engine.py();
-        let codec = codec_feed(&engine.getattr(intern!(py, "codec"))?)
-            .ok_or_else(|| PyTypeError::new_err("no native read path for this codec"))?;
-        let state = engine
-            .getattr(intern!(py, "__dict__"))?
-            .downcast_into::<PyDict>()
-            .map_err(|_| PyTypeError::new_err("the engine has no instance dict"))?;
-        Ok(EngineReader {
-            flush: engine.getattr(intern!(py, "_flush"))?.unbind(),
-            engine: engine.unbind(),
-            state: state.unbind(),
-            protocol,
-            codec,
-            early_min: early_flush,
-            early_max: early_flush_max,
-        })
-    }
-
-    /// Whether `codec` has a native read path.
-    #[staticmethod]
-    fn supports(codec: &Bound<'_, PyAny>) -> bool {
-        codec_feed(codec).is_some()
-    }
-
-    /// The protocol's ``data_received``.
-    fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<()> {
-        let st = self.state.bind(py);
-        let engine = self.engine.bind(py);
-        let item = |key: &Bound<'py, PyString>| st.get_item(key);
-        if !item(intern!(py, "_protocol"))?.is_some_and(|p| p.is(&self.protocol)) {
-            return Ok(()); // a protocol left behind: never the next codec's bytes
-        }
-        if st.contains(intern!(py, "_on_data"))? {
-            engine.call_method1(intern!(py, "_on_data"), (PyBytes::new(py, data),))?;
-            return Ok(());
-        }
-        let Some(event_loop) = item(intern!(py, "_loop"))?.filter(|l| !l.is_none()) else {
-            engine.call_method1(intern!(py, "_on_data"), (PyBytes::new(py, data),))?;
-            return Ok(());
-        };
-        st.set_item(
-            intern!(py, "_rx_at"),
-            event_loop.call_method0(intern!(py, "time"))?,
-        )?;
-        let (Some(pending), Some(deadlines)) = (
-            item(intern!(py, "_pending"))?,
-            item(intern!(py, "_deadline_of"))?,
-        ) else {
-            return Err(PyTypeError::new_err("the engine has no pending table"));
-        };
-        let fed = self.codec.feed_resolve(
-            py,
-            data,
-            pending.downcast::<PyDict>()?,
-            deadlines.downcast::<PyDict>()?,
-        );
-        let (resolved, rest) = match fed {
-            Ok(r) => r,
-            Err(e) => {
-                engine.call_method1(intern!(py, "_on_bad_reply"), (e.into_value(py),))?;
-                return Ok(());
-            }
-        };
-        if !rest.is_empty() {
-            engine.call_method1(intern!(py, "_resolve"), (rest, resolved))?;
-            return Ok(());
-        }
-        // `_resolve` with nothing left over.
-        let n = resolved;
-        if n > 1 {
-            let early = (n >> 1).max(self.early_min).min(self.early_max);
-            st.set_item(intern!(py, "_early"), early)?;
-        }
-        if n > 0 && !is_true(py, item(intern!(py, "_flush_scheduled"))?) {
-            st.set_item(intern!(py, "_flush_scheduled"), true)?;
-            event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
-        }
-        if item(intern!(py, "_tbuf"))?.map_or(Ok(false), |t| t.is_truthy())? {
-            if let Some(t) = item(intern!(py, "_transport"))?.filter(|t| !t.is_none()) {
-                let size = t.call_method0(intern!(py, "get_write_buffer_size"))?;
-                st.set_item(intern!(py, "_tbuf"), size)?;
-            }
-        }
-        if self.codec.batch_hook_due(py) {
-            if let Some(hook) = item(intern!(py, "_on_batch"))?.filter(|h| !h.is_none()) {
-                hook.call0()?;
-            }
-        }
-        if item(intern!(py, "_drain_waiter"))?.is_some_and(|w| !w.is_none()) {
-            engine.call_method0(intern!(py, "check_drained"))?;
-        }
-        if item(intern!(py, "_waiters"))?.map_or(Ok(false), |w| w.is_truthy())? {
-            engine.call_method0(intern!(py, "_wake_waiters"))?;
-        }
-        Ok(())
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.engine)?;
-        visit.call(&self.state)?;
-        visit.call(&self.protocol)?;
-        visit.call(self.codec.object())?;
-        visit.call(&self.flush)?;
-        Ok(())
     }
 }

@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+mod engine_reader;
 mod http;
 mod lane;
 mod load;
@@ -103,7 +104,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("StatementGone", py.get_type::<postgres::StatementGone>())?;
 
     // The drivers' shared engine: its native read path.
-    m.add_class::<lane::EngineReader>()?;
+    m.add_class::<engine_reader::EngineReader>()?;
+    m.add_class::<engine_reader::ReadSlot>()?;
 
     // Redis.
     m.add_class::<redis::RespCodec>()?;

@@ -121,7 +121,7 @@ impl ReadBuf {
 pub type Reply<'py> = (Option<u64>, bool, Bound<'py, PyAny>);
 
 /// A codec that parses replies: what `feed_resolve` and the engine's native read
-/// path (`crate::lane::EngineReader`) need of it.
+/// path (`crate::engine_reader::EngineReader`) need of it.
 pub trait ReplyParser {
     /// Every complete reply in `data` (plus what was buffered), in order, as
     /// `(id, ok, value)` (id None: out of band); on a bad stream, the replies

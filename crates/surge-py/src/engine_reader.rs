@@ -1,0 +1,348 @@
+//! `EngineReader`: the engine's read path (`surge.engine.PipelinedConnection._on_data`
+//! and the plain-result tail of `_resolve`) as native calls, installed as the
+//! protocol's ``get_buffer``/``buffer_updated`` on plaintext connections whose
+//! codec has a native parser (Tarantool's, Redis's).
+//!
+//! Theory of operation
+//! -------------------
+//! The protocol is an `asyncio.BufferedProtocol`: the event loop asks it for a
+//! buffer (`get_buffer`), reads the socket straight into it and says how many
+//! bytes came (`buffer_updated`). The buffer is a `ReadSlot`, one per thread,
+//! shared by every connection of that thread's loop: a read and its
+//! `buffer_updated` follow each other within one callback of the loop, and the
+//! bytes are parsed (a reply split across reads leaves only its tail in the
+//! codec's own buffer) before anything else can read, so one slot serves them
+//! all. A connection that asks while the slot is being parsed (a read from
+//! inside a reply's handling, never seen in practice) gets a slot of its own.
+//!
+//! Each read is parsed and its futures resolved by the codec, then the engine's
+//! bookkeeping is done here: the receive time, the early-flush count, the flush
+//! scheduled behind the wakeups, the transport's buffer, the driver's hook when
+//! it has anything to do, a drain or capacity waiters woken. Anything else (an
+//! error reply, an out-of-band message, a bad stream, a protocol that is no
+//! longer the engine's current one, an `_on_data` replaced on the instance) goes
+//! to the engine's Python methods, which behave exactly as before.
+//!
+//! Why: at 10 coroutines on one connection a read brings a few replies, and the
+//! Python frames per read (`data_received`, `_on_data`, `_resolve`, the driver's
+//! hook) were several percent of the client's CPU per request; and with
+//! ``data_received`` uvloop copies every read into a new bytes object (asyncio
+//! allocates one per read as well), which the buffered protocol avoids.
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::gc::PyVisit;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::{ffi, PyTraverseError};
+use std::cell::RefCell;
+use std::os::raw::c_int;
+
+use crate::lane::is_true;
+use crate::wire::{feed_resolve, ReplyParser};
+
+/// Bytes one read may bring: uvloop's own read buffer's size (a read of 1000
+/// pipelined replies takes a few of them). One slot per thread, made once.
+const READ_SLOT_SIZE: usize = 256 * 1024;
+
+/// A codec the engine's native read path can feed.
+pub trait NativeFeed: Send + Sync {
+    /// The codec's `feed_resolve(data, pending, deadlines)`.
+    fn feed_resolve<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)>;
+    /// `ReplyParser::batch_hook_due`.
+    fn batch_hook_due(&self, py: Python<'_>) -> bool;
+    /// The codec object, for the owner's `__traverse__`.
+    fn object(&self) -> &PyObject;
+}
+
+impl<C> NativeFeed for Py<C>
+where
+    C: ReplyParser + pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::False>,
+{
+    fn feed_resolve<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        feed_resolve(&mut *self.try_borrow_mut(py)?, py, data, pending, deadlines)
+    }
+
+    fn batch_hook_due(&self, py: Python<'_>) -> bool {
+        self.borrow(py).batch_hook_due()
+    }
+
+    fn object(&self) -> &PyObject {
+        self.as_any()
+    }
+}
+
+/// The memory a read goes into: a writable buffer of `READ_SLOT_SIZE` bytes
+/// (what ``get_buffer`` returns; the event loop reads into it through the
+/// buffer protocol). Never resized, so a buffer handed out stays valid as long
+/// as the slot lives, which the consumer's reference guarantees.
+#[pyclass(module = "surge._core")]
+pub struct ReadSlot {
+    buf: Box<[u8]>,
+}
+
+#[pymethods]
+impl ReadSlot {
+    fn __len__(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// # Safety
+    /// Called by Python's buffer protocol with a valid `view`.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no view to fill"));
+        }
+        let (ptr, len) = {
+            let mut this = slf.try_borrow_mut()?;
+            (this.buf.as_mut_ptr(), this.buf.len())
+        };
+        // SAFETY: `view` is valid (checked above, from the caller); the memory
+        // is the slot's own boxed slice, never reallocated, and the view holds a
+        // reference to the slot (set by PyBuffer_FillInfo), so it outlives the
+        // view. It is written only by the event loop's read, before
+        // `buffer_updated` borrows it to parse.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr.cast(), len as isize, 0, flags)
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// This thread's shared slot (see the module's theory of operation).
+    static SHARED_SLOT: RefCell<Option<Py<ReadSlot>>> = const { RefCell::new(None) };
+}
+
+fn new_slot(py: Python<'_>) -> PyResult<Py<ReadSlot>> {
+    Py::new(
+        py,
+        ReadSlot {
+            buf: vec![0u8; READ_SLOT_SIZE].into_boxed_slice(),
+        },
+    )
+}
+
+/// This thread's shared slot, made on first use.
+fn shared_slot(py: Python<'_>) -> PyResult<Py<ReadSlot>> {
+    SHARED_SLOT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if let Some(slot) = cell.as_ref() {
+            return Ok(slot.clone_ref(py));
+        }
+        let slot = new_slot(py)?;
+        *cell = Some(slot.clone_ref(py));
+        Ok(slot)
+    })
+}
+
+/// The engine's read path (see the module's docs).
+#[pyclass(module = "surge._core")]
+pub struct EngineReader {
+    engine: PyObject,
+    /// The engine's instance dict.
+    state: Py<PyDict>,
+    /// The protocol this reader serves (stale once the engine has another).
+    protocol: PyObject,
+    codec: Box<dyn NativeFeed>,
+    early_min: usize,
+    early_max: usize,
+    /// The engine's bound `_flush`, made once.
+    flush: PyObject,
+    /// The slot the last `get_buffer` handed out (the next read is in it).
+    current: Option<Py<ReadSlot>>,
+    /// This connection's own slot, made only when the shared one was busy.
+    own: Option<Py<ReadSlot>>,
+}
+
+fn codec_feed(codec: &Bound<'_, PyAny>) -> Option<Box<dyn NativeFeed>> {
+    if let Ok(c) = codec.downcast::<crate::tarantool::IprotoCodec>() {
+        return Some(Box::new(c.clone().unbind()));
+    }
+    if let Ok(c) = codec.downcast::<crate::redis::RespCodec>() {
+        return Some(Box::new(c.clone().unbind()));
+    }
+    None
+}
+
+impl EngineReader {
+    /// One read's bytes through the engine's read path.
+    fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<()> {
+        let st = self.state.bind(py);
+        let engine = self.engine.bind(py);
+        let item = |key: &Bound<'py, PyString>| st.get_item(key);
+        if !item(intern!(py, "_protocol"))?.is_some_and(|p| p.is(&self.protocol)) {
+            return Ok(()); // a protocol left behind: never the next codec's bytes
+        }
+        if st.contains(intern!(py, "_on_data"))? {
+            engine.call_method1(intern!(py, "_on_data"), (PyBytes::new(py, data),))?;
+            return Ok(());
+        }
+        let Some(event_loop) = item(intern!(py, "_loop"))?.filter(|l| !l.is_none()) else {
+            engine.call_method1(intern!(py, "_on_data"), (PyBytes::new(py, data),))?;
+            return Ok(());
+        };
+        st.set_item(
+            intern!(py, "_rx_at"),
+            event_loop.call_method0(intern!(py, "time"))?,
+        )?;
+        let (Some(pending), Some(deadlines)) = (
+            item(intern!(py, "_pending"))?,
+            item(intern!(py, "_deadline_of"))?,
+        ) else {
+            return Err(PyTypeError::new_err("the engine has no pending table"));
+        };
+        let fed = self.codec.feed_resolve(
+            py,
+            data,
+            pending.downcast::<PyDict>()?,
+            deadlines.downcast::<PyDict>()?,
+        );
+        let (resolved, rest) = match fed {
+            Ok(r) => r,
+            Err(e) => {
+                engine.call_method1(intern!(py, "_on_bad_reply"), (e.into_value(py),))?;
+                return Ok(());
+            }
+        };
+        if !rest.is_empty() {
+            engine.call_method1(intern!(py, "_resolve"), (rest, resolved))?;
+            return Ok(());
+        }
+        // `_resolve` with nothing left over.
+        let n = resolved;
+        if n > 1 {
+            let early = (n >> 1).max(self.early_min).min(self.early_max);
+            st.set_item(intern!(py, "_early"), early)?;
+        }
+        if n > 0 && !is_true(py, item(intern!(py, "_flush_scheduled"))?) {
+            st.set_item(intern!(py, "_flush_scheduled"), true)?;
+            event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
+        }
+        if item(intern!(py, "_tbuf"))?.map_or(Ok(false), |t| t.is_truthy())? {
+            if let Some(t) = item(intern!(py, "_transport"))?.filter(|t| !t.is_none()) {
+                let size = t.call_method0(intern!(py, "get_write_buffer_size"))?;
+                st.set_item(intern!(py, "_tbuf"), size)?;
+            }
+        }
+        if self.codec.batch_hook_due(py) {
+            if let Some(hook) = item(intern!(py, "_on_batch"))?.filter(|h| !h.is_none()) {
+                hook.call0()?;
+            }
+        }
+        if item(intern!(py, "_drain_waiter"))?.is_some_and(|w| !w.is_none()) {
+            engine.call_method0(intern!(py, "check_drained"))?;
+        }
+        if item(intern!(py, "_waiters"))?.map_or(Ok(false), |w| w.is_truthy())? {
+            engine.call_method0(intern!(py, "_wake_waiters"))?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl EngineReader {
+    /// A reader for `protocol` of `engine` (a `PipelinedConnection` whose codec
+    /// is an `IprotoCodec` or a `RespCodec`), with the engine's `EARLY_FLUSH`
+    /// and `EARLY_FLUSH_MAX`.
+    #[new]
+    fn new(
+        engine: Bound<'_, PyAny>,
+        protocol: PyObject,
+        early_flush: usize,
+        early_flush_max: usize,
+    ) -> PyResult<Self> {
+        let py = engine.py();
+        let codec = codec_feed(&engine.getattr(intern!(py, "codec"))?)
+            .ok_or_else(|| PyTypeError::new_err("no native read path for this codec"))?;
+        let state = engine
+            .getattr(intern!(py, "__dict__"))?
+            .downcast_into::<PyDict>()
+            .map_err(|_| PyTypeError::new_err("the engine has no instance dict"))?;
+        Ok(EngineReader {
+            flush: engine.getattr(intern!(py, "_flush"))?.unbind(),
+            engine: engine.unbind(),
+            state: state.unbind(),
+            protocol,
+            codec,
+            early_min: early_flush,
+            early_max: early_flush_max,
+            current: None,
+            own: None,
+        })
+    }
+
+    /// Whether `codec` has a native read path.
+    #[staticmethod]
+    fn supports(codec: &Bound<'_, PyAny>) -> bool {
+        codec_feed(codec).is_some()
+    }
+
+    /// The protocol's ``get_buffer``: the slot the next read goes into (the
+    /// size hint is not needed: a slot is as large as a read may be).
+    fn get_buffer(&mut self, py: Python<'_>, sizehint: isize) -> PyResult<Py<ReadSlot>> {
+        let _ = sizehint;
+        let shared = shared_slot(py)?;
+        // Borrowed: a read from inside the parse of another (see the module's docs).
+        let slot = if shared.bind(py).try_borrow_mut().is_ok() {
+            shared
+        } else {
+            match &self.own {
+                Some(own) => own.clone_ref(py),
+                None => {
+                    let own = new_slot(py)?;
+                    self.own = Some(own.clone_ref(py));
+                    own
+                }
+            }
+        };
+        self.current = Some(slot.clone_ref(py));
+        Ok(slot)
+    }
+
+    /// The protocol's ``buffer_updated``: `nbytes` were read into the slot.
+    fn buffer_updated(&self, py: Python<'_>, nbytes: usize) -> PyResult<()> {
+        let Some(slot) = &self.current else {
+            return Err(PyBufferError::new_err("buffer_updated before get_buffer"));
+        };
+        // Held while the bytes are parsed: the slot counts as busy meanwhile.
+        let slot = slot.bind(py).try_borrow()?;
+        let data = &slot.buf[..nbytes.min(slot.buf.len())];
+        self.feed(py, data)
+    }
+
+    /// The bytes of one read, as ``data_received`` would take them (a reader
+    /// used by a stream protocol, and tests).
+    #[pyo3(name = "feed")]
+    fn feed_bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        self.feed(py, data)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.engine)?;
+        visit.call(&self.state)?;
+        visit.call(&self.protocol)?;
+        visit.call(self.codec.object())?;
+        visit.call(&self.flush)?;
+        Ok(())
+    }
+}

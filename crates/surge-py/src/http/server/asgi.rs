@@ -18,7 +18,7 @@
 //! 1xx/204/304, HTTP/1.0 close-delimited, `connection`) and held back to leave
 //! with the first body bytes in one write.
 
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -29,7 +29,7 @@ use surge_proto::http1::server::write_status_line;
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
 use super::date::with_date;
-use super::ready::{done, ready_value};
+use super::ready::{done, ready_error, ready_value};
 use super::request::Request;
 
 static CLIENT_DISCONNECTED: GILOnceCell<PyObject> = GILOnceCell::new();
@@ -79,81 +79,6 @@ fn client_disconnected(py: Python<'_>) -> PyErr {
         },
         Err(e) => e,
     }
-}
-
-fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {
-    match value {
-        Some(v) if !v.is_none() => PyErr::from_value(v.clone()),
-        _ => PyErr::from_value(typ.clone()),
-    }
-}
-
-/// An awaitable already complete with a value or an error, given once.
-#[pyclass(module = "surge._core")]
-pub struct Ready {
-    value: Option<PyObject>,
-    error: Option<PyErr>,
-}
-
-impl Ready {
-    fn next(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        match self.value.take() {
-            // The value travels in StopIteration (never a tuple here, which
-            // StopIteration would unpack).
-            Some(v) => Err(PyStopIteration::new_err(v.into_bound(py).unbind())),
-            None => Ok(None),
-        }
-    }
-}
-
-#[pymethods]
-impl Ready {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        self.next(py)
-    }
-
-    fn send(&mut self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
-        self.next(py)
-    }
-
-    #[pyo3(signature = (typ, value=None, _tb=None))]
-    fn throw(
-        &mut self,
-        typ: &Bound<'_, PyAny>,
-        value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        self.value = None;
-        self.error = None;
-        Err(thrown(typ, value))
-    }
-
-    fn close(&mut self) {
-        self.value = None;
-        self.error = None;
-    }
-}
-
-fn ready_error(py: Python<'_>, error: PyErr) -> PyResult<PyObject> {
-    Ok(Py::new(
-        py,
-        Ready {
-            value: None,
-            error: Some(error),
-        },
-    )?
-    .into_any())
 }
 
 /// What every cycle of one connection takes from it, looked up once per
@@ -471,7 +396,12 @@ impl AsgiCycle {
 
     /// Encodes the head of `http.response.start` into `self.head`.
     fn start(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
-        let status = message.get_item(intern!(py, "status"))?;
+        let status = match message.downcast::<PyDict>() {
+            Ok(d) => d
+                .get_item(intern!(py, "status"))?
+                .ok_or_else(|| PyKeyError::new_err("status"))?,
+            Err(_) => message.get_item(intern!(py, "status"))?,
+        };
         let status = match status.extract::<u16>() {
             Ok(s)
                 if (100..=999).contains(&s) && !status.is_instance_of::<pyo3::types::PyBool>() =>
@@ -933,7 +863,7 @@ fn send(slf: &Bound<'_, AsgiCycle>, message: &Bound<'_, PyAny>) -> PyResult<Opti
     let kind = match message.downcast::<PyDict>() {
         Ok(d) => d
             .get_item(intern!(py, "type"))?
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("type"))?,
+            .ok_or_else(|| PyKeyError::new_err("type"))?,
         Err(_) => message.get_item(intern!(py, "type"))?,
     };
     {

@@ -15,10 +15,14 @@
 //! It still is a whole coroutine for callers that ask for one (asyncio's
 //! `Task`, `ensure_future`): `send`, `throw`, `close`, `__await__`, `__iter__`
 //! and `__next__` behave as a coroutine's that returns the value at once.
+//!
+//! `AwaitableType` makes such a type from its slots (here and for chain.rs's
+//! `MiddlewareStep`); `ready_error` is the rare awaitable that raises.
 
 use std::ffi::{c_int, c_uint, c_void, CStr};
 use std::ptr;
 
+use pyo3::exceptions::PyStopIteration;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -277,4 +281,83 @@ pub(crate) fn done(py: Python<'_>) -> PyResult<PyObject> {
     Ok(DONE
         .get_or_try_init(py, || new_ready(py, ptr::null_mut()))?
         .clone_ref(py))
+}
+
+// An awaitable that fails: rare (an ASGI `send` given a bad message), so a
+// `#[pyclass]` whose error is raised from `__next__` serves.
+
+fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {
+    match value {
+        Some(v) if !v.is_none() => PyErr::from_value(v.clone()),
+        _ => PyErr::from_value(typ.clone()),
+    }
+}
+
+/// An awaitable already complete with a value or an error, given once.
+#[pyclass(module = "surge._core")]
+pub struct Ready {
+    value: Option<PyObject>,
+    error: Option<PyErr>,
+}
+
+impl Ready {
+    fn next(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        match self.value.take() {
+            // The value travels in StopIteration (never a tuple here, which
+            // StopIteration would unpack).
+            Some(v) => Err(PyStopIteration::new_err(v.into_bound(py).unbind())),
+            None => Ok(None),
+        }
+    }
+}
+
+#[pymethods]
+impl Ready {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        self.next(py)
+    }
+
+    fn send(&mut self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+        self.next(py)
+    }
+
+    #[pyo3(signature = (typ, value=None, _tb=None))]
+    fn throw(
+        &mut self,
+        typ: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.value = None;
+        self.error = None;
+        Err(thrown(typ, value))
+    }
+
+    fn close(&mut self) {
+        self.value = None;
+        self.error = None;
+    }
+}
+
+/// An awaitable that raises `error` when awaited (as a coroutine would).
+pub(crate) fn ready_error(py: Python<'_>, error: PyErr) -> PyResult<PyObject> {
+    Ok(Py::new(
+        py,
+        Ready {
+            value: None,
+            error: Some(error),
+        },
+    )?
+    .into_any())
 }

@@ -331,19 +331,19 @@ class AsgiDispatch:
     """The dispatch callable of an ASGI app's plan (`surge.asgi.app.AsgiApp`):
     builds the scope, makes the cycle and runs the app's first step."""
 
-    def __new__(
-        cls,
-        owner: Any,
-        app: Callable[..., Any],
-        cycle_type: type[AsgiCycle],
-        root_path: str,
-        state: dict[str, Any],
-        high_water: int,
-        raise_in_coro: Callable[[BaseException], Any],
-        await_in_coro: Callable[[Any], Any],
-    ) -> Self: ...
+    def __new__(cls, owner: Any) -> Self: ...
     def __call__(self, request: Request, conn: Any) -> AsgiCycle: ...
     def dispatch_read(self, protocol: Any, deferred: list[Any] | None) -> bool: ...
+
+@final
+class AsgiReader:
+    """`data_received` of an ASGI app's connection (`surge.asgi.protocol.AsgiProtocol`):
+    the usual read parsed and dispatched natively, the rest handed to `fallback`."""
+
+    def __new__(
+        cls, protocol: Any, dispatch: AsgiDispatch, fallback: Callable[..., Any]
+    ) -> Self: ...
+    def __call__(self, data: bytes) -> None: ...
 
 @final
 class MiddlewareChain:

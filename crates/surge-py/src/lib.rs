@@ -39,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::server::HttpConnection>()?;
     m.add_class::<http::server::AsgiCycle>()?;
     m.add_class::<http::server::AsgiDispatch>()?;
+    m.add_class::<http::server::AsgiReader>()?;
     m.add_class::<http::server::ConnParts>()?;
     m.add_class::<http::server::BatchedTransport>()?;
     m.add_class::<http::server::WriteBatch>()?;

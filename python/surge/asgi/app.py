@@ -21,6 +21,7 @@ from surge.http.plan import Plan
 
 from .cycle import TASK_NAME, ASGIApp, HttpCycle, _await, _raise
 from .eager import EagerStarter
+from .protocol import AsgiProtocol
 from .websocket import WebSocketUpgrade, websocket_upgrade
 
 if TYPE_CHECKING:
@@ -32,6 +33,13 @@ log = logging.getLogger("surge.asgi")
 
 class AsgiApp:
     """Serves the ASGI 3 callable `app` (mounted at `root_path`) with surge's server."""
+
+    # What the native dispatcher (`AsgiDispatch(self)`) takes besides `app`,
+    # `root_path`, `state` and `limits`: the cycle type, and the coroutines that
+    # raise an app's call error or await an app's non-coroutine awaitable.
+    _cycle_type = HttpCycle
+    _raise_in_coro = staticmethod(_raise)
+    _await_in_coro = staticmethod(_await)
 
     def __init__(
         self,
@@ -60,16 +68,9 @@ class AsgiApp:
                 # Per request: the scope built natively (`Request._asgi_scope`: the
                 # connection's constant keys copied, the request's own added), an
                 # `HttpCycle`, and the app's first step (see `AsgiDispatch`).
-                dispatch=AsgiDispatch(
-                    self,
-                    self.app,
-                    HttpCycle,
-                    self.root_path,
-                    self.state,
-                    self.limits.write_high_water,
-                    _raise,
-                    _await,
-                ),
+                dispatch=AsgiDispatch(self),
+                # Its reads go straight to the native side (see `AsgiProtocol`).
+                protocol=AsgiProtocol,
             )
         return self._plan
 

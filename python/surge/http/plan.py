@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .app import Route
     from .protocol import HttpProtocol
     from .response import WriterResponse
+    from .server import Server
 
 
 class LazyExecutor:
@@ -71,6 +72,9 @@ class Plan:
     #: frame bodies: every request is deferred and streamed). It asks the
     #: connection for the body with `HttpProtocol.body_stream`.
     dispatch: Callable[[Request, HttpProtocol], WriterResponse] | None = None
+    #: The connection type serving this plan (None: `HttpProtocol`); a dispatcher
+    #: may bring its own subclass (`surge.asgi.protocol.AsgiProtocol`).
+    protocol: Callable[[Server], HttpProtocol] | None = None
 
     @property
     def has_hooks(self) -> bool:

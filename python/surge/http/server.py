@@ -113,15 +113,16 @@ class Server:
         loop = asyncio.get_running_loop()
         sock.setblocking(False)
         factory: Callable[[], asyncio.Protocol]
+        connection = self.plan.protocol or HttpProtocol
         if tls is not None:
             from surge.serve.rustls import TlsProtocol
 
             def factory() -> asyncio.Protocol:
-                return TlsProtocol(HttpProtocol(self), tls, ssl_handshake_timeout)
+                return TlsProtocol(connection(self), tls, ssl_handshake_timeout)
         else:
 
             def factory() -> asyncio.Protocol:
-                return HttpProtocol(self)
+                return connection(self)
 
         if self.proxy_protocol is not None:
             if ssl is not None:

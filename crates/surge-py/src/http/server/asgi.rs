@@ -18,7 +18,7 @@
 //! 1xx/204/304, HTTP/1.0 close-delimited, `connection`) and held back to leave
 //! with the first body bytes in one write.
 
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -29,7 +29,7 @@ use surge_proto::http1::server::write_status_line;
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
 use super::date::with_date;
-use super::ready::{done, ready_value};
+use super::ready::{done, ready_error, ready_value};
 use super::request::Request;
 
 static CLIENT_DISCONNECTED: GILOnceCell<PyObject> = GILOnceCell::new();
@@ -81,89 +81,18 @@ fn client_disconnected(py: Python<'_>) -> PyErr {
     }
 }
 
-fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {
-    match value {
-        Some(v) if !v.is_none() => PyErr::from_value(v.clone()),
-        _ => PyErr::from_value(typ.clone()),
-    }
-}
-
-/// An awaitable already complete with a value or an error, given once.
-#[pyclass(module = "surge._core")]
-pub struct Ready {
-    value: Option<PyObject>,
-    error: Option<PyErr>,
-}
-
-impl Ready {
-    fn next(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        match self.value.take() {
-            // The value travels in StopIteration (never a tuple here, which
-            // StopIteration would unpack).
-            Some(v) => Err(PyStopIteration::new_err(v.into_bound(py).unbind())),
-            None => Ok(None),
-        }
-    }
-}
-
-#[pymethods]
-impl Ready {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        self.next(py)
-    }
-
-    fn send(&mut self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
-        self.next(py)
-    }
-
-    #[pyo3(signature = (typ, value=None, _tb=None))]
-    fn throw(
-        &mut self,
-        typ: &Bound<'_, PyAny>,
-        value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        self.value = None;
-        self.error = None;
-        Err(thrown(typ, value))
-    }
-
-    fn close(&mut self) {
-        self.value = None;
-        self.error = None;
-    }
-}
-
-fn ready_error(py: Python<'_>, error: PyErr) -> PyResult<PyObject> {
-    Ok(Py::new(
-        py,
-        Ready {
-            value: None,
-            error: Some(error),
-        },
-    )?
-    .into_any())
-}
-
 /// What every cycle of one connection takes from it, looked up once per
-/// connection by the dispatcher (four attribute lookups per request otherwise).
+/// connection by the dispatcher (four attribute lookups per request otherwise),
+/// and what the dispatcher's read path asks of the connection.
 #[pyclass(module = "surge._core", frozen)]
 pub struct ConnParts {
-    native: Py<HttpConnection>,
+    pub(crate) native: Py<HttpConnection>,
     transport: PyObject,
     raw_transport: PyObject,
     access_log: Option<PyObject>,
+    /// The connection's event loop and its `Server` (for `closing`).
+    pub(crate) event_loop: PyObject,
+    pub(crate) server: PyObject,
 }
 
 impl ConnParts {
@@ -187,16 +116,9 @@ impl ConnParts {
             transport: transport.unbind(),
             raw_transport,
             access_log,
+            event_loop: conn.getattr(intern!(py, "_loop"))?.unbind(),
+            server: conn.getattr(intern!(py, "_server"))?.unbind(),
         })
-    }
-
-    fn clone_ref(&self, py: Python<'_>) -> Self {
-        ConnParts {
-            native: self.native.clone_ref(py),
-            transport: self.transport.clone_ref(py),
-            raw_transport: self.raw_transport.clone_ref(py),
-            access_log: self.access_log.as_ref().map(|l| l.clone_ref(py)),
-        }
     }
 }
 
@@ -209,6 +131,8 @@ impl ConnParts {
         if let Some(l) = &self.access_log {
             visit.call(l)?;
         }
+        visit.call(&self.event_loop)?;
+        visit.call(&self.server)?;
         Ok(())
     }
 }
@@ -278,6 +202,11 @@ pub struct AsgiCycle {
     task: Option<PyObject>,
     /// The connection's access log (None when off), looked up once.
     access_log: Option<PyObject>,
+    /// The app's first step runs in the dispatcher's call, on a connection it
+    /// saw open: no I/O can happen before the step ends (nothing it sends is
+    /// written before `begin`), so `send` need not ask whether the client left
+    /// (two attribute lookups and a call per message).
+    open_step: bool,
 }
 
 /// What a response header is, for framing.
@@ -334,9 +263,145 @@ impl AsgiCycle {
         self.complete
     }
 
+    /// The app's first step starts (true) or ends (false) on a connection seen
+    /// open (see `open_step`).
+    pub(crate) fn set_open_step(&mut self, open: bool) {
+        self.open_step = open;
+    }
+
+    /// The cycle `new` makes (the dispatcher makes its subclass's instances
+    /// from it without a Python call).
+    pub(crate) fn create(
+        py: Python<'_>,
+        request: Bound<'_, Request>,
+        stream: Option<PyObject>,
+        conn: Bound<'_, PyAny>,
+        high_water: usize,
+        parts: Option<&ConnParts>,
+    ) -> PyResult<Self> {
+        let (http10, head_only, keep_alive) = {
+            let r = request.borrow();
+            (
+                r.head.version == Version::Http10,
+                r.head.method() == b"HEAD",
+                r.head.keep_alive,
+            )
+        };
+        let owned;
+        let parts = match parts {
+            Some(p) => p,
+            None => {
+                owned = ConnParts::of(&conn)?;
+                &owned
+            }
+        };
+        let (native, transport, raw_transport, access_log) = (
+            parts.native.clone_ref(py),
+            parts.transport.clone_ref(py),
+            parts.raw_transport.clone_ref(py),
+            parts.access_log.as_ref().map(|l| l.clone_ref(py)),
+        );
+        Ok(AsgiCycle {
+            request: request.unbind(),
+            conn: conn.unbind(),
+            native,
+            transport,
+            raw_transport,
+            stream: stream.filter(|s| !s.is_none(py)),
+            high_water,
+            http10,
+            head_only,
+            keep_alive,
+            started: false,
+            complete: false,
+            closing: false,
+            failed: false,
+            body_done: false,
+            active: false,
+            waiting: false,
+            receiving: false,
+            framing: NONE,
+            remaining: 0,
+            head: None,
+            sent_head: None,
+            status: 0,
+            sent: 0,
+            pending: Vec::new(),
+            space: None,
+            writer: None,
+            gone: None,
+            task: None,
+            access_log,
+            open_step: false,
+        })
+    }
+
+    /// `begin`; `open`: the caller has just seen the connection open (its
+    /// `_closed` is not asked again).
+    pub(crate) fn begin_open(
+        slf: &Bound<'_, Self>,
+        conn: &Bound<'_, PyAny>,
+        open: bool,
+    ) -> PyResult<Option<bool>> {
+        let py = slf.py();
+        let (pending, space, transport) = {
+            let mut this = slf.borrow_mut();
+            this.active = true;
+            let pending = if this.pending.is_empty() {
+                None
+            } else {
+                Some(std::mem::take(&mut this.pending))
+            };
+            (
+                pending,
+                this.space.as_ref().map(|s| s.clone_ref(py)),
+                this.transport.clone_ref(py),
+            )
+        };
+        if let Some(data) = pending {
+            if open || !conn.getattr(intern!(py, "_closed"))?.is_truthy()? {
+                write_to(transport.bind(py), &data)?;
+            }
+        }
+        if let Some(space) = space {
+            resolve(py, &space)?;
+        }
+        let keep_alive = {
+            let mut this = slf.borrow_mut();
+            if !this.complete {
+                this.waiting = true;
+                return Ok(None);
+            }
+            if this.failed || this.closing || !this.keep_alive {
+                Some(false)
+            } else if this.stream.is_none() || this.request.borrow(py).eof {
+                Some(true)
+            } else {
+                None
+            }
+        };
+        match keep_alive {
+            Some(k) => Ok(Some(k)),
+            // The body was not all read: Python's side decides (and may read it away).
+            None => {
+                let k = slf.call_method0(intern!(py, "_keep_alive_after"))?;
+                Ok(if k.is_none() {
+                    None
+                } else {
+                    Some(k.is_truthy()?)
+                })
+            }
+        }
+    }
+
     /// Encodes the head of `http.response.start` into `self.head`.
     fn start(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
-        let status = message.get_item(intern!(py, "status"))?;
+        let status = match message.downcast::<PyDict>() {
+            Ok(d) => d
+                .get_item(intern!(py, "status"))?
+                .ok_or_else(|| PyKeyError::new_err("status"))?,
+            Err(_) => message.get_item(intern!(py, "status"))?,
+        };
         let status = match status.extract::<u16>() {
             Ok(s)
                 if (100..=999).contains(&s) && !status.is_instance_of::<pyo3::types::PyBool>() =>
@@ -683,56 +748,7 @@ impl AsgiCycle {
         high_water: usize,
         parts: Option<PyRef<'_, ConnParts>>,
     ) -> PyResult<Self> {
-        let (http10, head_only, keep_alive) = {
-            let r = request.borrow();
-            (
-                r.head.version == Version::Http10,
-                r.head.method() == b"HEAD",
-                r.head.keep_alive,
-            )
-        };
-        let parts = match parts {
-            Some(p) => p.clone_ref(py),
-            None => ConnParts::of(&conn)?,
-        };
-        let ConnParts {
-            native,
-            transport,
-            raw_transport,
-            access_log,
-        } = parts;
-        Ok(AsgiCycle {
-            request: request.unbind(),
-            conn: conn.unbind(),
-            native,
-            transport,
-            raw_transport,
-            stream: stream.filter(|s| !s.is_none(py)),
-            high_water,
-            http10,
-            head_only,
-            keep_alive,
-            started: false,
-            complete: false,
-            closing: false,
-            failed: false,
-            body_done: false,
-            active: false,
-            waiting: false,
-            receiving: false,
-            framing: NONE,
-            remaining: 0,
-            head: None,
-            sent_head: None,
-            status: 0,
-            sent: 0,
-            pending: Vec::new(),
-            space: None,
-            writer: None,
-            gone: None,
-            task: None,
-            access_log,
-        })
+        Self::create(py, request, stream, conn, high_water, parts.as_deref())
     }
 
     /// The ASGI `receive`: the body (in one message when it had all arrived),
@@ -800,55 +816,7 @@ impl AsgiCycle {
     /// Native because an app that answered in its first step (`surge.asgi.eager`)
     /// comes here once per request.
     pub(crate) fn begin(slf: &Bound<'_, Self>, conn: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
-        let py = slf.py();
-        let (pending, space, transport) = {
-            let mut this = slf.borrow_mut();
-            this.active = true;
-            let pending = if this.pending.is_empty() {
-                None
-            } else {
-                Some(std::mem::take(&mut this.pending))
-            };
-            (
-                pending,
-                this.space.as_ref().map(|s| s.clone_ref(py)),
-                this.transport.clone_ref(py),
-            )
-        };
-        if let Some(data) = pending {
-            if !conn.getattr(intern!(py, "_closed"))?.is_truthy()? {
-                write_to(transport.bind(py), &data)?;
-            }
-        }
-        if let Some(space) = space {
-            resolve(py, &space)?;
-        }
-        let keep_alive = {
-            let mut this = slf.borrow_mut();
-            if !this.complete {
-                this.waiting = true;
-                return Ok(None);
-            }
-            if this.failed || this.closing || !this.keep_alive {
-                Some(false)
-            } else if this.stream.is_none() || this.request.borrow(py).eof {
-                Some(true)
-            } else {
-                None
-            }
-        };
-        match keep_alive {
-            Some(k) => Ok(Some(k)),
-            // The body was not all read: Python's side decides (and may read it away).
-            None => {
-                let k = slf.call_method0(intern!(py, "_keep_alive_after"))?;
-                Ok(if k.is_none() {
-                    None
-                } else {
-                    Some(k.is_truthy()?)
-                })
-            }
-        }
+        Self::begin_open(slf, conn, false)
     }
 
     /// Takes what the app sent before its turn (None when nothing).
@@ -892,22 +860,35 @@ impl AsgiCycle {
 
 fn send(slf: &Bound<'_, AsgiCycle>, message: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
     let py = slf.py();
-    let kind = message.get_item(intern!(py, "type"))?;
+    let kind = match message.downcast::<PyDict>() {
+        Ok(d) => d
+            .get_item(intern!(py, "type"))?
+            .ok_or_else(|| PyKeyError::new_err("type"))?,
+        Err(_) => message.get_item(intern!(py, "type"))?,
+    };
     {
         let this = slf.borrow();
         let conn = this.conn.bind(py);
         if this.failed
-            || conn.getattr(intern!(py, "_closed"))?.is_truthy()?
-            || this
-                .raw_transport
-                .call_method0(py, intern!(py, "is_closing"))?
-                .is_truthy(py)?
+            || (!this.open_step
+                && (conn.getattr(intern!(py, "_closed"))?.is_truthy()?
+                    || this
+                        .raw_transport
+                        .call_method0(py, intern!(py, "is_closing"))?
+                        .is_truthy(py)?))
         {
             return Err(client_disconnected(py));
         }
     }
     let dict = message.downcast::<PyDict>().ok();
-    if kind.eq(intern!(py, "http.response.body"))? {
+    // Matched on the text: an app's "http.response.start" is rarely the interned
+    // object (dots keep the compiler from interning it), and a rich comparison
+    // per candidate cost ~0.5k instructions per request.
+    let name = kind
+        .downcast::<PyString>()
+        .ok()
+        .and_then(|k| k.to_str().ok());
+    if name == Some("http.response.body") {
         {
             let this = slf.borrow();
             if !this.started {
@@ -922,14 +903,14 @@ fn send(slf: &Bound<'_, AsgiCycle>, message: &Bound<'_, PyAny>) -> PyResult<Opti
             }
         }
         body(slf, message, dict)
-    } else if kind.eq(intern!(py, "http.response.start"))? {
+    } else if name == Some("http.response.start") {
         let mut this = slf.borrow_mut();
         if this.started {
             return Err(PyRuntimeError::new_err("'http.response.start' sent twice"));
         }
         this.start(py, message)?;
         Ok(None)
-    } else if kind.eq(intern!(py, "http.response.pathsend"))? {
+    } else if name == Some("http.response.pathsend") {
         {
             let this = slf.borrow();
             if !this.started {

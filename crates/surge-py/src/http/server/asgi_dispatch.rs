@@ -14,14 +14,17 @@
 //! asyncio's own eager start (Python >= 3.12) the starter is left to Python.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
+use pyo3::impl_::pyclass_init::PyObjectInit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::pyclass_init::PyClassInitializer;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
 use super::asgi::{AsgiCycle, ConnParts};
-use super::connection::HttpConnection;
 use super::request::Request;
 
 /// One step of a coroutine, called through `Context.run`: `PyIter_Send`
@@ -71,11 +74,15 @@ pub struct AsgiDispatch {
     root_path: String,
     state: Py<PyDict>,
     high_water: usize,
-    /// `contextvars.copy_context`, asyncio's `_enter_task` and `_leave_task`,
-    /// `types.CoroutineType`, and the cycle module's `_raise` and `_await`.
+    /// `contextvars.copy_context`, and the cycle module's `_raise` and `_await`.
     copy_context: PyObject,
     /// `contextvars.Context.run`, called unbound (no bound method per request).
     context_run: PyObject,
+    /// asyncio's current task of each loop (`asyncio.tasks._current_tasks`,
+    /// the dict `current_task()` reads), set and cleared here around a first
+    /// step (two dict operations against ~1.4k instructions per request for
+    /// calls of `_enter_task` and `_leave_task`, which remain for the errors).
+    current_tasks: Py<PyDict>,
     enter_task: PyObject,
     leave_task: PyObject,
     coroutine_type: PyObject,
@@ -83,6 +90,27 @@ pub struct AsgiDispatch {
     await_in_coro: PyObject,
     step: Py<CoroStep>,
     starter: Option<Starter>,
+}
+
+/// One request's connection data: the scope's constant keys and the cycles'
+/// `ConnParts` (the protocol's `dispatcher_data`, made on its first request).
+fn conn_data<'py>(
+    owner: &Bound<'py, PyAny>,
+    conn: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, ConnParts>)> {
+    let py = conn.py();
+    let mut data = conn.getattr(intern!(py, "dispatcher_data"))?;
+    if data.is_none() {
+        let base = owner.call_method1(intern!(py, "_connection_base"), (conn,))?;
+        let parts = Bound::new(py, ConnParts::of(conn)?)?;
+        data = PyTuple::new(py, [base, parts.into_any()])?.into_any();
+        conn.setattr(intern!(py, "dispatcher_data"), &data)?;
+    }
+    let data = data.downcast_into::<PyTuple>()?;
+    Ok((
+        data.get_item(0)?.downcast_into::<PyDict>()?,
+        data.get_item(1)?.downcast_into::<ConnParts>()?,
+    ))
 }
 
 impl AsgiDispatch {
@@ -104,89 +132,163 @@ impl AsgiDispatch {
         });
         Ok((starter, hosted))
     }
-}
 
-#[pymethods]
-impl AsgiDispatch {
-    /// The dispatcher of `owner` (an `AsgiApp`) serving `app`; see the module docs
-    /// for the helpers.
-    #[new]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        owner: PyObject,
-        app: PyObject,
-        cycle_type: PyObject,
-        root_path: String,
-        state: Py<PyDict>,
-        high_water: usize,
-        raise_in_coro: PyObject,
-        await_in_coro: PyObject,
-    ) -> PyResult<Self> {
-        let tasks = py.import("asyncio.tasks")?;
-        let contextvars = py.import("contextvars")?;
-        Ok(AsgiDispatch {
-            owner,
-            app,
-            cycle_type,
-            root_path,
-            state,
-            high_water,
-            copy_context: contextvars.getattr("copy_context")?.unbind(),
-            context_run: contextvars.getattr("Context")?.getattr("run")?.unbind(),
-            enter_task: tasks.getattr("_enter_task")?.unbind(),
-            leave_task: tasks.getattr("_leave_task")?.unbind(),
-            coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
-            raise_in_coro,
-            await_in_coro,
-            step: Py::new(
-                py,
-                CoroStep {
-                    returned: AtomicBool::new(false),
-                },
-            )?,
-            starter: None,
-        })
+    /// Makes `host` the current task of `event_loop` (`asyncio._enter_task`).
+    fn enter(&self, event_loop: &Bound<'_, PyAny>, host: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tasks = self.current_tasks.bind(event_loop.py());
+        if tasks.get_item(event_loop)?.is_none() {
+            tasks.set_item(event_loop, host)
+        } else {
+            // Another task is current: asyncio's own call raises its error.
+            self.enter_task.call1(event_loop.py(), (event_loop, host))?;
+            Ok(())
+        }
     }
 
-    /// Starts the app for `request` on `conn` (an `HttpProtocol`); its cycle.
-    fn __call__<'py>(
+    /// Undoes `enter` (`asyncio._leave_task`).
+    fn leave(&self, event_loop: &Bound<'_, PyAny>, host: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tasks = self.current_tasks.bind(event_loop.py());
+        match tasks.get_item(event_loop)? {
+            Some(current) if current.is(host) => tasks.del_item(event_loop),
+            _ => {
+                self.leave_task.call1(event_loop.py(), (event_loop, host))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// `dispatch_read` with the connection's data at hand; `from_reader`: called
+    /// by `AsgiReader` for a read, which saw the protocol's `_body_stream` None
+    /// (and no read comes to a closed connection: its `_closed` is not asked).
+    fn read(
+        slf: &Bound<'_, Self>,
+        protocol: &Bound<'_, PyAny>,
+        deferred: &Bound<'_, PyList>,
+        base: &Bound<'_, PyDict>,
+        parts: &Bound<'_, ConnParts>,
+        from_reader: bool,
+    ) -> PyResult<bool> {
+        let py = slf.py();
+        if deferred.len() != 1 {
+            return Ok(false);
+        }
+        let item = deferred.get_item(0)?;
+        let Ok(request) = item.downcast::<Request>() else {
+            return Ok(false); // a ParseError
+        };
+        let conn = parts.get().native.bind(py);
+        {
+            // Idle when this read began (`fed_idle`): nothing queued, held back or
+            // being written in Python (the protocol's `_queue`, `_paused_queue`,
+            // `_writer_busy`; `_held` pauses reading, so no read comes then).
+            let c = conn.borrow();
+            if !c.fed_idle || c.held || c.upgrade || c.closing || c.continue_owed {
+                return Ok(false);
+            }
+        }
+        if !request.borrow().eof
+            || (!from_reader
+                && (!protocol.getattr(intern!(py, "_body_stream"))?.is_none()
+                    || protocol.getattr(intern!(py, "_closed"))?.is_truthy()?))
+        {
+            return Ok(false);
+        }
+        // From here on this request is handled here, as `_handle_dispatched` would.
+        let cycle = match Self::start(slf, request, protocol, base, parts, true) {
+            Ok(cycle) => cycle,
+            Err(e) => {
+                protocol
+                    .call_method1(intern!(py, "_dispatch_failed"), (request, e.into_value(py)))?;
+                return Ok(true);
+            }
+        };
+        let begun = match cycle.downcast::<AsgiCycle>() {
+            // (A first step does no I/O: the connection is as open as it was.)
+            Ok(c) if from_reader || !protocol.getattr(intern!(py, "_closed"))?.is_truthy()? => c,
+            _ => {
+                protocol.call_method1(intern!(py, "_queue_dispatched"), (request, cycle))?;
+                return Ok(true);
+            }
+        };
+        match AsgiCycle::begin_open(begun, protocol, true)? {
+            None => {
+                // `writer_done` follows, once the app has sent the rest.
+                protocol.setattr(intern!(py, "_writer_busy"), true)?;
+                protocol.setattr(intern!(py, "_inline_request"), request)?;
+            }
+            Some(keep_alive) => {
+                request.borrow_mut().stream = None;
+                let ends = {
+                    let c = conn.borrow();
+                    c.closing || c.draining
+                };
+                if !keep_alive {
+                    protocol.call_method0(intern!(py, "_drop_queue"))?;
+                    protocol.call_method0(intern!(py, "_close"))?;
+                } else if ends
+                    || parts
+                        .get()
+                        .server
+                        .bind(py)
+                        .getattr(intern!(py, "closing"))?
+                        .is_truthy()?
+                {
+                    // The connection ends after this: `_flush` closes it. (No EOF
+                    // can have come: this runs for a read.)
+                    protocol.call_method0(intern!(py, "_flush"))?;
+                } else {
+                    // Idle again: what `_flush` would leave.
+                    conn.borrow_mut().fast = true;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// `__call__` with the connection's data at hand; `open`: the caller saw the
+    /// connection open (see `AsgiCycle::set_open_step`).
+    fn start<'py>(
         slf: &Bound<'py, Self>,
         request: &Bound<'py, Request>,
         conn: &Bound<'py, PyAny>,
+        base: &Bound<'py, PyDict>,
+        parts: &Bound<'py, ConnParts>,
+        open: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let event_loop = conn.getattr(intern!(py, "_loop"))?;
-        let (starter, hosted) = Self::starter(slf, &event_loop)?;
+        let event_loop = parts.get().event_loop.bind(py);
+        let (starter, hosted) = Self::starter(slf, event_loop)?;
         let this = slf.borrow();
-        // Per connection: the scope's constant keys and the cycles' `ConnParts`.
-        let mut data = conn.getattr(intern!(py, "dispatcher_data"))?;
-        if data.is_none() {
-            let base = this
-                .owner
-                .call_method1(py, intern!(py, "_connection_base"), (conn,))?;
-            let parts = Py::new(py, ConnParts::of(conn)?)?;
-            data = PyTuple::new(py, [base, parts.into_any()])?.into_any();
-            conn.setattr(intern!(py, "dispatcher_data"), &data)?;
-        }
-        let data = data.downcast::<PyTuple>()?;
-        let (base, parts) = (data.get_borrowed_item(0)?, data.get_borrowed_item(1)?);
-        let scope = request.borrow_mut().asgi_scope(
-            py,
-            base.downcast::<PyDict>()?,
-            &this.root_path,
-            this.state.bind(py),
-        )?;
+        let scope =
+            request
+                .borrow_mut()
+                .asgi_scope(py, base, &this.root_path, this.state.bind(py))?;
         // `conn.body_stream(request)`, without the call when the body is all here.
         let stream = if request.borrow().eof {
-            py.None().into_bound(py)
+            None
         } else {
-            conn.call_method1(intern!(py, "body_stream"), (request,))?
+            Some(
+                conn.call_method1(intern!(py, "body_stream"), (request,))?
+                    .unbind(),
+            )
         };
-        let cycle =
-            this.cycle_type
-                .bind(py)
-                .call1((request, stream, conn, this.high_water, parts))?;
+        let cycle = AsgiCycle::create(
+            py,
+            request.clone(),
+            stream,
+            conn.clone(),
+            this.high_water,
+            Some(parts.get()),
+        )?;
+        // An instance of the Python subclass made here: calling the class cost a
+        // tuple, `type.__call__` and the parsing of five arguments (~0.8k
+        // instructions per request).
+        // SAFETY: `cycle_type` is a subclass of AsgiCycle (checked in `new`).
+        let cycle = unsafe {
+            let object = PyClassInitializer::from(cycle)
+                .into_new_object(py, this.cycle_type.as_ptr().cast::<ffi::PyTypeObject>())?;
+            Bound::from_owned_ptr(py, object)
+        };
         let receive = cycle.getattr(intern!(py, "receive"))?;
         let send = cycle.getattr(intern!(py, "send"))?;
         // Any awaitable may come back (or the call may fail): the starter drives
@@ -203,10 +305,13 @@ impl AsgiDispatch {
         let starter = starter.into_bound(py);
         let host = starter.getattr(intern!(py, "_host"))?;
         let ctx = this.copy_context.bind(py).call0()?;
-        this.enter_task.bind(py).call1((&event_loop, &host))?;
+        this.enter(event_loop, &host)?;
         let step = this.step.bind(py);
+        let native = cycle.downcast::<AsgiCycle>()?;
+        native.borrow_mut().set_open_step(open);
         let outcome = this.context_run.bind(py).call1((&ctx, step, &coro));
-        this.leave_task.bind(py).call1((&event_loop, &host))?;
+        native.borrow_mut().set_open_step(false);
+        this.leave(event_loop, &host)?;
         let returned = step.get().returned.load(Ordering::Relaxed);
         let (kind, value) = match outcome {
             Ok(value) if returned => {
@@ -215,7 +320,7 @@ impl AsgiDispatch {
                 {
                     // Complete in its first step and nothing holds on to the host:
                     // the starter keeps it for the next request.
-                    if !cycle.downcast::<AsgiCycle>()?.borrow().is_complete() {
+                    if !native.borrow().is_complete() {
                         cycle.call_method1(intern!(py, "_first_step_done"), (py.None(),))?;
                     }
                     return Ok(cycle);
@@ -236,6 +341,61 @@ impl AsgiDispatch {
         cycle.call_method1(intern!(py, "_first_step_done"), (task,))?;
         Ok(cycle)
     }
+}
+
+#[pymethods]
+impl AsgiDispatch {
+    /// The dispatcher of `owner`, an `AsgiApp`: it serves `owner.app` mounted at
+    /// `owner.root_path` with `owner.state` and `owner.limits.write_high_water`,
+    /// making `owner._cycle_type` cycles (see the module docs for the rest).
+    #[new]
+    fn new(py: Python<'_>, owner: Bound<'_, PyAny>) -> PyResult<Self> {
+        let tasks = py.import("asyncio.tasks")?;
+        let contextvars = py.import("contextvars")?;
+        let limits = owner.getattr("limits")?;
+        Ok(AsgiDispatch {
+            app: owner.getattr("app")?.unbind(),
+            cycle_type: {
+                let t = owner.getattr("_cycle_type")?.downcast_into::<PyType>()?;
+                if !t.is_subclass_of::<AsgiCycle>()? {
+                    return Err(PyTypeError::new_err("_cycle_type must subclass AsgiCycle"));
+                }
+                t.into_any().unbind()
+            },
+            root_path: owner.getattr("root_path")?.extract()?,
+            state: owner.getattr("state")?.downcast_into::<PyDict>()?.unbind(),
+            high_water: limits.getattr("write_high_water")?.extract()?,
+            raise_in_coro: owner.getattr("_raise_in_coro")?.unbind(),
+            await_in_coro: owner.getattr("_await_in_coro")?.unbind(),
+            owner: owner.unbind(),
+            copy_context: contextvars.getattr("copy_context")?.unbind(),
+            context_run: contextvars.getattr("Context")?.getattr("run")?.unbind(),
+            current_tasks: tasks
+                .getattr("_current_tasks")?
+                .downcast_into::<PyDict>()?
+                .unbind(),
+            enter_task: tasks.getattr("_enter_task")?.unbind(),
+            leave_task: tasks.getattr("_leave_task")?.unbind(),
+            coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
+            step: Py::new(
+                py,
+                CoroStep {
+                    returned: AtomicBool::new(false),
+                },
+            )?,
+            starter: None,
+        })
+    }
+
+    /// Starts the app for `request` on `conn` (an `HttpProtocol`); its cycle.
+    fn __call__<'py>(
+        slf: &Bound<'py, Self>,
+        request: &Bound<'py, Request>,
+        conn: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (base, parts) = conn_data(slf.borrow().owner.bind(slf.py()), conn)?;
+        Self::start(slf, request, conn, &base, &parts, false)
+    }
 
     /// What `HttpProtocol.data_received` calls with the requests one read
     /// brought (`deferred`, from `HttpConnection.feed`) on a connection
@@ -250,80 +410,11 @@ impl AsgiDispatch {
         protocol: &Bound<'_, PyAny>,
         deferred: Option<&Bound<'_, PyList>>,
     ) -> PyResult<bool> {
-        let py = slf.py();
         let Some(deferred) = deferred else {
             return Ok(false);
         };
-        if deferred.len() != 1 {
-            return Ok(false);
-        }
-        let item = deferred.get_item(0)?;
-        let Ok(request) = item.downcast::<Request>() else {
-            return Ok(false); // a ParseError
-        };
-        let conn = protocol.getattr(intern!(py, "_conn"))?;
-        let conn = conn.downcast::<HttpConnection>()?;
-        {
-            let c = conn.borrow();
-            if c.held || c.upgrade || c.closing || c.continue_owed {
-                return Ok(false);
-            }
-        }
-        if !request.borrow().eof
-            || !protocol.getattr(intern!(py, "_body_stream"))?.is_none()
-            || protocol.getattr(intern!(py, "_held"))?.is_truthy()?
-            || protocol
-                .getattr(intern!(py, "_paused_queue"))?
-                .is_truthy()?
-            || protocol.getattr(intern!(py, "_writer_busy"))?.is_truthy()?
-            || protocol.getattr(intern!(py, "_closed"))?.is_truthy()?
-            || protocol.getattr(intern!(py, "_queue"))?.len()? != 0
-        {
-            return Ok(false);
-        }
-        // From here on this request is handled here, as `_handle_dispatched` would.
-        let cycle = match Self::__call__(slf, request, protocol) {
-            Ok(cycle) => cycle,
-            Err(e) => {
-                protocol
-                    .call_method1(intern!(py, "_dispatch_failed"), (request, e.into_value(py)))?;
-                return Ok(true);
-            }
-        };
-        let begun = match cycle.downcast::<AsgiCycle>() {
-            Ok(c) if !protocol.getattr(intern!(py, "_closed"))?.is_truthy()? => c,
-            _ => {
-                protocol.call_method1(intern!(py, "_queue_dispatched"), (request, cycle))?;
-                return Ok(true);
-            }
-        };
-        match AsgiCycle::begin(begun, protocol)? {
-            None => {
-                // `writer_done` follows, once the app has sent the rest.
-                protocol.setattr(intern!(py, "_writer_busy"), true)?;
-                protocol.setattr(intern!(py, "_inline_request"), request)?;
-            }
-            Some(keep_alive) => {
-                request.borrow_mut().stream = None;
-                if !keep_alive {
-                    protocol.call_method0(intern!(py, "_drop_queue"))?;
-                    protocol.call_method0(intern!(py, "_close"))?;
-                } else if conn.borrow().closing
-                    || protocol.getattr(intern!(py, "_eof"))?.is_truthy()?
-                    || protocol
-                        .getattr(intern!(py, "_server"))?
-                        .getattr(intern!(py, "closing"))?
-                        .is_truthy()?
-                {
-                    // The connection ends after this: `_flush` closes it.
-                    protocol.call_method0(intern!(py, "_flush"))?;
-                } else {
-                    // Idle again: what `_flush` would leave.
-                    conn.borrow_mut().fast = true;
-                }
-            }
-        }
-        Ok(true)
+        let (base, parts) = conn_data(slf.borrow().owner.bind(slf.py()), protocol)?;
+        Self::read(slf, protocol, deferred, &base, &parts, false)
     }
 
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
@@ -340,5 +431,114 @@ impl AsgiDispatch {
 
     fn __clear__(&mut self) {
         self.starter = None;
+    }
+}
+
+/// `data_received` of an ASGI app's connection (`surge.asgi.protocol.AsgiProtocol`,
+/// which makes it its `data_received` attribute: the loop looks that up once
+/// per connection). The usual read, on an idle connection with no body being
+/// streamed, is fed to the parser and dispatched here (`AsgiDispatch.read`)
+/// without the protocol's Python frame (~2.2k instructions per request); any
+/// other read goes to `HttpProtocol.data_received`.
+#[pyclass(module = "surge._core", frozen)]
+pub struct AsgiReader {
+    protocol: PyObject,
+    dispatch: Py<AsgiDispatch>,
+    /// `HttpProtocol.data_received`, unbound.
+    fallback: PyObject,
+    /// The feed budget of an idle connection: the write high-water mark and the
+    /// pipelining bound (nothing is queued).
+    high_water: i64,
+    max_pipeline: i64,
+    /// The protocol's `dispatcher_data` once its first request made it.
+    known: OnceLock<(Py<PyDict>, Py<ConnParts>)>,
+}
+
+#[pymethods]
+impl AsgiReader {
+    /// The reader of `protocol` (an `AsgiProtocol` of a plan `dispatch`ed by
+    /// `dispatch`); `fallback` is `HttpProtocol.data_received`.
+    #[new]
+    fn new(
+        protocol: Bound<'_, PyAny>,
+        dispatch: Py<AsgiDispatch>,
+        fallback: PyObject,
+    ) -> PyResult<Self> {
+        let py = protocol.py();
+        Ok(AsgiReader {
+            high_water: protocol.getattr(intern!(py, "_high_water"))?.extract()?,
+            max_pipeline: protocol.getattr(intern!(py, "_max_pipeline"))?.extract()?,
+            protocol: protocol.unbind(),
+            dispatch,
+            fallback,
+            known: OnceLock::new(),
+        })
+    }
+
+    fn __call__(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let protocol = self.protocol.bind(py);
+        let known = match self.known.get() {
+            Some(k) => k,
+            None => {
+                // Made by the connection's first request (Python's path), and never
+                // for a connection over the concurrency limit (another plan serves it).
+                let made = protocol.getattr(intern!(py, "dispatcher_data"))?;
+                let Ok(made) = made.downcast::<PyTuple>() else {
+                    self.fallback.call1(py, (protocol, data))?;
+                    return Ok(());
+                };
+                let base = made.get_item(0)?.downcast_into::<PyDict>()?.unbind();
+                let parts = made.get_item(1)?.downcast_into::<ConnParts>()?.unbind();
+                let _ = self.known.set((base, parts));
+                self.known.get().expect("just set")
+            }
+        };
+        if !protocol.getattr(intern!(py, "_body_stream"))?.is_none() {
+            self.fallback.call1(py, (protocol, data))?;
+            return Ok(());
+        }
+        let (base, parts) = (known.0.bind(py), known.1.bind(py));
+        let conn = parts.get().native.bind(py);
+        let Ok(bytes) = data.downcast::<PyBytes>() else {
+            self.fallback.call1(py, (protocol, data))?;
+            return Ok(());
+        };
+        if !conn.borrow().fast {
+            // Responses queued or being written: Python's path keeps their order.
+            self.fallback.call1(py, (protocol, data))?;
+            return Ok(());
+        }
+        let fed = conn
+            .borrow_mut()
+            .feed(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
+        let deferred = match fed {
+            Ok(d) => d,
+            Err(e) => {
+                // A bug on our side must not kill the loop (as `data_received`).
+                protocol.call_method1(intern!(py, "_read_failed"), (e.into_value(py),))?;
+                return Ok(());
+            }
+        };
+        let handled = match &deferred {
+            Some(list) => {
+                AsgiDispatch::read(self.dispatch.bind(py), protocol, list, base, parts, true)?
+            }
+            None => !conn.borrow().held,
+        };
+        if !handled {
+            protocol.call_method1(intern!(py, "_after_feed"), (deferred,))?;
+        }
+        Ok(())
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.protocol)?;
+        visit.call(&self.dispatch)?;
+        visit.call(&self.fallback)?;
+        if let Some((base, parts)) = self.known.get() {
+            visit.call(base)?;
+            visit.call(parts)?;
+        }
+        Ok(())
     }
 }

@@ -74,6 +74,10 @@ pub struct BatchedTransport {
     /// The real transport.
     #[pyo3(get)]
     transport: PyObject,
+    /// The transport's `write` and `is_closing`, bound once (a method lookup
+    /// and a bound method per flush otherwise).
+    write: PyObject,
+    is_closing: PyObject,
     batch: Py<WriteBatch>,
     pending: Vec<u8>,
 }
@@ -119,22 +123,19 @@ impl BatchedTransport {
 
     fn flush_bound(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let (pending, transport) = {
+        let (pending, write, is_closing) = {
             let mut this = slf.borrow_mut();
             if this.pending.is_empty() {
                 return Ok(());
             }
             (
                 std::mem::take(&mut this.pending),
-                this.transport.clone_ref(py),
+                this.write.clone_ref(py),
+                this.is_closing.clone_ref(py),
             )
         };
-        let transport = transport.bind(py);
-        if !transport
-            .call_method0(intern!(py, "is_closing"))?
-            .is_truthy()?
-        {
-            transport.call_method1(intern!(py, "write"), (PyBytes::new(py, &pending),))?;
+        if !is_closing.call0(py)?.is_truthy(py)? {
+            write.call1(py, (PyBytes::new(py, &pending),))?;
         }
         Ok(())
     }
@@ -144,12 +145,14 @@ impl BatchedTransport {
 impl BatchedTransport {
     /// Batches the writes to `transport` on the loop of `batch`.
     #[new]
-    fn new(transport: PyObject, batch: Py<WriteBatch>) -> Self {
-        BatchedTransport {
+    fn new(py: Python<'_>, transport: PyObject, batch: Py<WriteBatch>) -> PyResult<Self> {
+        Ok(BatchedTransport {
+            write: transport.getattr(py, intern!(py, "write"))?,
+            is_closing: transport.getattr(py, intern!(py, "is_closing"))?,
             transport,
             batch,
             pending: Vec::new(),
-        }
+        })
     }
 
     /// Keeps `data` until the iteration's end (or writes at once what reaches
@@ -168,13 +171,12 @@ impl BatchedTransport {
         let slice = bytes.as_bytes();
         if slice.len() >= BATCH_LIMIT && slf.borrow().pending.is_empty() {
             // A large write with nothing ahead of it: straight through, uncopied.
-            let transport = slf.borrow().transport.clone_ref(py);
-            let transport = transport.bind(py);
-            if !transport
-                .call_method0(intern!(py, "is_closing"))?
-                .is_truthy()?
-            {
-                transport.call_method1(intern!(py, "write"), (bytes,))?;
+            let (write, is_closing) = {
+                let this = slf.borrow();
+                (this.write.clone_ref(py), this.is_closing.clone_ref(py))
+            };
+            if !is_closing.call0(py)?.is_truthy(py)? {
+                write.call1(py, (bytes,))?;
             }
             return Ok(());
         }
@@ -202,7 +204,7 @@ impl BatchedTransport {
     }
 
     fn is_closing(&self, py: Python<'_>) -> PyResult<PyObject> {
-        self.transport.call_method0(py, intern!(py, "is_closing"))
+        self.is_closing.call0(py)
     }
 
     /// Flushes, then closes.
@@ -237,6 +239,8 @@ impl BatchedTransport {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.transport)?;
+        visit.call(&self.write)?;
+        visit.call(&self.is_closing)?;
         visit.call(&self.batch)?;
         Ok(())
     }

@@ -15,7 +15,7 @@
 //! from a layer switches the step to driving the pipeline's ``_error``
 //! coroutine for it, and what that returns is the layer's result.
 
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_int, c_void, CStr};
 
 use pyo3::exceptions::{
     PyException, PyIndexError, PyRuntimeError, PyStopIteration, PyTypeError, PyValueError,
@@ -27,6 +27,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::ready::AwaitableType;
 use super::request::Request;
 use super::response::Response;
 
@@ -333,84 +334,60 @@ static STEP_TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 pub(crate) fn step_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     STEP_TYPE
         .get_or_try_init(py, || -> PyResult<Py<PyType>> {
-            let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-                ffi::PyMethodDef {
-                    ml_name: c"send".as_ptr(),
-                    ml_meth: ffi::PyMethodDefPointer {
-                        PyCFunction: step_send_method,
-                    },
-                    ml_flags: ffi::METH_O,
-                    ml_doc: c"send($self, value, /)\n--\n\nResumes the step with `value`.".as_ptr(),
-                },
-                ffi::PyMethodDef {
-                    ml_name: c"throw".as_ptr(),
-                    ml_meth: ffi::PyMethodDefPointer {
-                        PyCFunction: step_throw_method,
-                    },
-                    ml_flags: ffi::METH_VARARGS,
-                    ml_doc: c"throw($self, typ, val=None, tb=None, /)\n--\n\nRaises in the step."
-                        .as_ptr(),
-                },
-                ffi::PyMethodDef {
-                    ml_name: c"close".as_ptr(),
-                    ml_meth: ffi::PyMethodDefPointer {
-                        PyCFunction: step_close_method,
-                    },
-                    ml_flags: ffi::METH_NOARGS,
-                    ml_doc: c"close($self, /)\n--\n\nCloses the coroutine being driven.".as_ptr(),
-                },
-                ffi::PyMethodDef {
-                    ml_name: c"take_first".as_ptr(),
-                    ml_meth: ffi::PyMethodDefPointer {
-                        PyCFunction: step_take_first,
-                    },
-                    ml_flags: ffi::METH_NOARGS,
-                    ml_doc: c"take_first($self, /)\n--\n\nWhat the first step suspended on."
-                        .as_ptr(),
-                },
-                ffi::PyMethodDef::zeroed(),
-            ]));
-            let slots: &'static mut [ffi::PyType_Slot] = Box::leak(Box::new([
-                slot(ffi::Py_tp_dealloc, step_dealloc as *mut c_void),
-                slot(ffi::Py_tp_traverse, step_traverse as *mut c_void),
-                slot(ffi::Py_tp_clear, step_clear as *mut c_void),
-                slot(ffi::Py_am_await, step_self as *mut c_void),
-                slot(PY_AM_SEND, step_am_send as *mut c_void),
-                slot(ffi::Py_tp_iter, step_self as *mut c_void),
-                slot(ffi::Py_tp_iternext, step_iternext as *mut c_void),
-                slot(ffi::Py_tp_methods, methods.as_mut_ptr() as *mut c_void),
-                slot(
-                    ffi::Py_tp_doc,
-                    c"One ``call_next(request)``: the rest of the middleware chain, awaitable."
-                        .as_ptr() as *mut c_void,
+            let method = |name: &'static CStr, meth, flags, doc: &'static CStr| ffi::PyMethodDef {
+                ml_name: name.as_ptr(),
+                ml_meth: meth,
+                ml_flags: flags,
+                ml_doc: doc.as_ptr(),
+            };
+            AwaitableType {
+                name: c"surge._core.MiddlewareStep",
+                doc: Some(
+                    c"One ``call_next(request)``: the rest of the middleware chain, awaitable.",
                 ),
-                slot(0, std::ptr::null_mut()),
-            ]));
-            let spec: &'static mut ffi::PyType_Spec = Box::leak(Box::new(ffi::PyType_Spec {
-                name: c"surge._core.MiddlewareStep".as_ptr(),
-                basicsize: std::mem::size_of::<StepObject>() as c_int,
-                itemsize: 0,
-                flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_HAVE_GC) as c_uint,
-                slots: slots.as_mut_ptr(),
-            }));
-            // SAFETY: the spec, its slots and methods live forever (leaked).
-            let ty = unsafe { ffi::PyType_FromSpec(spec) };
-            if ty.is_null() {
-                return Err(PyErr::fetch(py));
+                basicsize: std::mem::size_of::<StepObject>(),
+                gc: Some((step_traverse, step_clear)),
+                dealloc: step_dealloc,
+                am_send: step_am_send,
+                iternext: step_iternext,
+                methods: vec![
+                    method(
+                        c"send",
+                        ffi::PyMethodDefPointer {
+                            PyCFunction: step_send_method,
+                        },
+                        ffi::METH_O,
+                        c"send($self, value, /)\n--\n\nResumes the step with `value`.",
+                    ),
+                    method(
+                        c"throw",
+                        ffi::PyMethodDefPointer {
+                            PyCFunction: step_throw_method,
+                        },
+                        ffi::METH_VARARGS,
+                        c"throw($self, typ, val=None, tb=None, /)\n--\n\nRaises in the step.",
+                    ),
+                    method(
+                        c"close",
+                        ffi::PyMethodDefPointer {
+                            PyCFunction: step_close_method,
+                        },
+                        ffi::METH_NOARGS,
+                        c"close($self, /)\n--\n\nCloses the coroutine being driven.",
+                    ),
+                    method(
+                        c"take_first",
+                        ffi::PyMethodDefPointer {
+                            PyCFunction: step_take_first,
+                        },
+                        ffi::METH_NOARGS,
+                        c"take_first($self, /)\n--\n\nWhat the first step suspended on.",
+                    ),
+                ],
             }
-            // SAFETY: a new reference to the type just made.
-            Ok(unsafe { Bound::from_owned_ptr(py, ty) }
-                .downcast_into::<PyType>()?
-                .unbind())
+            .create(py)
         })
         .map(|t| t.bind(py))
-}
-
-/// `Py_am_send` (Python 3.10+; pyo3-ffi does not name it).
-const PY_AM_SEND: c_int = 81;
-
-fn slot(slot: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
-    ffi::PyType_Slot { slot, pfunc }
 }
 
 /// A new step for ``call_next`` number `index` of `chain`.
@@ -574,11 +551,6 @@ fn yielded_or_stop(
             std::ptr::null_mut()
         }
     }
-}
-
-unsafe extern "C" fn step_self(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    ffi::Py_INCREF(slf);
-    slf
 }
 
 unsafe extern "C" fn step_am_send(

@@ -97,6 +97,10 @@ pub struct HttpConnection {
     /// While false, every request goes to Python (responses are queued there).
     #[pyo3(get, set)]
     pub(super) fast: bool,
+    /// `fast` as the last `feed` began: the connection was idle then (nothing
+    /// queued or being written in Python), which the ASGI dispatcher's read
+    /// path (`AsgiDispatch.dispatch_read`) reads instead of asking the protocol.
+    pub(super) fed_idle: bool,
     /// A request asked to close the connection, or the stream failed: input
     /// after it is ignored.
     #[pyo3(get)]
@@ -633,6 +637,7 @@ impl HttpConnection {
             last_active: Instant::now(),
             head_started: None,
             fast: true,
+            fed_idle: true,
             closing: false,
             stream_buffered: 0,
             continue_owed: false,
@@ -652,7 +657,7 @@ impl HttpConnection {
     /// is begun once `room` bytes of responses are rendered or `slots` requests
     /// are handed back (see `held`); the first one always may, if both are > 0.
     #[pyo3(signature = (data, room=i64::MAX, slots=i64::MAX))]
-    fn feed<'py>(
+    pub(crate) fn feed<'py>(
         &mut self,
         py: Python<'py>,
         data: &[u8],
@@ -667,6 +672,7 @@ impl HttpConnection {
         }
         let mut deferred: Option<Bound<'py, PyList>> = None;
         self.held = false;
+        self.fed_idle = self.fast;
         if self.upgrade && self.closing {
             // Frames of the protocol being switched to: kept, not parsed.
             self.parser.feed(data);

@@ -23,7 +23,7 @@ mod wsgi_dispatch;
 
 pub(crate) use access_log::AccessLog;
 pub(crate) use asgi::{AsgiCycle, ConnParts};
-pub(crate) use asgi_dispatch::AsgiDispatch;
+pub(crate) use asgi_dispatch::{AsgiDispatch, AsgiReader};
 pub(crate) use batch::{BatchedTransport, WriteBatch};
 pub(crate) use chain::{step_type as middleware_step_type, CallNext, MiddlewareChain};
 pub(crate) use connection::{HttpConnection, ParseError};

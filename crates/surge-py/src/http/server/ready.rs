@@ -15,10 +15,14 @@
 //! It still is a whole coroutine for callers that ask for one (asyncio's
 //! `Task`, `ensure_future`): `send`, `throw`, `close`, `__await__`, `__iter__`
 //! and `__next__` behave as a coroutine's that returns the value at once.
+//!
+//! `AwaitableType` makes such a type from its slots (here and for chain.rs's
+//! `MiddlewareStep`); `ready_error` is the rare awaitable that raises.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_uint, c_void, CStr};
 use std::ptr;
 
+use pyo3::exceptions::PyStopIteration;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -26,6 +30,72 @@ use pyo3::types::PyType;
 
 /// `Py_am_send` (CPython's typeslots.h, 3.10+; not in pyo3-ffi's list).
 const PY_AM_SEND: c_int = 81;
+
+/// An `am_send` slot function (`sendfunc`).
+pub(crate) type SendFunc = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *mut ffi::PyObject,
+    *mut *mut ffi::PyObject,
+) -> ffi::PySendResult;
+
+/// A coroutine-like type written against the C API because it needs `am_send`,
+/// which PyO3 cannot declare (`ReadyValue` here, chain.rs's `MiddlewareStep`):
+/// `__await__` and `__iter__` return the object itself; the rest is given.
+pub(crate) struct AwaitableType {
+    pub name: &'static CStr,
+    pub doc: Option<&'static CStr>,
+    /// The object's size (its `#[repr(C)]` struct, `PyObject` first).
+    pub basicsize: usize,
+    /// `tp_traverse` and `tp_clear`, for objects the cycle collector tracks.
+    pub gc: Option<(ffi::traverseproc, ffi::inquiry)>,
+    pub dealloc: ffi::destructor,
+    pub am_send: SendFunc,
+    pub iternext: ffi::iternextfunc,
+    /// The methods (`send`, `throw`, `close`...), without the terminator.
+    pub methods: Vec<ffi::PyMethodDef>,
+}
+
+impl AwaitableType {
+    /// Makes the type. Its spec, slots and methods are leaked: CPython keeps
+    /// pointers into them (callers make each type once per process).
+    pub(crate) fn create(self, py: Python<'_>) -> PyResult<Py<PyType>> {
+        let mut methods = self.methods;
+        methods.push(ffi::PyMethodDef::zeroed());
+        let methods: &'static mut [ffi::PyMethodDef] = Box::leak(methods.into_boxed_slice());
+        let slot = |slot: c_int, pfunc: *mut c_void| ffi::PyType_Slot { slot, pfunc };
+        let mut slots = vec![
+            slot(ffi::Py_tp_dealloc, self.dealloc as *mut c_void),
+            slot(ffi::Py_tp_iter, itself as *mut c_void),
+            slot(ffi::Py_tp_iternext, self.iternext as *mut c_void),
+            slot(ffi::Py_am_await, itself as *mut c_void),
+            slot(PY_AM_SEND, self.am_send as *mut c_void),
+            slot(ffi::Py_tp_methods, methods.as_mut_ptr().cast::<c_void>()),
+        ];
+        let mut flags = ffi::Py_TPFLAGS_DEFAULT;
+        if let Some((traverse, clear)) = self.gc {
+            slots.push(slot(ffi::Py_tp_traverse, traverse as *mut c_void));
+            slots.push(slot(ffi::Py_tp_clear, clear as *mut c_void));
+            flags |= ffi::Py_TPFLAGS_HAVE_GC;
+        }
+        if let Some(doc) = self.doc {
+            slots.push(slot(ffi::Py_tp_doc, doc.as_ptr() as *mut c_void));
+        }
+        slots.push(slot(0, ptr::null_mut()));
+        let slots: &'static mut [ffi::PyType_Slot] = Box::leak(slots.into_boxed_slice());
+        let spec: &'static mut ffi::PyType_Spec = Box::leak(Box::new(ffi::PyType_Spec {
+            name: self.name.as_ptr(),
+            basicsize: c_int::try_from(self.basicsize).expect("a small object"),
+            itemsize: 0,
+            flags: flags as c_uint,
+            slots: slots.as_mut_ptr(),
+        }));
+        // SAFETY: the spec and everything it points to live for the process.
+        let tp = unsafe { ffi::PyType_FromSpec(spec) };
+        // SAFETY: a new reference or null with an exception set.
+        let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp) }?;
+        Ok(tp.downcast_into::<PyType>()?.unbind())
+    }
+}
 
 #[repr(C)]
 struct ReadyValue {
@@ -83,6 +153,7 @@ unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
     ffi::Py_DECREF(tp.cast::<ffi::PyObject>());
 }
 
+/// `__await__` and `__iter__` of an `AwaitableType`: the object itself.
 unsafe extern "C" fn itself(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     ffi::Py_INCREF(obj);
     obj
@@ -141,50 +212,39 @@ unsafe extern "C" fn close(
 
 fn ready_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     TYPE.get_or_try_init(py, || {
-        // Leaked once: CPython keeps pointers into the method table.
-        let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-            ffi::PyMethodDef {
-                ml_name: c"send".as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer { PyCFunction: send },
-                ml_flags: ffi::METH_O,
-                ml_doc: ptr::null(),
-            },
-            ffi::PyMethodDef {
-                ml_name: c"throw".as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer { PyCFunction: throw },
-                ml_flags: ffi::METH_VARARGS,
-                ml_doc: ptr::null(),
-            },
-            ffi::PyMethodDef {
-                ml_name: c"close".as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer { PyCFunction: close },
-                ml_flags: ffi::METH_NOARGS,
-                ml_doc: ptr::null(),
-            },
-            ffi::PyMethodDef::zeroed(),
-        ]));
-        let slot = |slot: c_int, pfunc: *mut c_void| ffi::PyType_Slot { slot, pfunc };
-        let slots: &'static mut [ffi::PyType_Slot] = Box::leak(Box::new([
-            slot(ffi::Py_tp_dealloc, dealloc as *mut c_void),
-            slot(ffi::Py_tp_iter, itself as *mut c_void),
-            slot(ffi::Py_tp_iternext, iternext as *mut c_void),
-            slot(ffi::Py_am_await, itself as *mut c_void),
-            slot(PY_AM_SEND, am_send as *mut c_void),
-            slot(ffi::Py_tp_methods, methods.as_mut_ptr().cast::<c_void>()),
-            slot(0, ptr::null_mut()),
-        ]));
-        let spec: &'static mut ffi::PyType_Spec = Box::leak(Box::new(ffi::PyType_Spec {
-            name: c"surge._core.ReadyValue".as_ptr(),
-            basicsize: std::mem::size_of::<ReadyValue>() as c_int,
-            itemsize: 0,
-            flags: ffi::Py_TPFLAGS_DEFAULT as _,
-            slots: slots.as_mut_ptr(),
-        }));
-        // SAFETY: the spec and everything it points to live for the process.
-        let tp = unsafe { ffi::PyType_FromSpec(spec) };
-        // SAFETY: a new reference or null with an exception set.
-        let tp = unsafe { Bound::from_owned_ptr_or_err(py, tp) }?;
-        Ok::<_, PyErr>(tp.downcast_into::<PyType>()?.unbind())
+        let method = |name: &'static CStr, meth, flags| ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: meth,
+            ml_flags: flags,
+            ml_doc: ptr::null(),
+        };
+        AwaitableType {
+            name: c"surge._core.ReadyValue",
+            doc: None,
+            basicsize: std::mem::size_of::<ReadyValue>(),
+            gc: None,
+            dealloc,
+            am_send,
+            iternext,
+            methods: vec![
+                method(
+                    c"send",
+                    ffi::PyMethodDefPointer { PyCFunction: send },
+                    ffi::METH_O,
+                ),
+                method(
+                    c"throw",
+                    ffi::PyMethodDefPointer { PyCFunction: throw },
+                    ffi::METH_VARARGS,
+                ),
+                method(
+                    c"close",
+                    ffi::PyMethodDefPointer { PyCFunction: close },
+                    ffi::METH_NOARGS,
+                ),
+            ],
+        }
+        .create(py)
     })
     .map(|t| t.bind(py))
 }
@@ -221,4 +281,83 @@ pub(crate) fn done(py: Python<'_>) -> PyResult<PyObject> {
     Ok(DONE
         .get_or_try_init(py, || new_ready(py, ptr::null_mut()))?
         .clone_ref(py))
+}
+
+// An awaitable that fails: rare (an ASGI `send` given a bad message), so a
+// `#[pyclass]` whose error is raised from `__next__` serves.
+
+fn thrown(typ: &Bound<'_, PyAny>, value: Option<&Bound<'_, PyAny>>) -> PyErr {
+    match value {
+        Some(v) if !v.is_none() => PyErr::from_value(v.clone()),
+        _ => PyErr::from_value(typ.clone()),
+    }
+}
+
+/// An awaitable already complete with a value or an error, given once.
+#[pyclass(module = "surge._core")]
+pub struct Ready {
+    value: Option<PyObject>,
+    error: Option<PyErr>,
+}
+
+impl Ready {
+    fn next(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        match self.value.take() {
+            // The value travels in StopIteration (never a tuple here, which
+            // StopIteration would unpack).
+            Some(v) => Err(PyStopIteration::new_err(v.into_bound(py).unbind())),
+            None => Ok(None),
+        }
+    }
+}
+
+#[pymethods]
+impl Ready {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        self.next(py)
+    }
+
+    fn send(&mut self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+        self.next(py)
+    }
+
+    #[pyo3(signature = (typ, value=None, _tb=None))]
+    fn throw(
+        &mut self,
+        typ: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.value = None;
+        self.error = None;
+        Err(thrown(typ, value))
+    }
+
+    fn close(&mut self) {
+        self.value = None;
+        self.error = None;
+    }
+}
+
+/// An awaitable that raises `error` when awaited (as a coroutine would).
+pub(crate) fn ready_error(py: Python<'_>, error: PyErr) -> PyResult<PyObject> {
+    Ok(Py::new(
+        py,
+        Ready {
+            value: None,
+            error: Some(error),
+        },
+    )?
+    .into_any())
 }

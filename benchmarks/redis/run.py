@@ -229,6 +229,8 @@ def main(argv: list[str] | None = None) -> dict:
                 )
             if rb_cmd is not None:
                 rb_runs.append(_redis_benchmark_round(rb_cmd, svc.port, rb_n, args.size, svc.pid))
+                got = {p: round(v["ops"]) for p, v in rb_runs[-1].items()}
+                print(f"round {rnd + 1}: redis-benchmark", got, file=sys.stderr)
         for i, (cfg, cn, cmd) in enumerate(configs):
             if i in failed or not runs[i]:
                 continue

@@ -186,6 +186,8 @@ class Redis(Commands):
         self._on_redirect: Any = None
         #: A cluster node's direct path (`RespLane.routed`), when the lane is on.
         self._routed: Any = None
+        #: Called when the connection is lost (`RedisCluster`: the map is read again).
+        self._on_connection_lost: Any = None
         self._engine = self.new_engine(
             self._codec,
             max_in_flight=max_in_flight,
@@ -269,6 +271,8 @@ class Redis(Commands):
         # up, arguments are made plain first. Once up, the engine's own request
         # (the hot path; `_exec` retries a refused memoryview there).
         self._req = self._request_cold
+        if err is not None and self._on_connection_lost is not None:
+            self._on_connection_lost()
 
     def _request_cold(self, encode: Any, *args: Any, **kwargs: Any) -> Any:
         plain = _plain(args)

@@ -11,7 +11,11 @@ move, EVAL's keys read directly), fetched once. A command goes to its slot's
 primary (or, with ``read_from_replicas``, a read-only command round-robins over
 the primary and its online replicas, which get ``READONLY``) through that node's
 `Redis` client, whose engine coalesces every coroutine's commands into one write
-per node per event-loop iteration.
+per node per event-loop iteration. A single-slot command whose reply needs no
+conversion (GET, SET, HINCRBY, ...) to a connected node is that node's own future,
+made by its native lane (`RespLane.routed`): no coroutine per command. Its
+redirections do not answer it but come back out of band, and are followed as below
+by a task that then resolves the same future.
 
 Every command runs at most once. It is sent again only when the reply proves
 it did not run:
@@ -299,7 +303,15 @@ class RedisCluster(Commands):
         client.engine.retry_connect = False
         node = self._nodes[name] = ClusterNode(host, port, server_type, client)
         client._on_redirect = functools.partial(self._redirected_direct, node)
+        client._on_connection_lost = functools.partial(self._node_lost, node)
         return node
+
+    def _node_lost(self, node: ClusterNode) -> None:
+        # Commands lost on the wire are not sent again (they may have run), but the
+        # map may have changed (a failover): read it again from the other nodes.
+        if self._ready and not self._closed:
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to do
+                self._refresh_soon(avoid=node)
 
     def get_nodes(self) -> list[ClusterNode]:
         """Every node known."""
@@ -543,8 +555,9 @@ class RedisCluster(Commands):
 
     def _route(self, reply: Reply, args: tuple[Any, ...], blocking: bool) -> Any:
         # The hot path: a command of a known shape whose keys are in one slot of a
-        # known map goes straight to `_send` (one coroutine per command); anything
-        # else (not initialized, keys that move, no keys, several slots) takes `_run`.
+        # known map goes straight to its node's lane (no conversion, node connected:
+        # its own future) or to `_send` (one coroutine per command); anything else
+        # (not initialized, keys that move, no keys, several slots) takes `_run`.
         if self._ready:
             try:
                 spec = self._fast[args[0]]

@@ -29,16 +29,19 @@ BLOCKERS = 100
 SERVER_PID = os.environ.get("SURGE_BENCH_SERVER_PID")
 
 
-def server_cpu() -> float:
-    """CPU seconds (user + system) the redis-server has used; 0 when unknown."""
-    if not SERVER_PID:
-        return 0.0
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used, from /proc (0 elsewhere)."""
     try:
-        with open(f"/proc/{SERVER_PID}/stat") as f:
+        with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu() -> float:
+    """CPU seconds the redis-server has used; 0 when unknown."""
+    return cpu_seconds(int(SERVER_PID)) if SERVER_PID else 0.0
 
 
 async def run_async(r, conc: int, n: int, value: bytes) -> dict:

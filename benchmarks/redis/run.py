@@ -38,6 +38,7 @@ from surge import services
 
 from benchmarks import venv as bvenv
 from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, pinned, run_json
+from benchmarks.redis.client import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -120,25 +121,15 @@ def _redis_benchmark_round(
     for phase in PHASES:
         if phase == "get" and shutil.which("redis-cli"):
             _cli(port, "EVAL", FILL_KEYS, "0", str(n), "x" * size)
-        s0 = _cpu_s(server_pid)
+        s0 = cpu_seconds(server_pid)
         out = subprocess.run(
             pinned([*cmd, "-t", phase], CLIENT_CORE), capture_output=True, text=True, timeout=300
         ).stdout
-        server = _cpu_s(server_pid) - s0
+        server = cpu_seconds(server_pid) - s0
         for row in csv.reader(io.StringIO(out)):
             if row and row[0].lower() == phase:
                 got[phase] = {"ops": float(row[1]), "server_cpu": server}
     return got
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used, from /proc (0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ops(cfg: dict, run: dict, n: int) -> dict[str, int]:

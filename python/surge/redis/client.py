@@ -238,8 +238,12 @@ class Redis(Commands):
             return  # cancelled meanwhile: nothing waits for it
         if self._on_redirect is None:
             fut.set_exception(exc)
-        else:
+            return
+        try:
             self._on_redirect(fut, exc, args, ok)
+        except Exception as e:  # the read path goes on; the caller gets the error
+            if not fut.done():
+                fut.set_exception(e)
 
     def _submit_py(self, *args: Any) -> Any:
         return self._req(self._command, *args)

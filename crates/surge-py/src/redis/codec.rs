@@ -501,8 +501,19 @@ impl RespCodec {
             let redirection = bytes[start] == b'-'
                 && self.waiting.front().is_some_and(|w| w.redirect.is_some())
                 && REDIRECTIONS.iter().any(|r| bytes[start..].starts_with(r));
-            let mut pos = start;
-            let value = builder.build(&bytes[..start + n], &mut pos);
+            let value = if status
+                && self
+                    .waiting
+                    .front()
+                    .is_some_and(|w| w.status_true && w.collected.is_none())
+            {
+                // +OK to a command that answers True (every plain SET): the
+                // status text is never seen, so no str is made for it.
+                Ok((PyBool::new(py, true).to_owned().into_any(), false))
+            } else {
+                let mut pos = start;
+                builder.build(&bytes[..start + n], &mut pos)
+            };
             self.route(py, &mut out, value, push, status, redirection)?;
         }
         self.rbuf.compact();

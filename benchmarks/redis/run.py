@@ -13,7 +13,9 @@ machine's speed drifts, so every side sees the same drift); we report medians of
 and client CPU seconds per 100k commands, and from one extra run under
 `strace -c -f` the socket writes per 100k commands. redis-benchmark runs with
 `-c 50 -P 16` (50 connections, 16 commands pipelined on each), the C client's
-view of what the server can take.
+view of what the server can take, on the clients' terms: SET on an empty database,
+GET with every key of its key space set (see `_redis_benchmark_round`). Beside
+each phase, the server's CPU microseconds per command.
 
     python -m benchmarks.redis [--quick] [--n 1000000] [--peer-n 100000] [--repeats 3] [--conc 1000]
 """
@@ -24,6 +26,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -35,6 +38,7 @@ from surge import services
 
 from benchmarks import venv as bvenv
 from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, pinned, run_json
+from benchmarks.redis.client import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -86,19 +90,45 @@ def _redis_benchmark_cmd(port: int, n: int, size: int) -> list[str] | None:
     exe = shutil.which("redis-benchmark")
     if exe is None:
         return None
-    cmd = [exe, "-p", str(port), "-t", "set,get", "-n", str(n), "-c", "50", "-P", "16"]
+    cmd = [exe, "-p", str(port), "-n", str(n), "-c", "50", "-P", "16"]
     return [*cmd, "-d", str(size), "-r", str(n), "--csv"]
 
 
-def _redis_benchmark_round(cmd: list[str]) -> dict[str, float]:
-    """One run of redis-benchmark: ops/s per phase."""
-    out = subprocess.run(
-        pinned(cmd, CLIENT_CORE), capture_output=True, text=True, timeout=300
-    ).stdout
+#: Sets every key redis-benchmark's GET can ask for (``key:%012d`` below ARGV[1],
+#: the ``-r`` key space) that its SET phase left out, to a value of the same size.
+FILL_KEYS = (
+    "for i = 0, tonumber(ARGV[1]) - 1 do "
+    "redis.call('SET', string.format('key:%012d', i), ARGV[2], 'NX') end"
+)
+
+
+def _cli(port: int, *args: str) -> None:
+    subprocess.run(
+        ["redis-cli", "-p", str(port), *args], check=True, capture_output=True, timeout=300
+    )
+
+
+def _redis_benchmark_round(
+    cmd: list[str], port: int, n: int, size: int, server_pid: int
+) -> dict[str, dict[str, float]]:
+    """One run of redis-benchmark, on the same terms as the clients: an empty
+    database for SET (the clients FLUSHDB first), and for GET every key of its key
+    space present with a SIZE-byte value, as the clients' GETs find theirs (with
+    ``-r N`` its random SETs cover ~63% of the keys, and a miss is a cheaper
+    reply). Per phase: ops/s and the server's CPU seconds."""
     got = {}
-    for row in csv.reader(io.StringIO(out)):
-        if row and row[0].lower() in PHASES:
-            got[row[0].lower()] = float(row[1])
+    _cli(port, "FLUSHDB")
+    for phase in PHASES:
+        if phase == "get" and shutil.which("redis-cli"):
+            _cli(port, "EVAL", FILL_KEYS, "0", str(n), "x" * size)
+        s0 = cpu_seconds(server_pid)
+        out = subprocess.run(
+            pinned([*cmd, "-t", phase], CLIENT_CORE), capture_output=True, text=True, timeout=300
+        ).stdout
+        server = cpu_seconds(server_pid) - s0
+        for row in csv.reader(io.StringIO(out)):
+            if row and row[0].lower() == phase:
+                got[phase] = {"ops": float(row[1]), "server_cpu": server}
     return got
 
 
@@ -147,6 +177,8 @@ def main(argv: list[str] | None = None) -> dict:
     results = []
     with services.redis() as svc:
         pin_pid(svc.pid, SERVER_CORE)
+        # The clients read the server's CPU time per phase (benchmarks/redis/client.py).
+        os.environ["SURGE_BENCH_SERVER_PID"] = str(svc.pid)
         configs = []
         only = {d for d in args.drivers.split(",") if d}
         for cfg in _configs(args.quick, args.conc):
@@ -170,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
         if only and "redis-benchmark" not in only:
             rb_cmd = None
         runs: dict[int, list[dict]] = {i: [] for i in range(len(configs))}
-        rb_runs: list[dict[str, float]] = []
+        rb_runs: list[dict[str, dict[str, float]]] = []
         failed: set[int] = set()
         # Round by round, every configuration once per round (surge, peer, surge, peer).
         for rnd in range(repeats):
@@ -187,7 +219,9 @@ def main(argv: list[str] | None = None) -> dict:
                     f"round {rnd + 1}: {_label(cfg)}", _ops(cfg, runs[i][-1], _cn), file=sys.stderr
                 )
             if rb_cmd is not None:
-                rb_runs.append(_redis_benchmark_round(rb_cmd))
+                rb_runs.append(_redis_benchmark_round(rb_cmd, svc.port, rb_n, args.size, svc.pid))
+                got = {p: round(v["ops"]) for p, v in rb_runs[-1].items()}
+                print(f"round {rnd + 1}: redis-benchmark", got, file=sys.stderr)
         for i, (cfg, cn, cmd) in enumerate(configs):
             if i in failed or not runs[i]:
                 continue
@@ -195,7 +229,8 @@ def main(argv: list[str] | None = None) -> dict:
             for ph in PHASES:
                 ops = statistics.median(cn / r[ph]["secs"] for r in runs[i])
                 cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs[i])
-                row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
+                srv = statistics.median(r[ph].get("server_cpu", 0.0) / cn * 1e6 for r in runs[i])
+                row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu, "server_us": srv}
             if have_strace:
                 # strace slows every syscall: a smaller N keeps a chatty peer's run short,
                 # and writes per 100k commands is a ratio all the same.
@@ -217,9 +252,15 @@ def main(argv: list[str] | None = None) -> dict:
                     "loop": "-",
                     "conc": 50,
                     "n": rb_n,
-                    "command": " ".join(["redis-benchmark", *rb_cmd[1:]]),
+                    "command": " ".join(["redis-benchmark", *rb_cmd[1:], "-t set|get"]),
                     "phases": {
-                        p: {"ops": statistics.median(r[p] for r in rb_runs), "cpu_per_100k": None}
+                        p: {
+                            "ops": statistics.median(r[p]["ops"] for r in rb_runs),
+                            "cpu_per_100k": None,
+                            "server_us": statistics.median(
+                                r[p]["server_cpu"] / rb_n * 1e6 for r in rb_runs
+                            ),
+                        }
                         for p in PHASES
                     },
                 }
@@ -242,7 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
         "and with a pool of one connection, coredis; surge+blpop: "
         "the same surge run with 100 more coroutines blocked in BLPOP (on 100 connections "
         "of the blocking pool); "
-        "redis-benchmark -c 50 -P 16; "
+        "redis-benchmark -c 50 -P 16 (SET on an empty database, GET with its whole "
+        "-r key space set, as the clients find theirs); "
         f"medians of {repeats} rounds, configurations alternating within each round; "
         "writes = strace -c write/writev/sendto/sendmsg; "
         f"server pinned to core {SERVER_CORE}, clients to core {CLIENT_CORE} (taskset)"
@@ -258,8 +300,9 @@ def _markdown(results: list[dict], n: int, peer_n: int, repeats: int, size: int)
         f"ops/s, median of {repeats})",
         "",
         "| client | coroutines | connections | SET | GET | vs peers (SET/GET) | "
-        "vs redis-benchmark (SET/GET) | CPU s / 100k cmds | writes / 100k cmds |",
-        "|---|---:|---:|---:|---:|---|---|---:|---:|",
+        "vs redis-benchmark (SET/GET) | CPU s / 100k cmds | server CPU us / cmd (SET/GET) "
+        "| writes / 100k cmds |",
+        "|---|---:|---:|---:|---:|---|---|---:|---:|---:|",
     ]
     for r in results:
         ph = r["phases"]
@@ -288,7 +331,8 @@ def _markdown(results: list[dict], n: int, peer_n: int, repeats: int, size: int)
         w = r.get("writes_per_100k")
         ws = f"{w:,.0f}" if w is not None else "-"
         conns = r.get("connections") or "-"
-        cells = [_label(r), r["conc"], conns, ops, vs, vsn, cpu, ws]
+        srv = "/".join(f"{ph[p].get('server_us') or 0:.2f}" for p in PHASES)
+        cells = [_label(r), r["conc"], conns, ops, vs, vsn, cpu, srv, ws]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     if native:
         lines += ["", f"Native reference: `{native['command']}`."]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -40,6 +39,7 @@ from surge import services
 
 from benchmarks import venv as bvenv
 from benchmarks._lib import CLIENT_CORE, SERVER_CORE, cpu_limit, cpu_limit_unavailable, pin_pid
+from benchmarks.redis.client import cpu_seconds
 from benchmarks.redis.run import PHASES, RESULTS, ROOT, _run
 
 HERE = Path(__file__).resolve().parent
@@ -62,7 +62,6 @@ QUOTA = 0.06
 #: ``n * QUOTA`` of a core, are paused together, and the scheduler shares the
 #: budget among them evenly.
 QUOTA_PERIOD_US = 100_000
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _cmd(driver: str, loop: str, conc: int, n: int, host: str, port: int, ca: str = "") -> list:
@@ -72,16 +71,6 @@ def _cmd(driver: str, loop: str, conc: int, n: int, host: str, port: int, ca: st
     return [str(py), str(HERE / "client.py"), *map(str, args)]
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used, from /proc (0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def _alternate(sides: dict[str, tuple[list, int, list[int]]], rounds: int) -> dict[str, dict]:
     """Run each side once per round, in turn; medians of ops/s per phase, and of the
     CPU microseconds per command of the client and of its servers (``pids``), which
@@ -89,9 +78,9 @@ def _alternate(sides: dict[str, tuple[list, int, list[int]]], rounds: int) -> di
     runs: dict[str, list[dict]] = {name: [] for name in sides}
     for r in range(rounds):
         for name, (cmd, n, pids) in sides.items():
-            before = sum(map(_cpu_s, pids))
+            before = sum(map(cpu_seconds, pids))
             res = _run(cmd)
-            server = sum(map(_cpu_s, pids)) - before
+            server = sum(map(cpu_seconds, pids)) - before
             row = {p: n / res[p]["secs"] for p in PHASES}
             row["client_us"] = sum(res[p]["cpu"] for p in PHASES) / (2 * n) * 1e6
             row["server_us"] = server / (2 * n) * 1e6

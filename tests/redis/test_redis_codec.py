@@ -165,3 +165,36 @@ def test_feed_resolve_sets_results_and_hands_back_the_rest_in_order() -> None:
         assert codec.feed_resolve(b"$1\r\nz\r\n", {}, {}) == (0, [])
     finally:
         loop.close()
+
+
+def test_cluster_redirections_of_routed_commands_go_out_of_band() -> None:
+    """A command sent with `command_routed`: MOVED, ASK, TRYAGAIN and CLUSTERDOWN do
+    not answer it but come out of band with its id, error and arguments; any other
+    error or reply answers it, and a command sent without it keeps its redirection."""
+    codec = _codec()
+    a = codec.command_routed(False, "GET", "k")
+    b = codec.command_routed(True, "SET", "k", b"v")
+    c = codec.command_routed(False, "GET", "k")
+    d = codec.command("GET", "k")
+    e = codec.command_routed(True, "SET", "k", b"v")
+    f = codec.command_routed(False, "INCR", "n")
+    g = codec.command_routed(False, "INCR", "n")
+    got = codec.feed(
+        b"-MOVED 3999 127.0.0.1:6381\r\n-ASK 3999 127.0.0.1:6382\r\n-ERR nope\r\n"
+        b"-MOVED 1 h:1\r\n+OK\r\n-TRYAGAIN later\r\n-CLUSTERDOWN down\r\n"
+    )
+    assert [t[0] for t in got] == [None, None, c, d, e, None, None]
+    notes = [got[i][2] for i in (0, 1, 5, 6)]
+    assert [n[:2] for n in notes] == [
+        ("redirect", a),
+        ("redirect", b),
+        ("redirect", f),
+        ("redirect", g),
+    ]
+    assert [n[2].prefix for n in notes] == ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"]
+    assert [n[3] for n in notes] == [("GET", "k"), ("SET", "k", b"v"), ("INCR", "n"), ("INCR", "n")]
+    assert [n[4] for n in notes] == [False, True, False, False]
+    assert got[2][1] is False and got[2][2].prefix == "ERR"
+    assert got[3][1] is False and got[3][2].prefix == "MOVED"
+    assert got[4] == (e, True, True)
+    assert codec.waiting() == 0

@@ -181,8 +181,18 @@ class Redis(Commands):
         self._liveness = (liveness_interval, liveness_timeout)
         self._codec = RespCodec(decode_responses, False, make_error, DataError, ProtocolError)
         self._scratch = RespCodec(False, False, make_error, DataError, ProtocolError)
+        #: Where a command sent with `_routed` that a cluster node redirected goes:
+        #: ``(future, error, args, ok)`` (`RedisCluster` sets it on its nodes' clients).
+        self._on_redirect: Any = None
+        #: A cluster node's direct path (`RespLane.routed`), when the lane is on.
+        self._routed: Any = None
+        #: Called when the connection is lost (`RedisCluster`: the map is read again).
+        self._on_connection_lost: Any = None
         self._engine = self.new_engine(
-            self._codec, max_in_flight=max_in_flight, on_lost=self._use_cold_path
+            self._codec,
+            max_in_flight=max_in_flight,
+            on_lost=self._use_cold_path,
+            on_out_of_band=self._out_of_band,
         )
         self._use_cold_path()
         self._command = self._codec.command
@@ -207,10 +217,33 @@ class Redis(Commands):
                 EARLY_FLUSH,
             )
             self._submit, self._submit_ok = lane.command, lane.command_ok
+            self._routed = lane.routed
             cls = type(self)
             if cls.get is Redis.get and cls.set is Redis.set:  # not a subclass's own
                 self.__dict__["get"] = lane.get
                 self.__dict__["set"] = lane.set
+
+    def _out_of_band(self, value: Any) -> None:
+        # A redirection (MOVED, ASK, ...) of a command a cluster sent with `_routed`:
+        # the command did not run, and its future, taken back from the engine, goes
+        # to the cluster, which sends the command where the slot is. Anything else
+        # out of band (a RESP3 push on this connection) is dropped, as before.
+        if type(value) is not tuple or not value or value[0] != "redirect":
+            return
+        _, rid, exc, args, ok = value
+        engine = self._engine
+        fut = engine._pending.pop(rid, None)
+        engine._deadline_of.pop(rid, None)
+        if fut is None or fut.done():
+            return  # cancelled meanwhile: nothing waits for it
+        if self._on_redirect is None:
+            fut.set_exception(exc)
+            return
+        try:
+            self._on_redirect(fut, exc, args, ok)
+        except Exception as e:  # the read path goes on; the caller gets the error
+            if not fut.done():
+                fut.set_exception(e)
 
     def _submit_py(self, *args: Any) -> Any:
         return self._req(self._command, *args)
@@ -242,6 +275,8 @@ class Redis(Commands):
         # up, arguments are made plain first. Once up, the engine's own request
         # (the hot path; `_exec` retries a refused memoryview there).
         self._req = self._request_cold
+        if err is not None and self._on_connection_lost is not None:
+            self._on_connection_lost()
 
     def _request_cold(self, encode: Any, *args: Any, **kwargs: Any) -> Any:
         plain = _plain(args)

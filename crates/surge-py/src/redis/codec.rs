@@ -71,7 +71,16 @@ struct Waiting {
     /// Bulk strings stay bytes even under decode_responses (DUMP's payload is
     /// binary: redis-py never decodes it either).
     raw: bool,
+    /// A cluster command's arguments (`RespLane.routed`): a redirection
+    /// (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) is not this command's reply but goes
+    /// out of band as `("redirect", id, error, args, status_true)`, its future
+    /// left for the cluster to resolve from the node that serves the slot.
+    redirect: Option<PyObject>,
 }
+
+/// Error replies that say where (or when) to send a cluster command again: the
+/// command did not run.
+const REDIRECTIONS: &[&[u8]] = &[b"-MOVED ", b"-ASK ", b"-TRYAGAIN", b"-CLUSTERDOWN"];
 
 #[pyclass(module = "surge._core")]
 pub struct RespCodec {
@@ -104,6 +113,7 @@ impl RespCodec {
             confirms,
             status_true: false,
             raw: false,
+            redirect: None,
         });
         self.next_id
     }
@@ -130,6 +140,7 @@ impl RespCodec {
         value: PyResult<(Bound<'py, PyAny>, bool)>,
         push: bool,
         status: bool,
+        redirection: bool,
     ) -> PyResult<()> {
         let (value, is_error) = match value {
             Ok(v) => v,
@@ -167,7 +178,16 @@ impl RespCodec {
         match &mut front.collected {
             None => {
                 let w = self.waiting.pop_front().expect("front exists");
-                if w.status_true && status {
+                if let Some(args) = w.redirect.filter(|_| redirection && is_error) {
+                    let note = (
+                        pyo3::intern!(py, "redirect"),
+                        w.id,
+                        value,
+                        args,
+                        w.status_true,
+                    );
+                    out.push((None, true, note.into_pyobject(py)?.into_any()));
+                } else if w.status_true && status {
                     out.push((
                         Some(w.id),
                         true,
@@ -268,6 +288,21 @@ impl RespCodec {
         if let Some(w) = self.waiting.back_mut() {
             w.status_true = true;
         }
+        Ok(id)
+    }
+
+    /// Like `command` (`command_ok` when `status_true`), for a cluster node: a
+    /// redirection (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) comes out of band as
+    /// `("redirect", id, error, args, status_true)` instead of answering it.
+    #[pyo3(signature = (status_true, *args))]
+    fn command_routed(
+        &mut self,
+        py: Python<'_>,
+        status_true: bool,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<u64> {
+        let id = self.encode_args(py, args, status_true)?;
+        self.redirect_last(args);
         Ok(id)
     }
 
@@ -408,6 +443,14 @@ impl RespCodec {
         Ok(id)
     }
 
+    /// Marks the command encoded last as a cluster command sent with `args`
+    /// (see `Waiting::redirect`).
+    pub(super) fn redirect_last(&mut self, args: &Bound<'_, PyTuple>) {
+        if let Some(w) = self.waiting.back_mut() {
+            w.redirect = Some(args.clone().into_any().unbind());
+        }
+    }
+
     /// Encode a whole command (`RespLane`'s generic path); `status_true` as
     /// `command_ok`. A bad argument leaves the buffer as it was.
     pub(super) fn encode_args(
@@ -453,10 +496,25 @@ impl RespCodec {
                 decode: self.decode && !raw,
                 error_factory: &factory,
             };
-            let status = self.rbuf.bytes()[start] == b'+';
-            let mut pos = start;
-            let value = builder.build(&self.rbuf.bytes()[..start + n], &mut pos);
-            self.route(py, &mut out, value, push, status)?;
+            let bytes = self.rbuf.bytes();
+            let status = bytes[start] == b'+';
+            let redirection = bytes[start] == b'-'
+                && self.waiting.front().is_some_and(|w| w.redirect.is_some())
+                && REDIRECTIONS.iter().any(|r| bytes[start..].starts_with(r));
+            let value = if status
+                && self
+                    .waiting
+                    .front()
+                    .is_some_and(|w| w.status_true && w.collected.is_none())
+            {
+                // +OK to a command that answers True (every plain SET): the
+                // status text is never seen, so no str is made for it.
+                Ok((PyBool::new(py, true).to_owned().into_any(), false))
+            } else {
+                let mut pos = start;
+                builder.build(&bytes[..start + n], &mut pos)
+            };
+            self.route(py, &mut out, value, push, status, redirection)?;
         }
         self.rbuf.compact();
         Ok(out)

@@ -21,6 +21,7 @@ use super::codec::RespCodec;
 use crate::lane::{native_or_fallback, Buffered, Early, EngineLane};
 
 /// A command to encode: a name and its arguments (GET, SET), or a whole tuple.
+#[derive(Clone, Copy)]
 enum Command<'a, 'py> {
     Named(&'static [u8], &'a [&'a Bound<'py, PyAny>]),
     Args(&'a Bound<'py, PyTuple>),
@@ -48,6 +49,17 @@ impl RespLane {
         command: Command<'_, 'py>,
         ok: bool,
     ) -> PyResult<Option<PyObject>> {
+        self.submit_as(py, command, ok, false)
+    }
+
+    /// `submit`; `routed`: a cluster command (`RespCodec::redirect_last`).
+    fn submit_as<'py>(
+        &mut self,
+        py: Python<'py>,
+        command: Command<'_, 'py>,
+        ok: bool,
+        routed: bool,
+    ) -> PyResult<Option<PyObject>> {
         let (admitted, id) = {
             let Ok(mut codec) = self.codec.try_borrow_mut(py) else {
                 return Ok(None);
@@ -63,6 +75,9 @@ impl RespLane {
             let Ok(id) = encoded else {
                 return Ok(None);
             };
+            if let (true, Command::Args(args)) = (routed, &command) {
+                codec.redirect_last(args);
+            }
             (admitted, id)
         };
         // The codec is released: a flush takes its buffer.
@@ -207,6 +222,21 @@ impl RespLane {
             |this| &this.fallback_command_ok,
             |f| Ok(f.call1(args)?.unbind()),
         )
+    }
+
+    /// A cluster node's command (`ok`: as `command_ok`): its future, where a
+    /// redirection does not answer it but goes out of band (see
+    /// `RespCodec.command_routed`); None when the lane cannot send it now (not
+    /// connected, over a limit, a request timeout, an argument for the Python
+    /// path), and nothing was sent: the cluster takes its general path.
+    #[pyo3(signature = (ok, *args))]
+    fn routed(
+        &mut self,
+        py: Python<'_>,
+        ok: bool,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<Option<PyObject>> {
+        self.submit_as(py, Command::Args(args), ok, true)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -49,8 +49,9 @@ impl<'py> Builder<'_, 'py> {
     /// Build the value at `*pos`; error replies come back as exception objects
     /// with `is_error` set when they are the whole reply.
     pub fn build(&self, buf: &[u8], pos: &mut usize) -> PyResult<(Bound<'py, PyAny>, bool)> {
-        let mut p = *pos;
-        let first_is_error = matches!(self.header(buf, &mut p)?, Header::Error(_));
+        // Simple ('-') and blob ('!') errors: the type byte says it, no second
+        // header parse per reply.
+        let first_is_error = matches!(buf.get(*pos), Some(b'-' | b'!'));
         let v = self.value(buf, pos, 0)?;
         Ok((v, first_is_error))
     }

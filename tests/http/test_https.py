@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
-from cryptography.hazmat.primitives import serialization
 from surge.services import free_port as _free_port
+
+from tests.tls_pki import Pki, encrypt_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,23 +32,16 @@ PASSWORD = "s3cret-key-pw"
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
-    cert.private_key_pem.write_to_path(str(d / "key.pem"))
-    key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), None)
-    (d / "key-enc.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(PASSWORD.encode()),
-        )
-    )
-    client = ca.issue_cert("client@example.org")
-    client.private_key_and_cert_chain_pem.write_to_path(str(d / "client.pem"))
-    return {p.stem: p for p in d.iterdir()}
+    p = Pki(tmp_path_factory.mktemp("pki"))
+    cert, key = p.issue("cert.pem", "key.pem", "localhost", "127.0.0.1")
+    files = {
+        "ca": p.ca_file,
+        "cert": cert,
+        "key": key,
+        "key-enc": encrypt_key(key, PASSWORD, "key-enc.pem"),
+        "client": p.issue_combined("client.pem", "client@example.org"),
+    }
+    return {k: Path(v) for k, v in files.items()}
 
 
 def _start(*tls_args: str, log: Path) -> tuple[subprocess.Popen, int]:

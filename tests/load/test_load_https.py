@@ -19,23 +19,19 @@ from pathlib import Path
 
 import pytest
 import surge.load
-import trustme
 from conftest import SurgeServer, start_surge, stop_surge
 from surge import cli, services
+
+from tests.tls_pki import Pki
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
-    cert.private_key_pem.write_to_path(str(d / "key.pem"))
-    trustme.CA().cert_pem.write_to_path(str(d / "other-ca.pem"))
-    return {p.stem: str(p) for p in d.iterdir()}
+    p = Pki(tmp_path_factory.mktemp("pki"))
+    cert, key = p.issue("cert.pem", "key.pem", "localhost", "127.0.0.1")
+    return {"ca": p.ca_file, "cert": cert, "key": key, "other-ca": p.other_ca()}
 
 
 @pytest.fixture(scope="module")

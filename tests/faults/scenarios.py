@@ -26,6 +26,8 @@ from surge.errors import (
     RequestTimeoutError,
 )
 
+from tests.loops import LoopLag
+
 #: What a caller may get instead of its answer when the path breaks.
 CONNECTION_ERRORS = (ConnectError, ConnectionLostError)
 #: Liveness settings small enough for tests: a dead path is found within
@@ -70,33 +72,6 @@ def is_connection_error(exc: BaseException) -> bool:
 
 def check_connection_error(exc: BaseException) -> None:
     assert is_connection_error(exc), f"expected a connection error, got {exc!r}"
-
-
-class LoopLag:
-    """How late this loop ran a 10 ms timer while it was open, summed: the part of
-    a wall-clock figure measured meanwhile that the machine's load (or a busy loop)
-    added, rather than the schedule under test (a 0.9 s liveness schedule took
-    3.4 s at load 9 on a 2-core CI machine). Timer resolution adds ~10%."""
-
-    TICK = 0.01
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        while True:
-            t = time.monotonic()
-            await asyncio.sleep(self.TICK)
-            self.seconds += max(0.0, time.monotonic() - t - self.TICK)
-
-    def __enter__(self) -> LoopLag:
-        self._task = asyncio.ensure_future(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
 
 
 async def settle(cond: Callable[[], bool], bound: float = 3.0) -> bool:

@@ -187,16 +187,24 @@ def test_done_callback_from_first_step_runs(new_loop) -> None:
     assert done == ["complete", "suspended"]
 
 
-def test_cancel_in_first_step_is_delivered_at_the_next_await(new_loop) -> None:
-    out: list[Any] = []
+def self_cancelling(out: list[Any], note: str) -> Callable[[], Coroutine[Any, Any, None]]:
+    """An app that cancels its own task in its first step, then appends ``note`` to
+    ``out`` when the CancelledError reaches its next await."""
 
     async def app() -> None:
         asyncio.current_task().cancel()  # type: ignore[union-attr]
         try:
             await asyncio.sleep(5)
         except asyncio.CancelledError:
-            out.append("cancelled")
+            out.append(note)
             raise
+
+    return app
+
+
+def test_cancel_in_first_step_is_delivered_at_the_next_await(new_loop) -> None:
+    out: list[Any] = []
+    app = self_cancelling(out, "cancelled")
 
     async def after() -> None:
         out.append(asyncio.current_task().cancelling())  # type: ignore[union-attr]
@@ -315,15 +323,7 @@ def test_guard_wraps_a_suspended_app_in_the_same_task(new_loop) -> None:
 
 def test_cancel_in_first_step_reaches_the_app_inside_its_guard(new_loop) -> None:
     out: list[Any] = []
-
-    async def app() -> None:
-        asyncio.current_task().cancel()  # type: ignore[union-attr]
-        try:
-            await asyncio.sleep(5)
-        except asyncio.CancelledError:
-            out.append("app cancelled")
-            raise
-
+    app = self_cancelling(out, "app cancelled")
     (task,) = drive(new_loop, app, guard=recording_guard(out))
     assert task is not None and task.cancelled()
     assert out[-2:] == ["app cancelled", "guard saw CancelledError"]

@@ -22,6 +22,7 @@ import surge.load
 from conftest import SurgeServer, start_surge, stop_surge
 from surge import cli, services
 
+from tests.processes import stop, wait_accepting
 from tests.tls_pki import Pki
 
 pytestmark = pytest.mark.timeout(60)
@@ -198,23 +199,9 @@ def nginx_tls(pki, tmp_path_factory) -> Iterator[tuple[int, Path]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"nginx did not start: {(d / 'error.log').read_text()}")
-            time.sleep(0.05)
+    wait_accepting(proc, port, (d / "error.log").read_text)
     yield port, d / "access.log"
-    proc.send_signal(signal.SIGQUIT)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc, signal.SIGQUIT, 10)
 
 
 def _log_lines(log: Path) -> list[str]:

@@ -1,4 +1,5 @@
-"""Running a test's coroutine on each event loop surge supports, with a bound.
+"""Running a test's coroutine on each event loop surge supports, with a bound; and
+`LoopLag`, how late a loop ran, for bounds that must hold on a loaded machine.
 
 `arun_fixture()` makes the one ``arun`` fixture (tests/conftest.py) every async test uses:
 the test runs once on plain asyncio and once on uvloop (``arun.kind`` says which),
@@ -9,6 +10,7 @@ fails the test instead of hanging it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -48,3 +50,30 @@ def arun_fixture() -> Any:
         return runner(request.param, getattr(request.module, "ARUN_TIMEOUT", ARUN_TIMEOUT))
 
     return arun
+
+
+class LoopLag:
+    """How late this loop ran a 10 ms timer while it was open, summed: the part of
+    a wall-clock figure measured meanwhile that the machine's load (or a busy loop)
+    added, rather than the schedule under test (a 0.9 s liveness schedule took
+    3.4 s at load 9 on a 2-core CI machine). Timer resolution adds ~10%."""
+
+    TICK = 0.01
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(self.TICK)
+            self.seconds += max(0.0, time.monotonic() - t - self.TICK)
+
+    def __enter__(self) -> LoopLag:
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()

@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from surge import services, stats
 from surge.tarantool import DuplicateKeyError, connect
 
+from tests.processes import stop, wait_accepting
+
 pytestmark = pytest.mark.timeout(30)
 
 
@@ -107,19 +109,10 @@ def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=here)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail(f"server did not start:\n{log.read_text()}")
-                time.sleep(0.02)
+        wait_accepting(proc, port, log.read_text)
         yield port
     finally:
-        proc.terminate()
-        proc.wait(5)
+        stop(proc)
 
 
 def _get(port: int, path: str) -> tuple[int, bytes, str]:

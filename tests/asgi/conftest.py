@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "http"))
-from peer_servers import PeerServer, PeerServers, free_port, surge_command
+from peer_servers import (
+    PeerServer,
+    PeerServers,
+    free_port,
+    healthy_after_each_test,
+    surge_command,
+)
 
 APPS = Path(__file__).parent / "apps"
 
@@ -44,12 +50,7 @@ def asgi_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerServe
     servers.stop_all()
 
 
-@pytest.fixture(autouse=True)
-def _asgi_servers_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if "asgi_servers" in request.fixturenames:
-        for server in request.getfixturevalue("asgi_servers").running.values():
-            server.check_health()
+_asgi_servers_healthy = healthy_after_each_test("asgi_servers")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "http"))
-from peer_servers import PeerServer, PeerServers, surge_command
+from peer_servers import PeerServer, PeerServers, healthy_after_each_test, surge_command
 
 APPS = Path(__file__).parent / "apps"
 
@@ -45,9 +45,4 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerServers]:
     running.stop_all()
 
 
-@pytest.fixture(autouse=True)
-def _servers_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if "servers" in request.fixturenames:
-        for server in request.getfixturevalue("servers").running.values():
-            server.check_health()
+_servers_healthy = healthy_after_each_test("servers")

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from peer_servers import healthy_after_each_test
 from rawhttp import RawConnection
 from surge.services import free_port
 
@@ -144,12 +145,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterato
     s.stop_all()
 
 
-@pytest.fixture(autouse=True)
-def _servers_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if "servers" in request.fixturenames:
-        for server in request.getfixturevalue("servers").running.values():
-            server.check_health()
+_servers_healthy = healthy_after_each_test("servers")
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])

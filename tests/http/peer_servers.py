@@ -14,8 +14,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rawhttp import RawConnection, RawResponse, build_request
@@ -151,3 +152,18 @@ class PeerServers:
             server.terminate()
         for server in self.running.values():
             server.stop()
+
+
+def healthy_after_each_test(name: str) -> Any:
+    """An autouse fixture for a conftest: after each test that used the session
+    fixture ``name`` (an object with ``running`` servers), every server it started
+    must still pass `check_health`."""
+
+    @pytest.fixture(autouse=True)
+    def servers_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
+        yield
+        if name in request.fixturenames:
+            for server in request.getfixturevalue(name).running.values():
+                server.check_health()
+
+    return servers_healthy

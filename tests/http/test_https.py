@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -20,9 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
-from cryptography.hazmat.primitives import serialization
 from surge.services import free_port as _free_port
+
+from tests.processes import stop, wait_accepting
+from tests.tls_pki import Pki, encrypt_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,23 +32,16 @@ PASSWORD = "s3cret-key-pw"
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
-    cert.private_key_pem.write_to_path(str(d / "key.pem"))
-    key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), None)
-    (d / "key-enc.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(PASSWORD.encode()),
-        )
-    )
-    client = ca.issue_cert("client@example.org")
-    client.private_key_and_cert_chain_pem.write_to_path(str(d / "client.pem"))
-    return {p.stem: p for p in d.iterdir()}
+    p = Pki(tmp_path_factory.mktemp("pki"))
+    cert, key = p.issue("cert.pem", "key.pem", "localhost", "127.0.0.1")
+    files = {
+        "ca": p.ca_file,
+        "cert": cert,
+        "key": key,
+        "key-enc": encrypt_key(key, PASSWORD, "key-enc.pem"),
+        "client": p.issue_combined("client.pem", "client@example.org"),
+    }
+    return {k: Path(v) for k, v in files.items()}
 
 
 def _start(*tls_args: str, log: Path) -> tuple[subprocess.Popen, int]:
@@ -58,24 +51,8 @@ def _start(*tls_args: str, log: Path) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = open(log, "wb")  # noqa: SIM115 - the process owns it
     proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30  # a busy 2-core machine
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"server did not start:\n{log.read_text()}") from None
-            time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    wait_accepting(proc, port, log.read_text)
+    return proc, port
 
 
 BACKENDS = ["rustls", "python"]
@@ -94,7 +71,7 @@ def https(pki, tmp_path_factory, request) -> Iterator[tuple[int, Path]]:
         log=log,
     )
     yield port, log
-    _stop(proc)
+    stop(proc)
     text = log.read_text()
     assert "Traceback" not in text, text
 
@@ -260,7 +237,7 @@ def test_client_certificates_when_required(pki, tmp_path, backend):
             if not data:  # TLS 1.3: the refusal may come as the connection's end
                 raise ConnectionError("refused")
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def _serve_fails(*tls_args: str) -> str:
@@ -294,7 +271,7 @@ def test_encrypted_key_with_and_without_its_password(pki, tmp_path):
         raw = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         assert _exchange(port, _client_ctx(pki), raw)[0].endswith(b"ok")
     finally:
-        _stop(proc)
+        stop(proc)
     base = ["--ssl-certfile", str(pki["cert"]), "--ssl-keyfile", str(pki["key-enc"])]
     wrong = [*base, "--ssl-keyfile-password", "wrong"]
     assert "cannot decrypt the private key" in _serve_fails(*wrong)
@@ -354,7 +331,7 @@ def test_openssl_encrypted_keys(openssl_keys, tmp_path, key, backend):
         data = _exchange(port, ctx, raw)[0]
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok")
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def test_openssl_legacy_key_on_rustls_is_a_clear_error(openssl_keys):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.http.conftest import free_port
+from tests.processes import stop, wait_accepting
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,22 +42,9 @@ def worker() -> Iterator[tuple[int, int]]:
     args = [sys.executable, "-m", "surge", "serve", "tests.http.apps.bigapp:app"]
     args += ["--port", str(port)]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, "server exited"
-            assert time.monotonic() < deadline, "server not accepting"
-            time.sleep(0.05)
+    wait_accepting(proc, port)
     yield proc.pid, port
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc)
 
 
 def _get(port: int, path: str = "/", timeout: float = 5.0) -> bytes:

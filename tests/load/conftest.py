@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,8 @@ from surge.services import (
     free_port,
     postgres_service,  # noqa: F401 - a real PostgreSQL, per session
 )
+
+from tests.processes import stop, wait_accepting
 
 HERE = Path(__file__).parent
 
@@ -57,28 +58,12 @@ def start_surge(extra: list[str], log: Path) -> SurgeServer:
     args = [sys.executable, "-m", "surge", "serve", "loadapp:app", "--port", str(port), *extra]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=HERE)
-    deadline = time.monotonic() + 30  # a busy 2-core machine
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"load test server exited:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"load test server not accepting:\n{log.read_text()}")
-            time.sleep(0.02)
+    wait_accepting(proc, port, log.read_text)
     return SurgeServer(port, proc, log)
 
 
 def stop_surge(server: SurgeServer) -> None:
-    server.proc.terminate()
-    try:
-        server.proc.wait(5)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait()
+    stop(server.proc)
 
 
 @pytest.fixture

@@ -19,23 +19,20 @@ from pathlib import Path
 
 import pytest
 import surge.load
-import trustme
 from conftest import SurgeServer, start_surge, stop_surge
 from surge import cli, services
+
+from tests.processes import stop, wait_accepting
+from tests.tls_pki import Pki
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
-    cert.private_key_pem.write_to_path(str(d / "key.pem"))
-    trustme.CA().cert_pem.write_to_path(str(d / "other-ca.pem"))
-    return {p.stem: str(p) for p in d.iterdir()}
+    p = Pki(tmp_path_factory.mktemp("pki"))
+    cert, key = p.issue("cert.pem", "key.pem", "localhost", "127.0.0.1")
+    return {"ca": p.ca_file, "cert": cert, "key": key, "other-ca": p.other_ca()}
 
 
 @pytest.fixture(scope="module")
@@ -202,23 +199,9 @@ def nginx_tls(pki, tmp_path_factory) -> Iterator[tuple[int, Path]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"nginx did not start: {(d / 'error.log').read_text()}")
-            time.sleep(0.05)
+    wait_accepting(proc, port, (d / "error.log").read_text)
     yield port, d / "access.log"
-    proc.send_signal(signal.SIGQUIT)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc, signal.SIGQUIT, 10)
 
 
 def _log_lines(log: Path) -> list[str]:

@@ -64,6 +64,24 @@ def test_copy_from_stdin_query_does_not_fail_its_neighbours(arun, dsn):
                 assert isinstance(got[1], pg.PostgresError), got
                 assert "copy_to_table" in str(got[1])
             assert await conn.fetchval("SELECT count(*) FROM cn") == 3
+            # A cursor over such a statement: its COPY starts on the portal's
+            # Execute (`Cursor.fetch`), which goes alone too.
+            tx = conn.transaction()
+            await tx.start()
+            cur = await conn.cursor("copy cn from stdin")
+            got = await asyncio.gather(
+                conn.fetchval("SELECT $1::int", 1),
+                cur.fetch(5),
+                conn.fetchval("SELECT $1::int", 2),
+                return_exceptions=True,
+            )
+            await tx.rollback()
+            assert got[0] == 1, got
+            assert isinstance(got[1], pg.QueryCanceledError), got
+            assert "copy_to_table" in str(got[1])
+            # The server's answer, not a lost connection: the COPY aborted the transaction.
+            assert isinstance(got[2], pg.InFailedSQLTransactionError), got
+            assert await conn.fetchval("SELECT count(*) FROM cn") == 3
             assert await conn.fetchval("SELECT pg_backend_pid()") == pid  # no reconnect
         finally:
             await conn.close()

@@ -9,28 +9,16 @@ import decimal
 import inspect
 import ipaddress
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Callable
 
 import asyncpg
 import asyncpg.exceptions
 import pytest
 import surge.postgres as pg
 
+from tests.postgres.peers import both
+
 D = decimal.Decimal
-
-
-@asynccontextmanager
-async def both(dsn: str) -> AsyncIterator[tuple[Any, Any]]:
-    """A surge connection and an asyncpg one to the same server."""
-    s = await pg.connect(dsn)
-    a = await asyncpg.connect(dsn)
-    try:
-        yield s, a
-    finally:
-        await a.close()
-        await s.close()
 
 
 # -- 1. infinity ------------------------------------------------------------------

@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 import surge.postgres as pg
-import trustme
-from cryptography.hazmat.primitives import serialization
 from surge import services
 from surge.errors import ConnectError, ConnectionLostError, InterfaceError
 from surge.postgres.connection import PROBE
@@ -26,6 +24,7 @@ from surge.postgres.saslprep import saslprep, scram_password
 
 from tests.loops import runner
 from tests.postgres.relay import RelayProxy, ReplyHook
+from tests.tls_pki import Pki, encrypt_key
 
 pytestmark = pytest.mark.timeout(180)  # ~100 psql runs: slow on a loaded machine
 
@@ -49,34 +48,20 @@ HBA = [
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A CA, the server's certificate (``localhost`` only), a client certificate for
     ``surge_cert`` (its key also encrypted), and a CA nobody uses."""
-    d = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    server = ca.issue_cert("localhost")
-    client = ca.issue_cert("surge-cert.example", common_name="surge_cert")
-    files = {
-        "ca": d / "ca.pem",
-        "server_crt": d / "server.crt",
-        "server_key": d / "server.key",
-        "client_crt": d / "client.crt",
-        "client_key": d / "client.key",
-        "client_key_enc": d / "client-enc.key",
-        "other_ca": d / "other-ca.pem",
-    }
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.cert_chain_pems[0].write_to_path(str(files["server_crt"]))
-    server.private_key_pem.write_to_path(str(files["server_key"]))
-    client.cert_chain_pems[0].write_to_path(str(files["client_crt"]))
-    client.private_key_pem.write_to_path(str(files["client_key"]))
-    key = serialization.load_pem_private_key(client.private_key_pem.bytes(), None)
-    files["client_key_enc"].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
-        )
+    p = Pki(tmp_path_factory.mktemp("tls"))
+    server_crt, server_key = p.issue("server.crt", "server.key", "localhost")
+    client_crt, client_key = p.issue(
+        "client.crt", "client.key", "surge-cert.example", common_name="surge_cert"
     )
-    trustme.CA().cert_pem.write_to_path(str(files["other_ca"]))
-    return {k: str(v) for k, v in files.items()}
+    return {
+        "ca": p.ca_file,
+        "server_crt": server_crt,
+        "server_key": server_key,
+        "client_crt": client_crt,
+        "client_key": client_key,
+        "client_key_enc": encrypt_key(client_key, KEY_PASSWORD, "client-enc.key"),
+        "other_ca": p.other_ca(),
+    }
 
 
 @pytest.fixture(scope="module")

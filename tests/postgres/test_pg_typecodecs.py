@@ -21,17 +21,7 @@ import surge.postgres as pg
 from surge.postgres import types as pgt
 from surge.postgres.errors import InvalidArgumentError, OutdatedSchemaCacheError
 
-
-@asynccontextmanager
-async def both(dsn: str) -> AsyncIterator[tuple[Any, Any]]:
-    """A surge connection and an asyncpg one to the same server."""
-    s = await pg.connect(dsn)
-    a = await asyncpg.connect(dsn)
-    try:
-        yield s, a
-    finally:
-        await a.close()
-        await s.close()
+from tests.postgres.peers import both
 
 
 def norm(v: Any) -> Any:

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 import redis.asyncio.cluster as rpc
 import surge.redis
-import trustme
 from surge import services
 from surge.errors import ConnectionLostError
 from surge.redis.cluster import (
@@ -26,6 +25,7 @@ from surge.redis.cluster import (
 )
 
 from tests.loops import runner
+from tests.tls_pki import Pki
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -565,12 +565,8 @@ def test_cluster_over_tls(tmp_path):
     """A cluster whose nodes speak TLS (to clients and to each other): rediss:// and
     redis-py's ssl keywords reach every master over TLS, on the TLS ports CLUSTER
     SHARDS names; the same answers as redis-py's RedisCluster with the same options."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    files = [str(tmp_path / n) for n in ("ca.pem", "node.pem", "node.key")]
-    ca.cert_pem.write_to_path(files[0])
-    cert.cert_chain_pems[0].write_to_path(files[1])
-    cert.private_key_pem.write_to_path(files[2])
+    pki = Pki(tmp_path)
+    files = [pki.ca_file, *pki.issue("node.pem", "node.key", "localhost", "127.0.0.1")]
     tls = services.RedisTls(cert_file=files[1], key_file=files[2], ca_file=files[0])
 
     async def main(svc: services.Service) -> None:

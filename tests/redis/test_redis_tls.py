@@ -12,8 +12,9 @@ from urllib.parse import urlencode
 import pytest
 import redis.asyncio as rpy
 import surge.redis
-import trustme
 from surge import services
+
+from tests.tls_pki import Pki
 
 pytestmark = pytest.mark.timeout(60)
 ARUN_TIMEOUT = 20.0
@@ -21,18 +22,11 @@ ARUN_TIMEOUT = 20.0
 
 class Files:
     def __init__(self, d: Path) -> None:
-        self.ca, self.other_ca = trustme.CA(), trustme.CA()
-        self.ca_file, self.other_file = str(d / "ca.pem"), str(d / "other.pem")
-        self.ca.cert_pem.write_to_path(self.ca_file)
-        self.other_ca.cert_pem.write_to_path(self.other_file)
-        server = self.ca.issue_cert("localhost")  # not 127.0.0.1: host checks can fail
-        self.server_cert, self.server_key = str(d / "server.pem"), str(d / "server.key")
-        server.cert_chain_pems[0].write_to_path(self.server_cert)
-        server.private_key_pem.write_to_path(self.server_key)
-        client = self.ca.issue_cert("client@surge")
-        self.client_cert, self.client_key = str(d / "client.pem"), str(d / "client.key")
-        client.cert_chain_pems[0].write_to_path(self.client_cert)
-        client.private_key_pem.write_to_path(self.client_key)
+        pki = Pki(d)
+        self.ca_file, self.other_file = pki.ca_file, pki.other_ca("other.pem")
+        # not 127.0.0.1: host checks can fail
+        self.server_cert, self.server_key = pki.issue("server.pem", "server.key", "localhost")
+        self.client_cert, self.client_key = pki.issue("client.pem", "client.key", "client@surge")
 
 
 @pytest.fixture(scope="module")

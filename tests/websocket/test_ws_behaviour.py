@@ -76,11 +76,17 @@ def test_send_back_pressure_bounds_memory(server):
     s.connect(("127.0.0.1", server.port))
     s.sendall(handshake_request("/flood"))
     assert wait_for(lambda: events.get("flood_sent", 0) > 0)
-    time.sleep(0.5)
-    stalled_at = events["flood_sent"]
-    time.sleep(0.5)
+    # Where it stalls: unchanged for 0.5 s. Filling the buffers can take longer
+    # than a fixed sleep on a loaded machine; without back-pressure the count
+    # never stalls and passes the bound within milliseconds.
+    bound = 16 << 20  # kernel buffers + one high-water mark, not more
+    stalled_at, deadline = -1, time.monotonic() + 15
+    while events["flood_sent"] != stalled_at and events["flood_sent"] < bound:
+        assert time.monotonic() < deadline, "send did not wait for the client"
+        stalled_at = events["flood_sent"]
+        time.sleep(0.5)
     assert events["flood_sent"] == stalled_at, "send did not wait for the client"
-    assert stalled_at < 16 << 20  # kernel buffers + one high-water mark, not more
+    assert stalled_at < bound
     assert rss() - before < 64 << 20
     s.close()
     assert wait_for(lambda: "flood_close" in events)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "http"))
+from peer_servers import healthy_after_each_test
 from wsgiservers import WsgiServer, WsgiServers
 
 
@@ -19,12 +21,7 @@ def wsgi_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WsgiServe
     servers.stop_all()
 
 
-@pytest.fixture(autouse=True)
-def _wsgi_servers_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if "wsgi_servers" in request.fixturenames:
-        for server in request.getfixturevalue("wsgi_servers").running.values():
-            server.check_health()
+_wsgi_servers_healthy = healthy_after_each_test("wsgi_servers")
 
 
 @pytest.fixture

@@ -102,8 +102,12 @@ class Cursor:
         if n <= 0:
             raise InterfaceError(f"n must be positive, not {n}")
         s = self._session
+        stmt = self._stmt
+        assert stmt is not None
+        # A COPY ... FROM STDIN starts on this Execute: it goes out alone (see
+        # session.py, the alone gate) and is refused with CopyFail as `execute` is.
         rows, more = await s.send(
-            s.codec.execute_portal, self._stmt, self._portal, n, timeout=self._timeout
+            s.codec.execute_portal, stmt, self._portal, n, timeout=self._timeout, alone=stmt.copy_in
         )
         self.exhausted = not more
         return rows  # type: ignore[no-any-return]

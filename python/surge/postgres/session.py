@@ -17,6 +17,8 @@ minds two gates before handing it to the engine:
   CopyFail when the server asks for data) goes out with nothing behind it until
   its reply is in: in copy-in mode the server takes the next request's message
   for a protocol violation and closes the connection, failing its neighbours.
+  For a cursor over such a statement, that request is the portal's Execute
+  (`Cursor.fetch`).
 
 A caller's timeout covers its wait at either gate (a request that timed out
 there was never sent: `NotSentTimeout`, nothing to cancel).

@@ -24,12 +24,12 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::ready::AwaitableType;
 use super::request::Request;
-use super::response::Response;
+use super::response::{wrap_plain_result, Response};
 
 static CORO_TYPE: GILOnceCell<PyObject> = GILOnceCell::new();
 
@@ -167,12 +167,8 @@ impl MiddlewareChain {
             Err(e) => return Ok(Ok((self.error(py, request, e)?, false))),
         };
         let value = result.bind(py);
-        if value.is_instance_of::<PyString>()
-            || value.is_instance_of::<PyBytes>()
-            || value.is_exact_instance_of::<PyDict>()
-            || value.is_exact_instance_of::<PyList>()
-        {
-            return Ok(match Response::new(py, Some(value), 200, None, None) {
+        if let Some(wrapped) = wrap_plain_result(py, value) {
+            return Ok(match wrapped {
                 Ok(r) => Err(Py::new(py, r)?.into_any()),
                 Err(e) => Ok((self.error(py, request, e)?, false)),
             });

@@ -34,13 +34,13 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 use rustc_hash::FxHashSet;
 use surge_proto::http1::common::is_token;
 
 use super::request::{Request, SessionSlot};
-use super::response::Response;
+use super::response::{wrap_plain_result, Response};
 
 /// ``contextvars.copy_context`` and ``contextvars.Context.run``: the context
 /// is copied and entered through them, as the C functions for it are not in
@@ -363,13 +363,8 @@ impl HookChain {
         if result.is_exact_instance_of::<Response>() {
             return Ok(Some(result.clone()));
         }
-        if result.is_instance_of::<PyString>()
-            || result.is_instance_of::<PyBytes>()
-            || result.is_exact_instance_of::<PyDict>()
-            || result.is_exact_instance_of::<PyList>()
-        {
-            let r = Response::new(py, Some(result), 200, None, None)?;
-            return Ok(Some(Bound::new(py, r)?.into_any()));
+        if let Some(r) = wrap_plain_result(py, result) {
+            return Ok(Some(Bound::new(py, r?)?.into_any()));
         }
         if result.is_none() {
             let r = Response::new(py, None, 204, None, None)?;

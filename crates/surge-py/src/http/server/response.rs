@@ -321,6 +321,23 @@ impl Response {
     }
 }
 
+/// A handler's str, bytes, dict or list result wrapped as a 200 `Response`
+/// (what `App` does with such a return value), or None for any other value:
+/// the middleware chains differ in what they do with those (a `Response`,
+/// None, an awaitable), so they decide. Exact dict/list only, as in
+/// `Pipeline`'s own fast path: subclasses go to `to_response` in Python.
+#[inline]
+pub(crate) fn wrap_plain_result(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+) -> Option<PyResult<Response>> {
+    let plain = value.is_instance_of::<PyString>()
+        || value.is_instance_of::<PyBytes>()
+        || value.is_exact_instance_of::<PyDict>()
+        || value.is_exact_instance_of::<PyList>();
+    plain.then(|| Response::new(py, Some(value), 200, None, None))
+}
+
 /// What the response head needs to know about the request it answers.
 #[derive(Clone, Copy)]
 pub struct Reply {

@@ -539,11 +539,9 @@ REDIS_NODE_TIMEOUT_MS = 1000
 UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel", "graphite"})
 #: The name sentinels monitor the test master under.
 SENTINEL_MASTER_NAME = "mymaster"
-# For the nodes of a group (cluster, sentinel). Exit at once on SIGTERM: a master
-# would otherwise wait up to 10 s for its replicas (Redis 7's shutdown-timeout), and
-# a stopped test cluster kills them too. Start a replica's full sync at once: the
-# default diskless sync waits 5 s for more replicas to join it.
-_REDIS_GROUP_CONF = "shutdown-on-sigterm now\nrepl-diskless-sync-delay 0\n"
+# Exit at once on SIGTERM: a master would otherwise wait up to 10 s for its
+# replicas (Redis 7's shutdown-timeout), and a stopped test cluster kills them too.
+_REDIS_FAST_EXIT = "shutdown-on-sigterm now\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -636,7 +634,7 @@ def start_redis_cluster(
                         f"cluster-node-timeout {node_timeout_ms}\n"
                         # A test cluster keeps serving the slots it still has.
                         "cluster-require-full-coverage no\n"
-                        f"{_REDIS_GROUP_CONF}{extra_conf}{extra_conf_node}"
+                        f"{_REDIS_FAST_EXIT}{extra_conf}{extra_conf_node}"
                     ),
                 )
             )
@@ -728,14 +726,14 @@ def start_redis_sentinel(
     workdir = _mkdtemp("redis-sentinel", base_dir)
     nodes: list[Service] = []
     try:
-        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_GROUP_CONF)
+        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_FAST_EXIT)
         nodes.append(master)
         for _ in range(replicas):
             nodes.append(
                 start_redis(
                     base_dir=str(workdir),
                     timeout=timeout,
-                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_GROUP_CONF}"
+                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_FAST_EXIT}"
                     # Sentinels prefer replicas by priority, then by offset.
                     "replica-priority 100\n",
                 )
@@ -748,29 +746,12 @@ def start_redis_sentinel(
             f"sentinel failover-timeout {name} {max(3 * down_after_ms, 3000)}\n"
             "sentinel resolve-hostnames no\n"
         )
-        # Each sentinel is told its own id, its peers and the replicas up front
-        # (what it would otherwise learn from hello messages every 2 s and the
-        # master's INFO every 10 s): the group is ready in about a second.
-        ports = [free_port(master.host) for _ in range(sentinels)]
-        ids = [os.urandom(20).hex() for _ in range(sentinels)]
-        known = "".join(f"sentinel known-replica {name} {r.host} {r.port}\n" for r in nodes[1:])
-        sents = []
-        for i, port in enumerate(ports):
-            peers = "".join(
-                f"sentinel known-sentinel {name} {master.host} {ports[j]} {ids[j]}\n"
-                for j in range(sentinels)
-                if j != i
+        sents = [
+            start_redis(
+                base_dir=str(workdir), timeout=timeout, extra_conf=watch, args=["--sentinel"]
             )
-            conf = f"{watch}sentinel myid {ids[i]}\n{known}{peers}"
-            sents.append(
-                start_redis(
-                    port=port,
-                    base_dir=str(workdir),
-                    timeout=timeout,
-                    extra_conf=conf,
-                    args=["--sentinel"],
-                )
-            )
+            for _ in range(sentinels)
+        ]
         nodes += sents
         deadline = time.monotonic() + timeout
         for s in sents:

@@ -38,8 +38,10 @@ def test_pool_waits_leave_nothing_behind(run):
         release.append(asyncio.Event())
         limits = ClientLimits(max_connections_per_host=1)
         async with RawServer(slow) as s, Client(limits=limits) as c:
-            # 300 requests through one connection: each but one waits for it.
-            got = await asyncio.gather(*(c.get(s.url) for _ in range(300)))
+            # 300 requests through one connection: each but one waits for it (the last
+            # ones for 300 round trips: no pool bound a loaded machine could outlast).
+            queued = Timeout(5, pool=120)
+            got = await asyncio.gather(*(c.get(s.url, timeout=queued) for _ in range(300)))
             assert all(r.text == "ok" for r in got)
             # Waits that time out or are cancelled leave nothing either.
             hold = asyncio.ensure_future(c.get(s.url + "/slow"))

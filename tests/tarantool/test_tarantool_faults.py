@@ -243,7 +243,11 @@ def test_pool_logs_one_line_per_state_change(tnt, arun, caplog):
 
     async def main():
         calls = _catch_loop_errors()
-        async with st.Pool([tnt.url, _url(port)], mode="any", health_interval=0.05) as pool:
+        # The live instance must not time out a check on a loaded machine (its own
+        # "down" line would be one more than the test counts): a generous bound.
+        async with st.Pool(
+            [tnt.url, _url(port)], mode="any", health_interval=0.05, health_timeout=10.0
+        ) as pool:
             live, dead = pool.instances
             await asyncio.sleep(0.6)  # a dozen health checks of a port nobody listens on
             assert live.healthy and not dead.healthy

@@ -8,7 +8,9 @@ keyed by a request id. The first call in an event-loop iteration schedules one
 flush with ``loop.call_soon``, so every request made in that iteration leaves in
 ONE ``transport.write`` (and a flush happens early when the buffer passes
 ``FLUSH_SIZE``, and once, with half of the requests the last read's replies
-woke up, when nothing is on the wire: see `EARLY_FLUSH`). Every read hands
+woke up, when nothing is on the wire: see `EARLY_FLUSH`). While replies are
+due after a write, the loop polls rather than sleeps for up to `SPIN_WINDOW`
+(waking a sleeping process costs more than the polling). Every read hands
 the bytes to ``codec.feed``, which parses all complete replies at once and
 returns ``(id, ok, value)`` triples (or ``codec.feed_resolve``, which resolves
 the plain ones itself); futures are resolved in that same pass. Codecs that
@@ -134,24 +136,29 @@ EARLY_FLUSH = 2
 #: (1000 coroutines: 0.63-0.83x ops/s, 4.2 -> 5.6 us per request).
 EARLY_FLUSH_MAX = 32
 #: Busy polling. After a write, while requests are pending, the connection keeps
-#: the event loop polling its sockets instead of sleeping, for at most this many
-#: seconds since the last write: a reply that comes within it is read at once.
+#: the event loop polling its sockets instead of sleeping (a callback that queues
+#: itself once per loop iteration), for at most this many seconds since the last
+#: write: a reply that comes within it is read at once.
 #: Why: on a VM an idle core halts, and waking a process that sleeps on another
 #: core costs 10-20 us each way (a blocking ping-pong between two cores here: 26-46
 #: us per round trip, 6 us when the reader spins). At 10 coroutines each round trip
-#: of a group of requests paid it on both sides and throughput hung on it, not on
-#: CPU. Tarantool, 1.5 KB tuples, uvloop, alternating A/B (benchmarks.tarantool.ab):
-#: 10 coroutines 108k -> 145-157k ops/s, client 7.2 -> 5.3-5.7 us and server 6.9 ->
-#: 5.0-5.4 us CPU per request (the sleeps and wakeups cost more than the polling);
-#: 1 coroutine 1.7x; 1000 coroutines unchanged (the loop never idles there).
-#: Each poll yields the core (``sched_yield``): where the server, or anyone else,
-#: shares the client's core it runs at once; a yield that took longer than
-#: `SPIN_CONTENDED` says the core is wanted, and polling stops (with the server on
-#: the client's core, polling without that halved throughput). A window that ends
-#: with the replies still out (a server slower than the window) or a contended
-#: core turns polling off for the next 2, 4, ... `SPIN_BACKOFF` writes, until a
-#: poll sees a reply come; so a slow server costs at most one window per
-#: `SPIN_BACKOFF` writes. 0: off.
+#: of a group of requests paid it on both sides, and throughput hung on it, not on
+#: CPU. Tarantool, 1.5 KB tuples, alternating A/B (benchmarks.tarantool.ab, 5
+#: rounds, medians): 10 coroutines uvloop 84k -> 146k ops/s, client 8.3 -> 5.9 us
+#: and server 7.8 -> 5.6 us CPU per request (sleeping and being woken cost both
+#: sides more than the polling does); asyncio 1.25x; 1 coroutine 1.9x; 1000
+#: coroutines unchanged (the loop never idles there); Redis GET/SET at 10
+#: coroutines 1.4-1.5x. 100 us beat 50 and 30 us (1 coroutine: a round trip here
+#: is 50-70 us).
+#: A window that ends with the replies still out (a server slower than the
+#: window, or one that shares the client's core and gets no CPU while the client
+#: polls) turns polling off for the next 2, 4, ... `SPIN_BACKOFF` writes, until a
+#: poll sees a reply come: a slow server costs at most one window per
+#: `SPIN_BACKOFF` writes, and with the server on the client's core throughput
+#: stays as without polling (0.96-1.02x; without the backoff 0.4-0.5x). Yielding
+#: the core on every poll (``sched_yield``) was tried for that case and dropped:
+#: on a loaded machine it handed the client's core to other processes (0.7-0.8x).
+#: 0: off.
 SPIN_WINDOW = 100e-6
 #: The longest run of writes that do not poll after a wasted window.
 SPIN_BACKOFF = 64

@@ -19,8 +19,9 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
-from benchmarks.tarantool.client import DATA, PHASES, run_on
+from benchmarks.tarantool.client import PHASES, asynctnt_main, op, run_on
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -79,23 +80,13 @@ KEYS = (
 )
 
 
-def _op(conn, phase: str, i: int):
-    if phase == "insert":
-        return conn.insert("tester", (i, DATA[i % len(DATA)]))
-    if phase == "select":
-        return conn.select("tester", [i])
-    if phase == "update":
-        return conn.update("tester", [i], [("=", 1, "x" * 1536)])
-    return conn.delete("tester", [i])
-
-
 async def _workload(conn, conc: int, n: int, server: int) -> dict:
     out = {}
     for phase in PHASES:
 
         async def worker(start: int, phase: str = phase) -> None:
             for i in range(start, n, conc):
-                await _op(conn, phase, i)
+                await op(conn, phase, i)
 
         before = _snapshot(server)
         await asyncio.gather(*(worker(k) for k in range(conc)))
@@ -108,13 +99,6 @@ async def _surge(conc: int, n: int, port: int, server: int, knobs: dict) -> dict
     import surge.engine
     import surge.tarantool
 
-    if knobs.pop("_spin", 0):
-        loop = asyncio.get_running_loop()
-
-        def spin() -> None:
-            loop.call_soon(spin)
-
-        spin()
     for k, v in knobs.items():
         if not hasattr(surge.engine, k):
             raise SystemExit(f"surge.engine has no {k}")
@@ -124,17 +108,6 @@ async def _surge(conc: int, n: int, port: int, server: int, knobs: dict) -> dict
     res = await _workload(conn, conc, n, server)
     res["source"] = surge.engine.__file__
     await conn.close()
-    return res
-
-
-async def _asynctnt(conc: int, n: int, port: int, server: int) -> dict:
-    import asynctnt
-
-    conn = asynctnt.Connection(host="127.0.0.1", port=port)
-    await conn.connect()
-    await conn.eval("box.space.tester:truncate()")
-    res = await _workload(conn, conc, n, server)
-    await conn.disconnect()
     return res
 
 
@@ -148,7 +121,8 @@ def main() -> None:
     if driver == "surge":
         res = run_on(loop, _surge(conc, n, port, server, knobs))
     else:
-        res = run_on(loop, _asynctnt(conc, n, port, server))
+        work = partial(_workload, conc=conc, n=n, server=server)
+        res = run_on(loop, asynctnt_main(conc, n, port, workload=work))
     print(json.dumps(res))
 
 

@@ -821,7 +821,7 @@ class PipelinedConnection:
         t.write(self.codec.take())
         self._tbuf = t.get_write_buffer_size()
         self._counts["writes"] += 1
-        if SPIN_WINDOW:
+        if SPIN_WINDOW and self._loop is not None:
             if self._spin_skip:
                 self._spin_skip -= 1
             else:
@@ -829,7 +829,7 @@ class PipelinedConnection:
                 if not self._spinning:
                     self._spinning = True
                     self._spin_seen = len(self._pending)
-                    self._loop.call_soon(self._spin)  # type: ignore[union-attr]
+                    self._loop.call_soon(self._spin)
         if self._watchdog is None and self.liveness is not None and self._ready:
             self._start_watchdog()
 

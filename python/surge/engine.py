@@ -144,9 +144,10 @@ EARLY_FLUSH_MAX = 32
 #: us per round trip, 6 us when the reader spins). At 10 coroutines each round trip
 #: of a group of requests paid it on both sides, and throughput hung on it, not on
 #: CPU. Tarantool, 1.5 KB tuples, alternating A/B (benchmarks.tarantool.ab, 5
-#: rounds, medians): 10 coroutines uvloop 84k -> 146k ops/s, client 8.3 -> 5.9 us
-#: and server 7.8 -> 5.6 us CPU per request (sleeping and being woken cost both
-#: sides more than the polling does); asyncio 1.25x; 1 coroutine 1.9x; 1000
+#: rounds, medians): 10 coroutines uvloop 84-95k -> 146k ops/s, client 8.0-8.3 ->
+#: 5.9-6.3 us and server 7.8 -> 5.6-5.9 us CPU per request (sleeping and being
+#: woken cost both sides more than the polling does); asyncio 1.07-1.25x (its
+#: client is bound by its own CPU); 1 coroutine 1.9x; 1000
 #: coroutines unchanged (the loop never idles there); Redis GET/SET at 10
 #: coroutines 1.4-1.5x. 100 us beat 50 and 30 us (1 coroutine: a round trip here
 #: is 50-70 us).

@@ -32,7 +32,8 @@ def rss_kib() -> int:
     return 0
 
 
-def _op(conn, phase: str, i: int):
+def op(conn, phase: str, i: int):
+    """One request of `phase` for tuple `i`."""
     if phase == "insert":
         return conn.insert("tester", (i, DATA[i % len(DATA)]))
     if phase == "select":
@@ -48,7 +49,7 @@ async def run_async(conn, conc: int, n: int) -> dict:
 
         async def worker(start: int, phase: str = phase) -> None:
             for i in range(start, n, conc):
-                await _op(conn, phase, i)
+                await op(conn, phase, i)
 
         t0, c0 = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker(k) for k in range(conc)))
@@ -78,13 +79,16 @@ async def surge_main(conc: int, n: int, port: int, repeats: int = 1) -> dict:
     return res
 
 
-async def asynctnt_main(conc: int, n: int, port: int, repeats: int = 1) -> dict:
+async def asynctnt_main(
+    conc: int, n: int, port: int, repeats: int = 1, workload: Any = None
+) -> dict:
+    """The workload (`repeat_async`'s, or ``await workload(conn)``) over asynctnt."""
     import asynctnt
 
     conn = asynctnt.Connection(host="127.0.0.1", port=port)
     await conn.connect()
     await conn.eval("box.space.tester:truncate()")
-    res = await repeat_async(conn, conc, n, repeats)
+    res = await (workload or (lambda c: repeat_async(c, conc, n, repeats)))(conn)
     await conn.disconnect()
     return res
 

@@ -4,7 +4,10 @@ app's request cycle uses. Each test asks asyncpg first, then checks surge."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 import pytest
@@ -40,5 +43,129 @@ def test_server_error_text_and_fields_as_asyncpg(dsn: str, arun: Callable, sql: 
             assert es.value.as_dict() == ea.value.as_dict()
             for name in ea.value.as_dict().keys() | {"context", "internal_query", "hint"}:
                 assert getattr(es.value, name) == getattr(ea.value, name), name
+
+    arun(go())
+
+
+# -- create_pool's hooks ------------------------------------------------------------
+
+
+async def _hook_story(mod: Any, dsn: str) -> list:
+    """What an app does with asyncpg's pool hooks: codecs in ``init``, per-acquire
+    ``setup``, a custom ``reset`` on top of the default query."""
+    log: list = []
+
+    async def init(c: Any) -> None:
+        log.append("init")
+        await c.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+    async def setup(c: Any) -> None:
+        log.append("setup")
+
+    async def reset(c: Any) -> None:
+        log.append(("reset", c.is_in_transaction()))
+        await c.execute(c.get_reset_query())
+
+    pool = await mod.create_pool(
+        dsn, min_size=1, max_size=2, init=init, setup=setup, reset=reset, timeout=5
+    )
+    out: list = []
+    async with pool.acquire() as c:
+        out.append(await c.fetchval("SELECT $1::json", {"a": [1]}))
+        await c.execute("SET search_path = nope")
+        await c.transaction().start()  # left open: release rolls it back
+    async with pool.acquire() as c:
+        out.append(await c.fetchval("SHOW search_path"))
+        out.append(c.is_in_transaction())
+    out += [log, pool.get_size(), pool.get_min_size(), pool.get_max_size(), pool.is_closing()]
+    await pool.close()
+    out.append(pool.is_closing())
+    return out
+
+
+def test_pool_init_setup_reset_hooks_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _hook_story(pg, dsn) == await _hook_story(asyncpg, dsn)
+
+    arun(go())
+
+
+async def _failing_hooks(mod: Any, dsn: str) -> list:
+    out: list = []
+
+    async def bad_init(c: Any) -> None:
+        raise RuntimeError("init failed")
+
+    with pytest.raises(RuntimeError, match="init failed"):
+        await mod.create_pool(dsn, min_size=1, max_size=1, init=bad_init)
+    calls = [0]
+
+    async def setup(c: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("setup failed")
+
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1, setup=setup)
+    with pytest.raises(RuntimeError, match="setup failed"):
+        async with pool.acquire():
+            pass
+    async with pool.acquire() as c:  # the failed one was closed, a new one serves
+        out.append(await c.fetchval("SELECT 1"))
+    out.append(pool.get_size())
+    await pool.close()
+    return out
+
+
+def test_pool_failing_init_and_setup_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _failing_hooks(pg, dsn) == await _failing_hooks(asyncpg, dsn)
+
+    arun(go())
+
+
+async def _recycling(mod: Any, dsn: str) -> list:
+    pool = await mod.create_pool(
+        dsn, min_size=1, max_size=3, max_queries=3, max_inactive_connection_lifetime=0.2
+    )
+    held = [await pool.acquire() for _ in range(3)]
+    out = [pool.get_size()]
+    for c in held:
+        await pool.release(c)
+    await asyncio.sleep(0.6)
+    out.append(pool.get_size())  # the unused ones above min_size are closed
+    pids = set()
+    for _ in range(3):
+        async with pool.acquire() as c:
+            pids.add(c.get_server_pid())
+            await c.fetchval("SELECT 1")
+            await c.fetchval("SELECT 2")
+    out.append(len(pids) > 1)  # past max_queries a connection is replaced
+    await pool.expire_connections()
+    async with pool.acquire() as c:
+        out.append(c.get_server_pid() not in pids)
+    await pool.close()
+    return out
+
+
+def test_pool_max_queries_inactive_lifetime_expire_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _recycling(pg, dsn) == await _recycling(asyncpg, dsn)
+
+    arun(go())
+
+
+async def _connection_reset(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.transaction().start()
+    await c.execute("SET search_path = nope")
+    await c.reset()
+    out = [c.is_in_transaction(), await c.fetchval("SHOW search_path")]
+    await c.close()
+    return out
+
+
+def test_connection_reset_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _connection_reset(pg, dsn) == await _connection_reset(asyncpg, dsn)
 
     arun(go())

@@ -51,6 +51,10 @@ _TUPLE_OIDS = frozenset(
     type_oid(n) for n in ("date", "time", "timetz", "timestamp", "timestamptz", "interval")
 )
 
+#: What `Connection.reset` runs to give the next user a clean session, as
+#: asyncpg's (prepared statements stay: they belong to the connection's cache).
+RESET_QUERY = "SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL"
+
 #: The liveness probe: an SSLRequest, which a live server answers with one byte
 #: ('S' or 'N') before any authentication.
 PROBE = SSL_REQUEST
@@ -309,6 +313,24 @@ class Connection:
         """Forget the types looked up in the catalog and the cached statements
         (asyncpg's call; after DDL that changes composite types or enums)."""
         self._session.reload_schema_state()
+
+    def get_reset_query(self) -> str:
+        """The SQL `reset` runs (a pool's custom ``reset=`` may add to it)."""
+        return RESET_QUERY
+
+    async def reset(self, *, timeout: float | None = None) -> None:
+        """Give the session back clean, as asyncpg: roll back an open transaction,
+        drop the listeners, close cursors, release advisory locks, reset settings."""
+        await self._rollback_and_unlisten(timeout)
+        await self.execute(RESET_QUERY, timeout=timeout)
+
+    async def _rollback_and_unlisten(self, timeout: float | None) -> None:
+        """The part of `reset` a pool runs before a custom ``reset=`` callback."""
+        self._listeners.clear()
+        self._log_listeners.clear()
+        if self.is_in_transaction() or self._codec.transaction_status != "I":
+            self._session.unclaim()
+            await self.execute("ROLLBACK", timeout=timeout)
 
     def is_in_transaction(self) -> bool:
         """True while a transaction made with `transaction` is open."""

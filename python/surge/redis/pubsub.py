@@ -142,9 +142,9 @@ class PubSub:
             msg = {"type": kind, "pattern": raw[1], "channel": raw[2], "data": raw[3]}
             handler = self.patterns.get(raw[1]) or self.patterns.get(_text(raw[1]))
         elif len(raw) >= 3:
+            # (un)subscribe confirmations too, patterns included: redis-py
+            # names the pattern in "channel" and leaves "pattern" None.
             msg = {"type": kind, "pattern": None, "channel": raw[1], "data": raw[2]}
-            if kind in ("psubscribe", "punsubscribe"):
-                msg["pattern"] = raw[1]
             handler = (
                 self.channels.get(raw[1]) or self.channels.get(_text(raw[1]))
                 if kind in ("message", "smessage")

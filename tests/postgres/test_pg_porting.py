@@ -169,3 +169,41 @@ def test_connection_reset_as_asyncpg(dsn: str, arun: Callable) -> None:
         assert await _connection_reset(pg, dsn) == await _connection_reset(asyncpg, dsn)
 
     arun(go())
+
+
+# -- prepared statements ------------------------------------------------------------
+
+
+async def _prepared_story(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.execute(
+        "DROP TYPE IF EXISTS porting_mood CASCADE; CREATE TYPE porting_mood AS ENUM ('a');"
+        "DROP TYPE IF EXISTS porting_pair CASCADE; CREATE TYPE porting_pair AS (x int)"
+    )
+    st = await c.prepare(
+        "SELECT $1::int[] a, $2::porting_mood b, $3::porting_pair c, $4::int4range d,"
+        " $5::porting_mood[] e, $6::text f, $7::int2vector g, $8::int4multirange h"
+    )
+    out: list = [
+        [tuple(t)[1:] for t in st.get_parameters()],  # oids of user types differ per run
+        [(a.name, tuple(a.type)[1:]) for a in st.get_attributes()],
+        (await st.explain(*[None] * 8))[0]["Plan"]["Output"],
+    ]
+    series = await c.prepare("SELECT generate_series(1, $1::int) AS g")
+    async with c.transaction():
+        out.append([r["g"] async for r in series.cursor(5, prefetch=2)])
+        cur = await series.cursor(5)
+        out.append([tuple(r) for r in await cur.fetch(2)])
+    out.append((await series.explain(3, analyze=True))[0]["Plan"]["Actual Rows"])
+    await c.close()
+    return out
+
+
+def test_prepared_statement_types_cursor_explain_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """get_parameters/get_attributes carry asyncpg's Type(oid, name, kind, schema);
+    a prepared statement opens a cursor and explains itself."""
+
+    async def go() -> None:
+        assert await _prepared_story(pg, dsn) == await _prepared_story(asyncpg, dsn)
+
+    arun(go())

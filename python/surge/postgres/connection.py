@@ -40,7 +40,7 @@ from surge.postgres.errors import (
     make_error,
 )
 from surge.postgres.handshake import check_target, handshake
-from surge.postgres.prepared import PreparedStatement
+from surge.postgres.prepared import TYPES_QUERY, PreparedStatement, Type
 from surge.postgres.session import RowMode, Session
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
@@ -127,6 +127,8 @@ class Connection:
         self._session = Session(self._engine, codec, statement_cache_size)
         self._listeners: dict[str, list[Callable[..., Any]]] = {}
         self._log_listeners: list[Callable[..., Any]] = []
+        #: Types as `PreparedStatement.get_parameters` reports them, by oid.
+        self._types: dict[int, Type] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._run = self._session.run
@@ -140,6 +142,7 @@ class Connection:
         # host now, types with it); LISTENs must be said again.
         self._session.cache.clear()
         self._codec.reset_types()
+        self._types.clear()
         if self._listeners:
             sql = "; ".join(f"LISTEN {quote_ident(c)}" for c in self._listeners)
             await engine.submit_raw(self._codec.simple_query, sql)
@@ -230,7 +233,14 @@ class Connection:
     async def prepare(self, query: str, *, timeout: float | None = None) -> PreparedStatement:
         """A prepared statement for ``query`` (shared with the statement cache)."""
         stmt = await self._session.prepare(query, timeout)
-        return PreparedStatement(self._session, query, stmt)
+        oids = {*stmt.param_types, *(o for _, o in stmt.columns)}
+        unknown = [o for o in oids if o not in self._types]
+        if unknown:
+            # Names, kinds and schemas as asyncpg reports them; one query per new
+            # set of types, kept for the connection (`reload_schema_state` forgets).
+            for oid, name, kind, schema in await self.fetch(TYPES_QUERY, unknown):
+                self._types[oid] = Type(oid, name, kind, schema)
+        return PreparedStatement(self._session, query, stmt, self._types)
 
     def cursor(
         self, query: str, *args: Any, prefetch: int | None = None, timeout: float | None = None
@@ -312,6 +322,7 @@ class Connection:
     async def reload_schema_state(self) -> None:
         """Forget the types looked up in the catalog and the cached statements
         (asyncpg's call; after DDL that changes composite types or enums)."""
+        self._types.clear()
         self._session.reload_schema_state()
 
     def get_reset_query(self) -> str:

@@ -4,10 +4,14 @@ next use prepares it again transparently."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from surge._core import Record, Statement
+from surge.postgres.cursor import CursorFactory
 from surge.postgres.session import RowMode
+from surge.postgres.transaction import Transaction
 from surge.postgres.types import type_name
 
 if TYPE_CHECKING:
@@ -15,10 +19,29 @@ if TYPE_CHECKING:
 
 
 class Type(NamedTuple):
-    """A PostgreSQL type as a parameter or column has it."""
+    """A PostgreSQL type as a parameter or column has it (asyncpg's fields:
+    ``kind`` is scalar, array, composite, range or multirange)."""
 
     oid: int
     name: str
+    kind: str = "scalar"
+    schema: str = "pg_catalog"
+
+
+#: Each type's name, kind and schema as asyncpg reports them (an array is
+#: named ``int4[]``; int2vector and oidvector count as arrays), for the oids in $1.
+TYPES_QUERY = """
+SELECT t.oid::int8,
+    CASE WHEN t.typcategory = 'A' AND t.typelem <> 0
+         THEN regexp_replace(t.typname::text, '^_', '') || '[]' ELSE t.typname::text END,
+    CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN 'array'
+         WHEN t.typtype = 'c' THEN 'composite' WHEN t.typtype = 'r' THEN 'range'
+         WHEN t.typtype = 'm' THEN 'multirange' ELSE 'scalar' END,
+    n.nspname::text
+FROM pg_catalog.pg_type t
+JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+WHERE t.oid = ANY($1::oid[])
+"""
 
 
 class Attribute(NamedTuple):
@@ -31,12 +54,22 @@ class Attribute(NamedTuple):
 class PreparedStatement:
     """A prepared query: run it with arguments, inspect its types."""
 
-    __slots__ = ("_query", "_session", "_stmt")
+    __slots__ = ("_query", "_session", "_stmt", "_types")
 
-    def __init__(self, session: Session, query: str, stmt: Statement) -> None:
+    def __init__(
+        self,
+        session: Session,
+        query: str,
+        stmt: Statement,
+        types: Mapping[int, Type] | None = None,
+    ) -> None:
         self._session = session
         self._query = query
         self._stmt = stmt
+        self._types = types or {}
+
+    def _type(self, oid: int) -> Type:
+        return self._types.get(oid) or Type(oid, type_name(oid))
 
     def get_query(self) -> str:
         """The query text."""
@@ -48,11 +81,11 @@ class PreparedStatement:
 
     def get_parameters(self) -> tuple[Type, ...]:
         """The parameter types the server inferred."""
-        return tuple(Type(o, type_name(o)) for o in self._stmt.param_types)
+        return tuple(self._type(o) for o in self._stmt.param_types)
 
     def get_attributes(self) -> tuple[Attribute, ...]:
         """The result columns."""
-        return tuple(Attribute(n, Type(o, type_name(o))) for n, o in self._stmt.columns)
+        return tuple(Attribute(n, self._type(o)) for n, o in self._stmt.columns)
 
     async def fetch(self, *args: Any, timeout: float | None = None) -> list[Record]:
         """All rows."""
@@ -75,6 +108,27 @@ class PreparedStatement:
         arglist = list(args)
         if arglist:
             await self._session.run_many(self._query, arglist, timeout)
+
+    def cursor(
+        self, *args: Any, prefetch: int | None = None, timeout: float | None = None
+    ) -> CursorFactory:
+        """Rows in pieces, inside a transaction, as `Connection.cursor`."""
+        return CursorFactory(self._session, self._query, args, prefetch, timeout)
+
+    async def explain(self, *args: Any, analyze: bool = False) -> Any:
+        """The plan as PostgreSQL's JSON (``EXPLAIN (FORMAT JSON, VERBOSE)``), parsed;
+        with ``analyze`` the statement runs, in a transaction rolled back after."""
+        sql = "EXPLAIN (FORMAT JSON, VERBOSE" + (", ANALYZE) " if analyze else ") ") + self._query
+        if not analyze:
+            plan = await self._session.run(sql, args, RowMode.VALUE, 0, None)
+            return json.loads(plan)
+        tx = Transaction(self._session)
+        await tx.start()
+        try:
+            plan = await self._session.run(sql, args, RowMode.VALUE, 0, None)
+        finally:
+            await tx.rollback()
+        return json.loads(plan)
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._query!r}>"

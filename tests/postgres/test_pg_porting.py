@@ -207,3 +207,27 @@ def test_prepared_statement_types_cursor_explain_as_asyncpg(dsn: str, arun: Call
         assert await _prepared_story(pg, dsn) == await _prepared_story(asyncpg, dsn)
 
     arun(go())
+
+
+async def _hstore_story(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.execute("CREATE EXTENSION IF NOT EXISTS hstore")
+    await c.set_builtin_type_codec("hstore", codec_name="pg_contrib.hstore")
+    out = [
+        await c.fetchval("SELECT 'a=>1, b=>NULL'::hstore"),
+        await c.fetchval("SELECT $1::hstore", {"x": "y", "z": None}),
+    ]
+    await c.close()
+    return out
+
+
+def test_set_builtin_type_codec_for_hstore_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """The call asyncpg apps make in their pool's ``init``: accepted, same values."""
+
+    async def go() -> None:
+        assert await _hstore_story(pg, dsn) == await _hstore_story(asyncpg, dsn)
+        async with both(dsn) as (s, _):
+            with pytest.raises(pg.UnsupportedClientFeatureError):
+                await s.set_builtin_type_codec("int4", schema="pg_catalog", codec_name="text")
+
+    arun(go())

@@ -231,3 +231,24 @@ def test_set_builtin_type_codec_for_hstore_as_asyncpg(dsn: str, arun: Callable) 
                 await s.set_builtin_type_codec("int4", schema="pg_catalog", codec_name="text")
 
     arun(go())
+
+
+async def _misused_transaction(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    out = []
+    tr = c.transaction()
+    for step in (tr.commit, tr.start, tr.start, tr.rollback, tr.commit, tr.rollback):
+        try:
+            await step()
+            out.append("ok")
+        except mod.InterfaceError as e:
+            out.append(str(e))
+    await c.close()
+    return out
+
+
+def test_misused_transaction_errors_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _misused_transaction(pg, dsn) == await _misused_transaction(asyncpg, dsn)
+
+    arun(go())

@@ -5,8 +5,9 @@ app's request cycle uses. Each test asks asyncpg first, then checks surge."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
@@ -250,5 +251,49 @@ async def _misused_transaction(mod: Any, dsn: str) -> list:
 def test_misused_transaction_errors_as_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
         assert await _misused_transaction(pg, dsn) == await _misused_transaction(asyncpg, dsn)
+
+    arun(go())
+
+
+# -- COPY ---------------------------------------------------------------------------
+
+
+async def _copy_story(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.execute("DROP TABLE IF EXISTS porting_cp; CREATE TABLE porting_cp (a int, b text)")
+    out: list = [
+        await c.copy_records_to_table("porting_cp", records=[(1, "x"), (2, None)], columns=["a", "b"]),
+        await c.copy_records_to_table("porting_cp", records=[(50, "y")], where="a < 10"),
+    ]
+    buf = io.BytesIO()
+    out.append(
+        await c.copy_from_query(
+            "SELECT a, b FROM porting_cp WHERE a >= $1 AND b IS DISTINCT FROM $2 ORDER BY a",
+            1,
+            "it's",
+            output=buf,
+            format="csv",
+            header=True,
+            null="NULL",
+            force_quote=True,
+        )
+    )
+    out.append(buf.getvalue())
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"3;q\n"
+        yield b"4;r\n"
+
+    out.append(
+        await c.copy_to_table("porting_cp", source=chunks(), columns=["a", "b"], delimiter=";")
+    )
+    out.append([tuple(r) for r in await c.fetch("SELECT * FROM porting_cp ORDER BY a")])
+    await c.close()
+    return out
+
+
+def test_copy_options_and_query_arguments_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _copy_story(pg, dsn) == await _copy_story(asyncpg, dsn)
 
     arun(go())

@@ -48,7 +48,7 @@ SQLSTATE exception classes. Where surge differs, and why:
   given) or ``ssl=``, Unix sockets (a host that is a directory), several hosts
   tried in order with ``target_session_attrs``. A connection that is lost
   reconnects by walking the host list again, so it follows a failover.
-- COPY data is sent whole rather than streamed; copy_from_query takes no arguments.
+- COPY data is sent whole rather than streamed (copy_records_to_table streams).
 - Types: every type asyncpg decodes, in binary (see `surge.postgres.types`);
   anonymous records and arrays inside them decode (asyncpg 0.32 cannot decode
   an array in an anonymous record); hstore comes back as a dict without asking

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -377,11 +378,13 @@ class Connection:
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
         timeout: float | None = None,
+        where: str | None = None,
     ) -> str:
         """COPY ``records`` (an iterable or an asynchronous iterable) into a table in
-        the binary format, streamed in chunks; returns ``"COPY n"``."""
+        the binary format, streamed in chunks; ``where`` filters them on the server;
+        returns ``"COPY n"``."""
         return await _copy.records_to_table(
-            self._session, table_name, records, columns, schema_name, timeout
+            self._session, table_name, records, columns, schema_name, timeout, where
         )
 
     async def copy_from_query(
@@ -389,13 +392,41 @@ class Connection:
         query: str,
         *args: Any,
         output: Any,
-        format: str | None = None,
         timeout: float | None = None,
+        **copy_options: Any,
     ) -> str:
-        """COPY (``query``) TO ``output`` (a path, a file object or a callable)."""
+        """COPY (``query``) TO ``output`` (a path, a file object or a callable);
+        asyncpg's COPY options (``format``, ``header``, ``delimiter``, ``null``,
+        ``quote``, ``escape``, ``force_quote``, ``encoding`` ...)."""
         if args:
-            raise InterfaceError("copy_from_query takes no query arguments in surge")
-        return await _copy.copy_out(self._session, f"({query})", output, format, timeout)
+            query = await self._mogrify(query, args, timeout)
+        opts = _copy.options(**copy_options)
+        return await _copy.copy_out(self._session, f"({query})", output, opts, timeout)
+
+    async def _mogrify(self, query: str, args: Sequence[Any], timeout: float | None) -> str:
+        """``query`` with each ``$n`` replaced by its argument as a typed SQL literal
+        (COPY takes no parameters; asyncpg does the same). The server makes the
+        literals: the arguments are encoded as for any query, then quoted there."""
+        stmt = await self._session.prepare(query, timeout)
+        oids = list(stmt.param_types)
+        if len(oids) != len(args):
+            raise InvalidArgumentError(
+                f"the query takes {len(oids)} argument(s), {len(args)} given"
+            )
+        names = await self.fetchval(
+            "SELECT array_agg(format_type(t, NULL) ORDER BY n)"
+            " FROM unnest($1::oid[]) WITH ORDINALITY AS u(t, n)",
+            oids,
+            timeout=timeout,
+        )
+        quoted = ", ".join(f"quote_nullable(${i}::{t}::text)" for i, t in enumerate(names, 1))
+        literals = await self.fetchrow(f"SELECT {quoted}", *args, timeout=timeout)
+        assert literals is not None
+        return re.sub(
+            r"\$(\d+)\b",
+            lambda m: f"({literals[int(m.group(1)) - 1]}::{names[int(m.group(1)) - 1]})",
+            query,
+        )
 
     async def copy_from_table(
         self,
@@ -404,12 +435,14 @@ class Connection:
         output: Any,
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
-        format: str | None = None,
         timeout: float | None = None,
+        **copy_options: Any,
     ) -> str:
-        """COPY a table TO ``output`` (a path, a file object or a callable)."""
+        """COPY a table TO ``output`` (a path, a file object or a callable), with
+        asyncpg's COPY options."""
         target = _copy.qualified(table_name, schema_name, columns)
-        return await _copy.copy_out(self._session, target, output, format, timeout)
+        opts = _copy.options(**copy_options)
+        return await _copy.copy_out(self._session, target, output, opts, timeout)
 
     async def copy_to_table(
         self,
@@ -418,12 +451,15 @@ class Connection:
         source: Any,
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
-        format: str | None = None,
         timeout: float | None = None,
+        where: str | None = None,
+        **copy_options: Any,
     ) -> str:
-        """COPY ``source`` (bytes, a path or a file object) into a table."""
+        """COPY ``source`` (bytes, a path, a file object or an iterable of bytes)
+        into a table, with asyncpg's COPY options and ``where``."""
         target = _copy.qualified(table_name, schema_name, columns)
-        return await _copy.copy_in(self._session, target, source, format, timeout)
+        opts = _copy.options(**copy_options)
+        return await _copy.copy_in(self._session, target, source, opts, where, timeout)
 
     # -- LISTEN / NOTIFY and notices ------------------------------------------------
 

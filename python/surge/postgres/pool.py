@@ -308,6 +308,7 @@ class Pool:
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
         timeout: float | None = None,
+        where: str | None = None,
     ) -> str:
         """`Connection.copy_records_to_table` on a free connection with no COPY
         under way, idle if any (asyncpg's pool has it too).
@@ -320,8 +321,28 @@ class Pool:
         while the others idled."""
         conn = await self._free(True, _copy_load)
         return await conn.copy_records_to_table(
-            table_name, records=records, columns=columns, schema_name=schema_name, timeout=timeout
+            table_name,
+            records=records,
+            columns=columns,
+            schema_name=schema_name,
+            timeout=timeout,
+            where=where,
         )
+
+    async def copy_from_query(self, query: str, *args: Any, **kwargs: Any) -> str:
+        """`Connection.copy_from_query` on a free connection with no COPY under way."""
+        conn = await self._free(True, _copy_load)
+        return await conn.copy_from_query(query, *args, **kwargs)
+
+    async def copy_from_table(self, table_name: str, **kwargs: Any) -> str:
+        """`Connection.copy_from_table` on a free connection with no COPY under way."""
+        conn = await self._free(True, _copy_load)
+        return await conn.copy_from_table(table_name, **kwargs)
+
+    async def copy_to_table(self, table_name: str, **kwargs: Any) -> str:
+        """`Connection.copy_to_table` on a free connection with no COPY under way."""
+        conn = await self._free(True, _copy_load)
+        return await conn.copy_to_table(table_name, **kwargs)
 
     def _forget_all(self) -> list[Connection]:
         self._closed = True

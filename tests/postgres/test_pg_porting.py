@@ -262,7 +262,9 @@ async def _copy_story(mod: Any, dsn: str) -> list:
     c = await mod.connect(dsn)
     await c.execute("DROP TABLE IF EXISTS porting_cp; CREATE TABLE porting_cp (a int, b text)")
     out: list = [
-        await c.copy_records_to_table("porting_cp", records=[(1, "x"), (2, None)], columns=["a", "b"]),
+        await c.copy_records_to_table(
+            "porting_cp", records=[(1, "x"), (2, None)], columns=["a", "b"]
+        ),
         await c.copy_records_to_table("porting_cp", records=[(50, "y")], where="a < 10"),
     ]
     buf = io.BytesIO()

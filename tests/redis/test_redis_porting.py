@@ -45,9 +45,7 @@ def test_from_url_takes_redis_py_keywords_and_query_options(url: str, arun: Call
     arun(go())
 
 
-def test_socket_timeout_raises_timeout_error_under_redis_pys_name(
-    url: str, arun: Callable
-) -> None:
+def test_socket_timeout_raises_timeout_error_under_redis_pys_name(url: str, arun: Callable) -> None:
     """A blocking command longer than ``socket_timeout`` fails with ``TimeoutError``
     (caught by ``except <module>.TimeoutError``), the client stays usable."""
 
@@ -69,7 +67,9 @@ def test_socket_timeout_raises_timeout_error_under_redis_pys_name(
         return out
 
     async def go() -> None:
-        theirs = await story(redis_py, redis.exceptions.TimeoutError, redis.exceptions.ConnectionError)
+        theirs = await story(
+            redis_py, redis.exceptions.TimeoutError, redis.exceptions.ConnectionError
+        )
         ours = await story(surge.redis, surge.redis.TimeoutError, surge.redis.ConnectionError)
         assert ours == theirs == ["timeout", True, "connection error"]
 

@@ -78,7 +78,7 @@ def test_tuples_given_as_dicts_are_laid_out_by_the_format(tnt, arun: Callable) -
 def test_sql_results_and_errors_under_asynctnts_names(tnt, arun: Callable) -> None:
     async def story(c: Any, db_error: type) -> list:
         await c.eval(f"box.space.{SPACE}:truncate()")
-        ins = await c.execute(f'INSERT INTO "{SPACE}" VALUES (1, \'a\', NULL), (2, \'b\', 5)')
+        ins = await c.execute(f"INSERT INTO \"{SPACE}\" VALUES (1, 'a', NULL), (2, 'b', 5)")
         sel = await c.execute(f'SELECT "name" FROM "{SPACE}" WHERE "id" > ?', [0])
         out: list = [ins.rowcount, sel.rowcount, [list(r) for r in sel.body]]
         try:

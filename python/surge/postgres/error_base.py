@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from surge.errors import SurgeError
 
-
 #: The message fields by their one-letter protocol codes, under asyncpg's
 #: attribute names (the keys of `PostgresMessage.as_dict`).
 FIELD_NAMES = {

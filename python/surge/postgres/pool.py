@@ -87,6 +87,8 @@ class Pool:
         # what the inactivity sweep looks at.
         self._idle_since: dict[Connection, float] = {}
         self._sweep: asyncio.TimerHandle | None = None
+        # Closes of inactive connections under way (kept so they are not collected).
+        self._closing: set[asyncio.Task[None]] = set()
         # Connections `expire_connections` found held: closed on release.
         self._expired: set[Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -156,7 +158,9 @@ class Pool:
                 break
             if now - since >= self._max_idle and c.engine.in_flight == 0:
                 self._drop(c)
-                loop.create_task(c.close())
+                task = loop.create_task(c.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
         if self._idle_since and len(self._all) > self.min_size:
             due = min(self._idle_since.values()) + self._max_idle - now
             self._sweep = loop.call_later(max(due, 0.01), self._close_inactive)

@@ -101,5 +101,5 @@ def make_error(message: str) -> ResponseError:
 # errors shared by every driver (not `RedisError`s, see the module docstring):
 # ConnectError, ConnectionLostError, ClosedError ... are `ConnectionError`s;
 # a command past its ``socket_timeout``/``request_timeout`` raises `TimeoutError`.
-ConnectionError = SurgeConnectionError  # noqa: A001
-TimeoutError = RequestTimeoutError  # noqa: A001
+ConnectionError = SurgeConnectionError
+TimeoutError = RequestTimeoutError

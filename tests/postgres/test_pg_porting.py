@@ -299,3 +299,32 @@ def test_copy_options_and_query_arguments_as_asyncpg(dsn: str, arun: Callable) -
         assert await _copy_story(pg, dsn) == await _copy_story(asyncpg, dsn)
 
     arun(go())
+
+
+# -- connection helpers -------------------------------------------------------------
+
+
+async def _lifecycle(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    v = c.get_server_version()
+    settings = c.get_settings()
+    out: list = [tuple(v), v.major, settings.server_encoding, settings.client_encoding]
+    c.terminate()
+    out.append(c.is_closed())
+    for _ in range(2):  # after terminate(), then after close(): refused, not reconnected
+        try:
+            await c.fetchval("SELECT 1")
+            out.append("ran")
+        except mod.InterfaceError:
+            out.append("InterfaceError")
+        await c.close()
+    return out
+
+
+def test_server_version_settings_and_closed_connections_as_asyncpg(
+    dsn: str, arun: Callable
+) -> None:
+    async def go() -> None:
+        assert await _lifecycle(pg, dsn) == await _lifecycle(asyncpg, dsn)
+
+    arun(go())

@@ -64,7 +64,7 @@ Modules form a tree (an arrow: "uses"; nothing below calls back up)::
                 ├─ copy ────────┼─ session (sending, transaction and cancel gates,
                 ├─ prepared ────┘   RowMode, statements) ─┬─ statement_cache
                 ├─ handshake, endpoints, dsn, pgpass       └─ introspection (catalog SQL)
-                └─ errors, types, _core (the Rust codec)
+                └─ errors, types, serverversion, _core (the Rust codec)
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ from surge.postgres.pool import (
     Pool,
 )
 from surge.postgres.prepared import Attribute, PreparedStatement, Type
+from surge.postgres.serverversion import ServerVersion
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
 
@@ -275,6 +276,7 @@ __all__ = [
     "Pool",
     "PreparedStatement",
     "Record",
+    "ServerVersion",
     "Transaction",
     "Type",
     "connect",

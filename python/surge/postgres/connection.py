@@ -42,6 +42,7 @@ from surge.postgres.errors import (
 )
 from surge.postgres.handshake import check_target, handshake
 from surge.postgres.prepared import TYPES_QUERY, PreparedStatement, Type
+from surge.postgres.serverversion import ServerVersion, server_version
 from surge.postgres.session import RowMode, Session
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
@@ -64,6 +65,16 @@ PROBE = SSL_REQUEST
 def quote_ident(name: str) -> str:
     """An SQL identifier, double-quoted."""
     return '"' + name.replace('"', '""') + '"'
+
+
+class ConnectionSettings(dict[str, str]):
+    """Server parameters: a dict that also answers attributes (asyncpg's shape)."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class _StreamGuard:
@@ -166,10 +177,10 @@ class Connection:
         """The backend's process id (for pg_terminate_backend, pg_stat_activity)."""
         return int(self._codec.backend_pid)
 
-    def get_server_version(self) -> tuple[int, ...]:
-        """The server's version as numbers, e.g. (15, 4)."""
-        v = self._codec.server_params.get("server_version", "0")
-        return tuple(int(p) for p in v.split()[0].split(".") if p.isdigit())
+    def get_server_version(self) -> ServerVersion:
+        """The server's version as asyncpg's ``ServerVersion(major, minor, micro,
+        releaselevel, serial)``: 15.4 is (15, 0, 4, 'final', 0)."""
+        return server_version(self._codec.server_params.get("server_version", "0"))
 
     def get_server_address(self) -> str:
         """Where the connection goes now: ``host:port`` or a Unix socket's path
@@ -180,9 +191,10 @@ class Connection:
         """True while the connection runs over TLS."""
         return self._engine.is_connected and self._engine.tls_active
 
-    def get_settings(self) -> dict[str, str]:
-        """The server parameters reported so far (TimeZone, server_version ...)."""
-        return dict(self._codec.server_params)
+    def get_settings(self) -> ConnectionSettings:
+        """The server parameters reported so far, by key or as attributes as in
+        asyncpg (``get_settings().server_encoding``, ``["TimeZone"]``)."""
+        return ConnectionSettings(self._codec.server_params)
 
     async def close(self, *, timeout: float | None = None) -> None:
         """Say Terminate and close; requests still waiting fail with ClosedError."""
@@ -194,9 +206,10 @@ class Connection:
         await self._engine.close()
 
     def terminate(self) -> None:
-        """Drop the connection at once."""
+        """Drop the connection at once; later queries raise `ClosedError` (an
+        `InterfaceError`), as after `close`."""
         self._closed = True
-        self._engine.abort()
+        self._engine.terminate()
 
     # -- queries (asyncpg's names) --------------------------------------------------
 
@@ -241,7 +254,9 @@ class Connection:
             # set of types, kept for the connection (`reload_schema_state` forgets).
             for oid, name, kind, schema in await self.fetch(TYPES_QUERY, unknown):
                 self._types[oid] = Type(oid, name, kind, schema)
-        return PreparedStatement(self._session, query, stmt, self._types)
+        return PreparedStatement(
+            self._session, query, stmt, self._types, self.cursor, self.transaction
+        )
 
     def cursor(
         self, query: str, *args: Any, prefetch: int | None = None, timeout: float | None = None

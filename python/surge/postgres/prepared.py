@@ -5,17 +5,20 @@ next use prepares it again transparently."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from surge._core import Record, Statement
-from surge.postgres.cursor import CursorFactory
 from surge.postgres.session import RowMode
-from surge.postgres.transaction import Transaction
 from surge.postgres.types import type_name
 
 if TYPE_CHECKING:
     from surge.postgres.session import Session
+
+#: How a statement opens a cursor or a transaction: the connection's own
+#: `cursor` and `transaction` methods, handed down (this module sits beside
+#: cursor.py and transaction.py in the tree, it does not import them).
+Opener = Callable[..., Any]
 
 
 class Type(NamedTuple):
@@ -54,7 +57,7 @@ class Attribute(NamedTuple):
 class PreparedStatement:
     """A prepared query: run it with arguments, inspect its types."""
 
-    __slots__ = ("_query", "_session", "_stmt", "_types")
+    __slots__ = ("_cursor", "_query", "_session", "_stmt", "_transaction", "_types")
 
     def __init__(
         self,
@@ -62,11 +65,15 @@ class PreparedStatement:
         query: str,
         stmt: Statement,
         types: Mapping[int, Type] | None = None,
+        cursor: Opener | None = None,
+        transaction: Opener | None = None,
     ) -> None:
         self._session = session
         self._query = query
         self._stmt = stmt
         self._types = types or {}
+        self._cursor = cursor
+        self._transaction = transaction
 
     def _type(self, oid: int) -> Type:
         return self._types.get(oid) or Type(oid, type_name(oid))
@@ -109,11 +116,10 @@ class PreparedStatement:
         if arglist:
             await self._session.run_many(self._query, arglist, timeout)
 
-    def cursor(
-        self, *args: Any, prefetch: int | None = None, timeout: float | None = None
-    ) -> CursorFactory:
+    def cursor(self, *args: Any, prefetch: int | None = None, timeout: float | None = None) -> Any:
         """Rows in pieces, inside a transaction, as `Connection.cursor`."""
-        return CursorFactory(self._session, self._query, args, prefetch, timeout)
+        assert self._cursor is not None, "made by Connection.prepare"
+        return self._cursor(self._query, *args, prefetch=prefetch, timeout=timeout)
 
     async def explain(self, *args: Any, analyze: bool = False) -> Any:
         """The plan as PostgreSQL's JSON (``EXPLAIN (FORMAT JSON, VERBOSE)``), parsed;
@@ -122,7 +128,8 @@ class PreparedStatement:
         if not analyze:
             plan = await self._session.run(sql, args, RowMode.VALUE, 0, None)
             return json.loads(plan)
-        tx = Transaction(self._session)
+        assert self._transaction is not None, "made by Connection.prepare"
+        tx = self._transaction()
         await tx.start()
         try:
             plan = await self._session.run(sql, args, RowMode.VALUE, 0, None)

@@ -120,3 +120,35 @@ def test_pubsub_confirmations_as_redis_py(url: str, arun: Callable) -> None:
         assert await story(surge.redis) == await story(redis_py)
 
     arun(go())
+
+
+def test_pipeline_errors_name_the_command_as_redis_py(url: str, arun: Callable) -> None:
+    """A failing command in a pipeline (plain or MULTI/EXEC) raises with redis-py's
+    text, which names the command and its position; a lock released twice too.
+    (WRONGTYPE: redis-py drops an "ERR " prefix from a message, surge keeps it.)"""
+
+    async def story(mod: Any) -> list:
+        r = mod.from_url(url, decode_responses=True)
+        await r.set("porting:s", "x")
+        out = []
+        for transaction in (False, True):
+            async with r.pipeline(transaction=transaction) as p:
+                p.set("porting:a", 1).lpush("porting:s", 1).get("porting:a")
+                try:
+                    await p.execute()
+                except mod.ResponseError as e:
+                    out.append(str(e))
+        lock = r.lock("porting:lock", timeout=5)
+        await lock.acquire()
+        await lock.release()
+        try:
+            await lock.release()
+        except mod.RedisError as e:
+            out.append(str(e))
+        await r.aclose()
+        return out
+
+    async def go() -> None:
+        assert await story(surge.redis) == await story(redis_py)
+
+    arun(go())

@@ -328,3 +328,26 @@ def test_server_version_settings_and_closed_connections_as_asyncpg(
         assert await _lifecycle(pg, dsn) == await _lifecycle(asyncpg, dsn)
 
     arun(go())
+
+
+async def _fetchmany(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.execute("DROP TABLE IF EXISTS porting_fm; CREATE TABLE porting_fm (i int UNIQUE)")
+    q = "INSERT INTO porting_fm VALUES ($1) RETURNING i * 10 AS t"
+    out: list = [[tuple(r) for r in await c.fetchmany(q, [(1,), (2,), (3,)])]]
+    try:
+        await c.fetchmany(q, [(4,), (1,)])  # the duplicate fails all of them
+    except mod.UniqueViolationError:
+        out.append("unique")
+    st = await c.prepare("SELECT $1::int + 1 AS n")
+    out.append([tuple(r) for r in await st.fetchmany([(1,), (5,)])])
+    out.append(await c.fetchval("SELECT array_agg(i ORDER BY i) FROM porting_fm"))
+    await c.close()
+    return out
+
+
+def test_fetchmany_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _fetchmany(pg, dsn) == await _fetchmany(asyncpg, dsn)
+
+    arun(go())

@@ -244,6 +244,26 @@ class Connection:
         if arglist:
             await self._session.run_many(command, arglist, timeout)
 
+    async def fetchmany(
+        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+    ) -> list[Record]:
+        """``query`` once per argument sequence, all rows in order, in one
+        transaction (all or nothing, as asyncpg's). The queries are pipelined."""
+        arglist = list(args)
+        if not arglist:
+            return []
+        async with self.transaction():
+            # Tasks started inside the transaction go through its gate (see
+            # transaction.py), so the queries leave together.
+            got = await asyncio.gather(
+                *(self.fetch(query, *a, timeout=timeout) for a in arglist),
+                return_exceptions=True,
+            )
+            for g in got:
+                if isinstance(g, BaseException):
+                    raise g
+        return [row for rows in got for row in rows]  # type: ignore[union-attr]
+
     async def prepare(self, query: str, *, timeout: float | None = None) -> PreparedStatement:
         """A prepared statement for ``query`` (shared with the statement cache)."""
         stmt = await self._session.prepare(query, timeout)

@@ -294,6 +294,13 @@ class Pool:
             query, *args, column=column, timeout=timeout
         )
 
+    async def fetchmany(
+        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+    ) -> list[Record]:
+        """`Connection.fetchmany` (a transaction) on a connection held for it."""
+        async with self.acquire() as conn:
+            return await conn.fetchmany(query, args, timeout=timeout)
+
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
         """`Connection.execute` on the least busy free connection."""
         return await (await self._free(False)).execute(query, *args, timeout=timeout)

@@ -110,6 +110,16 @@ class PreparedStatement:
         """Run it; returns the status (``"UPDATE 3"``)."""
         return await self._session.run(self._query, args, RowMode.STATUS, 0, timeout)  # type: ignore[no-any-return]
 
+    async def fetchmany(self, args: Any, *, timeout: float | None = None) -> list[Record]:
+        """The rows of each argument sequence, in order, in one transaction."""
+        results: list[Record] = []
+        tx = self._transaction() if self._transaction is not None else None
+        assert tx is not None, "made by Connection.prepare"
+        async with tx:
+            for a in args:
+                results += await self.fetch(*a, timeout=timeout)
+        return results
+
     async def executemany(self, args: Any, *, timeout: float | None = None) -> None:
         """Run it for each argument sequence, in one implicit transaction."""
         arglist = list(args)

@@ -4,6 +4,7 @@ names it catches, the pub/sub messages it reads."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -150,5 +151,44 @@ def test_pipeline_errors_name_the_command_as_redis_py(url: str, arun: Callable) 
 
     async def go() -> None:
         assert await story(surge.redis) == await story(redis_py)
+
+    arun(go())
+
+
+def test_pubsub_run_calls_handlers_as_redis_py(url: str, arun: Callable) -> None:
+    """``asyncio.create_task(pubsub.run())`` drives subscriptions made with
+    handlers; a subscription without one is refused with ``PubSubError``."""
+
+    async def story(mod: Any, pubsub_error: type) -> list:
+        r = mod.from_url(url, decode_responses=True)
+        p = r.pubsub()
+        got: list = []
+        done = asyncio.Event()
+
+        async def on_message(msg: dict) -> None:
+            got.append((msg["channel"], msg["data"]))
+            if msg["data"] == "last":
+                done.set()
+
+        await p.subscribe(**{"porting-run": on_message})
+        task = asyncio.create_task(p.run(poll_timeout=0.1))
+        await asyncio.sleep(0.05)
+        await r.publish("porting-run", "first")
+        await r.publish("porting-run", "last")
+        await asyncio.wait_for(done.wait(), 5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await p.subscribe("porting-no-handler")
+        try:
+            await p.run()
+        except pubsub_error:
+            got.append("PubSubError")
+        await p.aclose()
+        await r.aclose()
+        return got
+
+    async def go() -> None:
+        theirs = await story(redis_py, redis.exceptions.PubSubError)
+        assert await story(surge.redis, surge.redis.PubSubError) == theirs
 
     arun(go())

@@ -60,6 +60,11 @@ class OutOfMemoryError(ResponseError):
     """OOM: a write refused because the server reached ``maxmemory``."""
 
 
+class PubSubError(RedisError):
+    """A pub/sub call that cannot work as asked (`PubSub.run` with a subscription
+    that has no handler)."""
+
+
 class LockError(RedisError, ValueError):
     """A `Lock` could not be acquired, released, extended or reacquired."""
 

@@ -26,7 +26,19 @@ _CREATE = (
 async def _both(tnt: services.Service) -> AsyncIterator[tuple[Any, Any]]:
     """asynctnt's connection and surge's, made with asynctnt's keywords (the same
     call for both), to a fresh space with a format."""
-    kw = {"host": tnt.host, "port": str(tnt.port), "username": None, "password": None}
+    kw = {
+        "host": tnt.host,
+        "port": str(tnt.port),
+        "username": None,
+        "password": None,
+        "connect_timeout": 3,
+        "request_timeout": -1,
+        "reconnect_timeout": 1,
+        "ping_timeout": 5,
+        "encoding": "utf-8",
+        "fetch_schema": True,
+        "auto_refetch_schema": True,
+    }
     a = asynctnt.Connection(**kw)
     await a.connect()
     s = surge.tarantool.Connection(**kw)

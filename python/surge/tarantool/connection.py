@@ -19,6 +19,7 @@ attempt starts clean and no future is left holding an exception nobody reads.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import operator
 import time
@@ -175,7 +176,24 @@ class Connection:
         liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
         liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
         tcp_keepalive: bool = True,
+        # asynctnt's names, so its Connection(...) calls port as they are:
+        reconnect_timeout: float | None = None,
+        ping_timeout: float | None = None,
+        auto_refetch_schema: bool = True,
+        encoding: str | None = None,
+        initial_read_buffer_size: int | None = None,
     ) -> None:
+        # asynctnt's options map onto surge's: its request_timeout <= 0 means none;
+        # its ping_timeout is the liveness check's interval (0 turns it off). A lost
+        # connection is reconnected by the next request (no reconnect_timeout wait);
+        # the schema is always reloaded when it changes (a stale one would send
+        # requests to the wrong space).
+        if request_timeout is not None and request_timeout <= 0:
+            request_timeout = None
+        if ping_timeout is not None:
+            liveness_interval = ping_timeout or None
+        if encoding is not None and codecs.lookup(encoding).name != "utf-8":
+            raise InterfaceError(f"only encoding='utf-8' is supported, not {encoding!r}")
         if username is not None:  # asynctnt's name
             if user is not None and user != username:
                 raise InterfaceError("give user= or username=, not both")

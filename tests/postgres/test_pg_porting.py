@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
+import asyncpg.exceptions
 import pytest
 import surge.postgres as pg
 
@@ -351,3 +352,15 @@ def test_fetchmany_as_asyncpg(dsn: str, arun: Callable) -> None:
         assert await _fetchmany(pg, dsn) == await _fetchmany(asyncpg, dsn)
 
     arun(go())
+
+
+def test_asyncpg_exceptions_module_ports() -> None:
+    """``except asyncpg.exceptions.UniqueViolationError`` ports as
+    ``surge.postgres.exceptions.UniqueViolationError``: every class is there."""
+    names = [
+        n
+        for n in dir(asyncpg.exceptions)
+        if n[0].isupper() and isinstance(getattr(asyncpg.exceptions, n), type)
+    ]
+    assert [n for n in names if not hasattr(pg.exceptions, n)] == []
+    assert pg.exceptions.UniqueViolationError is pg.UniqueViolationError

@@ -81,6 +81,7 @@ from surge.engine import (
     DEFAULT_MAX_IN_FLIGHT,
 )
 from surge.postgres import dsn as _dsn
+from surge.postgres import exceptions
 from surge.postgres._sqlstate import *  # noqa: F403
 from surge.postgres._sqlstate import __all__ as _sqlstate_names
 from surge.postgres.connection import Connection
@@ -274,6 +275,7 @@ __all__ = [
     "Attribute",
     "Connection",
     "Pool",
+    "exceptions",
     "PreparedStatement",
     "Record",
     "ServerVersion",

@@ -161,7 +161,7 @@ async def _connection_reset(mod: Any, dsn: str) -> list:
     await c.transaction().start()
     await c.execute("SET search_path = nope")
     await c.reset()
-    out = [c.is_in_transaction(), await c.fetchval("SHOW search_path")]
+    out = [c.is_in_transaction(), await c.fetchval("SHOW search_path"), c.get_reset_query()]
     await c.close()
     return out
 

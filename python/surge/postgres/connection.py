@@ -55,7 +55,7 @@ _TUPLE_OIDS = frozenset(
 
 #: What `Connection.reset` runs to give the next user a clean session, as
 #: asyncpg's (prepared statements stay: they belong to the connection's cache).
-RESET_QUERY = "SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL"
+RESET_QUERY = "SELECT pg_advisory_unlock_all();\nCLOSE ALL;\nUNLISTEN *;\nRESET ALL;"
 
 #: The liveness probe: an SSLRequest, which a live server answers with one byte
 #: ('S' or 'N') before any authentication.

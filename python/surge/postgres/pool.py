@@ -18,6 +18,7 @@ pool has more than ``min_size``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -137,12 +138,11 @@ class Pool:
         self._expired.discard(c)
 
     def _touch(self, c: Connection) -> None:
-        """``c`` was used just now (and is free): the inactivity clock restarts."""
-        if c in self._held or c not in self._all:
-            return
-        loop = asyncio.get_running_loop()
-        self._idle_since[c] = loop.time()
-        if self._max_idle and self._sweep is None:
+        """``c`` was used just now (and is free): the inactivity clock restarts.
+        On every shortcut's path: a dict store, the timer armed once."""
+        self._idle_since[c] = time.monotonic()
+        if self._sweep is None and self._max_idle:
+            loop = asyncio.get_running_loop()
             self._sweep = loop.call_later(self._max_idle, self._close_inactive)
 
     def _close_inactive(self) -> None:
@@ -152,7 +152,7 @@ class Pool:
         if self._closed:
             return
         loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = time.monotonic()
         for c, since in sorted(self._idle_since.items(), key=lambda kv: kv[1]):
             if len(self._all) <= self.min_size:
                 break
@@ -259,7 +259,8 @@ class Pool:
             self._drop(conn)
         finally:
             self._held.discard(conn)
-            self._touch(conn)
+            if conn in self._all:
+                self._touch(conn)
             self._wake()
 
     async def expire_connections(self) -> None:

@@ -364,3 +364,31 @@ def test_asyncpg_exceptions_module_ports() -> None:
     ]
     assert [n for n in names if not hasattr(pg.exceptions, n)] == []
     assert pg.exceptions.UniqueViolationError is pg.UniqueViolationError
+
+
+async def _json_arrays(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await c.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    out = [
+        await c.fetchval("SELECT ARRAY['{\"b\": 1}'::jsonb, NULL, '[2]']"),
+        await c.fetchval(
+            "SELECT ARRAY[ARRAY['1'::json, '{}'::json], ARRAY['\"s\"'::json, 'null']]"
+        ),
+        await c.fetchval("SELECT $1::jsonb[]", [{"a": 1}, "x", None]),
+        await c.fetchval("SELECT '{}'::jsonb[]"),
+    ]
+    await c.reset_type_codec("jsonb", schema="pg_catalog")
+    out.append(await c.fetchval("SELECT ARRAY['{\"b\": 1}'::jsonb]"))
+    await c.close()
+    return out
+
+
+def test_json_codec_runs_inside_arrays_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """A json/jsonb codec set with set_type_codec (json.dumps/json.loads, the
+    usual pool ``init``) also encodes and decodes the elements of json[]/jsonb[]."""
+
+    async def go() -> None:
+        assert await _json_arrays(pg, dsn) == await _json_arrays(asyncpg, dsn)
+
+    arun(go())

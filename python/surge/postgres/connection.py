@@ -312,8 +312,9 @@ class Connection:
           UTC)``, interval ``(months, days, microseconds)``, a composite type its
           fields; ±infinity are the integer limits.
 
-        Arrays of the type, and composites with a field of it, keep the built-in
-        handling (asyncpg would use the custom codec inside them)."""
+        A text-format codec on json or jsonb also runs on the elements of their
+        arrays, as asyncpg's; arrays of other types, and composites with a field
+        of the type, keep the built-in handling (asyncpg would use the codec there)."""
         if format not in ("text", "binary", "tuple"):
             raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
         oid, kind = await self._type_info(typename, schema)

@@ -721,6 +721,17 @@ class PipelinedConnection:
         if self._transport is not None:
             self._transport.abort()
 
+    def terminate(self) -> None:
+        """Drop the connection at once and for good: pending requests fail with
+        `ClosedError` and later ones are refused, as after `close`."""
+        self._closed = True
+        for task in (self._keeper, self._watchdog):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+        self._fail_all(ClosedError("connection closed"))
+        if self._transport is not None:
+            self._transport.abort()
+
     # -- handshake helpers (for on_connect hooks) -----------------------------------
 
     def submit_raw(self, encode: Callable[..., int], *args: Any) -> asyncio.Future:

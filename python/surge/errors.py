@@ -24,8 +24,9 @@ class ConnectionLostError(SurgeConnectionError):
     """The connection dropped while the request was in flight; it may or may not have run."""
 
 
-class ClosedError(SurgeConnectionError):
-    """The connection was closed by its owner."""
+class ClosedError(SurgeConnectionError, InterfaceError):
+    """The connection (or pool) was closed by its owner; also an `InterfaceError`,
+    as using a closed object is (asyncpg raises InterfaceError there)."""
 
 
 class ProtocolError(SurgeConnectionError):

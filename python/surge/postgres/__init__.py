@@ -48,7 +48,7 @@ SQLSTATE exception classes. Where surge differs, and why:
   given) or ``ssl=``, Unix sockets (a host that is a directory), several hosts
   tried in order with ``target_session_attrs``. A connection that is lost
   reconnects by walking the host list again, so it follows a failover.
-- COPY data is sent whole rather than streamed; copy_from_query takes no arguments.
+- COPY data is sent whole rather than streamed (copy_records_to_table streams).
 - Types: every type asyncpg decodes, in binary (see `surge.postgres.types`);
   anonymous records and arrays inside them decode (asyncpg 0.32 cannot decode
   an array in an anonymous record); hstore comes back as a dict without asking
@@ -64,7 +64,7 @@ Modules form a tree (an arrow: "uses"; nothing below calls back up)::
                 ├─ copy ────────┼─ session (sending, transaction and cancel gates,
                 ├─ prepared ────┘   RowMode, statements) ─┬─ statement_cache
                 ├─ handshake, endpoints, dsn, pgpass       └─ introspection (catalog SQL)
-                └─ errors, types, _core (the Rust codec)
+                └─ errors, types, serverversion, _core (the Rust codec)
 """
 
 from __future__ import annotations
@@ -81,13 +81,22 @@ from surge.engine import (
     DEFAULT_MAX_IN_FLIGHT,
 )
 from surge.postgres import dsn as _dsn
+from surge.postgres import exceptions
 from surge.postgres._sqlstate import *  # noqa: F403
 from surge.postgres._sqlstate import __all__ as _sqlstate_names
 from surge.postgres.connection import Connection
 from surge.postgres.errors import *  # noqa: F403
 from surge.postgres.errors import __all__ as _error_names
-from surge.postgres.pool import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, Pool
+from surge.postgres.pool import (
+    DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
+    DEFAULT_MAX_QUERIES,
+    DEFAULT_MAX_SIZE,
+    DEFAULT_MIN_SIZE,
+    Hook,
+    Pool,
+)
 from surge.postgres.prepared import Attribute, PreparedStatement, Type
+from surge.postgres.serverversion import ServerVersion
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
 
@@ -206,9 +215,18 @@ def create_pool(
     liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
     liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
     tcp_keepalive: bool = True,
+    timeout: float | None = None,
+    init: Hook | None = None,
+    setup: Hook | None = None,
+    reset: Hook | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
+    max_inactive_connection_lifetime: float = DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
 ) -> Pool:
     """A pool: ``pool = await create_pool(dsn)`` or ``async with create_pool(dsn) as pool``
-    (the connection options as in `connect`)."""
+    (the connection options as in `connect`). asyncpg's hooks: ``init(conn)`` for
+    each new connection (type codecs), ``setup(conn)`` on each acquire,
+    ``reset(conn)`` on each release; ``max_queries`` and
+    ``max_inactive_connection_lifetime`` as asyncpg's."""
     params = _dsn.parse(
         dsn,
         host=host,
@@ -226,7 +244,9 @@ def create_pool(
         target_session_attrs=target_session_attrs,
         channel_binding=channel_binding,
     )
-    if params.connect_timeout is not None:
+    if timeout is not None:
+        connect_timeout = timeout
+    elif params.connect_timeout is not None:
         connect_timeout = params.connect_timeout
     opts = _options(
         statement_cache_size,
@@ -238,15 +258,27 @@ def create_pool(
         liveness_timeout,
         tcp_keepalive,
     )
-    return Pool(params, min_size, max_size, opts)
+    return Pool(
+        params,
+        min_size,
+        max_size,
+        opts,
+        init=init,
+        setup=setup,
+        reset=reset,
+        max_queries=max_queries,
+        max_inactive_connection_lifetime=max_inactive_connection_lifetime,
+    )
 
 
 __all__ = [
     "Attribute",
     "Connection",
     "Pool",
+    "exceptions",
     "PreparedStatement",
     "Record",
+    "ServerVersion",
     "Transaction",
     "Type",
     "connect",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -40,7 +41,8 @@ from surge.postgres.errors import (
     make_error,
 )
 from surge.postgres.handshake import check_target, handshake
-from surge.postgres.prepared import PreparedStatement
+from surge.postgres.prepared import TYPES_QUERY, PreparedStatement, Type
+from surge.postgres.serverversion import ServerVersion, server_version
 from surge.postgres.session import RowMode, Session
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
@@ -51,6 +53,10 @@ _TUPLE_OIDS = frozenset(
     type_oid(n) for n in ("date", "time", "timetz", "timestamp", "timestamptz", "interval")
 )
 
+#: What `Connection.reset` runs to give the next user a clean session, as
+#: asyncpg's (prepared statements stay: they belong to the connection's cache).
+RESET_QUERY = "SELECT pg_advisory_unlock_all();\nCLOSE ALL;\nUNLISTEN *;\nRESET ALL;"
+
 #: The liveness probe: an SSLRequest, which a live server answers with one byte
 #: ('S' or 'N') before any authentication.
 PROBE = SSL_REQUEST
@@ -59,6 +65,16 @@ PROBE = SSL_REQUEST
 def quote_ident(name: str) -> str:
     """An SQL identifier, double-quoted."""
     return '"' + name.replace('"', '""') + '"'
+
+
+class ConnectionSettings(dict[str, str]):
+    """Server parameters: a dict that also answers attributes (asyncpg's shape)."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class _StreamGuard:
@@ -123,6 +139,8 @@ class Connection:
         self._session = Session(self._engine, codec, statement_cache_size)
         self._listeners: dict[str, list[Callable[..., Any]]] = {}
         self._log_listeners: list[Callable[..., Any]] = []
+        #: Types as `PreparedStatement.get_parameters` reports them, by oid.
+        self._types: dict[int, Type] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._run = self._session.run
@@ -136,6 +154,7 @@ class Connection:
         # host now, types with it); LISTENs must be said again.
         self._session.cache.clear()
         self._codec.reset_types()
+        self._types.clear()
         if self._listeners:
             sql = "; ".join(f"LISTEN {quote_ident(c)}" for c in self._listeners)
             await engine.submit_raw(self._codec.simple_query, sql)
@@ -158,10 +177,10 @@ class Connection:
         """The backend's process id (for pg_terminate_backend, pg_stat_activity)."""
         return int(self._codec.backend_pid)
 
-    def get_server_version(self) -> tuple[int, ...]:
-        """The server's version as numbers, e.g. (15, 4)."""
-        v = self._codec.server_params.get("server_version", "0")
-        return tuple(int(p) for p in v.split()[0].split(".") if p.isdigit())
+    def get_server_version(self) -> ServerVersion:
+        """The server's version as asyncpg's ``ServerVersion(major, minor, micro,
+        releaselevel, serial)``: 15.4 is (15, 0, 4, 'final', 0)."""
+        return server_version(self._codec.server_params.get("server_version", "0"))
 
     def get_server_address(self) -> str:
         """Where the connection goes now: ``host:port`` or a Unix socket's path
@@ -172,9 +191,10 @@ class Connection:
         """True while the connection runs over TLS."""
         return self._engine.is_connected and self._engine.tls_active
 
-    def get_settings(self) -> dict[str, str]:
-        """The server parameters reported so far (TimeZone, server_version ...)."""
-        return dict(self._codec.server_params)
+    def get_settings(self) -> ConnectionSettings:
+        """The server parameters reported so far, by key or as attributes as in
+        asyncpg (``get_settings().server_encoding``, ``["TimeZone"]``)."""
+        return ConnectionSettings(self._codec.server_params)
 
     async def close(self, *, timeout: float | None = None) -> None:
         """Say Terminate and close; requests still waiting fail with ClosedError."""
@@ -186,9 +206,10 @@ class Connection:
         await self._engine.close()
 
     def terminate(self) -> None:
-        """Drop the connection at once."""
+        """Drop the connection at once; later queries raise `ClosedError` (an
+        `InterfaceError`), as after `close`."""
         self._closed = True
-        self._engine.abort()
+        self._engine.terminate()
 
     # -- queries (asyncpg's names) --------------------------------------------------
 
@@ -223,10 +244,39 @@ class Connection:
         if arglist:
             await self._session.run_many(command, arglist, timeout)
 
+    async def fetchmany(
+        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+    ) -> list[Record]:
+        """``query`` once per argument sequence, all rows in order, in one
+        transaction (all or nothing, as asyncpg's). The queries are pipelined."""
+        arglist = list(args)
+        if not arglist:
+            return []
+        async with self.transaction():
+            # Tasks started inside the transaction go through its gate (see
+            # transaction.py), so the queries leave together.
+            got = await asyncio.gather(
+                *(self.fetch(query, *a, timeout=timeout) for a in arglist),
+                return_exceptions=True,
+            )
+            for g in got:
+                if isinstance(g, BaseException):
+                    raise g
+        return [row for rows in got for row in rows]  # type: ignore[union-attr]
+
     async def prepare(self, query: str, *, timeout: float | None = None) -> PreparedStatement:
         """A prepared statement for ``query`` (shared with the statement cache)."""
         stmt = await self._session.prepare(query, timeout)
-        return PreparedStatement(self._session, query, stmt)
+        oids = {*stmt.param_types, *(o for _, o in stmt.columns)}
+        unknown = [o for o in oids if o not in self._types]
+        if unknown:
+            # Names, kinds and schemas as asyncpg reports them; one query per new
+            # set of types, kept for the connection (`reload_schema_state` forgets).
+            for oid, name, kind, schema in await self.fetch(TYPES_QUERY, unknown):
+                self._types[oid] = Type(oid, name, kind, schema)
+        return PreparedStatement(
+            self._session, query, stmt, self._types, self.cursor, self.transaction
+        )
 
     def cursor(
         self, query: str, *args: Any, prefetch: int | None = None, timeout: float | None = None
@@ -262,8 +312,9 @@ class Connection:
           UTC)``, interval ``(months, days, microseconds)``, a composite type its
           fields; ±infinity are the integer limits.
 
-        Arrays of the type, and composites with a field of it, keep the built-in
-        handling (asyncpg would use the custom codec inside them)."""
+        A text-format codec on json or jsonb also runs on the elements of their
+        arrays, as asyncpg's; arrays of other types, and composites with a field
+        of the type, keep the built-in handling (asyncpg would use the codec there)."""
         if format not in ("text", "binary", "tuple"):
             raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
         oid, kind = await self._type_info(typename, schema)
@@ -285,6 +336,26 @@ class Connection:
             )
         self._codec.set_type_codec(oid, encoder, decoder, format)
         self._session.cache.evict_all()  # their formats were chosen with the old codecs
+
+    async def set_builtin_type_codec(
+        self,
+        typename: str,
+        *,
+        schema: str = "public",
+        codec_name: str,
+        format: str | None = None,
+    ) -> None:
+        """asyncpg's call for extension types. hstore needs none here (it is a dict
+        both ways without asking), so ``codec_name="pg_contrib.hstore"`` on it is
+        accepted as is; other pairings raise rather than be ignored."""
+        await self._type_info(typename, schema)  # raises for a type that is not there
+        if codec_name in ("pg_contrib.hstore", "hstore") and typename == "hstore":
+            return
+        raise UnsupportedClientFeatureError(
+            f"set_builtin_type_codec({typename!r}, codec_name={codec_name!r}) is not"
+            " supported: extension types without a codec come back as text; use"
+            " set_type_codec for a codec of your own"
+        )
 
     async def reset_type_codec(self, typename: str, *, schema: str = "public") -> None:
         """Undo `set_type_codec` for the type."""
@@ -308,7 +379,26 @@ class Connection:
     async def reload_schema_state(self) -> None:
         """Forget the types looked up in the catalog and the cached statements
         (asyncpg's call; after DDL that changes composite types or enums)."""
+        self._types.clear()
         self._session.reload_schema_state()
+
+    def get_reset_query(self) -> str:
+        """The SQL `reset` runs (a pool's custom ``reset=`` may add to it)."""
+        return RESET_QUERY
+
+    async def reset(self, *, timeout: float | None = None) -> None:
+        """Give the session back clean, as asyncpg: roll back an open transaction,
+        drop the listeners, close cursors, release advisory locks, reset settings."""
+        await self._rollback_and_unlisten(timeout)
+        await self.execute(RESET_QUERY, timeout=timeout)
+
+    async def _rollback_and_unlisten(self, timeout: float | None) -> None:
+        """The part of `reset` a pool runs before a custom ``reset=`` callback."""
+        self._listeners.clear()
+        self._log_listeners.clear()
+        if self.is_in_transaction() or self._codec.transaction_status != "I":
+            self._session.unclaim()
+            await self.execute("ROLLBACK", timeout=timeout)
 
     def is_in_transaction(self) -> bool:
         """True while a transaction made with `transaction` is open."""
@@ -324,11 +414,13 @@ class Connection:
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
         timeout: float | None = None,
+        where: str | None = None,
     ) -> str:
         """COPY ``records`` (an iterable or an asynchronous iterable) into a table in
-        the binary format, streamed in chunks; returns ``"COPY n"``."""
+        the binary format, streamed in chunks; ``where`` filters them on the server;
+        returns ``"COPY n"``."""
         return await _copy.records_to_table(
-            self._session, table_name, records, columns, schema_name, timeout
+            self._session, table_name, records, columns, schema_name, timeout, where
         )
 
     async def copy_from_query(
@@ -336,13 +428,41 @@ class Connection:
         query: str,
         *args: Any,
         output: Any,
-        format: str | None = None,
         timeout: float | None = None,
+        **copy_options: Any,
     ) -> str:
-        """COPY (``query``) TO ``output`` (a path, a file object or a callable)."""
+        """COPY (``query``) TO ``output`` (a path, a file object or a callable);
+        asyncpg's COPY options (``format``, ``header``, ``delimiter``, ``null``,
+        ``quote``, ``escape``, ``force_quote``, ``encoding`` ...)."""
         if args:
-            raise InterfaceError("copy_from_query takes no query arguments in surge")
-        return await _copy.copy_out(self._session, f"({query})", output, format, timeout)
+            query = await self._mogrify(query, args, timeout)
+        opts = _copy.options(**copy_options)
+        return await _copy.copy_out(self._session, f"({query})", output, opts, timeout)
+
+    async def _mogrify(self, query: str, args: Sequence[Any], timeout: float | None) -> str:
+        """``query`` with each ``$n`` replaced by its argument as a typed SQL literal
+        (COPY takes no parameters; asyncpg does the same). The server makes the
+        literals: the arguments are encoded as for any query, then quoted there."""
+        stmt = await self._session.prepare(query, timeout)
+        oids = list(stmt.param_types)
+        if len(oids) != len(args):
+            raise InvalidArgumentError(
+                f"the query takes {len(oids)} argument(s), {len(args)} given"
+            )
+        names = await self.fetchval(
+            "SELECT array_agg(format_type(t, NULL) ORDER BY n)"
+            " FROM unnest($1::oid[]) WITH ORDINALITY AS u(t, n)",
+            oids,
+            timeout=timeout,
+        )
+        quoted = ", ".join(f"quote_nullable(${i}::{t}::text)" for i, t in enumerate(names, 1))
+        literals = await self.fetchrow(f"SELECT {quoted}", *args, timeout=timeout)
+        assert literals is not None
+        return re.sub(
+            r"\$(\d+)\b",
+            lambda m: f"({literals[int(m.group(1)) - 1]}::{names[int(m.group(1)) - 1]})",
+            query,
+        )
 
     async def copy_from_table(
         self,
@@ -351,12 +471,14 @@ class Connection:
         output: Any,
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
-        format: str | None = None,
         timeout: float | None = None,
+        **copy_options: Any,
     ) -> str:
-        """COPY a table TO ``output`` (a path, a file object or a callable)."""
+        """COPY a table TO ``output`` (a path, a file object or a callable), with
+        asyncpg's COPY options."""
         target = _copy.qualified(table_name, schema_name, columns)
-        return await _copy.copy_out(self._session, target, output, format, timeout)
+        opts = _copy.options(**copy_options)
+        return await _copy.copy_out(self._session, target, output, opts, timeout)
 
     async def copy_to_table(
         self,
@@ -365,12 +487,15 @@ class Connection:
         source: Any,
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
-        format: str | None = None,
         timeout: float | None = None,
+        where: str | None = None,
+        **copy_options: Any,
     ) -> str:
-        """COPY ``source`` (bytes, a path or a file object) into a table."""
+        """COPY ``source`` (bytes, a path, a file object or an iterable of bytes)
+        into a table, with asyncpg's COPY options and ``where``."""
         target = _copy.qualified(table_name, schema_name, columns)
-        return await _copy.copy_in(self._session, target, source, format, timeout)
+        opts = _copy.options(**copy_options)
+        return await _copy.copy_in(self._session, target, source, opts, where, timeout)
 
     # -- LISTEN / NOTIFY and notices ------------------------------------------------
 

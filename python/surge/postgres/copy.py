@@ -72,12 +72,56 @@ def qualified(table: str, schema: str | None, columns: Sequence[str] | None) -> 
     return t
 
 
-def _options(format: str | None) -> str:
-    if format is None:
-        return ""
-    if format not in FORMATS:
-        raise InterfaceError(f"COPY format is one of {FORMATS}, not {format!r}")
-    return f" (FORMAT {format})"
+def _literal(v: str) -> str:
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def _columns(v: bool | Sequence[str], star: bool) -> str:
+    if v is True and star:
+        return "*"
+    return "(" + ", ".join(_q(c) for c in v) + ")"  # type: ignore[union-attr]
+
+
+def options(
+    format: str | None = None,
+    *,
+    oids: bool | None = None,
+    freeze: bool | None = None,
+    delimiter: str | None = None,
+    null: str | None = None,
+    header: bool | None = None,
+    quote: str | None = None,
+    escape: str | None = None,
+    force_quote: bool | Sequence[str] | None = None,
+    force_not_null: Sequence[str] | None = None,
+    force_null: Sequence[str] | None = None,
+    encoding: str | None = None,
+) -> str:
+    """A COPY statement's option list from asyncpg's keywords (`` (FORMAT csv,
+    HEADER true)``); options left None are not sent."""
+    parts = []
+    if format is not None:
+        if format not in FORMATS:
+            raise InterfaceError(f"COPY format is one of {FORMATS}, not {format!r}")
+        parts.append(f"FORMAT {format}")
+    for name, flag in (("OIDS", oids), ("FREEZE", freeze), ("HEADER", header)):
+        if flag is not None:
+            parts.append(f"{name} {'true' if flag else 'false'}")
+    for name, text in (
+        ("DELIMITER", delimiter),
+        ("NULL", null),
+        ("QUOTE", quote),
+        ("ESCAPE", escape),
+        ("ENCODING", encoding),
+    ):
+        if text is not None:
+            parts.append(f"{name} {_literal(text)}")
+    if force_quote:
+        parts.append("FORCE_QUOTE " + _columns(force_quote, star=True))
+    for name, cols in (("FORCE_NOT_NULL", force_not_null), ("FORCE_NULL", force_null)):
+        if cols:
+            parts.append(f"{name} {_columns(cols, star=False)}")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 async def records_to_table(
@@ -87,11 +131,13 @@ async def records_to_table(
     columns: Sequence[str] | None,
     schema: str | None,
     timeout: Any,
+    where: str | None = None,
 ) -> str:
-    """COPY records in, binary, streamed: column types come from the catalog."""
+    """COPY records in, binary, streamed: column types come from the catalog;
+    ``where`` keeps the rows it matches (COPY ... WHERE, PostgreSQL 12+)."""
     s.copies += 1
     try:
-        return await _records_to_table(s, table, records, columns, schema, timeout)
+        return await _records_to_table(s, table, records, columns, schema, timeout, where)
     finally:
         s.copies -= 1
 
@@ -103,6 +149,7 @@ async def _records_to_table(
     columns: Sequence[str] | None,
     schema: str | None,
     timeout: Any,
+    where: str | None,
 ) -> str:
     rel = (_q(schema) + "." if schema else "") + _q(table)
     rows = await s.run(_COLUMN_TYPES, (rel,), RowMode.ALL, 0, timeout)
@@ -112,6 +159,8 @@ async def _records_to_table(
     if missing:
         raise InterfaceError(f"no column(s) {missing} in {rel}")
     sql = f"COPY {qualified(table, schema, names)} FROM STDIN (FORMAT binary)"
+    if where:
+        sql += f" WHERE {where}"
     oids = [types[c][0] for c in names]
     unknown = [o for o, ok in zip(oids, s.codec.known_types(oids), strict=True) if not ok]
     if unknown:
@@ -240,9 +289,9 @@ async def _server_encoded(
         r[i] = b[0]
 
 
-async def copy_out(s: Session, target: str, output: Any, format: str | None, timeout: Any) -> str:
-    """COPY ``target`` TO STDOUT and hand the data to ``output``."""
-    sql = f"COPY {target} TO STDOUT{_options(format)}"
+async def copy_out(s: Session, target: str, output: Any, opts: str, timeout: Any) -> str:
+    """COPY ``target`` TO STDOUT (with `options` ``opts``) and hand the data to ``output``."""
+    sql = f"COPY {target} TO STDOUT{opts}"
     status, data = await s.send(s.codec.copy_out, sql, timeout=timeout)
     if isinstance(output, (str, os.PathLike)):
         with open(output, "wb") as f:
@@ -260,8 +309,11 @@ async def copy_out(s: Session, target: str, output: Any, format: str | None, tim
     return str(status)
 
 
-async def copy_in(s: Session, target: str, source: Any, format: str | None, timeout: Any) -> str:
-    """COPY ``target`` FROM STDIN with all of ``source``."""
+async def copy_in(
+    s: Session, target: str, source: Any, opts: str, where: str | None, timeout: Any
+) -> str:
+    """COPY ``target`` FROM STDIN (with `options` ``opts``) with all of ``source``:
+    bytes, a path, a file object, or an (async) iterable of bytes."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     elif isinstance(source, (str, os.PathLike)):
@@ -273,7 +325,11 @@ async def copy_in(s: Session, target: str, source: Any, format: str | None, time
             data = await data
         if isinstance(data, str):
             data = data.encode()
+    elif hasattr(source, "__aiter__"):
+        data = b"".join([bytes(chunk) async for chunk in source])
+    elif hasattr(source, "__iter__"):
+        data = b"".join(bytes(chunk) for chunk in source)
     else:
-        raise InterfaceError("source is bytes, a path or a file object")
-    sql = f"COPY {target} FROM STDIN{_options(format)}"
+        raise InterfaceError("source is bytes, a path, a file object or an iterable of bytes")
+    sql = f"COPY {target} FROM STDIN{opts}" + (f" WHERE {where}" if where else "")
     return str(await s.send(s.codec.copy_in, sql, data, timeout=timeout))

@@ -63,7 +63,7 @@ _MULTIRANGE_OF = (
 CatalogRow = tuple[int, str, str, int, int, int, int, "list[int] | None", "list[str] | None"]
 
 
-def query(server_version: tuple[int, ...]) -> str:
+def query(server_version: tuple[int | str, ...]) -> str:
     """The lookup query for a server of this version."""
     multirange = server_version >= (14,)
     return _QUERY.format(

@@ -6,13 +6,21 @@ connection away from others: each goes to the connection with the fewest
 requests in flight among those nobody holds. `acquire()` gives a connection to
 one holder alone (for transactions, LISTEN, session settings) until released;
 when all are held, acquirers wait, and the pool grows up to ``max_size``.
+
+asyncpg's hooks run as in asyncpg: ``init(conn)`` once per new connection,
+``setup(conn)`` on each `acquire`, ``reset(conn)`` on each `release` (after an
+open transaction is rolled back; by default `Connection.reset`); a connection
+that served ``max_queries`` requests is closed on release, and one that sat
+unused for ``max_inactive_connection_lifetime`` seconds is closed while the
+pool has more than ``min_size``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -21,13 +29,16 @@ from surge.errors import ClosedError, InterfaceError
 from surge.postgres.connection import Connection
 from surge.postgres.dsn import ConnectParams
 
-#: What `release` runs to give the next user a clean session (prepared
-#: statements stay: they belong to the connection's cache, not to the user).
-RESET_QUERY = "CLOSE ALL; UNLISTEN *; RESET ALL; SELECT pg_advisory_unlock_all()"
-
 #: asyncpg's defaults.
 DEFAULT_MIN_SIZE = 10
 DEFAULT_MAX_SIZE = 10
+#: Requests a connection serves before it is replaced on release (asyncpg's).
+DEFAULT_MAX_QUERIES = 50000
+#: Seconds an unused connection above ``min_size`` stays open (asyncpg's; 0: forever).
+DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME = 300.0
+
+#: A pool hook: a coroutine function taking the connection.
+Hook = Callable[[Connection], Awaitable[Any]]
 
 
 def _in_flight(c: Connection) -> int:
@@ -42,18 +53,45 @@ class Pool:
     """Connections to one server; shortcuts spread queries over them."""
 
     def __init__(
-        self, params: ConnectParams, min_size: int, max_size: int, connect_kwargs: dict[str, Any]
+        self,
+        params: ConnectParams,
+        min_size: int,
+        max_size: int,
+        connect_kwargs: dict[str, Any],
+        *,
+        init: Hook | None = None,
+        setup: Hook | None = None,
+        reset: Hook | None = None,
+        max_queries: int = DEFAULT_MAX_QUERIES,
+        max_inactive_connection_lifetime: float = DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
     ) -> None:
         if not 0 <= min_size <= max_size or max_size < 1:
             raise InterfaceError(
                 f"need 0 <= min_size <= max_size, max_size >= 1: {min_size}, {max_size}"
             )
+        if max_queries <= 0:
+            raise ValueError("max_queries is expected to be greater than zero")
+        if max_inactive_connection_lifetime < 0:
+            raise ValueError(
+                "max_inactive_connection_lifetime is expected to be greater or equal to zero"
+            )
         self._params = params
         self.min_size = min_size
         self.max_size = max_size
         self._kwargs = connect_kwargs
+        self._init_hook, self._setup_hook, self._reset_hook = init, setup, reset
+        self._max_queries = max_queries
+        self._max_idle = max_inactive_connection_lifetime
         self._all: list[Connection] = []
         self._held: set[Connection] = set()
+        # Free, connected connections and when each was last used (loop time):
+        # what the inactivity sweep looks at.
+        self._idle_since: dict[Connection, float] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        # Closes of inactive connections under way (kept so they are not collected).
+        self._closing: set[asyncio.Task[None]] = set()
+        # Connections `expire_connections` found held: closed on release.
+        self._expired: set[Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._opening = 0
         self._closed = False
@@ -61,10 +99,11 @@ class Pool:
     async def _init(self) -> Pool:
         conns = [self._new() for _ in range(self.min_size)]
         try:
-            await asyncio.gather(*(c.connect() for c in conns))
+            await asyncio.gather(*(self._open(c) for c in conns))
         except BaseException:
             await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
             self._all.clear()
+            self._idle_since.clear()
             raise
         return self
 
@@ -72,6 +111,59 @@ class Pool:
         c = Connection(self._params, **self._kwargs)
         self._all.append(c)
         return c
+
+    async def _open(self, c: Connection) -> None:
+        """Connect ``c`` and run ``init`` on it; on failure it leaves the pool."""
+        try:
+            await c.connect()
+            if self._init_hook is not None:
+                await self._init_hook(c)
+                if c.engine.in_flight:
+                    # What init left behind (set_type_codec closes the cached
+                    # statements in the background) ends before this query's
+                    # reply: the first acquire then finds the connection idle
+                    # rather than opening another.
+                    await c.execute("SELECT 1")
+        except BaseException:
+            self._drop(c)
+            await c.close()
+            raise
+        self._touch(c)
+
+    def _drop(self, c: Connection) -> None:
+        if c in self._all:
+            self._all.remove(c)
+        self._idle_since.pop(c, None)
+        self._held.discard(c)
+        self._expired.discard(c)
+
+    def _touch(self, c: Connection) -> None:
+        """``c`` was used just now (and is free): the inactivity clock restarts.
+        On every shortcut's path: a dict store, the timer armed once."""
+        self._idle_since[c] = time.monotonic()
+        if self._sweep is None and self._max_idle:
+            loop = asyncio.get_running_loop()
+            self._sweep = loop.call_later(self._max_idle, self._close_inactive)
+
+    def _close_inactive(self) -> None:
+        """Close the connections unused for ``max_inactive_connection_lifetime``
+        while the pool has more than ``min_size``; look again when the next may be due."""
+        self._sweep = None
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        for c, since in sorted(self._idle_since.items(), key=lambda kv: kv[1]):
+            if len(self._all) <= self.min_size:
+                break
+            if now - since >= self._max_idle and c.engine.in_flight == 0:
+                self._drop(c)
+                task = loop.create_task(c.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+        if self._idle_since and len(self._all) > self.min_size:
+            due = min(self._idle_since.values()) + self._max_idle - now
+            self._sweep = loop.call_later(max(due, 0.01), self._close_inactive)
 
     def __await__(self) -> Any:
         return self._init().__await__()
@@ -83,6 +175,18 @@ class Pool:
     def get_idle_size(self) -> int:
         """Connections nobody holds."""
         return len(self._all) - len(self._held)
+
+    def get_min_size(self) -> int:
+        """``min_size``."""
+        return self.min_size
+
+    def get_max_size(self) -> int:
+        """``max_size``."""
+        return self.max_size
+
+    def is_closing(self) -> bool:
+        """True once `close` or `terminate` was called."""
+        return self._closed
 
     async def _free(
         self, exclusive: bool, load: Callable[[Connection], Any] = _in_flight
@@ -96,14 +200,11 @@ class Pool:
             if free:
                 best = min(free, key=load)
                 if not exclusive or best.engine.in_flight == 0 or len(self._all) >= self.max_size:
+                    self._touch(best)
                     return best
             if len(self._all) < self.max_size:
                 c = self._new()
-                try:
-                    await c.connect()
-                except BaseException:
-                    self._all.remove(c)
-                    raise
+                await self._open(c)
                 return c
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
@@ -116,31 +217,61 @@ class Pool:
 
     async def _acquire(self, timeout: float | None) -> Connection:
         if timeout is None:
-            c = await self._free(True)
+            c = await self._hold()
         else:
-            c = await asyncio.wait_for(self._free(True), timeout)
-        self._held.add(c)
+            c = await asyncio.wait_for(self._hold(), timeout)
         return c
 
-    async def release(self, conn: Connection) -> None:
+    async def _hold(self) -> Connection:
+        c = await self._free(True)
+        self._held.add(c)
+        self._idle_since.pop(c, None)
+        if self._setup_hook is not None:
+            try:
+                await self._setup_hook(c)
+            except BaseException:
+                # As asyncpg: after a failed setup the connection's state is
+                # unknown, so it is closed (a new one is made when needed).
+                self._drop(c)
+                self._wake()
+                await c.close()
+                raise
+        return c
+
+    async def release(self, conn: Connection, *, timeout: float | None = None) -> None:
         """Give back a connection from `acquire`: an open transaction is rolled back
-        and session state reset (settings, LISTENs, cursors, advisory locks), as in
-        asyncpg, so the next user (or a shortcut) does not inherit it."""
+        and the session reset (`Connection.reset`, or the pool's ``reset=``), as in
+        asyncpg, so the next user (or a shortcut) does not inherit it. A connection
+        past ``max_queries`` requests, or expired, is closed instead."""
         if conn not in self._held:
             return
         try:
-            if conn.is_in_transaction() or conn._codec.transaction_status != "I":
-                conn._session.unclaim()
-                await conn.execute("ROLLBACK")
-            conn._listeners.clear()
-            await conn.execute(RESET_QUERY)
+            if conn in self._expired or conn.engine.stats["requests"] >= self._max_queries:
+                self._drop(conn)
+                await conn.close()
+            elif self._reset_hook is not None:
+                await conn._rollback_and_unlisten(timeout)
+                await self._reset_hook(conn)
+            else:
+                await conn.reset(timeout=timeout)
         except Exception:
             conn.terminate()
-            if conn in self._all:
-                self._all.remove(conn)
+            self._drop(conn)
         finally:
             self._held.discard(conn)
+            if conn in self._all:
+                self._touch(conn)
             self._wake()
+
+    async def expire_connections(self) -> None:
+        """Close every connection now free and each held one when released, so new
+        ones (with new `set_connect_args` or server settings) replace them."""
+        held = [c for c in self._all if c in self._held]
+        self._expired.update(held)
+        free = [c for c in self._all if c not in self._held]
+        for c in free:
+            self._drop(c)
+        await asyncio.gather(*(c.close() for c in free), return_exceptions=True)
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, deque()
@@ -164,6 +295,13 @@ class Pool:
             query, *args, column=column, timeout=timeout
         )
 
+    async def fetchmany(
+        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+    ) -> list[Record]:
+        """`Connection.fetchmany` (a transaction) on a connection held for it."""
+        async with self.acquire() as conn:
+            return await conn.fetchmany(query, args, timeout=timeout)
+
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
         """`Connection.execute` on the least busy free connection."""
         return await (await self._free(False)).execute(query, *args, timeout=timeout)
@@ -182,6 +320,7 @@ class Pool:
         columns: Sequence[str] | None = None,
         schema_name: str | None = None,
         timeout: float | None = None,
+        where: str | None = None,
     ) -> str:
         """`Connection.copy_records_to_table` on a free connection with no COPY
         under way, idle if any (asyncpg's pool has it too).
@@ -194,16 +333,50 @@ class Pool:
         while the others idled."""
         conn = await self._free(True, _copy_load)
         return await conn.copy_records_to_table(
-            table_name, records=records, columns=columns, schema_name=schema_name, timeout=timeout
+            table_name,
+            records=records,
+            columns=columns,
+            schema_name=schema_name,
+            timeout=timeout,
+            where=where,
         )
 
-    async def close(self) -> None:
-        """Close every connection; waiting acquirers fail with ClosedError."""
+    async def copy_from_query(self, query: str, *args: Any, **kwargs: Any) -> str:
+        """`Connection.copy_from_query` on a free connection with no COPY under way."""
+        conn = await self._free(True, _copy_load)
+        return await conn.copy_from_query(query, *args, **kwargs)
+
+    async def copy_from_table(self, table_name: str, **kwargs: Any) -> str:
+        """`Connection.copy_from_table` on a free connection with no COPY under way."""
+        conn = await self._free(True, _copy_load)
+        return await conn.copy_from_table(table_name, **kwargs)
+
+    async def copy_to_table(self, table_name: str, **kwargs: Any) -> str:
+        """`Connection.copy_to_table` on a free connection with no COPY under way."""
+        conn = await self._free(True, _copy_load)
+        return await conn.copy_to_table(table_name, **kwargs)
+
+    def _forget_all(self) -> list[Connection]:
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         self._wake()
         conns, self._all = self._all, []
         self._held.clear()
+        self._idle_since.clear()
+        self._expired.clear()
+        return conns
+
+    async def close(self) -> None:
+        """Close every connection; waiting acquirers fail with ClosedError."""
+        conns = self._forget_all()
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+    def terminate(self) -> None:
+        """Drop every connection at once (no goodbye to the server)."""
+        for c in self._forget_all():
+            c.terminate()
 
     async def __aenter__(self) -> Pool:
         return await self._init()

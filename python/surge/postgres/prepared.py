@@ -4,6 +4,8 @@ next use prepares it again transparently."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from surge._core import Record, Statement
@@ -13,12 +15,36 @@ from surge.postgres.types import type_name
 if TYPE_CHECKING:
     from surge.postgres.session import Session
 
+#: How a statement opens a cursor or a transaction: the connection's own
+#: `cursor` and `transaction` methods, handed down (this module sits beside
+#: cursor.py and transaction.py in the tree, it does not import them).
+Opener = Callable[..., Any]
+
 
 class Type(NamedTuple):
-    """A PostgreSQL type as a parameter or column has it."""
+    """A PostgreSQL type as a parameter or column has it (asyncpg's fields:
+    ``kind`` is scalar, array, composite, range or multirange)."""
 
     oid: int
     name: str
+    kind: str = "scalar"
+    schema: str = "pg_catalog"
+
+
+#: Each type's name, kind and schema as asyncpg reports them (an array is
+#: named ``int4[]``; int2vector and oidvector count as arrays), for the oids in $1.
+TYPES_QUERY = """
+SELECT t.oid::int8,
+    CASE WHEN t.typcategory = 'A' AND t.typelem <> 0
+         THEN regexp_replace(t.typname::text, '^_', '') || '[]' ELSE t.typname::text END,
+    CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN 'array'
+         WHEN t.typtype = 'c' THEN 'composite' WHEN t.typtype = 'r' THEN 'range'
+         WHEN t.typtype = 'm' THEN 'multirange' ELSE 'scalar' END,
+    n.nspname::text
+FROM pg_catalog.pg_type t
+JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+WHERE t.oid = ANY($1::oid[])
+"""
 
 
 class Attribute(NamedTuple):
@@ -31,12 +57,26 @@ class Attribute(NamedTuple):
 class PreparedStatement:
     """A prepared query: run it with arguments, inspect its types."""
 
-    __slots__ = ("_query", "_session", "_stmt")
+    __slots__ = ("_cursor", "_query", "_session", "_stmt", "_transaction", "_types")
 
-    def __init__(self, session: Session, query: str, stmt: Statement) -> None:
+    def __init__(
+        self,
+        session: Session,
+        query: str,
+        stmt: Statement,
+        types: Mapping[int, Type] | None = None,
+        cursor: Opener | None = None,
+        transaction: Opener | None = None,
+    ) -> None:
         self._session = session
         self._query = query
         self._stmt = stmt
+        self._types = types or {}
+        self._cursor = cursor
+        self._transaction = transaction
+
+    def _type(self, oid: int) -> Type:
+        return self._types.get(oid) or Type(oid, type_name(oid))
 
     def get_query(self) -> str:
         """The query text."""
@@ -48,11 +88,11 @@ class PreparedStatement:
 
     def get_parameters(self) -> tuple[Type, ...]:
         """The parameter types the server inferred."""
-        return tuple(Type(o, type_name(o)) for o in self._stmt.param_types)
+        return tuple(self._type(o) for o in self._stmt.param_types)
 
     def get_attributes(self) -> tuple[Attribute, ...]:
         """The result columns."""
-        return tuple(Attribute(n, Type(o, type_name(o))) for n, o in self._stmt.columns)
+        return tuple(Attribute(n, self._type(o)) for n, o in self._stmt.columns)
 
     async def fetch(self, *args: Any, timeout: float | None = None) -> list[Record]:
         """All rows."""
@@ -70,11 +110,42 @@ class PreparedStatement:
         """Run it; returns the status (``"UPDATE 3"``)."""
         return await self._session.run(self._query, args, RowMode.STATUS, 0, timeout)  # type: ignore[no-any-return]
 
+    async def fetchmany(self, args: Any, *, timeout: float | None = None) -> list[Record]:
+        """The rows of each argument sequence, in order, in one transaction."""
+        results: list[Record] = []
+        tx = self._transaction() if self._transaction is not None else None
+        assert tx is not None, "made by Connection.prepare"
+        async with tx:
+            for a in args:
+                results += await self.fetch(*a, timeout=timeout)
+        return results
+
     async def executemany(self, args: Any, *, timeout: float | None = None) -> None:
         """Run it for each argument sequence, in one implicit transaction."""
         arglist = list(args)
         if arglist:
             await self._session.run_many(self._query, arglist, timeout)
+
+    def cursor(self, *args: Any, prefetch: int | None = None, timeout: float | None = None) -> Any:
+        """Rows in pieces, inside a transaction, as `Connection.cursor`."""
+        assert self._cursor is not None, "made by Connection.prepare"
+        return self._cursor(self._query, *args, prefetch=prefetch, timeout=timeout)
+
+    async def explain(self, *args: Any, analyze: bool = False) -> Any:
+        """The plan as PostgreSQL's JSON (``EXPLAIN (FORMAT JSON, VERBOSE)``), parsed;
+        with ``analyze`` the statement runs, in a transaction rolled back after."""
+        sql = "EXPLAIN (FORMAT JSON, VERBOSE" + (", ANALYZE) " if analyze else ") ") + self._query
+        if not analyze:
+            plan = await self._session.run(sql, args, RowMode.VALUE, 0, None)
+            return json.loads(plan)
+        assert self._transaction is not None, "made by Connection.prepare"
+        tx = self._transaction()
+        await tx.start()
+        try:
+            plan = await self._session.run(sql, args, RowMode.VALUE, 0, None)
+        finally:
+            await tx.rollback()
+        return json.loads(plan)
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._query!r}>"

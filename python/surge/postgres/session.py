@@ -60,6 +60,7 @@ from surge.postgres._sqlstate import (
     InvalidSqlStatementNameError,
 )
 from surge.postgres.errors import InvalidArgumentError, OutdatedSchemaCacheError, PostgresError
+from surge.postgres.serverversion import ServerVersion, server_version
 from surge.postgres.statement_cache import StatementCache
 
 
@@ -422,10 +423,9 @@ class Session:
         rows = await self.run(sql, (oids,), RowMode.ALL, 0, None)
         self.codec.add_types(introspection.catalog_rows(oids, rows))
 
-    def server_version(self) -> tuple[int, ...]:
-        """The server's version as numbers, e.g. (15, 4)."""
-        v = self.codec.server_params.get("server_version", "0")
-        return tuple(int(p) for p in v.split()[0].split(".") if p.isdigit())
+    def server_version(self) -> ServerVersion:
+        """The server's version (asyncpg's `ServerVersion`)."""
+        return server_version(self.codec.server_params.get("server_version", "0"))
 
     def reload_schema_state(self) -> None:
         """Forget looked-up types and cached statements (after DDL)."""

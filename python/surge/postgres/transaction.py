@@ -35,6 +35,16 @@ ISOLATION_LEVELS = {
 _savepoints = itertools.count(1)
 
 
+#: Why a transaction in this state cannot start, commit or roll back (asyncpg's words).
+_WHY_NOT = {
+    "started": "the transaction is already started",
+    "committed": "the transaction is already committed",
+    "rolledback": "the transaction is already rolled back",
+    "failed": "the transaction is in error state",
+    "new": "the transaction is not yet started",
+}
+
+
 class Transaction:
     """One transaction (or savepoint, when nested) on a connection's `Session`."""
 
@@ -82,7 +92,7 @@ class Transaction:
     async def start(self) -> None:
         """BEGIN (or SAVEPOINT inside a transaction this context already holds)."""
         if self._state != "new":
-            raise InterfaceError(f"cannot start a transaction that is {self._state}")
+            raise InterfaceError(f"cannot start; {_WHY_NOT.get(self._state, self._state)}")
         s = self._session
         outer = s.tx
         if outer is not None and outer in CURRENT.get():
@@ -113,9 +123,8 @@ class Transaction:
 
     async def _end(self, sql: str, state: str) -> None:
         if self._state != "started":
-            raise InterfaceError(
-                f"cannot {state[:-2] or state} a transaction that is {self._state}"
-            )
+            verb = {"committed": "commit", "rolledback": "rollback"}.get(state, state)
+            raise InterfaceError(f"cannot {verb}; {_WHY_NOT.get(self._state, self._state)}")
         try:
             await self._session.simple_query(sql, None)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import functools
 import ssl as _ssl
 import types
@@ -144,9 +145,48 @@ class Redis(Commands):
         ssl_password: str | None = None,
         ssl_cert_reqs: str = "required",
         ssl_check_hostname: bool = True,
+        # redis-py's names, so a port keeps its keywords (docs/migration/redis-py.md):
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        socket_keepalive: bool | None = None,
+        socket_keepalive_options: Any = None,
+        socket_read_size: int | None = None,
+        health_check_interval: float = 0,
+        max_connections: int | None = None,
+        retry_on_timeout: bool = False,
+        retry_on_error: list | None = None,
+        retry: Any = None,
+        encoding: str = "utf-8",
+        encoding_errors: str = "strict",
+        single_connection_client: bool = False,
+        auto_close_connection_pool: bool | None = None,
+        lib_name: str | None = None,
+        lib_version: str | None = None,
     ) -> None:
         if protocol not in (2, 3):
             raise DataError(f"protocol must be 2 or 3, not {protocol!r}")
+        # redis-py's socket options map onto surge's: socket_timeout bounds each
+        # command (request_timeout), socket_connect_timeout the connect, a health
+        # check interval sets the liveness probe's, max_connections bounds the
+        # connections of blocking commands (the rest share one connection). The
+        # retry options are taken and not acted on: surge never sends a command twice.
+        if socket_connect_timeout is not None:
+            connect_timeout = socket_connect_timeout
+        if socket_timeout is not None and request_timeout is None:
+            request_timeout = socket_timeout
+        if socket_keepalive is not None:
+            tcp_keepalive = socket_keepalive
+        if health_check_interval:
+            liveness_interval = health_check_interval
+        if max_connections is not None:
+            max_blocking_connections = max_connections
+        if codecs.lookup(encoding).name != "utf-8" or encoding_errors != "strict":
+            # Replies are decoded in Rust as strict UTF-8; another encoding would
+            # give other strings than redis-py, silently.
+            raise DataError(
+                f"only encoding='utf-8', encoding_errors='strict' are supported,"
+                f" not {encoding!r}, {encoding_errors!r}"
+            )
         self.host, self.port, self.db = host, port, db
         tls = None
         if isinstance(ssl, _ssl.SSLContext):
@@ -669,9 +709,27 @@ def url_options(url: str) -> dict[str, Any]:
         opts["db"] = int(query["db"][0])
     if "protocol" in query:
         opts["protocol"] = int(query["protocol"][0])
-    if "decode_responses" in query:
-        opts["decode_responses"] = query["decode_responses"][0].lower() in ("1", "true", "yes")
+    for name, parse in _URL_QUERY_OPTIONS.items():
+        if name in query:
+            opts[name] = parse(query[name][0])
     return opts
+
+
+def _flag(value: str) -> bool:
+    return value.lower() in ("1", "true", "yes", "y", "on")
+
+
+#: Options a URL's query may carry, as redis-py reads them.
+_URL_QUERY_OPTIONS: dict[str, Any] = {
+    "decode_responses": _flag,
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    "socket_keepalive": _flag,
+    "health_check_interval": float,
+    "max_connections": int,
+    "retry_on_timeout": _flag,
+    "client_name": str,
+}
 
 
 from_url = connect

@@ -8,7 +8,7 @@ shared by every driver; they are not `RedisError`s.
 
 from __future__ import annotations
 
-from surge.errors import InterfaceError, SurgeError
+from surge.errors import InterfaceError, RequestTimeoutError, SurgeConnectionError, SurgeError
 
 
 class RedisError(SurgeError):
@@ -56,6 +56,15 @@ class ReadOnlyError(ResponseError):
     """READONLY: a write sent to a read-only replica."""
 
 
+class OutOfMemoryError(ResponseError):
+    """OOM: a write refused because the server reached ``maxmemory``."""
+
+
+class PubSubError(RedisError):
+    """A pub/sub call that cannot work as asked (`PubSub.run` with a subscription
+    that has no handler)."""
+
+
 class LockError(RedisError, ValueError):
     """A `Lock` could not be acquired, released, extended or reacquired."""
 
@@ -78,6 +87,7 @@ ERROR_CLASSES: dict[str, type[ResponseError]] = {
     "LOADING": BusyLoadingError,
     "NOSCRIPT": NoScriptError,
     "READONLY": ReadOnlyError,
+    "OOM": OutOfMemoryError,
 }
 
 _AUTH_MESSAGES = ("ERR invalid password", "ERR AUTH <password> called without", "ERR invalid user")
@@ -89,3 +99,12 @@ def make_error(message: str) -> ResponseError:
     if cls is ResponseError and message.startswith(_AUTH_MESSAGES):
         cls = AuthenticationError
     return cls(message)
+
+
+# redis-py's names for connection trouble, so ``except redis.ConnectionError``
+# and ``except redis.TimeoutError`` port unchanged. They are surge's engine
+# errors shared by every driver (not `RedisError`s, see the module docstring):
+# ConnectError, ConnectionLostError, ClosedError ... are `ConnectionError`s;
+# a command past its ``socket_timeout``/``request_timeout`` raises `TimeoutError`.
+ConnectionError = SurgeConnectionError
+TimeoutError = RequestTimeoutError

@@ -145,7 +145,10 @@ class Lock:
         LockNotOwnedError when the key holds another token (expired and retaken)."""
         token, self.token = self.token, None
         if token is None:
-            raise LockError("Cannot release an unlocked lock", lock_name=self.name)
+            raise LockError(
+                "Cannot release a lock that's not owned or is already unlocked.",
+                lock_name=self.name,
+            )
         if not await self._release(keys=[self.name], args=[token]):
             raise LockNotOwnedError(
                 "Cannot release a lock that's no longer owned", lock_name=self.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from surge._core import RespCodec
@@ -165,7 +166,17 @@ class Pipeline(Commands):
                 r = conv(r)
             out.append(r)
         if raise_on_error:
-            for r in out:
+            for i, r in enumerate(out):
                 if isinstance(r, BaseException):
+                    _annotate(r, i + 1, commands[i])
                     raise r
         return out
+
+
+def _annotate(err: BaseException, number: int, args: tuple[Any, ...]) -> None:
+    """Name the failing command in the error's text as redis-py does (``Command
+    # 2 (LPUSH k 1) of pipeline caused error: ...``): a log line then says which
+    of the pipeline's commands failed. ``e.message`` keeps the server's text."""
+    words = " ".join(a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in args)
+    cmd = textwrap.shorten(words, width=100, placeholder="...", break_long_words=True)
+    err.args = (f"Command # {number} ({cmd}) of pipeline caused error: {err.args}", *err.args[1:])

@@ -19,7 +19,7 @@ from surge._core import RespCodec
 from surge.engine import PipelinedConnection
 from surge.errors import ProtocolError
 from surge.redis.commands import flatten_names
-from surge.redis.errors import DataError, make_error
+from surge.redis.errors import DataError, PubSubError, make_error
 
 if TYPE_CHECKING:
     from surge.redis.client import Redis
@@ -142,9 +142,9 @@ class PubSub:
             msg = {"type": kind, "pattern": raw[1], "channel": raw[2], "data": raw[3]}
             handler = self.patterns.get(raw[1]) or self.patterns.get(_text(raw[1]))
         elif len(raw) >= 3:
+            # (un)subscribe confirmations too, patterns included: redis-py
+            # names the pattern in "channel" and leaves "pattern" None.
             msg = {"type": kind, "pattern": None, "channel": raw[1], "data": raw[2]}
-            if kind in ("psubscribe", "punsubscribe"):
-                msg["pattern"] = raw[1]
             handler = (
                 self.channels.get(raw[1]) or self.channels.get(_text(raw[1]))
                 if kind in ("message", "smessage")
@@ -201,6 +201,32 @@ class PubSub:
             msg = await self.get_message(timeout=None)
             if msg is not None:
                 yield msg
+
+    async def run(
+        self,
+        *,
+        exception_handler: Callable[[BaseException, PubSub], Any] | None = None,
+        poll_timeout: float = 1.0,
+    ) -> None:
+        """Call every message's handler until cancelled (redis-py's loop for
+        subscriptions made with handlers, ``asyncio.create_task(p.run())``); an
+        error goes to ``exception_handler(error, pubsub)`` if given, else stops it."""
+        for kind, subs in (("Channel", self.channels), ("Pattern", self.patterns)):
+            for name, handler in subs.items():
+                if handler is None:
+                    raise PubSubError(f"{kind}: {_text(name)!r} has no handler registered")
+        while True:
+            try:
+                await self.get_message(ignore_subscribe_messages=True, timeout=poll_timeout)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:
+                if exception_handler is None:
+                    raise
+                handled = exception_handler(e, self)
+                if inspect.isawaitable(handled):
+                    await handled
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Close the subscriber's connection."""

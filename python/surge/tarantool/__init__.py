@@ -12,7 +12,9 @@ from surge.tarantool.errors import (
     DuplicateKeyError,
     FeatureNotSupportedError,
     SchemaError,
+    TarantoolDatabaseError,
     TarantoolError,
+    TarantoolSchemaError,
 )
 from surge.tarantool.pool import NoHealthyInstanceError, Pool
 from surge.tarantool.transaction import ISOLATION_LEVELS, Transaction
@@ -35,7 +37,9 @@ __all__ = [
     "Pool",
     "SQLResult",
     "SchemaError",
+    "TarantoolDatabaseError",
     "TarantoolError",
+    "TarantoolSchemaError",
     "Transaction",
     "Tuple",
     "Watcher",

@@ -19,11 +19,12 @@ attempt starts clean and no future is left holding an exception nobody reads.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import operator
 import time
 import types
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Mapping, Sequence
 from typing import Any
 
 from surge._core import IprotoCodec, IprotoLane
@@ -126,6 +127,16 @@ class SQLResult:
         """Column names."""
         return [m.get(0) for m in self.metadata]
 
+    @property
+    def body(self) -> list:
+        """The rows (asynctnt's ``Response.body``)."""
+        return self.rows
+
+    @property
+    def rowcount(self) -> int:
+        """Rows returned or changed (asynctnt's name for `row_count`)."""
+        return int(self.row_count)
+
     def __iter__(self):
         return iter(self.rows)
 
@@ -151,10 +162,11 @@ class Connection:
     def __init__(
         self,
         host: str = "127.0.0.1",
-        port: int = 3301,
+        port: int | str = 3301,
         *,
         user: str | None = None,
         password: str | None = None,
+        username: str | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float | None = None,
         fetch_schema: bool = True,
@@ -164,7 +176,29 @@ class Connection:
         liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
         liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
         tcp_keepalive: bool = True,
+        # asynctnt's names, so its Connection(...) calls port as they are:
+        reconnect_timeout: float | None = None,
+        ping_timeout: float | None = None,
+        auto_refetch_schema: bool = True,
+        encoding: str | None = None,
+        initial_read_buffer_size: int | None = None,
     ) -> None:
+        # asynctnt's options map onto surge's: its request_timeout <= 0 means none;
+        # its ping_timeout is the liveness check's interval (0 turns it off). A lost
+        # connection is reconnected by the next request (no reconnect_timeout wait);
+        # the schema is always reloaded when it changes (a stale one would send
+        # requests to the wrong space).
+        if request_timeout is not None and request_timeout <= 0:
+            request_timeout = None
+        if ping_timeout is not None:
+            liveness_interval = ping_timeout or None
+        if encoding is not None and codecs.lookup(encoding).name != "utf-8":
+            raise InterfaceError(f"only encoding='utf-8' is supported, not {encoding!r}")
+        if username is not None:  # asynctnt's name
+            if user is not None and user != username:
+                raise InterfaceError("give user= or username=, not both")
+            user = username
+        port = int(port)  # asynctnt takes "3301" too
         self.user = user
         self.password = password or ""
         self.fetch_schema = fetch_schema
@@ -286,6 +320,10 @@ class Connection:
             # of the sleep, it sees `_closing` and stops.
             self._rewatch.cancel()
         await self._engine.close()
+
+    async def disconnect(self) -> None:
+        """`close` under asynctnt's name."""
+        await self.close()
 
     async def __aenter__(self) -> Connection:
         return await self.connect()
@@ -567,6 +605,10 @@ class Connection:
         await self.connect()
         await self._fresh_reload()
 
+    async def refetch_schema(self) -> None:
+        """`reload_schema` under asynctnt's name."""
+        await self.reload_schema()
+
     async def _fresh_reload(self) -> None:
         """Wait for a reload that sends its selects after this call."""
         task = self._reload
@@ -698,6 +740,14 @@ class Connection:
     def _store(self, space: int | str, t: Sequence[Any], replace: bool, timeout: Any) -> Any:
         send = self._sender() if self._tx_open else self._req
         tmo = _DEFAULT if timeout is None else _timeout(timeout)
+        if isinstance(t, Mapping):
+            return self._later(
+                space,
+                lambda i, w: send(
+                    self._insert, i.id, _by_format(i, t), i.field_names, replace, timeout=w
+                ),
+                tmo,
+            )
         info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
@@ -757,6 +807,12 @@ class Connection:
         info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
+        if isinstance(t, Mapping):
+            return self._later(
+                space,
+                lambda i, w: send(self._upsert, i.id, _by_format(i, t), _ops(i, ops), timeout=w),
+                tmo,
+            )
         if info is not None:
             resolved = _ops_or_none(info, ops)
             if resolved is not None:
@@ -863,6 +919,22 @@ def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:
                 raise SchemaError(f"space {info.name!r} has no field named {field!r}")
             op = (op[0], names[field], *op[2:])
         out.append(op)
+    return out
+
+
+def _by_format(info: SpaceInfo, t: Mapping[str, Any]) -> list:
+    """A tuple given as ``{field name: value}``, laid out by the space's format
+    (a field not given is nil, as asynctnt). A name the format lacks raises
+    `SchemaError` (asynctnt drops it with a warning: that would lose data)."""
+    names = info.field_names
+    if not names:
+        raise SchemaError(f"space {info.name!r} has no format: give the tuple as a list")
+    out: list = [None] * (max(names.values()) + 1)
+    for name, value in t.items():
+        pos = names.get(name)
+        if pos is None:
+            raise SchemaError(f"space {info.name!r} has no field named {name!r}")
+        out[pos] = value
     return out
 
 

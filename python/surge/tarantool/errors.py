@@ -118,3 +118,8 @@ def make_error(value: tuple[int, str, ErrorInfo | None]) -> DatabaseError:
     """Turn a codec error triple into the matching exception."""
     code, message, info = value
     return ERROR_CLASSES.get(code, DatabaseError)(code, message, info)
+
+
+# asynctnt's names, so its ``except`` clauses port unchanged.
+TarantoolDatabaseError = DatabaseError
+TarantoolSchemaError = SchemaError

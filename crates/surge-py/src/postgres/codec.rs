@@ -34,7 +34,7 @@ use surge_proto::pgwire::types::{COPY_BINARY_HEADER, COPY_BINARY_TRAILER};
 use surge_proto::pgwire::{read_frame, Error, Message, Status};
 
 use super::copy_in::{CopyStream, Rows};
-use super::custom::{Custom, CustomMap, Format};
+use super::custom::{map_elements, Custom, CustomMap, Format};
 use super::encode::Encoder;
 use super::registry::{resolve, typedef_of, CatalogRow, Registry};
 use super::statement::{Statement, Types};
@@ -289,6 +289,12 @@ impl PgCodec {
                             BindErr::Py(PyErr::from_type(err.clone(), msg))
                         });
                 }
+                let v = match &stmt.param_element_custom[i] {
+                    Some(custom) if !v.is_none() => map_elements(py, &v, &custom.encoder)
+                        .map_err(BindErr::Py)?
+                        .into_bound(py),
+                    _ => v,
+                };
                 let codec = stmt.param_codecs[i].as_deref();
                 enc.encode(stmt.param_oids[i], codec, &v, buf).map_err(|e| {
                     let msg = format!(

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
 use surge_proto::pgwire::frontend::{Param, FORMAT_BINARY, FORMAT_TEXT};
 use surge_proto::pgwire::types::{self as t, Kind};
 
@@ -201,4 +201,20 @@ fn from_tuple<'py>(
         _ => buf.extend_from_slice(&int_at::<i64>(tup, 0)?.to_be_bytes()),
     }
     Ok(())
+}
+
+/// An array value's elements (lists or tuples nested for more dimensions)
+/// through `f` (a custom codec's encoder or decoder); None elements stay None.
+pub fn map_elements(py: Python<'_>, v: &Bound<'_, PyAny>, f: &PyObject) -> PyResult<PyObject> {
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let out = PyList::empty(py);
+        for item in v.try_iter()? {
+            out.append(map_elements(py, &item?, f)?)?;
+        }
+        return Ok(out.into_any().unbind());
+    }
+    if v.is_none() {
+        return Ok(py.None());
+    }
+    f.call1(py, (v,))
 }

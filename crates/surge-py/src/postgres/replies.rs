@@ -9,6 +9,7 @@ use surge_proto::pgwire::types;
 use surge_proto::pgwire::{Auth, DataRow, Fields, Message};
 
 use super::super::containers::{decode_int_text_array, decode_text_array};
+use super::super::custom::map_elements;
 use super::super::decode::{bad, decode, decode_text};
 use super::super::record::new_record;
 use super::super::registry::{Codec, TextResult};
@@ -36,23 +37,33 @@ impl PgCodec {
                 let custom = stmt.column_custom[i].as_ref().expect("checked");
                 custom.decode(py, stmt.column_codecs[i].as_deref(), b)
             }
-            Some(b) => match &stmt.column_codecs[i] {
-                Some(c) if stmt.result_formats[i] == fe::FORMAT_BINARY => decode(py, c, b),
-                Some(c) if matches!(**c, Codec::TextArray) => decode_text_array(py, b),
-                Some(c) => match c.text_result() {
-                    Some(TextResult::IntArray(k)) => decode_int_text_array(py, k, b),
-                    Some(TextResult::Bool) => {
-                        let v = types::parse_bool_text(b).map_err(bad)?;
-                        Ok(PyBool::new(py, v).to_owned().into_any().unbind())
-                    }
-                    Some(TextResult::Char) => {
-                        let v = types::parse_char_text(b).map_err(bad)?;
-                        Ok(PyBytes::new(py, &[v]).into_any().unbind())
-                    }
-                    Some(TextResult::Str) | None => decode_text(py, b),
-                },
-                _ => decode_text(py, b),
+            Some(b) => {
+                let v = Self::decode_builtin(py, stmt, i, b)?;
+                match &stmt.column_element_custom[i] {
+                    Some(custom) => map_elements(py, v.bind(py), &custom.decoder),
+                    None => Ok(v),
+                }
+            }
+        }
+    }
+
+    fn decode_builtin(py: Python<'_>, stmt: &Statement, i: usize, b: &[u8]) -> PyResult<PyObject> {
+        match &stmt.column_codecs[i] {
+            Some(c) if stmt.result_formats[i] == fe::FORMAT_BINARY => decode(py, c, b),
+            Some(c) if matches!(**c, Codec::TextArray) => decode_text_array(py, b),
+            Some(c) => match c.text_result() {
+                Some(TextResult::IntArray(k)) => decode_int_text_array(py, k, b),
+                Some(TextResult::Bool) => {
+                    let v = types::parse_bool_text(b).map_err(bad)?;
+                    Ok(PyBool::new(py, v).to_owned().into_any().unbind())
+                }
+                Some(TextResult::Char) => {
+                    let v = types::parse_char_text(b).map_err(bad)?;
+                    Ok(PyBytes::new(py, &[v]).into_any().unbind())
+                }
+                Some(TextResult::Str) | None => decode_text(py, b),
             },
+            _ => decode_text(py, b),
         }
     }
 

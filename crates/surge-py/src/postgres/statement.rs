@@ -9,9 +9,25 @@ use super::registry::{resolve, unknown, Codec, Registry};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
+use surge_proto::pgwire::types::{find, Found};
 
 /// `xml`, whose text and binary forms may differ (see `result_fmt`).
 const XML_OID: u32 = 142;
+/// `json` and `jsonb`: their built-in values are their text, so a text-format
+/// custom codec can run on each element of an array of them.
+const JSON_OIDS: [u32; 2] = [114, 3802];
+
+/// The text-format custom codec of the elements of an array of json or jsonb
+/// (asyncpg runs a type's codec inside arrays of it too).
+fn element_custom(custom: &CustomMap, oid: u32) -> Option<Arc<Custom>> {
+    match find(oid) {
+        Some(Found::ArrayOf(ti)) if JSON_OIDS.contains(&ti.oid) => custom
+            .get(&ti.oid)
+            .filter(|c| c.format == Format::Text)
+            .cloned(),
+        _ => None,
+    }
+}
 
 /// What a connection knows of types: its custom codecs (`set_type_codec`) and
 /// the types looked up in the catalog.
@@ -47,6 +63,12 @@ pub struct Statement {
     /// (`set_type_codec`), which then goes in its format and through its callables.
     pub param_custom: Vec<Option<Arc<Custom>>>,
     pub column_custom: Vec<Option<Arc<Custom>>>,
+    /// Per column: for an array of json/jsonb, the element type's custom codec
+    /// (`element_custom`), run on each element after the array is decoded.
+    pub column_element_custom: Vec<Option<Arc<Custom>>>,
+    /// Per parameter: the same, its encoder run on each element before the array
+    /// is encoded.
+    pub param_element_custom: Vec<Option<Arc<Custom>>>,
     /// The codec session (connection) it was prepared on: statements die with it.
     #[pyo3(get)]
     pub session: u64,
@@ -117,6 +139,14 @@ impl Statement {
         let desc = Desc::new(py, &column_names)?;
         let param_custom = param_oids.iter().map(|t| custom.get(t).cloned()).collect();
         let column_custom = column_oids.iter().map(|t| custom.get(t).cloned()).collect();
+        let param_element_custom = param_oids
+            .iter()
+            .map(|&t| element_custom(custom, t))
+            .collect();
+        let column_element_custom = column_oids
+            .iter()
+            .map(|&t| element_custom(custom, t))
+            .collect();
         Ok(Statement {
             name,
             copy_in: may_copy_in(&query),
@@ -131,6 +161,8 @@ impl Statement {
             desc,
             param_custom,
             column_custom,
+            column_element_custom,
+            param_element_custom,
             session,
             closed: std::sync::atomic::AtomicBool::new(false),
         })

@@ -404,7 +404,7 @@ impl IprotoLane {
         native_or_fallback(
             slf,
             |this| {
-                if timeout.is_some() || !plain_ops(ops)? {
+                if timeout.is_some() || t.is_instance_of::<PyDict>() || !plain_ops(ops)? {
                     return Ok(None);
                 }
                 let Some(sp) = this.space(py, space)? else {
@@ -576,7 +576,9 @@ impl IprotoLane {
         native_or_fallback(
             slf,
             |this| {
-                if timeout.is_some() {
+                // A dict is a tuple by field names: the Python method lays it out
+                // by the space's format.
+                if timeout.is_some() || t.is_instance_of::<PyDict>() {
                     return Ok(None);
                 }
                 let Some(sp) = this.space(py, space)? else {

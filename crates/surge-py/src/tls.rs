@@ -558,6 +558,14 @@ impl TlsReceiver {
     }
 
     fn __call__(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        self.receive(py, data)
+    }
+
+    /// What `__call__` does, as a method: the loop calls the bound method
+    /// (`receiver.receive`, the TLS protocol's `data_received`) with the
+    /// vectorcall protocol, where calling the object itself goes through
+    /// `tp_call` and a tuple of arguments made and freed per read.
+    fn receive(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         // The session's borrow ends before anything is called: the protocol
         // answers (and so encrypts) within `deliver`.
         let ((plain, out, error), closed) = self.session.borrow_mut(py).records.feed(py, data);

@@ -18,6 +18,11 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use pyo3::{PyTraverseError, PyVisit};
+// ring rather than aws-lc-rs: measured on the HTTPS JSON exchange (one ~40-byte
+// request record opened, one ~180-byte response record sealed, TLS 1.3
+// AES-256-GCM, AES-NI/VAES CPU) through rustls' record layer, interleaved
+// medians 542 ns (ring) vs 536 ns (aws-lc-rs), 5.0k vs 5.5k instructions:
+// no gain to pay aws-lc-sys's C build (cmake, minutes) for.
 use rustls::crypto::ring as provider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -165,6 +166,140 @@ def test_pipelining_streaming_and_files_over_tls(https, pki):
     data, _ = _exchange(port, _client_ctx(pki), raw)
     assert data.count(b"HTTP/1.1 200 OK\r\n") == len(paths) + 1
     assert data.count(b"x" * 65536) >= 16 + 16  # the file and /abig bodies, whole
+    assert data.endswith(b"ok")
+
+
+class _BioClient:
+    """A TLS client on memory BIOs, its handshake done: the test decides what
+    goes in each record and how the records are cut into TCP segments."""
+
+    def __init__(self, port: int, ctx: ssl.SSLContext) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname="localhost")
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.outgoing.read())
+                data = self.sock.recv(65536)
+                assert data, "the server closed during the handshake"
+                self.incoming.write(data)
+        self.sock.sendall(self.outgoing.read())
+
+    def records(self, *pieces: bytes) -> bytes:
+        """The TLS records carrying `pieces`, one record (at least) per piece."""
+        out = b""
+        for piece in pieces:
+            self.tls.write(piece)
+            out += self.outgoing.read()
+        return out
+
+    def read_all(self, quiet: float = 20) -> tuple[bytes, bool]:
+        """Everything the server sends, decrypted, until it closes (True) or
+        stays silent for `quiet` seconds (False)."""
+        plain = bytearray()
+        self.sock.settimeout(quiet)
+        try:
+            while data := self.sock.recv(1 << 20):
+                self.incoming.write(data)
+                try:
+                    while chunk := self.tls.read(1 << 20):
+                        plain += chunk
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    break
+        except TimeoutError:
+            return bytes(plain), False
+        return bytes(plain), True
+
+
+def _responses(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(status line, body) of each Content-Length response in `data`, in order."""
+    out = []
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        assert sep, f"a response cut short: {data[:200]!r}"
+        lines = head.split(b"\r\n")
+        fields = (h.partition(b": ") for h in lines[1:])
+        length = next(int(v) for k, _, v in fields if k.lower() == b"content-length")
+        out.append((lines[0], rest[:length]))
+        data = rest[length:]
+    return out
+
+
+def test_pipelined_requests_in_records_cut_anywhere(https, pki, request):
+    """Pipelined requests whose TLS records are cut anywhere (a request across
+    records, records of one byte, a record across TCP segments, headers split)
+    get every response, whole and in order: the record layer must not lose,
+    repeat or reorder bytes between a read and the HTTP parser, nor between
+    the responses and the socket."""
+    port, _ = https
+    rng = random.Random(1105)
+    client = _BioClient(port, _client_ctx(pki))
+    expected: list[bytes] = []
+    pieces: list[bytes] = []
+    for i in range(120):
+        path = ["/n/%d", "/an/%d", "/16k", "/n/%d", "/abig"][i % 5]
+        path = path % i if "%d" in path else path
+        line = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+        expected.append(
+            {"/16k": b"y" * (16 << 10), "/abig": b"x" * (1 << 20)}.get(path, b'{"n":%d}' % i)
+        )
+        if i % 7 == 3:  # one record per byte
+            pieces += [line[k : k + 1] for k in range(len(line))]
+        elif i % 3 == 1:  # a request across two records
+            cut = rng.randrange(1, len(line))
+            pieces += [line[:cut], line[cut:]]
+        else:
+            pieces.append(line)
+    pieces.append(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    expected.append(b"ok")
+    wire = client.records(*pieces)
+    # TCP segments of 1..600 bytes, each its own read on the server (NODELAY
+    # and a pause), so record headers and bodies arrive split.
+    at = 0
+    while at < len(wire):
+        n = rng.randrange(1, 600)
+        client.sock.sendall(wire[at : at + n])
+        at += n
+        time.sleep(0.0005)
+    data, closed = client.read_all(quiet=5)
+    client.sock.close()
+    got = _responses(data)
+    assert [status for status, _ in got] == [b"HTTP/1.1 200 OK"] * len(expected)
+    for i, ((_, body), want) in enumerate(zip(got, expected, strict=True)):
+        assert body.replace(b" ", b"") == want, f"response {i}: {body[:80]!r}"
+    if not closed and request.node.callspec.params["https"] == "python":
+        pytest.xfail("Python's ssl backend keeps the connection open after the last answer")
+    assert closed, "the connection stays open after `Connection: close`"
+
+
+@pytest.mark.parametrize("cut", ["header", "body"])
+def test_client_leaving_mid_record(https, pki, cut):
+    """A client that closes with a record half sent (its header, or part of its
+    body) after a complete request: that request is answered, the half record
+    is dropped without a response or an error, and the worker keeps serving."""
+    port, _ = https
+    client = _BioClient(port, _client_ctx(pki))
+    whole = client.records(b"GET /n/1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    half = client.records(b"GET /n/2 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    half = half[:3] if cut == "header" else half[: len(half) // 2]
+    client.sock.sendall(whole + half)
+    client.sock.shutdown(socket.SHUT_WR)
+    plain, closed = client.read_all()
+    client.sock.close()
+    assert closed
+    got = _responses(plain)
+    assert [(status, body.replace(b" ", b"")) for status, body in got] == [
+        (b"HTTP/1.1 200 OK", b'{"n":1}')
+    ]
+    data, _ = _exchange(
+        port, _client_ctx(pki), b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
     assert data.endswith(b"ok")
 
 

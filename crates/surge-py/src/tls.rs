@@ -18,6 +18,11 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use pyo3::{PyTraverseError, PyVisit};
+// ring rather than aws-lc-rs: measured on the HTTPS JSON exchange (one ~40-byte
+// request record opened, one ~180-byte response record sealed, TLS 1.3
+// AES-256-GCM, AES-NI/VAES CPU) through rustls' record layer, interleaved
+// medians 542 ns (ring) vs 536 ns (aws-lc-rs), 5.0k vs 5.5k instructions:
+// no gain to pay aws-lc-sys's C build (cmake, minutes) for.
 use rustls::crypto::ring as provider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -558,6 +563,14 @@ impl TlsReceiver {
     }
 
     fn __call__(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        self.receive(py, data)
+    }
+
+    /// What `__call__` does, as a method: the loop calls the bound method
+    /// (`receiver.receive`, the TLS protocol's `data_received`) with the
+    /// vectorcall protocol, where calling the object itself goes through
+    /// `tp_call` and a tuple of arguments made and freed per read.
+    fn receive(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         // The session's borrow ends before anything is called: the protocol
         // answers (and so encrypts) within `deliver`.
         let ((plain, out, error), closed) = self.session.borrow_mut(py).records.feed(py, data);

@@ -1,7 +1,7 @@
 """HTTPS with the native TLS stack (rustls in surge's Rust core).
 
 Theory of operation: the loop's protocol for an HTTPS connection is a
-`TlsProtocol`. Its `data_received` is a native `TlsReceiver`: each read is
+`TlsProtocol`. Its `data_received` is a native `TlsReceiver`'s `receive`: each read is
 decrypted in one native call, and in the common case (the handshake done,
 nothing to send back, no error, no close_notify) the plaintext goes straight
 to the HTTP protocol's `data_received`, with no Python frame of this module in
@@ -115,6 +115,7 @@ class TlsProtocol(asyncio.Protocol):
         "_config",
         "_open",
         "_raw",
+        "_receiver",
         "_session",
         "_timeout",
         "_timer",
@@ -132,8 +133,11 @@ class TlsProtocol(asyncio.Protocol):
         self._open = False
         self._timer: asyncio.TimerHandle | None = None
         self._session = config.session()
-        # Set before the loop looks it up (uvloop binds it when the transport is made).
-        self.data_received = TlsReceiver(self._session, self._received)  # type: ignore[method-assign, assignment]
+        self._receiver = TlsReceiver(self._session, self._received)
+        # Set before the loop looks it up (uvloop binds it when the transport is
+        # made). The bound method rather than the object: the loop calls it
+        # without making a tuple of arguments per read.
+        self.data_received = self._receiver.receive  # type: ignore[method-assign]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         raw: asyncio.Transport = transport  # type: ignore[assignment]
@@ -145,7 +149,7 @@ class TlsProtocol(asyncio.Protocol):
         """Hands the connection to another protocol (`TlsTransport.set_protocol`)."""
         self.inner = protocol
         if self._open:
-            self.data_received.deliver_to(protocol.data_received)  # type: ignore[attr-defined]
+            self._receiver.deliver_to(protocol.data_received)
 
     def _expired(self) -> None:
         self._timer = None
@@ -172,7 +176,7 @@ class TlsProtocol(asyncio.Protocol):
                 self._timer.cancel()
                 self._timer = None
             self.inner.connection_made(self._tls)
-            self.data_received.deliver_to(self.inner.data_received)  # type: ignore[attr-defined]
+            self._receiver.deliver_to(self.inner.data_received)
         if plain is not None:
             self.inner.data_received(plain)
         # close_notify: the client sends nothing more (a half close).
@@ -185,7 +189,7 @@ class TlsProtocol(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.data_received.deliver_to(None)  # type: ignore[attr-defined]
+        self._receiver.deliver_to(None)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -25,6 +25,18 @@ def big(request):
     return MIB
 
 
+@app.get("/n/{n:int}")
+def number(request, n):
+    """A small answer that says which request it is for (ordering checks)."""
+    return {"n": n}
+
+
+@app.get("/an/{n:int}")
+async def anumber(request, n):
+    """The same from an async handler (answered on Python's path, in order)."""
+    return {"n": n}
+
+
 @app.get("/16k")
 def sixteen_k(request):
     return KIB16

@@ -41,7 +41,7 @@ use super::statement::{Statement, Types};
 
 use crate::tls::PlainSink;
 use crate::tls_client::TlsClientSession;
-use crate::wire::{ReadBuf, WriteBuf};
+use crate::wire::{feed_resolve, ReadBuf, Reply, ReplyParser, WriteBuf};
 
 #[path = "replies.rs"]
 mod replies;
@@ -807,7 +807,21 @@ impl PgCodec {
             return Ok(PyList::empty(py));
         }
         self.rbuf.extend(data);
-        self.parse(py)
+        PyList::new(py, self.parse(py)?)
+    }
+
+    /// `feed`, and the plain results handed to their futures in the same call
+    /// (`surge.engine.PipelinedConnection._feed_resolve`): returns (futures
+    /// resolved, the rest as `feed`'s triples, from the first error reply or
+    /// out-of-band event on).
+    fn feed_resolve<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        feed_resolve(self, py, data, pending, deadlines)
     }
 
     /// `feed` for a connection over native TLS: `data` as read from the
@@ -836,7 +850,7 @@ impl PgCodec {
         let replies = if self.failed {
             PyList::empty(py)
         } else {
-            self.parse(py)?
+            PyList::new(py, self.parse(py)?)?
         };
         let out = (!out.is_empty()).then(|| PyBytes::new(py, &out));
         Ok((replies, out, error))
@@ -862,8 +876,8 @@ impl PlainSink for ReadBuf {
 
 impl PgCodec {
     /// Every complete message in the read buffer, decoded into `feed`'s triples.
-    fn parse<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
+    fn parse<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Reply<'py>>> {
+        let mut out = Vec::new();
         let _gc = GcPause::new(py);
         let mut rbuf = std::mem::take(&mut self.rbuf);
         let mut pos = rbuf.pos();
@@ -878,7 +892,7 @@ impl PgCodec {
                 Err(e) => break Err(e),
             };
             pos += n;
-            if let Err(e) = self.on_message(py, &out, m) {
+            if let Err(e) = self.on_message(py, &mut out, m) {
                 rbuf.set_pos(pos);
                 self.rbuf = rbuf;
                 return Err(e);
@@ -888,11 +902,33 @@ impl PgCodec {
             self.failed = true;
             let err = PyErr::from_type(self.protocol_error.bind(py).clone(), e.to_string());
             let id = self.waiting.pop_front().map(|w| w.id);
-            out.append((id, false, err.into_value(py)))?;
+            out.push((id, false, err.into_value(py).into_bound(py).into_any()));
         }
         rbuf.set_pos(pos);
         rbuf.compact();
         self.rbuf = rbuf;
         Ok(out)
+    }
+}
+
+impl ReplyParser for PgCodec {
+    fn parse_replies<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> (Vec<Reply<'py>>, PyResult<()>) {
+        if self.failed {
+            return (Vec::new(), Ok(()));
+        }
+        self.rbuf.extend(data);
+        match self.parse(py) {
+            Ok(replies) => (replies, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        }
+    }
+
+    /// The driver's per-read hook drops a connection whose stream went bad.
+    fn batch_hook_due(&self) -> bool {
+        self.failed
     }
 }

@@ -878,11 +878,34 @@ impl PgCodec {
     /// Every complete message in the read buffer, decoded into `feed`'s triples.
     fn parse<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Reply<'py>>> {
         let mut out = Vec::new();
+        self.parse_buffered(py, &mut out)?;
+        Ok(out)
+    }
+
+    /// `parse` into `out`.
+    fn parse_buffered<'py>(&mut self, py: Python<'py>, out: &mut Vec<Reply<'py>>) -> PyResult<()> {
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let start = rbuf.pos();
+        let (n, r) = self.parse_frames(py, &rbuf.bytes()[start..], out);
+        self.rbuf = rbuf;
+        self.rbuf.set_pos(start + n);
+        self.rbuf.compact();
+        r
+    }
+
+    /// Every complete message at the start of `buf`, decoded into `out`; returns
+    /// how many bytes they took (the rest is an incomplete message, or follows a
+    /// message whose routing failed).
+    fn parse_frames<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        out: &mut Vec<Reply<'py>>,
+    ) -> (usize, PyResult<()>) {
         let _gc = GcPause::new(py);
-        let mut rbuf = std::mem::take(&mut self.rbuf);
-        let mut pos = rbuf.pos();
+        let mut pos = 0;
         let r = loop {
-            let (frame, n) = match read_frame(&rbuf.bytes()[pos..]) {
+            let (frame, n) = match read_frame(&buf[pos..]) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Partial) => break Ok(()),
                 Err(e) => break Err(e),
@@ -892,10 +915,8 @@ impl PgCodec {
                 Err(e) => break Err(e),
             };
             pos += n;
-            if let Err(e) = self.on_message(py, &mut out, m) {
-                rbuf.set_pos(pos);
-                self.rbuf = rbuf;
-                return Err(e);
+            if let Err(e) = self.on_message(py, out, m) {
+                return (pos, Err(e));
             }
         };
         if let Err(e) = r {
@@ -904,10 +925,7 @@ impl PgCodec {
             let id = self.waiting.pop_front().map(|w| w.id);
             out.push((id, false, err.into_value(py).into_bound(py).into_any()));
         }
-        rbuf.set_pos(pos);
-        rbuf.compact();
-        self.rbuf = rbuf;
-        Ok(out)
+        (pos, Ok(()))
     }
 }
 
@@ -917,14 +935,23 @@ impl ReplyParser for PgCodec {
         py: Python<'py>,
         data: &[u8],
     ) -> (Vec<Reply<'py>>, PyResult<()>) {
+        let mut out = Vec::new();
         if self.failed {
-            return (Vec::new(), Ok(()));
+            return (out, Ok(()));
         }
-        self.rbuf.extend(data);
-        match self.parse(py) {
-            Ok(replies) => (replies, Ok(())),
-            Err(e) => (Vec::new(), Err(e)),
+        if !self.rbuf.is_drained() {
+            self.rbuf.extend(data);
+            let r = self.parse_buffered(py, &mut out);
+            return (out, r);
         }
+        // Nothing buffered: the messages are decoded where the event loop read
+        // them (the engine reader's slot), so each byte of a value is copied once,
+        // into the object made from it, and only an incomplete tail is kept. A
+        // 100 KB reply was copied whole into the codec's buffer first.
+        let (n, r) = self.parse_frames(py, data, &mut out);
+        self.rbuf.compact();
+        self.rbuf.extend(&data[n..]);
+        (out, r)
     }
 
     /// The driver's per-read hook drops a connection whose stream went bad.

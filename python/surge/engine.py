@@ -171,8 +171,8 @@ SPIN_BACKOFF = 64
 #: 1000 coroutines unchanged within noise (reads there are as large as the cap
 #: either way). uvloop reads into one buffer of its own and is not concerned.
 READ_SIZE = 64 * 1024
-#: Plaintext connections whose codec has a native read path (Tarantool's and
-#: Redis's) read through `surge._core.EngineReader`: the protocol is a buffered
+#: Plaintext connections whose codec has a native read path (Tarantool's,
+#: Redis's and PostgreSQL's) read through `surge._core.EngineReader`: the protocol is a buffered
 #: one, the loop reads into the reader's buffer (no bytes object per read) and
 #: ``buffer_updated`` parses the read, resolves its futures and does the engine's
 #: bookkeeping in one native call, Python only for error replies, out-of-band
@@ -1002,18 +1002,13 @@ class PipelinedConnection:
         #: True until the socket is up: a failure then means "unreachable".
         self._unreached = True
 
-        native = NATIVE_READ and ep.tls is None and EngineReader.supports(self.codec)
+        native = NATIVE_READ and EngineReader.supports(self.codec)
 
         def make_protocol() -> _StreamProtocol | _NativeReadProtocol:
             # Known before connection_made: a peer that accepts and resets at once
             # may lose the connection before create_connection returns.
-            if native:
-                fast = _NativeReadProtocol(self)
-                reader = EngineReader(self, fast, EARLY_FLUSH, EARLY_FLUSH_MAX)
-                fast.get_buffer = reader.get_buffer  # type: ignore[method-assign, assignment]
-                fast.buffer_updated = reader.buffer_updated  # type: ignore[method-assign]
-                fast.data_received = reader.feed
-                self._protocol = fast
+            if native and ep.tls is None:
+                fast = self._protocol = self._native_protocol()
                 return fast
             p = self._protocol = _StreamProtocol(self)
             return p
@@ -1032,6 +1027,15 @@ class PipelinedConnection:
             if ep.tls is not None:
                 assert isinstance(protocol, _StreamProtocol)  # never native over TLS
                 transport, self.tls_active = await start_tls(loop, transport, protocol, ep)
+                if native and not self.tls_active and not protocol.lost:
+                    # TLS was optional and the server declined it (PostgreSQL's
+                    # default sslmode=prefer against a server without ssl): the
+                    # connection is plaintext after all, so it reads natively too.
+                    # Nothing is in flight here (the server waits for the startup).
+                    fast = self._protocol = self._native_protocol()
+                    fast.transport = transport
+                    transport.set_protocol(fast)
+                    protocol = fast
         except BaseException:
             # Cancelled (connect timeout) or failed after the transport came up:
             # abort what was made, and forget the protocol so nothing it still
@@ -1062,6 +1066,15 @@ class PipelinedConnection:
             and self._keep_connected()
         ):
             self._start_watchdog()
+
+    def _native_protocol(self) -> _NativeReadProtocol:
+        """A protocol whose reads go through an `EngineReader` (see `NATIVE_READ`)."""
+        fast = _NativeReadProtocol(self)
+        reader = EngineReader(self, fast, EARLY_FLUSH, EARLY_FLUSH_MAX)
+        fast.get_buffer = reader.get_buffer  # type: ignore[method-assign, assignment]
+        fast.buffer_updated = reader.buffer_updated  # type: ignore[method-assign]
+        fast.data_received = reader.feed
+        return fast
 
     def _drop_transport(self) -> None:
         if self._transport is not None:

@@ -1,7 +1,7 @@
 //! `EngineReader`: the engine's read path (`surge.engine.PipelinedConnection._on_data`
 //! and the plain-result tail of `_resolve`) as native calls, installed as the
 //! protocol's ``get_buffer``/``buffer_updated`` on plaintext connections whose
-//! codec has a native parser (Tarantool's, Redis's).
+//! codec has a native parser (Tarantool's, Redis's, PostgreSQL's).
 //!
 //! Theory of operation
 //! -------------------
@@ -181,6 +181,9 @@ fn codec_feed(codec: &Bound<'_, PyAny>) -> Option<Box<dyn NativeFeed>> {
     if let Ok(c) = codec.downcast::<crate::redis::RespCodec>() {
         return Some(Box::new(c.clone().unbind()));
     }
+    if let Ok(c) = codec.downcast::<crate::postgres::PgCodec>() {
+        return Some(Box::new(c.clone().unbind()));
+    }
     None
 }
 
@@ -262,7 +265,7 @@ impl EngineReader {
 #[pymethods]
 impl EngineReader {
     /// A reader for `protocol` of `engine` (a `PipelinedConnection` whose codec
-    /// is an `IprotoCodec` or a `RespCodec`), with the engine's `EARLY_FLUSH`
+    /// is an `IprotoCodec`, a `RespCodec` or a `PgCodec`), with the engine's `EARLY_FLUSH`
     /// and `EARLY_FLUSH_MAX`.
     #[new]
     fn new(

@@ -158,7 +158,7 @@ pub fn feed_resolve<'py, C: ReplyParser>(
 
 /// The resolving half of a codec's `feed_resolve` (the engine's hot path: one
 /// native call per read instead of a Python loop over `(id, ok, value)`
-/// triples), shared by the Redis and Tarantool codecs. Each successful reply to a
+/// triples), shared by the Redis, Tarantool and PostgreSQL codecs. Each successful reply to a
 /// request in `pending` (id -> future) pops it (and its entry in `deadlines`, when
 /// that is not empty) and sets its result; a future already done (cancelled, timed
 /// out) drops its reply, and so does a reply nobody waits for. From the first

@@ -41,7 +41,7 @@ use super::statement::{Statement, Types};
 
 use crate::tls::PlainSink;
 use crate::tls_client::TlsClientSession;
-use crate::wire::{ReadBuf, WriteBuf};
+use crate::wire::{feed_resolve, ReadBuf, Reply, ReplyParser, WriteBuf};
 
 #[path = "replies.rs"]
 mod replies;
@@ -813,7 +813,21 @@ impl PgCodec {
             return Ok(PyList::empty(py));
         }
         self.rbuf.extend(data);
-        self.parse(py)
+        PyList::new(py, self.parse(py)?)
+    }
+
+    /// `feed`, and the plain results handed to their futures in the same call
+    /// (`surge.engine.PipelinedConnection._feed_resolve`): returns (futures
+    /// resolved, the rest as `feed`'s triples, from the first error reply or
+    /// out-of-band event on).
+    fn feed_resolve<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+        feed_resolve(self, py, data, pending, deadlines)
     }
 
     /// `feed` for a connection over native TLS: `data` as read from the
@@ -842,7 +856,7 @@ impl PgCodec {
         let replies = if self.failed {
             PyList::empty(py)
         } else {
-            self.parse(py)?
+            PyList::new(py, self.parse(py)?)?
         };
         let out = (!out.is_empty()).then(|| PyBytes::new(py, &out));
         Ok((replies, out, error))
@@ -868,13 +882,36 @@ impl PlainSink for ReadBuf {
 
 impl PgCodec {
     /// Every complete message in the read buffer, decoded into `feed`'s triples.
-    fn parse<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
+    fn parse<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<Reply<'py>>> {
+        let mut out = Vec::new();
+        self.parse_buffered(py, &mut out)?;
+        Ok(out)
+    }
+
+    /// `parse` into `out`.
+    fn parse_buffered<'py>(&mut self, py: Python<'py>, out: &mut Vec<Reply<'py>>) -> PyResult<()> {
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let start = rbuf.pos();
+        let (n, r) = self.parse_frames(py, &rbuf.bytes()[start..], out);
+        self.rbuf = rbuf;
+        self.rbuf.set_pos(start + n);
+        self.rbuf.compact();
+        r
+    }
+
+    /// Every complete message at the start of `buf`, decoded into `out`; returns
+    /// how many bytes they took (the rest is an incomplete message, or follows a
+    /// message whose routing failed).
+    fn parse_frames<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        out: &mut Vec<Reply<'py>>,
+    ) -> (usize, PyResult<()>) {
         let _gc = GcPause::new(py);
-        let mut rbuf = std::mem::take(&mut self.rbuf);
-        let mut pos = rbuf.pos();
+        let mut pos = 0;
         let r = loop {
-            let (frame, n) = match read_frame(&rbuf.bytes()[pos..]) {
+            let (frame, n) = match read_frame(&buf[pos..]) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Partial) => break Ok(()),
                 Err(e) => break Err(e),
@@ -884,21 +921,47 @@ impl PgCodec {
                 Err(e) => break Err(e),
             };
             pos += n;
-            if let Err(e) = self.on_message(py, &out, m) {
-                rbuf.set_pos(pos);
-                self.rbuf = rbuf;
-                return Err(e);
+            if let Err(e) = self.on_message(py, out, m) {
+                return (pos, Err(e));
             }
         };
         if let Err(e) = r {
             self.failed = true;
             let err = PyErr::from_type(self.protocol_error.bind(py).clone(), e.to_string());
             let id = self.waiting.pop_front().map(|w| w.id);
-            out.append((id, false, err.into_value(py)))?;
+            out.push((id, false, err.into_value(py).into_bound(py).into_any()));
         }
-        rbuf.set_pos(pos);
-        rbuf.compact();
-        self.rbuf = rbuf;
-        Ok(out)
+        (pos, Ok(()))
+    }
+}
+
+impl ReplyParser for PgCodec {
+    fn parse_replies<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> (Vec<Reply<'py>>, PyResult<()>) {
+        let mut out = Vec::new();
+        if self.failed {
+            return (out, Ok(()));
+        }
+        if !self.rbuf.is_drained() {
+            self.rbuf.extend(data);
+            let r = self.parse_buffered(py, &mut out);
+            return (out, r);
+        }
+        // Nothing buffered: the messages are decoded where the event loop read
+        // them (the engine reader's slot), so each byte of a value is copied once,
+        // into the object made from it, and only an incomplete tail is kept. A
+        // 100 KB reply was copied whole into the codec's buffer first.
+        let (n, r) = self.parse_frames(py, data, &mut out);
+        self.rbuf.compact();
+        self.rbuf.extend(&data[n..]);
+        (out, r)
+    }
+
+    /// The driver's per-read hook drops a connection whose stream went bad.
+    fn batch_hook_due(&self) -> bool {
+        self.failed
     }
 }

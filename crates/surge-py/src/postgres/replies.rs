@@ -3,7 +3,7 @@
 //! tags, errors, handshake steps, and out-of-band events.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use surge_proto::pgwire::frontend as fe;
 use surge_proto::pgwire::types;
 use surge_proto::pgwire::{Auth, DataRow, Fields, Message};
@@ -15,6 +15,15 @@ use super::super::record::new_record;
 use super::super::registry::{Codec, TextResult};
 use super::super::statement::Statement;
 use super::{Kind, Mode, PgCodec, Waiting, COPY_IN_REFUSED};
+use crate::wire::Reply;
+
+/// An out-of-band event as `feed` returns it: `(None, True, event)`.
+fn oob<'py, T>(py: Python<'py>, event: T) -> PyResult<Reply<'py>>
+where
+    T: IntoPyObject<'py, Target = PyTuple, Output = Bound<'py, PyTuple>, Error = PyErr>,
+{
+    Ok((None, true, event.into_pyobject(py)?.into_any()))
+}
 
 pub(super) fn fields_dict<'py>(py: Python<'py>, f: &Fields<'_>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -158,15 +167,15 @@ impl PgCodec {
     }
 
     /// Route one message; out-of-band ones and finished requests go to `out`.
-    pub(super) fn on_message(
+    pub(super) fn on_message<'py>(
         &mut self,
-        py: Python<'_>,
-        out: &Bound<'_, PyList>,
+        py: Python<'py>,
+        out: &mut Vec<Reply<'py>>,
         m: Message<'_>,
     ) -> PyResult<()> {
         match m {
             Message::NoticeResponse(f) => {
-                out.append((py.None(), true, ("notice", fields_dict(py, &f)?)))?;
+                out.push(oob(py, ("notice", fields_dict(py, &f)?))?);
                 return Ok(());
             }
             Message::NotificationResponse {
@@ -174,12 +183,12 @@ impl PgCodec {
                 channel,
                 payload,
             } => {
-                out.append((py.None(), true, ("notify", pid, channel, payload)))?;
+                out.push(oob(py, ("notify", pid, channel, payload))?);
                 return Ok(());
             }
             Message::ParameterStatus { name, value } => {
                 self.server_params.bind(py).set_item(name, value)?;
-                out.append((py.None(), true, ("parameter", name, value)))?;
+                out.push(oob(py, ("parameter", name, value))?);
                 return Ok(());
             }
             Message::BackendKeyData { pid, secret } => {
@@ -193,7 +202,8 @@ impl PgCodec {
         if let Message::ReadyForQuery(status) = m {
             if let Some(w) = self.waiting.pop_front() {
                 self.tx_status = status;
-                out.append(self.finish(py, w)?)?;
+                let (id, ok, v) = self.finish(py, w)?;
+                out.push((Some(id), ok, v.into_bound(py)));
             }
             return Ok(());
         }
@@ -201,7 +211,7 @@ impl PgCodec {
         // disjoint fields of `self` are touched while `w` is held.
         let Some(w) = self.waiting.front_mut() else {
             if let Message::ErrorResponse(f) = m {
-                out.append((py.None(), true, ("error", fields_dict(py, &f)?)))?;
+                out.push(oob(py, ("error", fields_dict(py, &f)?))?);
             }
             return Ok(());
         };
@@ -231,7 +241,7 @@ impl PgCodec {
                 }
                 if done {
                     let v = w.value.take().unwrap_or_else(|| py.None());
-                    out.append((w.id, true, v))?;
+                    out.push((Some(w.id), true, v.into_bound(py)));
                     self.waiting.pop_front();
                     return Ok(());
                 }
@@ -278,14 +288,14 @@ impl PgCodec {
                     // mode and now skips to the next one; this one closes the request.
                     fe::sync(&mut self.wbuf);
                 }
-                out.append((py.None(), true, ("flush",)))?;
+                out.push(oob(py, ("flush",))?);
             }
             _ => {}
         }
         if done {
             let id = w.id;
             let e = w.error.take().unwrap_or_else(|| py.None());
-            out.append((id, false, e))?;
+            out.push((Some(id), false, e.into_bound(py)));
             self.waiting.pop_front();
         }
         Ok(())

@@ -1,0 +1,128 @@
+"""The read path of a plaintext connection: reads go through the engine's native
+reader (`surge._core.EngineReader`, the codec's ``feed_resolve``), also when TLS
+was optional and the server declined it (the default ``sslmode=prefer``), and
+give what the Python path and asyncpg give: values, errors and notices of many
+pipelined queries whose replies share reads and straddle them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import pytest
+import surge.engine
+import surge.postgres as pg
+from surge.engine import _NativeReadProtocol, _StreamProtocol
+
+#: Rows of the largest reply: several reads of 256 KiB (~15 bytes a row).
+BIG = 60_000
+NOTICE_SQL = "DO $$ BEGIN RAISE NOTICE 'n%', {}; END $$"
+
+
+def _calls(i: int) -> tuple[str, str, tuple]:
+    """The i-th query of the mix: (method, query, args)."""
+    k = i % 6
+    if k == 0:
+        return "fetch", "SELECT g FROM generate_series(1, $1) g", (BIG if i % 60 == 0 else i,)
+    if k == 1:
+        return "fetchval", "SELECT 1 / ($1::int - $1::int)", (i,)  # division by zero
+    if k == 2:
+        return "execute", NOTICE_SQL.format(i), ()
+    if k == 3:
+        return "fetchrow", "SELECT $1::text AS t, $2::bytea AS b", (str(i), bytes([i % 256]) * i)
+    if k == 4:
+        return "fetchval", "SELECT $1::int + 1", (i,)
+    return "fetch", "SELECT x FROM (VALUES (1), (2)) v(x) WHERE x > $1", (i % 3,)
+
+
+def _outcome(r: Any) -> Any:
+    """A result in a form both drivers share: values, or the error's class name."""
+    if isinstance(r, BaseException):
+        return type(r).__name__
+    if isinstance(r, list):
+        return [tuple(row) for row in r]
+    if r is not None and not isinstance(r, int | str):
+        return tuple(r)
+    return r
+
+
+async def _mix(conn: Any, n: int, pipelined: bool) -> list[Any]:
+    calls = [_calls(i) for i in range(n)]
+    if pipelined:  # every query in flight at once: replies share and straddle reads
+        coros = [getattr(conn, m)(q, *a) for m, q, a in calls]
+        got = await asyncio.gather(*coros, return_exceptions=True)
+    else:  # asyncpg: one at a time
+        got = []
+        for m, q, a in calls:
+            try:
+                got.append(await getattr(conn, m)(q, *a))
+            except Exception as e:
+                got.append(e)
+    return [_outcome(r) for r in got]
+
+
+@pytest.mark.parametrize("sslmode", ["", "?sslmode=disable", "?sslmode=prefer"])
+def test_plaintext_reads_natively(dsn: str, arun: Callable, sslmode: str) -> None:
+    """Without TLS on the server, every sslmode that allows plaintext ends up on the
+    native reader (prefer: swapped in after the server's "no"); the connection
+    works, NOTIFY and notices (out of band) still reach their listeners."""
+
+    async def go() -> None:
+        conn = await pg.connect(dsn + sslmode)
+        try:
+            assert await conn.fetchval("SELECT 41 + 1") == 42
+            assert isinstance(conn.engine._protocol, _NativeReadProtocol)
+            assert not conn.is_tls()
+            notes: list[str] = []
+            conn.add_log_listener(lambda c, m: notes.append(m.message))
+            heard: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            await conn.add_listener("rp", lambda c, pid, ch, payload: heard.set_result(payload))
+            await conn.execute(NOTICE_SQL.format(7) + "; NOTIFY rp, 'hi'")
+            assert await asyncio.wait_for(heard, 10) == "hi"
+            assert notes == ["n7"]
+        finally:
+            await conn.close()
+
+    arun(go())
+
+
+def test_pipelined_mix_as_python_path_and_asyncpg(
+    dsn: str, arun: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 queries in flight on one connection (values, errors between them, notices,
+    replies of 1 byte to ~1 MB): the native reader gives exactly what the Python
+    read path gives, and what asyncpg gives query by query; the notices arrive in
+    order; the connection goes on after the errors."""
+    n = 300
+
+    async def surge_mix(native: bool) -> tuple[list[Any], list[str]]:
+        monkeypatch.setattr(surge.engine, "NATIVE_READ", native)
+        conn = await pg.connect(dsn)
+        try:
+            want = _NativeReadProtocol if native else _StreamProtocol
+            await conn.fetchval("SELECT 1")
+            assert type(conn.engine._protocol) is want
+            notes: list[str] = []
+            conn.add_log_listener(lambda c, m: notes.append(m.message))
+            got = await _mix(conn, n, pipelined=True)
+            assert await conn.fetchval("SELECT 2") == 2
+            return got, notes
+        finally:
+            await conn.close()
+
+    async def go() -> None:
+        native, native_notes = await surge_mix(True)
+        python, python_notes = await surge_mix(False)
+        a = await asyncpg.connect(dsn)
+        try:
+            peer = await _mix(a, n, pipelined=False)
+        finally:
+            await a.close()
+        assert native == python == peer
+        assert native.count("DivisionByZeroError") == n // 6
+        assert len(native[0]) == BIG and native[0][-1] == (BIG,)
+        assert native_notes == python_notes == [f"n{i}" for i in range(2, n, 6)]
+
+    arun(go())

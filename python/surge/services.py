@@ -539,9 +539,12 @@ REDIS_NODE_TIMEOUT_MS = 1000
 UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel", "graphite"})
 #: The name sentinels monitor the test master under.
 SENTINEL_MASTER_NAME = "mymaster"
-# Exit at once on SIGTERM: a master would otherwise wait up to 10 s for its
-# replicas (Redis 7's shutdown-timeout), and a stopped test cluster kills them too.
-_REDIS_FAST_EXIT = "shutdown-on-sigterm now\n"
+# For the nodes of a group (cluster, sentinel). Exit at once on SIGTERM: a master
+# would otherwise wait up to 10 s for its replicas (Redis 7's shutdown-timeout), and
+# a stopped test cluster kills them too. Start a replica's full sync at once: the
+# default diskless sync waits 5 s for more replicas to join it (the group is
+# returned only once every replica has caught up, `wait_redis_replicas`).
+_REDIS_GROUP_CONF = "shutdown-on-sigterm now\nrepl-diskless-sync-delay 0\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -634,7 +637,7 @@ def start_redis_cluster(
                         f"cluster-node-timeout {node_timeout_ms}\n"
                         # A test cluster keeps serving the slots it still has.
                         "cluster-require-full-coverage no\n"
-                        f"{_REDIS_FAST_EXIT}{extra_conf}{extra_conf_node}"
+                        f"{_REDIS_GROUP_CONF}{extra_conf}{extra_conf_node}"
                     ),
                 )
             )
@@ -697,16 +700,39 @@ def _small_cluster(nodes: list[Service], masters: int, timeout: float) -> None:
 
 
 def wait_redis_replicas(nodes: list[Service], timeout: float = DEFAULT_START_TIMEOUT) -> None:
-    """Wait until every replica among ``nodes`` has its link to its master up."""
+    """Wait until every replica among ``nodes`` is in sync with its master: its link
+    is up, its master counts it online (what ``WAIT`` counts) and its replication
+    offset has reached the master's (read before the replica's). A replica whose
+    link is up may still be loading or behind: a write then ``WAIT`` would not see it."""
     deadline = time.monotonic() + timeout
     for n in nodes:
-        while True:
-            info = _redis_info(n.host, n.port, "INFO", "replication")
-            if info.get("role") != "slave" or info.get("master_link_status") == "up":
-                break
+        while not _redis_replica_synced(n):
             if time.monotonic() > deadline:
                 raise ServiceError(f"replica {n.address} did not sync within {timeout}s")
-            time.sleep(0.05)
+            time.sleep(0.02)
+
+
+def _redis_replica_synced(n: Service) -> bool:
+    """Whether `n` is a master, or a replica in sync with its master (see
+    `wait_redis_replicas`)."""
+    info = _redis_info(n.host, n.port, "INFO", "replication")
+    if info.get("role") != "slave":
+        return True
+    if info.get("master_link_status") != "up":
+        return False
+    host, port = info["master_host"], int(info["master_port"])
+    master = _redis_info(host, port, "INFO", "replication")
+    # Each slaveN line: ip=...,port=...,state=online,offset=...,lag=...
+    online = any(
+        f"port={n.port}," in v and "state=online" in v
+        for k, v in master.items()
+        if k.startswith("slave") and k[5:].isdigit()
+    )
+    # The master's offset first, then the replica's: the replica has caught up
+    # with at least every write the master had when asked.
+    target = int(master.get("master_repl_offset", "0"))
+    mine = int(_redis_info(n.host, n.port, "INFO", "replication").get("slave_repl_offset", "-1"))
+    return online and mine >= target
 
 
 def start_redis_sentinel(
@@ -726,18 +752,21 @@ def start_redis_sentinel(
     workdir = _mkdtemp("redis-sentinel", base_dir)
     nodes: list[Service] = []
     try:
-        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_FAST_EXIT)
+        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_GROUP_CONF)
         nodes.append(master)
         for _ in range(replicas):
             nodes.append(
                 start_redis(
                     base_dir=str(workdir),
                     timeout=timeout,
-                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_FAST_EXIT}"
+                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_GROUP_CONF}"
                     # Sentinels prefer replicas by priority, then by offset.
                     "replica-priority 100\n",
                 )
             )
+        # Every replica in sync before any sentinel looks: a sentinel told about a
+        # replica that is still syncing may reconfigure it (a second full sync)
+        # while the caller already writes and reads.
         wait_redis_replicas(nodes, timeout)
         quorum = sentinels // 2 + 1
         watch = (
@@ -746,23 +775,36 @@ def start_redis_sentinel(
             f"sentinel failover-timeout {name} {max(3 * down_after_ms, 3000)}\n"
             "sentinel resolve-hostnames no\n"
         )
-        sents = [
-            start_redis(
-                base_dir=str(workdir), timeout=timeout, extra_conf=watch, args=["--sentinel"]
+        # Each sentinel is told its own id, its peers and the (synced) replicas up
+        # front, what it would otherwise learn from hello messages every 2 s and
+        # the master's INFO every 10 s: the group is ready in well under a second.
+        ports = [free_port(master.host) for _ in range(sentinels)]
+        ids = [os.urandom(20).hex() for _ in range(sentinels)]
+        known = "".join(f"sentinel known-replica {name} {r.host} {r.port}\n" for r in nodes[1:])
+        sents = []
+        for i, port in enumerate(ports):
+            peers = "".join(
+                f"sentinel known-sentinel {name} {master.host} {ports[j]} {ids[j]}\n"
+                for j in range(sentinels)
+                if j != i
             )
-            for _ in range(sentinels)
-        ]
+            conf = f"{watch}sentinel myid {ids[i]}\n{known}{peers}"
+            sents.append(
+                start_redis(
+                    port=port,
+                    base_dir=str(workdir),
+                    timeout=timeout,
+                    extra_conf=conf,
+                    args=["--sentinel"],
+                )
+            )
         nodes += sents
         deadline = time.monotonic() + timeout
         for s in sents:
-            while True:
-                info = _redis_info(s.host, s.port, "INFO", "sentinel")
-                st = info.get("master0", "")
-                if f"slaves={replicas}" in st and f"sentinels={sentinels}" in st:
-                    break
+            while (why := _sentinel_not_ready(s, name, replicas, sentinels)) is not None:
                 if time.monotonic() > deadline:
-                    raise ServiceError(f"sentinel {s.address} not ready within {timeout}s: {st}")
-                time.sleep(0.1)
+                    raise ServiceError(f"sentinel {s.address} not ready within {timeout}s: {why}")
+                time.sleep(0.02)
     except BaseException:
         for n in nodes:
             n.stop()
@@ -780,6 +822,24 @@ def start_redis_sentinel(
             "name": name,
         },
     )
+
+
+def _sentinel_not_ready(s: Service, name: str, replicas: int, sentinels: int) -> str | None:
+    """None once sentinel `s` has itself seen the master up and every replica
+    connected and linked to it (not only been told of them), else what is missing."""
+    st = _redis_info(s.host, s.port, "INFO", "sentinel").get("master0", "")
+    if not ("status=ok" in st and f"slaves={replicas}" in st and f"sentinels={sentinels}" in st):
+        return st
+    out = _redis_cli("-h", s.host, "-p", str(s.port), "SENTINEL", "REPLICAS", name)
+    # One block of field/value lines per replica; a replica the sentinel has not
+    # reached yet is flagged "disconnected", one it has not had INFO from has
+    # no master-link-status "ok".
+    lines = out.split()
+    flags = [lines[i + 1] for i, w in enumerate(lines[:-1]) if w == "flags"]
+    links = [lines[i + 1] for i, w in enumerate(lines[:-1]) if w == "master-link-status"]
+    if len(flags) != replicas or flags.count("slave") != replicas or links.count("ok") != replicas:
+        return f"replicas: flags {flags}, links {links}"
+    return None
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 #: How long a server may take to accept connections before start fails.
 DEFAULT_START_TIMEOUT = 30.0
@@ -599,6 +599,24 @@ def group_members(svc: Service) -> list[Service]:
     return [Service(**n) for n in svc.extra["nodes"]]
 
 
+_T = TypeVar("_T")
+#: Tries at starting a group's node whose ports another process took between
+#: `free_port` and the server's bind (6 test runs sharing a machine did).
+_BIND_TRIES = 5
+
+
+def _retry_bind(start: Callable[[], _T]) -> _T:
+    """``start()`` again (it picks fresh free ports each time) while a port it
+    picked turns out to be taken."""
+    for attempt in range(_BIND_TRIES):
+        try:
+            return start()
+        except ServiceError as e:
+            if "Address already in use" not in str(e) or attempt == _BIND_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def start_redis_cluster(
     *,
     masters: int = 3,
@@ -619,28 +637,34 @@ def start_redis_cluster(
     nodes: list[Service] = []
     tls_ports: list[int] = []
     try:
-        for _ in range(masters * (1 + replicas)):
+
+        def node() -> tuple[Service, int | None]:
             bus = free_port()
-            if tls is not None:
-                tls_ports.append(free_port())
-                extra_conf_node = tls.conf(tls_ports[-1]) + "tls-cluster yes\ntls-replication yes\n"
+            tls_port = free_port() if tls is not None else None
+            if tls is not None and tls_port is not None:
+                extra_conf_node = tls.conf(tls_port) + "tls-cluster yes\ntls-replication yes\n"
             else:
                 extra_conf_node = ""
-            nodes.append(
-                start_redis(
-                    base_dir=str(workdir),
-                    timeout=timeout,
-                    extra_conf=(
-                        "cluster-enabled yes\ncluster-config-file nodes.conf\n"
-                        # The bus port: free, not port + 10000 (which may not exist).
-                        f"cluster-port {bus}\n"
-                        f"cluster-node-timeout {node_timeout_ms}\n"
-                        # A test cluster keeps serving the slots it still has.
-                        "cluster-require-full-coverage no\n"
-                        f"{_REDIS_GROUP_CONF}{extra_conf}{extra_conf_node}"
-                    ),
-                )
+            svc = start_redis(
+                base_dir=str(workdir),
+                timeout=timeout,
+                extra_conf=(
+                    "cluster-enabled yes\ncluster-config-file nodes.conf\n"
+                    # The bus port: free, not port + 10000 (which may not exist).
+                    f"cluster-port {bus}\n"
+                    f"cluster-node-timeout {node_timeout_ms}\n"
+                    # A test cluster keeps serving the slots it still has.
+                    "cluster-require-full-coverage no\n"
+                    f"{_REDIS_GROUP_CONF}{extra_conf}{extra_conf_node}"
+                ),
             )
+            return svc, tls_port
+
+        for _ in range(masters * (1 + replicas)):
+            svc, tls_port = _retry_bind(node)
+            nodes.append(svc)
+            if tls_port is not None:
+                tls_ports.append(tls_port)
         if masters >= 3:
             _redis_cli(
                 "--cluster",
@@ -752,16 +776,23 @@ def start_redis_sentinel(
     workdir = _mkdtemp("redis-sentinel", base_dir)
     nodes: list[Service] = []
     try:
-        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_GROUP_CONF)
+        master = _retry_bind(
+            lambda: start_redis(
+                base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_GROUP_CONF
+            )
+        )
         nodes.append(master)
+        replica_conf = (
+            f"replicaof {master.host} {master.port}\n{_REDIS_GROUP_CONF}"
+            # Sentinels prefer replicas by priority, then by offset.
+            "replica-priority 100\n"
+        )
         for _ in range(replicas):
             nodes.append(
-                start_redis(
-                    base_dir=str(workdir),
-                    timeout=timeout,
-                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_GROUP_CONF}"
-                    # Sentinels prefer replicas by priority, then by offset.
-                    "replica-priority 100\n",
+                _retry_bind(
+                    lambda: start_redis(
+                        base_dir=str(workdir), timeout=timeout, extra_conf=replica_conf
+                    )
                 )
             )
         # Every replica in sync before any sentinel looks: a sentinel told about a
@@ -775,29 +806,41 @@ def start_redis_sentinel(
             f"sentinel failover-timeout {name} {max(3 * down_after_ms, 3000)}\n"
             "sentinel resolve-hostnames no\n"
         )
-        # Each sentinel is told its own id, its peers and the (synced) replicas up
-        # front, what it would otherwise learn from hello messages every 2 s and
-        # the master's INFO every 10 s: the group is ready in well under a second.
-        ports = [free_port(master.host) for _ in range(sentinels)]
-        ids = [os.urandom(20).hex() for _ in range(sentinels)]
         known = "".join(f"sentinel known-replica {name} {r.host} {r.port}\n" for r in nodes[1:])
-        sents = []
-        for i, port in enumerate(ports):
-            peers = "".join(
-                f"sentinel known-sentinel {name} {master.host} {ports[j]} {ids[j]}\n"
-                for j in range(sentinels)
-                if j != i
-            )
-            conf = f"{watch}sentinel myid {ids[i]}\n{known}{peers}"
-            sents.append(
-                start_redis(
-                    port=port,
-                    base_dir=str(workdir),
-                    timeout=timeout,
-                    extra_conf=conf,
-                    args=["--sentinel"],
-                )
-            )
+
+        def start_sentinels() -> list[Service]:
+            # Each sentinel is told its own id, its peers and the (synced) replicas
+            # up front, what it would otherwise learn from hello messages every 2 s
+            # and the master's INFO every 10 s: the group is ready in well under a
+            # second. The peers' ports are in every config: all start again when
+            # one of them was taken.
+            ports = [free_port(master.host) for _ in range(sentinels)]
+            ids = [os.urandom(20).hex() for _ in range(sentinels)]
+            started: list[Service] = []
+            try:
+                for i, port in enumerate(ports):
+                    peers = "".join(
+                        f"sentinel known-sentinel {name} {master.host} {ports[j]} {ids[j]}\n"
+                        for j in range(sentinels)
+                        if j != i
+                    )
+                    conf = f"{watch}sentinel myid {ids[i]}\n{known}{peers}"
+                    started.append(
+                        start_redis(
+                            port=port,
+                            base_dir=str(workdir),
+                            timeout=timeout,
+                            extra_conf=conf,
+                            args=["--sentinel"],
+                        )
+                    )
+            except BaseException:
+                for n in started:
+                    n.stop()
+                raise
+            return started
+
+        sents = _retry_bind(start_sentinels)
         nodes += sents
         deadline = time.monotonic() + timeout
         for s in sents:

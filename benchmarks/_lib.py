@@ -1,5 +1,5 @@
-"""What the benchmark suites share: ports, core pinning, running a client that
-prints its result as one JSON line.
+"""What the benchmark suites share: ports, core pinning, CPU time read from
+/proc, running a client that prints its result as one JSON line.
 
 Every comparison pins the server and the client to different cores (on this
 2-core kind they must not share one) and alternates the sides round by round;
@@ -16,15 +16,16 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from surge.services import free_port
-
 __all__ = [
     "CLIENT_CORE",
     "SERVER_CORE",
     "can_limit_cpu",
     "can_pin",
     "cpu_limit",
+    "cpu_seconds",
     "free_port",
+    "machine_busy",
+    "machine_ticks",
     "pin_pid",
     "pinned",
     "run_json",
@@ -33,6 +34,50 @@ __all__ = [
 ROOT = Path(__file__).resolve().parent.parent
 #: Cores for the server and the clients.
 SERVER_CORE, CLIENT_CORE = "1", "0"
+#: Clock ticks per second, the unit of /proc's CPU times.
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    """A free TCP port on loopback (`surge.services.free_port`)."""
+    # Imported here: the peers' clients run in the bench venv, which has no
+    # surge, and import this module for the /proc readers below.
+    from surge.services import free_port as free
+
+    return free()
+
+
+def cpu_seconds(pid: int, children_too: bool = False) -> float:
+    """CPU seconds (user + system) process `pid` has used, plus those of its
+    reaped children with `children_too`, from /proc (0 when it cannot be read).
+    Other processes' load barely moves this figure, unlike a throughput."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the command may hold spaces
+        # after the command: state is fields[0]; utime, stime, cutime, cstime are 11..14
+        ticks = int(fields[11]) + int(fields[12])
+        if children_too:
+            ticks += int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return ticks / CLK_TCK
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of all cores since boot, from /proc/stat ((0, 0)
+    when it cannot be read)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    total = sum(v[:8])  # user..steal; guest time is already counted in user
+    return total - v[3] - v[4], total  # minus idle and iowait
+
+
+def machine_busy() -> float:
+    """CPU seconds all cores of the machine have spent busy since boot."""
+    return machine_ticks()[0] / CLK_TCK
 
 
 def can_pin() -> bool:

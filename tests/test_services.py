@@ -73,3 +73,45 @@ def test_pytest_plugin_fixtures_and_no_pytest_outside_it(tmp_path):
     code = "import sys, surge.services; print('pytest' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _replication(svc: services.Service) -> dict[str, str]:
+    out = subprocess.run(
+        ["redis-cli", "-h", svc.host, "-p", str(svc.port), "INFO", "replication"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(line.strip().split(":", 1) for line in out.splitlines() if ":" in line)
+
+
+@pytest.mark.parametrize("group", ["sentinel", "cluster"])
+def test_redis_groups_return_with_their_replicas_in_sync(group):
+    """A Redis group is returned only once every replica is in sync with its
+    master (link up, counted online by the master, at the master's offset) and,
+    for sentinels, once each has itself reached the replicas: a test that writes
+    then reads from a replica at once must not meet a replica still syncing."""
+    start = services.redis_sentinel if group == "sentinel" else services.redis_cluster
+    with start() as svc:
+        members = services.group_members(svc)
+        redis_nodes = members if group == "cluster" else members[:2]
+        replicas = [n for n in redis_nodes if _replication(n)["role"] == "slave"]
+        assert len(replicas) == (1 if group == "sentinel" else 3)
+        for r in replicas:
+            info = _replication(r)
+            assert info["master_link_status"] == "up", info
+            master = services.Service(
+                "redis", info["master_host"], int(info["master_port"]), 0, "", "", {}
+            )
+            mine = _replication(master)
+            assert f"port={r.port},state=online" in " ".join(mine.values()), mine
+        if group == "sentinel":
+            for host, port in svc.extra["sentinels"]:
+                out = subprocess.run(
+                    ["redis-cli", "-h", host, "-p", str(port), "SENTINEL", "REPLICAS", "mymaster"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.split()
+                assert out[out.index("flags") + 1] == "slave", out
+                assert out[out.index("master-link-status") + 1] == "ok", out

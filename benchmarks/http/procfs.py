@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import resource
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
 
 def _proc_tree(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
@@ -37,26 +35,6 @@ def _rss_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def _busy_s() -> float:
-    """Busy CPU time of the whole machine, all cores (from /proc/stat)."""
-    try:
-        with open("/proc/stat") as f:
-            vals = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return 0.0
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
-    return (sum(vals[:8]) - idle) / CLK_TCK  # user..steal, not guest (counted in user)
 
 
 def _children_cpu_s() -> float:

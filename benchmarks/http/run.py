@@ -50,15 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import cpu_seconds, machine_busy
 from benchmarks._lib import free_port as _free_port
-from benchmarks.http.procfs import (
-    _busy_s,
-    _children_cpu_s,
-    _comm,
-    _cpu_s,
-    _proc_tree,
-    _rss_kb,
-)
+from benchmarks.http.procfs import _children_cpu_s, _comm, _proc_tree, _rss_kb
 from benchmarks.http.report import MEASUREMENTS, markdown, ratio, summarize, targets
 
 HERE = Path(__file__).resolve().parent
@@ -249,13 +243,13 @@ class Server:
     def worker_pid(self) -> int:
         """The process doing the work: the busiest (most CPU) of the tree, else the root."""
         pids = self.pids()
-        return max(pids, key=_cpu_s) if pids else 0
+        return max(pids, key=cpu_seconds) if pids else 0
 
     def rss_kb(self) -> int:
         return sum(_rss_kb(p) for p in self.pids())
 
     def cpu_s(self) -> float:
-        return sum(_cpu_s(p) for p in self.pids())
+        return sum(cpu_seconds(p) for p in self.pids())
 
 
 def _get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes, str]:
@@ -362,7 +356,7 @@ def measure_idle(srv: Server, window: float) -> dict:
     """RSS and CPU use of an idle server, over ``window`` seconds."""
     time.sleep(0.5)
     pids = srv.pids()
-    cpu0, t0 = {p: _cpu_s(p) for p in pids}, time.monotonic()
+    cpu0, t0 = {p: cpu_seconds(p) for p in pids}, time.monotonic()
     time.sleep(window)
     elapsed = time.monotonic() - t0
     procs = []
@@ -372,7 +366,7 @@ def measure_idle(srv: Server, window: float) -> dict:
                 "pid": p,
                 "comm": _comm(p),
                 "rss_kb": _rss_kb(p),
-                "cpu_pct": round(100 * (_cpu_s(p) - cpu0[p]) / elapsed, 2),
+                "cpu_pct": round(100 * (cpu_seconds(p) - cpu0[p]) / elapsed, 2),
             }
         )
     return {
@@ -412,7 +406,7 @@ def run_wrk(
     if count_responses:
         env["WRK_COUNT_RESPONSES"] = "1"
     argv = cfg.argv(duration, script, f"http://127.0.0.1:{srv.port}{path}")
-    srv_cpu0, wrk_cpu0, busy0 = srv.cpu_s(), _children_cpu_s(), _busy_s()
+    srv_cpu0, wrk_cpu0, busy0 = srv.cpu_s(), _children_cpu_s(), machine_busy()
     t0 = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=duration + 60)
@@ -424,7 +418,7 @@ def run_wrk(
     srv_cpu = round(100 * (srv.cpu_s() - srv_cpu0) / elapsed, 1)
     wrk_cpu = round(100 * (_children_cpu_s() - wrk_cpu0) / elapsed, 1)
     # everything else on the machine (other users' compiles...), in % of one core
-    other_cpu = round(max(0.0, 100 * (_busy_s() - busy0) / elapsed - srv_cpu - wrk_cpu), 1)
+    other_cpu = round(max(0.0, 100 * (machine_busy() - busy0) / elapsed - srv_cpu - wrk_cpu), 1)
     if raw_name:
         (RAW / f"{raw_name}.txt").write_text(" ".join(argv) + "\n" + proc.stdout + proc.stderr)
     for line in proc.stdout.splitlines():

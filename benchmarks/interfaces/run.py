@@ -50,10 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import venv as bvenv
+from benchmarks._lib import cpu_seconds, machine_busy
 from benchmarks._lib import free_port as _free_port
 
 # SIGSTOP/SIGCONT of a server's process group (only `.proc` is used), CPU accounting.
-from benchmarks.http.run import _busy_s, _children_cpu_s, _cpu_s, pause
+from benchmarks.http.procfs import _children_cpu_s
+from benchmarks.http.run import pause
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
@@ -98,7 +100,7 @@ class Server:
             if entry.isdigit():
                 with contextlib.suppress(OSError):
                     if os.getpgid(int(entry)) == self.proc.pid:
-                        total += _cpu_s(int(entry))
+                        total += cpu_seconds(int(entry))
         return total
 
 
@@ -370,7 +372,7 @@ def measure(name: str, servers: list[Server], runs: int, seconds: int, log_dir: 
                 cpu0, client0, busy0, t0 = (
                     srv.cpu_s(),
                     _children_cpu_s(),
-                    _busy_s(),
+                    machine_busy(),
                     time.monotonic(),
                 )
                 if srv.ws_inflight:
@@ -383,7 +385,7 @@ def measure(name: str, servers: list[Server], runs: int, seconds: int, log_dir: 
                 elapsed = time.monotonic() - t0
                 server_cpu = 100 * (srv.cpu_s() - cpu0) / elapsed
                 client_cpu = 100 * (_children_cpu_s() - client0) / elapsed
-                other = 100 * (_busy_s() - busy0) / elapsed - server_cpu - client_cpu
+                other = 100 * (machine_busy() - busy0) / elapsed - server_cpu - client_cpu
                 srv.cpu.append(
                     {
                         "server": round(server_cpu),

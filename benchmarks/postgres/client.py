@@ -36,6 +36,8 @@ import os
 import sys
 import time
 
+from benchmarks._lib import cpu_seconds, machine_busy
+
 #: name -> (query with $n placeholders, args, expected rows or None = learned once)
 WORKLOADS: dict[str, tuple[str, tuple, int | None]] = {
     # the driver's own cost per query: one row, one int
@@ -90,39 +92,15 @@ def check_first(name: str, rows: list) -> None:
         assert any(r[0] == "int4" for r in rows), "pg_type values"
 
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu(pid: int, children_too: bool = False) -> float:
-    """CPU seconds of one process (and of its reaped children), from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    # after the command: state is fields[0]; utime, stime, cutime, cstime are 11..14
-    ticks = int(fields[11]) + int(fields[12])
-    if children_too:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / CLK_TCK
-
-
 def server_cpu(pid: int) -> float:
     """CPU seconds of the postmaster, its live backends and the ones that have exited."""
-    total = _proc_cpu(pid, children_too=True)
+    total = cpu_seconds(pid, children_too=True)
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             kids = f.read().split()
     except OSError:
         return total
-    return total + sum(_proc_cpu(int(k)) for k in kids)
-
-
-def machine_busy() -> float:
-    """CPU seconds every core of the machine has spent busy since boot."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v) - v[3] - v[4]) / CLK_TCK  # minus idle and iowait
+    return total + sum(cpu_seconds(int(k)) for k in kids)
 
 
 def surge_build() -> dict:

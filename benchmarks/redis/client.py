@@ -21,22 +21,14 @@ import os
 import sys
 import time
 
+from benchmarks._lib import cpu_seconds
+
 PHASES = ("set", "get")
 #: Coroutines blocked in BLPOP beside the GET/SET workload (driver surge+blpop).
 BLOCKERS = 100
 #: The redis-server's pid, when the suite passes it: each phase then reports the
 #: server's CPU seconds too (from /proc), a figure other processes' load barely moves.
 SERVER_PID = os.environ.get("SURGE_BENCH_SERVER_PID")
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used, from /proc (0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def server_cpu() -> float:

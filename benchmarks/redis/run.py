@@ -37,8 +37,7 @@ from pathlib import Path
 from surge import services
 
 from benchmarks import venv as bvenv
-from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, pinned, run_json
-from benchmarks.redis.client import cpu_seconds
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, cpu_seconds, pin_pid, pinned, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

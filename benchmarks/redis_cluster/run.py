@@ -38,8 +38,14 @@ import trustme
 from surge import services
 
 from benchmarks import venv as bvenv
-from benchmarks._lib import CLIENT_CORE, SERVER_CORE, cpu_limit, cpu_limit_unavailable, pin_pid
-from benchmarks.redis.client import cpu_seconds
+from benchmarks._lib import (
+    CLIENT_CORE,
+    SERVER_CORE,
+    cpu_limit,
+    cpu_limit_unavailable,
+    cpu_seconds,
+    pin_pid,
+)
 from benchmarks.redis.run import PHASES, RESULTS, ROOT, _run
 
 HERE = Path(__file__).resolve().parent

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._lib import cpu_seconds, machine_ticks
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 RESULTS = ROOT / "bench-results"
@@ -45,25 +47,6 @@ OPS = ("insert", "select", "update", "delete")
 
 def _log(msg: str) -> None:
     print(f"[tarantool_mixed] {msg}", file=sys.stderr, flush=True)
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def _machine() -> tuple[int, int]:
-    """(busy, total) jiffies of all cores, from /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return 0, 0
-    return sum(v[:8]) - v[3] - v[4], sum(v[:8])
 
 
 def box_stat(url: str) -> dict[str, int]:
@@ -86,14 +69,14 @@ def run_one(name: str, url: str, pid: int, graphite: Any, **kw: Any) -> dict[str
     from surge.load import chart
 
     before = box_stat(url)
-    cpu0, t0, m0 = _cpu_s(pid), time.monotonic(), _machine()
+    cpu0, t0, m0 = cpu_seconds(pid), time.monotonic(), machine_ticks()
     since = int(time.time()) - 2
     prefix = f"tarantool_mixed.{name}"
     r = surge.load.run(
         url, progress=True, graphite=f"{graphite.address}", graphite_prefix=prefix, **kw
     )
-    cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
-    m1 = _machine()
+    cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+    m1 = machine_ticks()
     machine = (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
     after = box_stat(url)
     server = {op: after[op] - before[op] for op in OPS}

@@ -259,6 +259,7 @@ class WsgiDispatch:
 
     def __new__(
         cls,
+        *,
         owner: Any,
         app: Callable[..., Any],
         cycle_type: type[WsgiCycle],

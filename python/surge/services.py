@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 #: How long a server may take to accept connections before start fails.
 DEFAULT_START_TIMEOUT = 30.0
@@ -539,9 +539,12 @@ REDIS_NODE_TIMEOUT_MS = 1000
 UP_ONLY_BY_NAME = frozenset({"redis-cluster", "redis-sentinel", "graphite"})
 #: The name sentinels monitor the test master under.
 SENTINEL_MASTER_NAME = "mymaster"
-# Exit at once on SIGTERM: a master would otherwise wait up to 10 s for its
-# replicas (Redis 7's shutdown-timeout), and a stopped test cluster kills them too.
-_REDIS_FAST_EXIT = "shutdown-on-sigterm now\n"
+# For the nodes of a group (cluster, sentinel). Exit at once on SIGTERM: a master
+# would otherwise wait up to 10 s for its replicas (Redis 7's shutdown-timeout), and
+# a stopped test cluster kills them too. Start a replica's full sync at once: the
+# default diskless sync waits 5 s for more replicas to join it (the group is
+# returned only once every replica has caught up, `wait_redis_replicas`).
+_REDIS_GROUP_CONF = "shutdown-on-sigterm now\nrepl-diskless-sync-delay 0\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -596,6 +599,24 @@ def group_members(svc: Service) -> list[Service]:
     return [Service(**n) for n in svc.extra["nodes"]]
 
 
+_T = TypeVar("_T")
+#: Tries at starting a group's node whose ports another process took between
+#: `free_port` and the server's bind (6 test runs sharing a machine did).
+_BIND_TRIES = 5
+
+
+def _retry_bind(start: Callable[[], _T]) -> _T:
+    """``start()`` again (it picks fresh free ports each time) while a port it
+    picked turns out to be taken."""
+    for attempt in range(_BIND_TRIES):
+        try:
+            return start()
+        except ServiceError as e:
+            if "Address already in use" not in str(e) or attempt == _BIND_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def start_redis_cluster(
     *,
     masters: int = 3,
@@ -616,28 +637,34 @@ def start_redis_cluster(
     nodes: list[Service] = []
     tls_ports: list[int] = []
     try:
-        for _ in range(masters * (1 + replicas)):
+
+        def node() -> tuple[Service, int | None]:
             bus = free_port()
-            if tls is not None:
-                tls_ports.append(free_port())
-                extra_conf_node = tls.conf(tls_ports[-1]) + "tls-cluster yes\ntls-replication yes\n"
+            tls_port = free_port() if tls is not None else None
+            if tls is not None and tls_port is not None:
+                extra_conf_node = tls.conf(tls_port) + "tls-cluster yes\ntls-replication yes\n"
             else:
                 extra_conf_node = ""
-            nodes.append(
-                start_redis(
-                    base_dir=str(workdir),
-                    timeout=timeout,
-                    extra_conf=(
-                        "cluster-enabled yes\ncluster-config-file nodes.conf\n"
-                        # The bus port: free, not port + 10000 (which may not exist).
-                        f"cluster-port {bus}\n"
-                        f"cluster-node-timeout {node_timeout_ms}\n"
-                        # A test cluster keeps serving the slots it still has.
-                        "cluster-require-full-coverage no\n"
-                        f"{_REDIS_FAST_EXIT}{extra_conf}{extra_conf_node}"
-                    ),
-                )
+            svc = start_redis(
+                base_dir=str(workdir),
+                timeout=timeout,
+                extra_conf=(
+                    "cluster-enabled yes\ncluster-config-file nodes.conf\n"
+                    # The bus port: free, not port + 10000 (which may not exist).
+                    f"cluster-port {bus}\n"
+                    f"cluster-node-timeout {node_timeout_ms}\n"
+                    # A test cluster keeps serving the slots it still has.
+                    "cluster-require-full-coverage no\n"
+                    f"{_REDIS_GROUP_CONF}{extra_conf}{extra_conf_node}"
+                ),
             )
+            return svc, tls_port
+
+        for _ in range(masters * (1 + replicas)):
+            svc, tls_port = _retry_bind(node)
+            nodes.append(svc)
+            if tls_port is not None:
+                tls_ports.append(tls_port)
         if masters >= 3:
             _redis_cli(
                 "--cluster",
@@ -697,16 +724,39 @@ def _small_cluster(nodes: list[Service], masters: int, timeout: float) -> None:
 
 
 def wait_redis_replicas(nodes: list[Service], timeout: float = DEFAULT_START_TIMEOUT) -> None:
-    """Wait until every replica among ``nodes`` has its link to its master up."""
+    """Wait until every replica among ``nodes`` is in sync with its master: its link
+    is up, its master counts it online (what ``WAIT`` counts) and its replication
+    offset has reached the master's (read before the replica's). A replica whose
+    link is up may still be loading or behind: a write then ``WAIT`` would not see it."""
     deadline = time.monotonic() + timeout
     for n in nodes:
-        while True:
-            info = _redis_info(n.host, n.port, "INFO", "replication")
-            if info.get("role") != "slave" or info.get("master_link_status") == "up":
-                break
+        while not _redis_replica_synced(n):
             if time.monotonic() > deadline:
                 raise ServiceError(f"replica {n.address} did not sync within {timeout}s")
-            time.sleep(0.05)
+            time.sleep(0.02)
+
+
+def _redis_replica_synced(n: Service) -> bool:
+    """Whether `n` is a master, or a replica in sync with its master (see
+    `wait_redis_replicas`)."""
+    info = _redis_info(n.host, n.port, "INFO", "replication")
+    if info.get("role") != "slave":
+        return True
+    if info.get("master_link_status") != "up":
+        return False
+    host, port = info["master_host"], int(info["master_port"])
+    master = _redis_info(host, port, "INFO", "replication")
+    # Each slaveN line: ip=...,port=...,state=online,offset=...,lag=...
+    online = any(
+        f"port={n.port}," in v and "state=online" in v
+        for k, v in master.items()
+        if k.startswith("slave") and k[5:].isdigit()
+    )
+    # The master's offset first, then the replica's: the replica has caught up
+    # with at least every write the master had when asked.
+    target = int(master.get("master_repl_offset", "0"))
+    mine = int(_redis_info(n.host, n.port, "INFO", "replication").get("slave_repl_offset", "-1"))
+    return online and mine >= target
 
 
 def start_redis_sentinel(
@@ -726,18 +776,28 @@ def start_redis_sentinel(
     workdir = _mkdtemp("redis-sentinel", base_dir)
     nodes: list[Service] = []
     try:
-        master = start_redis(base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_FAST_EXIT)
+        master = _retry_bind(
+            lambda: start_redis(
+                base_dir=str(workdir), timeout=timeout, extra_conf=_REDIS_GROUP_CONF
+            )
+        )
         nodes.append(master)
+        replica_conf = (
+            f"replicaof {master.host} {master.port}\n{_REDIS_GROUP_CONF}"
+            # Sentinels prefer replicas by priority, then by offset.
+            "replica-priority 100\n"
+        )
         for _ in range(replicas):
             nodes.append(
-                start_redis(
-                    base_dir=str(workdir),
-                    timeout=timeout,
-                    extra_conf=f"replicaof {master.host} {master.port}\n{_REDIS_FAST_EXIT}"
-                    # Sentinels prefer replicas by priority, then by offset.
-                    "replica-priority 100\n",
+                _retry_bind(
+                    lambda: start_redis(
+                        base_dir=str(workdir), timeout=timeout, extra_conf=replica_conf
+                    )
                 )
             )
+        # Every replica in sync before any sentinel looks: a sentinel told about a
+        # replica that is still syncing may reconfigure it (a second full sync)
+        # while the caller already writes and reads.
         wait_redis_replicas(nodes, timeout)
         quorum = sentinels // 2 + 1
         watch = (
@@ -746,23 +806,48 @@ def start_redis_sentinel(
             f"sentinel failover-timeout {name} {max(3 * down_after_ms, 3000)}\n"
             "sentinel resolve-hostnames no\n"
         )
-        sents = [
-            start_redis(
-                base_dir=str(workdir), timeout=timeout, extra_conf=watch, args=["--sentinel"]
-            )
-            for _ in range(sentinels)
-        ]
+        known = "".join(f"sentinel known-replica {name} {r.host} {r.port}\n" for r in nodes[1:])
+
+        def start_sentinels() -> list[Service]:
+            # Each sentinel is told its own id, its peers and the (synced) replicas
+            # up front, what it would otherwise learn from hello messages every 2 s
+            # and the master's INFO every 10 s: the group is ready in well under a
+            # second. The peers' ports are in every config: all start again when
+            # one of them was taken.
+            ports = [free_port(master.host) for _ in range(sentinels)]
+            ids = [os.urandom(20).hex() for _ in range(sentinels)]
+            started: list[Service] = []
+            try:
+                for i, port in enumerate(ports):
+                    peers = "".join(
+                        f"sentinel known-sentinel {name} {master.host} {ports[j]} {ids[j]}\n"
+                        for j in range(sentinels)
+                        if j != i
+                    )
+                    conf = f"{watch}sentinel myid {ids[i]}\n{known}{peers}"
+                    started.append(
+                        start_redis(
+                            port=port,
+                            base_dir=str(workdir),
+                            timeout=timeout,
+                            extra_conf=conf,
+                            args=["--sentinel"],
+                        )
+                    )
+            except BaseException:
+                for n in started:
+                    n.stop()
+                raise
+            return started
+
+        sents = _retry_bind(start_sentinels)
         nodes += sents
         deadline = time.monotonic() + timeout
         for s in sents:
-            while True:
-                info = _redis_info(s.host, s.port, "INFO", "sentinel")
-                st = info.get("master0", "")
-                if f"slaves={replicas}" in st and f"sentinels={sentinels}" in st:
-                    break
+            while (why := _sentinel_not_ready(s, name, replicas, sentinels)) is not None:
                 if time.monotonic() > deadline:
-                    raise ServiceError(f"sentinel {s.address} not ready within {timeout}s: {st}")
-                time.sleep(0.1)
+                    raise ServiceError(f"sentinel {s.address} not ready within {timeout}s: {why}")
+                time.sleep(0.02)
     except BaseException:
         for n in nodes:
             n.stop()
@@ -780,6 +865,24 @@ def start_redis_sentinel(
             "name": name,
         },
     )
+
+
+def _sentinel_not_ready(s: Service, name: str, replicas: int, sentinels: int) -> str | None:
+    """None once sentinel `s` has itself seen the master up and every replica
+    connected and linked to it (not only been told of them), else what is missing."""
+    st = _redis_info(s.host, s.port, "INFO", "sentinel").get("master0", "")
+    if not ("status=ok" in st and f"slaves={replicas}" in st and f"sentinels={sentinels}" in st):
+        return st
+    out = _redis_cli("-h", s.host, "-p", str(s.port), "SENTINEL", "REPLICAS", name)
+    # One block of field/value lines per replica; a replica the sentinel has not
+    # reached yet is flagged "disconnected", one it has not had INFO from has
+    # no master-link-status "ok".
+    lines = out.split()
+    flags = [lines[i + 1] for i, w in enumerate(lines[:-1]) if w == "flags"]
+    links = [lines[i + 1] for i, w in enumerate(lines[:-1]) if w == "master-link-status"]
+    if len(flags) != replicas or flags.count("slave") != replicas or links.count("ok") != replicas:
+        return f"replicas: flags {flags}, links {links}"
+    return None
 
 
 @contextlib.contextmanager

@@ -22,6 +22,8 @@ import pytest
 from rawhttp import RawConnection, RawResponse, build_request
 from surge.services import free_port
 
+#: Seconds a server has to exit after SIGTERM before it is killed.
+STOP_TIMEOUT = 10.0
 #: Log lines that only a bug in the server (not a failing app) produces.
 BUG_MARKERS = (
     "internal error while handling a request",
@@ -121,10 +123,14 @@ class PeerServer:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> None:
+        """Stops the server: SIGTERM, SIGKILL if it has not exited by `deadline`
+        (time.monotonic(); 10 s from now by default)."""
         self.terminate()
+        if deadline is None:
+            deadline = time.monotonic() + STOP_TIMEOUT
         try:
-            self.proc.wait(10)
+            self.proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -147,11 +153,14 @@ class PeerServers:
         return self.running[key]
 
     def stop_all(self) -> None:
-        # All asked at once: the graceful exits overlap instead of adding up.
+        # All asked at once, with one deadline: the graceful exits overlap instead
+        # of adding up (a gunicorn still holding a kept-alive connection waits
+        # out its graceful timeout; three of them took 34 s, 10 s each in turn).
         for server in self.running.values():
             server.terminate()
+        deadline = time.monotonic() + STOP_TIMEOUT
         for server in self.running.values():
-            server.stop()
+            server.stop(deadline)
 
 
 def healthy_after_each_test(name: str) -> Any:

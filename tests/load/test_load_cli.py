@@ -9,7 +9,16 @@ import surge.load
 from surge import cli
 from surge.load import chart
 
-pytestmark = pytest.mark.timeout(30)
+# A hang guard on the tests' own work: the session's server start and matplotlib's
+# import (4 s at load 10 here, far more with the cores busy) are fixtures'
+# set-up, outside it.
+pytestmark = pytest.mark.timeout(30, func_only=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _matplotlib_imported() -> None:
+    chart._plt()
+
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

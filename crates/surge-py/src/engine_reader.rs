@@ -33,13 +33,13 @@ use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{ffi, PyTraverseError};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 
 use crate::lane::is_true;
-use crate::wire::{feed_resolve, ReplyParser};
+use crate::wire::{feed_resolve, EngineTables, ReplyParser, Resolved};
 
 /// Bytes one read may bring: uvloop's own read buffer's size (a read of 1000
 /// pipelined replies takes a few of them). One slot per thread, made once.
@@ -48,13 +48,7 @@ const READ_SLOT_SIZE: usize = 256 * 1024;
 /// A codec the engine's native read path can feed.
 pub trait NativeFeed: Send + Sync {
     /// The codec's `feed_resolve(data, pending, deadlines)`.
-    fn feed_resolve<'py>(
-        &self,
-        py: Python<'py>,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)>;
+    fn feed_resolve<'py>(&self, data: &[u8], tables: EngineTables<'_, 'py>) -> Resolved<'py>;
     /// `ReplyParser::batch_hook_due`.
     fn batch_hook_due(&self, py: Python<'_>) -> bool;
     /// The codec object, for the owner's `__traverse__`.
@@ -65,14 +59,9 @@ impl<C> NativeFeed for Py<C>
 where
     C: ReplyParser + pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::False>,
 {
-    fn feed_resolve<'py>(
-        &self,
-        py: Python<'py>,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(&mut *self.try_borrow_mut(py)?, py, data, pending, deadlines)
+    fn feed_resolve<'py>(&self, data: &[u8], tables: EngineTables<'_, 'py>) -> Resolved<'py> {
+        let py = tables.pending.py();
+        feed_resolve(&mut *self.try_borrow_mut(py)?, data, tables)
     }
 
     fn batch_hook_due(&self, py: Python<'_>) -> bool {
@@ -214,12 +203,11 @@ impl EngineReader {
         ) else {
             return Err(PyTypeError::new_err("the engine has no pending table"));
         };
-        let fed = self.codec.feed_resolve(
-            py,
-            data,
-            pending.downcast::<PyDict>()?,
-            deadlines.downcast::<PyDict>()?,
-        );
+        let tables = EngineTables {
+            pending: pending.downcast::<PyDict>()?,
+            deadlines: deadlines.downcast::<PyDict>()?,
+        };
+        let fed = self.codec.feed_resolve(data, tables);
         let (resolved, rest) = match fed {
             Ok(r) => r,
             Err(e) => {

@@ -140,18 +140,27 @@ pub trait ReplyParser {
     }
 }
 
+/// What a read's replies are resolved against: the engine's `_pending` (id ->
+/// future) and `_deadline_of` (id -> deadline) tables, which always go together.
+#[derive(Clone, Copy)]
+pub struct EngineTables<'a, 'py> {
+    pub pending: &'a Bound<'py, PyDict>,
+    pub deadlines: &'a Bound<'py, PyDict>,
+}
+
+/// What resolving a read gives: (futures resolved, the replies left for the engine).
+pub type Resolved<'py> = PyResult<(usize, Bound<'py, PyList>)>;
+
 /// A codec's `feed_resolve(data, pending, deadlines)`: `parse_replies` then
 /// `resolve_replies`; a bad stream raises after the replies before it were
 /// resolved.
 pub fn feed_resolve<'py, C: ReplyParser>(
     codec: &mut C,
-    py: Python<'py>,
     data: &[u8],
-    pending: &Bound<'py, PyDict>,
-    deadlines: &Bound<'py, PyDict>,
-) -> PyResult<(usize, Bound<'py, PyList>)> {
-    let (replies, result) = codec.parse_replies(py, data);
-    let out = resolve_replies(py, replies, pending, deadlines)?;
+    tables: EngineTables<'_, 'py>,
+) -> Resolved<'py> {
+    let (replies, result) = codec.parse_replies(tables.pending.py(), data);
+    let out = resolve_replies(replies, tables)?;
     result?;
     Ok(out)
 }
@@ -166,14 +175,14 @@ pub fn feed_resolve<'py, C: ReplyParser>(
 /// as triples, in order, for the engine to handle as `feed` would have. Returns
 /// (futures resolved, the rest).
 pub fn resolve_replies<'py, V>(
-    py: Python<'py>,
     replies: impl IntoIterator<Item = (Option<u64>, bool, V)>,
-    pending: &Bound<'py, PyDict>,
-    deadlines: &Bound<'py, PyDict>,
-) -> PyResult<(usize, Bound<'py, PyList>)>
+    tables: EngineTables<'_, 'py>,
+) -> Resolved<'py>
 where
     V: IntoPyObject<'py>,
 {
+    let EngineTables { pending, deadlines } = tables;
+    let py = pending.py();
     let rest = PyList::empty(py);
     let timed = !deadlines.is_empty();
     let set_result = intern!(py, "set_result");

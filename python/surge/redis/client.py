@@ -32,7 +32,7 @@ from surge.redis.blocking import (
     BlockingPool,
     is_blocking,
 )
-from surge.redis.commands import Commands, Reply
+from surge.redis.commands import Commands, Reply, _plain_set
 from surge.redis.errors import DataError, make_error
 
 if TYPE_CHECKING:
@@ -456,13 +456,7 @@ class Redis(Commands):
     ) -> Any:
         """SET with redis-py's options (see `Commands.set`); the plain ``set(k, v)``
         goes straight to the codec: the hot path of most programs."""
-        if (
-            ex is None
-            and px is None
-            and exat is None
-            and pxat is None
-            and not (nx or xx or keepttl or get)
-        ):
+        if _plain_set(ex, px, nx, xx, keepttl, get, exat, pxat):
             try:
                 return self._req(self._command_ok, "SET", name, value)
             except DataError:

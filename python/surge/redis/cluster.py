@@ -53,7 +53,7 @@ from surge.errors import ConnectError, ConnectionLostError, SurgeError
 from surge.redis import replies
 from surge.redis.blocking import is_blocking
 from surge.redis.client import DEFAULT_PORT, Redis, url_options
-from surge.redis.commands import Commands, Reply, flatten_names
+from surge.redis.commands import Commands, Reply, _plain_set, flatten_names
 from surge.redis.errors import DataError, RedisError, ResponseError
 
 if TYPE_CHECKING:
@@ -846,13 +846,7 @@ class RedisCluster(Commands):
         pxat: Any = None,
     ) -> Any:
         """SET with redis-py's options (see `Commands.set`)."""
-        if (
-            ex is None
-            and px is None
-            and exat is None
-            and pxat is None
-            and not (nx or xx or keepttl or get)
-        ):
+        if _plain_set(ex, px, nx, xx, keepttl, get, exat, pxat):
             routed = self._direct(name)
             if routed is not None and (fut := routed(True, "SET", name, value)) is not None:
                 return fut

@@ -21,6 +21,20 @@ from surge.redis.table import install
 Reply = Callable[[Any], Any] | None
 
 
+def _plain_set(
+    ex: Any, px: Any, nx: bool, xx: bool, keepttl: bool, get: bool, exat: Any, pxat: Any
+) -> bool:
+    """Whether `set`'s options (in its order) are all unset: the plain ``SET k v``
+    that the client and cluster send on their fast paths."""
+    return (
+        ex is None
+        and px is None
+        and exat is None
+        and pxat is None
+        and not (nx or xx or keepttl or get)
+    )
+
+
 def _flat(mapping: Mapping[Any, Any]) -> list[Any]:
     out: list[Any] = []
     for k, v in mapping.items():
@@ -142,13 +156,7 @@ class Commands(DataCommands, ServerCommands):
         pxat: int | dt.datetime | None = None,
     ) -> Any:
         """SET with redis-py's options: True, None if NX/XX stopped it, the old value with get."""
-        if (
-            ex is None
-            and px is None
-            and exat is None
-            and pxat is None
-            and not (nx or xx or keepttl or get)
-        ):
+        if _plain_set(ex, px, nx, xx, keepttl, get, exat, pxat):
             # The plain set(k, v) of most programs (and of a cluster's every SET):
             # no option list built.
             return self._exec(replies.ok, "SET", name, value)

@@ -75,13 +75,13 @@ class WsgiApp:
                 # the cycle and submits it; its `dispatch_read` takes the usual
                 # read (one request, nothing queued) from the protocol whole.
                 dispatch=WsgiDispatch(
-                    self,
-                    self.app,
-                    WsgiCycle,
-                    self._pool.submit,
-                    _NO_BODY,
-                    body_input,
-                    self.limits.write_high_water,
+                    owner=self,
+                    app=self.app,
+                    cycle_type=WsgiCycle,
+                    submit=self._pool.submit,
+                    no_body=_NO_BODY,
+                    body_input=body_input,
+                    high_water=self.limits.write_high_water,
                 ),
                 debug=self.debug,
                 executor=self._pool,

@@ -30,7 +30,7 @@ use surge_proto::resp::{self, Scanner, Status};
 use super::args::{write_arg, write_command};
 use super::reply::Builder;
 
-use crate::wire::{feed_resolve, ReadBuf, ReplyParser, WriteBuf};
+use crate::wire::{feed_resolve, EngineTables, ReadBuf, ReplyParser, Resolved, WriteBuf};
 
 create_exception!(
     _core,
@@ -386,12 +386,11 @@ impl RespCodec {
     /// the rest).
     fn feed_resolve<'py>(
         &mut self,
-        py: Python<'py>,
         data: &[u8],
         pending: &Bound<'py, PyDict>,
         deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(self, py, data, pending, deadlines)
+    ) -> Resolved<'py> {
+        feed_resolve(self, data, EngineTables { pending, deadlines })
     }
 }
 

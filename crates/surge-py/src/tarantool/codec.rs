@@ -21,7 +21,7 @@ use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
 use crate::lane::Buffered;
-use crate::wire::{feed_resolve, ReadBuf, ReplyParser, WriteBuf};
+use crate::wire::{feed_resolve, EngineTables, ReadBuf, ReplyParser, Resolved, WriteBuf};
 
 create_exception!(
     _core,
@@ -372,12 +372,11 @@ impl IprotoCodec {
     /// rest). A bad stream raises after the replies before it were resolved.
     fn feed_resolve<'py>(
         &mut self,
-        py: Python<'py>,
         data: &[u8],
         pending: &Bound<'py, PyDict>,
         deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(self, py, data, pending, deadlines)
+    ) -> Resolved<'py> {
+        feed_resolve(self, data, EngineTables { pending, deadlines })
     }
 
     fn ping(&mut self) -> PyResult<u64> {

@@ -7,6 +7,7 @@
 //! body's set-up) and some twenty attribute lookups; here the environ is
 //! built, the cycle made and submitted and its turn begun without them.
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -16,10 +17,11 @@ use super::dispatch_read::{began, usual_request};
 use super::request::Request;
 use super::wsgi_cycle::WsgiCycle;
 
-/// The dispatch callable of a `WsgiApp`'s plan: ``dispatch(request, conn)``
-/// makes `request`'s cycle, hands it to the thread pool and returns it.
-#[pyclass(module = "surge._core")]
-pub struct WsgiDispatch {
+/// What a `WsgiDispatch` holds, given by keyword (each field's name) by the
+/// `WsgiApp` that makes it, so the list is written once.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct Parts {
     /// The `WsgiApp`: `_connection_data(conn)` gives (environ base, wakeups).
     owner: PyObject,
     app: PyObject,
@@ -32,28 +34,22 @@ pub struct WsgiDispatch {
     high_water: usize,
 }
 
+/// The dispatch callable of a `WsgiApp`'s plan: ``dispatch(request, conn)``
+/// makes `request`'s cycle, hands it to the thread pool and returns it.
+#[pyclass(module = "surge._core")]
+pub struct WsgiDispatch(Parts);
+
 #[pymethods]
 impl WsgiDispatch {
-    /// The dispatcher of `owner` (a `WsgiApp`) serving `app`.
+    /// The dispatcher of `owner` (a `WsgiApp`) serving `app`; every part by keyword.
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        owner: PyObject,
-        app: PyObject,
-        cycle_type: PyObject,
-        submit: PyObject,
-        no_body: PyObject,
-        body_input: PyObject,
-        high_water: usize,
-    ) -> Self {
-        WsgiDispatch {
-            owner,
-            app,
-            cycle_type,
-            submit,
-            no_body,
-            body_input,
-            high_water,
+    #[pyo3(signature = (**parts))]
+    fn new(parts: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        match parts {
+            Some(parts) => Ok(WsgiDispatch(parts.extract()?)),
+            None => Err(PyTypeError::new_err(
+                "WsgiDispatch takes its parts by keyword",
+            )),
         }
     }
 
@@ -67,6 +63,7 @@ impl WsgiDispatch {
         let mut data = conn.getattr(intern!(py, "dispatcher_data"))?;
         if data.is_none() {
             data = self
+                .0
                 .owner
                 .call_method1(py, intern!(py, "_connection_data"), (conn,))?
                 .into_bound(py);
@@ -88,22 +85,23 @@ impl WsgiDispatch {
             py.None().into_bound(py)
         };
         if stream.is_none() && !has_body {
-            environ.set_item(intern!(py, "wsgi.input"), &self.no_body)?;
+            environ.set_item(intern!(py, "wsgi.input"), &self.0.no_body)?;
         } else {
             let event_loop = wakeups.getattr(intern!(py, "loop"))?;
-            self.body_input
+            self.0
+                .body_input
                 .call1(py, (&environ, request, &stream, conn, event_loop))?;
         }
-        let cycle = self.cycle_type.bind(py).call1((
-            &self.app,
+        let cycle = self.0.cycle_type.bind(py).call1((
+            &self.0.app,
             environ,
             request,
             stream,
             conn,
             wakeups,
-            self.high_water,
+            self.0.high_water,
         ))?;
-        self.submit.call1(py, (&cycle,))?;
+        self.0.submit.call1(py, (&cycle,))?;
         Ok(cycle)
     }
 
@@ -145,12 +143,17 @@ impl WsgiDispatch {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.owner)?;
-        visit.call(&self.app)?;
-        visit.call(&self.cycle_type)?;
-        visit.call(&self.submit)?;
-        visit.call(&self.no_body)?;
-        visit.call(&self.body_input)?;
+        let p = &self.0;
+        for o in [
+            &p.owner,
+            &p.app,
+            &p.cycle_type,
+            &p.submit,
+            &p.no_body,
+            &p.body_input,
+        ] {
+            visit.call(o)?;
+        }
         Ok(())
     }
 }

@@ -41,7 +41,7 @@ use super::statement::{Statement, Types};
 
 use crate::tls::PlainSink;
 use crate::tls_client::TlsClientSession;
-use crate::wire::{feed_resolve, ReadBuf, Reply, ReplyParser, WriteBuf};
+use crate::wire::{feed_resolve, EngineTables, ReadBuf, Reply, ReplyParser, Resolved, WriteBuf};
 
 #[path = "replies.rs"]
 mod replies;
@@ -822,12 +822,11 @@ impl PgCodec {
     /// out-of-band event on).
     fn feed_resolve<'py>(
         &mut self,
-        py: Python<'py>,
         data: &[u8],
         pending: &Bound<'py, PyDict>,
         deadlines: &Bound<'py, PyDict>,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        feed_resolve(self, py, data, pending, deadlines)
+    ) -> Resolved<'py> {
+        feed_resolve(self, data, EngineTables { pending, deadlines })
     }
 
     /// `feed` for a connection over native TLS: `data` as read from the

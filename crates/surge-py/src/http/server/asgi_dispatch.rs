@@ -25,34 +25,36 @@ use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
 use super::asgi::{AsgiCycle, ConnParts};
-use super::request::Request;
+use super::request::{asgi_scope_defaults, Request};
+use crate::call;
 
-/// One step of a coroutine, called through `Context.run`: `PyIter_Send`
-/// returns the coroutine's return value without a StopIteration to raise and
-/// catch (~1k instructions per request); `returned` tells which it was.
-#[pyclass(module = "surge._core", frozen)]
-pub struct CoroStep {
-    returned: AtomicBool,
-}
+/// Whether the last `coro_step` saw its coroutine return (rather than yield).
+/// Read right after `Context.run` returns: a step nested in the app's own
+/// step (another dispatcher's) has finished by then, so the last writer is the
+/// step just run.
+static STEP_RETURNED: AtomicBool = AtomicBool::new(false);
 
-#[pymethods]
-impl CoroStep {
-    /// Sends None into `coro`: what it yielded or returned (see `returned`).
-    fn __call__(&self, coro: &Bound<'_, PyAny>) -> PyResult<PyObject> {
-        let py = coro.py();
-        let mut result: *mut ffi::PyObject = std::ptr::null_mut();
-        // SAFETY: `coro` and None are valid references held for the call;
-        // PyIter_Send leaves a new reference in `result` unless it fails.
-        let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut result) };
-        let returned = match status {
-            ffi::PySendResult::PYGEN_RETURN => true,
-            ffi::PySendResult::PYGEN_NEXT => false,
-            _ => return Err(PyErr::fetch(py)),
-        };
-        self.returned.store(returned, Ordering::Relaxed);
-        // SAFETY: on RETURN and NEXT `result` is a new (owned) reference.
-        Ok(unsafe { PyObject::from_owned_ptr(py, result) })
-    }
+/// One step of a coroutine, called through `Context.run`: sends None into
+/// `coro` and returns what it yielded or returned (see `STEP_RETURNED`).
+/// `PyIter_Send` hands the return value back without a StopIteration to raise
+/// and catch (~1k instructions per request). A function rather than a callable
+/// object: `Context.run` calls it through vectorcall, where an object's
+/// `__call__` took an argument tuple and its parsing (~0.3k instructions).
+#[pyfunction]
+fn coro_step(coro: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    let py = coro.py();
+    let mut result: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: `coro` and None are valid references held for the call;
+    // PyIter_Send leaves a new reference in `result` unless it fails.
+    let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut result) };
+    let returned = match status {
+        ffi::PySendResult::PYGEN_RETURN => true,
+        ffi::PySendResult::PYGEN_NEXT => false,
+        _ => return Err(PyErr::fetch(py)),
+    };
+    STEP_RETURNED.store(returned, Ordering::Relaxed);
+    // SAFETY: on RETURN and NEXT `result` is a new (owned) reference.
+    Ok(unsafe { PyObject::from_owned_ptr(py, result) })
 }
 
 /// What the dispatcher needs from the starter of the serving loop.
@@ -88,7 +90,8 @@ pub struct AsgiDispatch {
     coroutine_type: PyObject,
     raise_in_coro: PyObject,
     await_in_coro: PyObject,
-    step: Py<CoroStep>,
+    /// `coro_step`, as a Python function.
+    step: PyObject,
     starter: Option<Starter>,
 }
 
@@ -101,7 +104,11 @@ fn conn_data<'py>(
     let py = conn.py();
     let mut data = conn.getattr(intern!(py, "dispatcher_data"))?;
     if data.is_none() {
-        let base = owner.call_method1(intern!(py, "_connection_base"), (conn,))?;
+        let base = owner
+            .call_method1(intern!(py, "_connection_base"), (conn,))?
+            .downcast_into::<PyDict>()?;
+        asgi_scope_defaults(&base)?;
+        let base = base.into_any();
         let parts = Bound::new(py, ConnParts::of(conn)?)?;
         data = PyTuple::new(py, [base, parts.into_any()])?.into_any();
         conn.setattr(intern!(py, "dispatcher_data"), &data)?;
@@ -259,10 +266,13 @@ impl AsgiDispatch {
         let event_loop = parts.get().event_loop.bind(py);
         let (starter, hosted) = Self::starter(slf, event_loop)?;
         let this = slf.borrow();
-        let scope =
-            request
-                .borrow_mut()
-                .asgi_scope(py, base, &this.root_path, this.state.bind(py))?;
+        let scope = request.borrow_mut().asgi_scope(
+            py,
+            base,
+            &this.root_path,
+            this.state.bind(py),
+            true,
+        )?;
         // `conn.body_stream(request)`, without the call when the body is all here.
         let stream = if request.borrow().eof {
             None
@@ -293,7 +303,7 @@ impl AsgiDispatch {
         let send = cycle.getattr(intern!(py, "send"))?;
         // Any awaitable may come back (or the call may fail): the starter drives
         // coroutines.
-        let coro = match this.app.bind(py).call1((scope, receive, send)) {
+        let coro = match call::call3(this.app.bind(py), scope.as_any(), &receive, &send) {
             Ok(c) if c.get_type().is(this.coroutine_type.bind(py)) => c,
             Ok(c) => this.await_in_coro.bind(py).call1((c,))?,
             Err(e) => this.raise_in_coro.bind(py).call1((e.into_value(py),))?,
@@ -309,10 +319,10 @@ impl AsgiDispatch {
         let step = this.step.bind(py);
         let native = cycle.downcast::<AsgiCycle>()?;
         native.borrow_mut().set_open_step(open);
-        let outcome = this.context_run.bind(py).call1((&ctx, step, &coro));
+        let outcome = call::call3(this.context_run.bind(py), &ctx, step, &coro);
+        let returned = STEP_RETURNED.load(Ordering::Relaxed);
         native.borrow_mut().set_open_step(false);
         this.leave(event_loop, &host)?;
-        let returned = step.get().returned.load(Ordering::Relaxed);
         let (kind, value) = match outcome {
             Ok(value) if returned => {
                 if host.getattr(intern!(py, "_callbacks"))?.is_none()
@@ -377,12 +387,7 @@ impl AsgiDispatch {
             enter_task: tasks.getattr("_enter_task")?.unbind(),
             leave_task: tasks.getattr("_leave_task")?.unbind(),
             coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
-            step: Py::new(
-                py,
-                CoroStep {
-                    returned: AtomicBool::new(false),
-                },
-            )?,
+            step: wrap_pyfunction!(coro_step, py)?.into_any().unbind(),
             starter: None,
         })
     }

@@ -22,7 +22,7 @@ use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use surge_proto::http1::common::Version;
 use surge_proto::http1::server::write_status_line;
 
@@ -495,15 +495,27 @@ impl AsgiCycle {
                     })?
                 })?
             };
-            for pair in headers.try_iter()? {
-                let pair = pair?;
+            let mut each = |pair: Bound<'_, PyAny>| -> PyResult<()> {
                 // The usual (name, value) tuple without a generic item lookup each.
                 match pair.downcast::<PyTuple>() {
                     Ok(t) if t.len() == 2 => {
                         let (name, value) = (t.get_borrowed_item(0)?, t.get_borrowed_item(1)?);
-                        one(&name, &value)?;
+                        one(&name, &value)
                     }
-                    _ => one(&pair.get_item(0)?, &pair.get_item(1)?)?,
+                    _ => one(&pair.get_item(0)?, &pair.get_item(1)?),
+                }
+            };
+            if let Ok(list) = headers.downcast::<PyList>() {
+                // The usual list by index: no iterator object per response. (Its
+                // length is read each time: `bytes()` of an odd item runs Python.)
+                let mut i = 0;
+                while i < list.len() {
+                    each(list.get_item(i)?)?;
+                    i += 1;
+                }
+            } else {
+                for pair in headers.try_iter()? {
+                    each(pair?)?;
                 }
             }
         }

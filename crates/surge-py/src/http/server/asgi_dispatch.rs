@@ -63,6 +63,9 @@ struct Starter {
     starter: PyObject,
     /// The starter runs first steps on a host task (Python 3.11): stepped here.
     hosted: bool,
+    /// The starter's `_host`, looked up again only after `_finish` (which alone
+    /// replaces it: the starter is this dispatcher's own), not once per request.
+    host: Option<PyObject>,
 }
 
 /// The dispatch callable of an `AsgiApp`'s plan: ``dispatch(request, conn)``
@@ -87,6 +90,9 @@ pub struct AsgiDispatch {
     current_tasks: Py<PyDict>,
     enter_task: PyObject,
     leave_task: PyObject,
+    /// `asyncio.Task.cancelling`, called unbound on the host (no bound method
+    /// per request).
+    task_cancelling: PyObject,
     coroutine_type: PyObject,
     raise_in_coro: PyObject,
     await_in_coro: PyObject,
@@ -122,22 +128,32 @@ fn conn_data<'py>(
 
 impl AsgiDispatch {
     /// The starter for `event_loop` (made by the owner the first time a loop serves).
-    fn starter(slf: &Bound<'_, Self>, event_loop: &Bound<'_, PyAny>) -> PyResult<(PyObject, bool)> {
+    fn starter(
+        slf: &Bound<'_, Self>,
+        event_loop: &Bound<'_, PyAny>,
+    ) -> PyResult<(PyObject, bool, Option<PyObject>)> {
         let py = slf.py();
         if let Some(s) = &slf.borrow().starter {
             if s.event_loop.is(event_loop) {
-                return Ok((s.starter.clone_ref(py), s.hosted));
+                let host = s.host.as_ref().map(|h| h.clone_ref(py));
+                return Ok((s.starter.clone_ref(py), s.hosted, host));
             }
         }
         let owner = slf.borrow().owner.clone_ref(py);
         let starter = owner.call_method1(py, intern!(py, "_starter_for"), (event_loop,))?;
         let hosted = starter.getattr(py, intern!(py, "hosted"))?.is_truthy(py)?;
+        let host = if hosted {
+            Some(starter.getattr(py, intern!(py, "_host"))?)
+        } else {
+            None
+        };
         slf.borrow_mut().starter = Some(Starter {
             event_loop: event_loop.clone().unbind(),
             starter: starter.clone_ref(py),
             hosted,
+            host: host.as_ref().map(|h| h.clone_ref(py)),
         });
-        Ok((starter, hosted))
+        Ok((starter, hosted, host))
     }
 
     /// Makes `host` the current task of `event_loop` (`asyncio._enter_task`).
@@ -264,7 +280,7 @@ impl AsgiDispatch {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let event_loop = parts.get().event_loop.bind(py);
-        let (starter, hosted) = Self::starter(slf, event_loop)?;
+        let (starter, hosted, host) = Self::starter(slf, event_loop)?;
         let this = slf.borrow();
         let scope = request.borrow_mut().asgi_scope(
             py,
@@ -313,7 +329,10 @@ impl AsgiDispatch {
             return Ok(cycle);
         }
         let starter = starter.into_bound(py);
-        let host = starter.getattr(intern!(py, "_host"))?;
+        let host = match host {
+            Some(h) => h.into_bound(py),
+            None => starter.getattr(intern!(py, "_host"))?,
+        };
         let ctx = this.copy_context.bind(py).call0()?;
         this.enter(event_loop, &host)?;
         let step = this.step.bind(py);
@@ -326,7 +345,7 @@ impl AsgiDispatch {
         let (kind, value) = match outcome {
             Ok(value) if returned => {
                 if host.getattr(intern!(py, "_callbacks"))?.is_none()
-                    && !host.call_method0(intern!(py, "cancelling"))?.is_truthy()?
+                    && !call::call1(this.task_cancelling.bind(py), &host)?.is_truthy()?
                 {
                     // Complete in its first step and nothing holds on to the host:
                     // the starter keeps it for the next request.
@@ -347,8 +366,14 @@ impl AsgiDispatch {
         let task = starter.call_method1(
             intern!(py, "_finish"),
             (host, ctx, coro, guard, kind, value),
-        )?;
-        cycle.call_method1(intern!(py, "_first_step_done"), (task,))?;
+        );
+        // `_finish` may have made the host the app's task, and a new host.
+        drop(this);
+        let host = starter.getattr(intern!(py, "_host"))?.unbind();
+        if let Some(s) = slf.borrow_mut().starter.as_mut() {
+            s.host = Some(host);
+        }
+        cycle.call_method1(intern!(py, "_first_step_done"), (task?,))?;
         Ok(cycle)
     }
 }
@@ -385,6 +410,7 @@ impl AsgiDispatch {
                 .downcast_into::<PyDict>()?
                 .unbind(),
             enter_task: tasks.getattr("_enter_task")?.unbind(),
+            task_cancelling: tasks.getattr("Task")?.getattr("cancelling")?.unbind(),
             leave_task: tasks.getattr("_leave_task")?.unbind(),
             coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
             step: wrap_pyfunction!(coro_step, py)?.into_any().unbind(),
@@ -430,6 +456,9 @@ impl AsgiDispatch {
         if let Some(s) = &self.starter {
             visit.call(&s.event_loop)?;
             visit.call(&s.starter)?;
+            if let Some(h) = &s.host {
+                visit.call(h)?;
+            }
         }
         Ok(())
     }

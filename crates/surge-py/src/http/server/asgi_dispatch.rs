@@ -248,16 +248,11 @@ impl AsgiDispatch {
                 if !keep_alive {
                     protocol.call_method0(intern!(py, "_drop_queue"))?;
                     protocol.call_method0(intern!(py, "_close"))?;
-                } else if ends
-                    || parts
-                        .get()
-                        .server
-                        .bind(py)
-                        .getattr(intern!(py, "closing"))?
-                        .is_truthy()?
-                {
+                } else if ends {
                     // The connection ends after this: `_flush` closes it. (No EOF
-                    // can have come: this runs for a read.)
+                    // can have come: this runs for a read. A closing server has
+                    // every connection draining, see `Server.connection_opened`:
+                    // its `closing` is not asked per request.)
                     protocol.call_method0(intern!(py, "_flush"))?;
                 } else {
                     // Idle again: what `_flush` would leave.
@@ -304,7 +299,7 @@ impl AsgiDispatch {
             stream,
             conn.clone(),
             this.high_water,
-            Some(parts.get()),
+            Some(parts),
         )?;
         // An instance of the Python subclass made here: calling the class cost a
         // tuple, `type.__call__` and the parsing of five arguments (~0.8k

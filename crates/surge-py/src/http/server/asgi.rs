@@ -773,12 +773,12 @@ impl AsgiCycle {
                     whole.extend_from_slice(&c);
                 }
                 r.chunk_bytes = 0;
-                PyBytes::new(py, &whole)
-            } else if r.route < 0 {
+                Some(PyBytes::new(py, &whole))
+            } else if r.route < 0 && !r.body.is_empty() {
                 // No route framed it (an `OPTIONS *` target): the parser read it whole.
-                PyBytes::new(py, &r.body)
+                Some(PyBytes::new(py, &r.body))
             } else {
-                PyBytes::new(py, b"")
+                None // no body: the template's b"" stays
             }
         };
         drop(this);
@@ -794,7 +794,9 @@ impl AsgiCycle {
             })?
             .bind(py)
             .copy()?;
-        message.set_item(intern!(py, "body"), body)?;
+        if let Some(body) = body {
+            message.set_item(intern!(py, "body"), body)?;
+        }
         // Awaited without a StopIteration (see `ReadyValue`).
         ready_value(message.into_any())
     }

@@ -446,6 +446,16 @@ def test_each_request_runs_in_a_context_of_its_own(raw_surge: AsgiServer) -> Non
     assert conn.request("GET", "/context?set=second").body == b"unset"
 
 
+def test_first_step_after_one_that_became_a_task(raw_surge: AsgiServer) -> None:
+    # A first step that registers on its task or suspends makes the task it ran in
+    # the app's own (`EagerStarter._finish`); the next request's first step must
+    # run in a fresh task, not in that one (done by then).
+    conn = raw_surge.connect()
+    for first in ("/on-done", "/suspend-first", "/on-done"):
+        assert conn.request("GET", first).status == 200
+        assert conn.request("GET", "/task-state").body == b"pending", first
+
+
 def test_receive_result_runs_as_a_task(raw_surge: AsgiServer) -> None:
     # `receive()` completes at once and natively; it must still be a coroutine
     # for asyncio (ensure_future wraps it in a Task that sends into it).

@@ -65,6 +65,34 @@ def test_scope_keys_and_types_exact(raw_surge: AsgiServer) -> None:
     }
 
 
+def test_scope_of_each_request_on_one_connection(raw_surge: AsgiServer) -> None:
+    # The scope is a copy of a per-connection template holding the usual
+    # http_version, method and query_string; a request that differs must show
+    # its own values, and the next one the usual ones again.
+    requests = [
+        ("GET", "/scope/a", {}, ("1.1", "GET", "")),
+        ("POST", "/scope/b?q=1", {"body": b"x"}, ("1.1", "POST", "q=1")),
+        ("GET", "/scope/c", {}, ("1.1", "GET", "")),
+        ("DELETE", "/scope/d?", {}, ("1.1", "DELETE", "")),
+        ("GET", "/scope/e?z=%20", {"version": "HTTP/1.0"}, ("1.0", "GET", "z=%20")),
+        ("GET", "/scope/f", {}, ("1.1", "GET", "")),
+    ]
+    conn = raw_surge.connect()
+    try:
+        for method, target, kw, (version, want_method, query) in requests:
+            if kw.get("version") == "HTTP/1.0":
+                kw = {**kw, "headers": [("Connection", "keep-alive")]}
+            resp = conn.request(method, target, **kw)
+            assert resp.status == 200, (target, resp)
+            scope = json.loads(resp.body)["scope"]
+            assert scope["http_version"] == version, target
+            assert scope["method"] == want_method, target
+            assert scope["query_string"] == {"bytes": query}, target
+            assert scope["path"] == target.partition("?")[0], target
+    finally:
+        conn.close()
+
+
 def _raw_scope(server: AsgiServer, request: bytes) -> dict:
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(request)
@@ -416,6 +444,16 @@ def test_each_request_runs_in_a_context_of_its_own(raw_surge: AsgiServer) -> Non
     conn = raw_surge.connect()
     assert conn.request("GET", "/context?set=first").body == b"unset"
     assert conn.request("GET", "/context?set=second").body == b"unset"
+
+
+def test_first_step_after_one_that_became_a_task(raw_surge: AsgiServer) -> None:
+    # A first step that registers on its task or suspends makes the task it ran in
+    # the app's own (`EagerStarter._finish`); the next request's first step must
+    # run in a fresh task, not in that one (done by then).
+    conn = raw_surge.connect()
+    for first in ("/on-done", "/suspend-first", "/on-done"):
+        assert conn.request("GET", first).status == 200
+        assert conn.request("GET", "/task-state").body == b"pending", first
 
 
 def test_receive_result_runs_as_a_task(raw_surge: AsgiServer) -> None:

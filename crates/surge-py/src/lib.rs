@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+mod call;
 mod engine_reader;
 mod http;
 mod lane;

@@ -91,7 +91,10 @@ class AsgiApp:
             "extensions": {"http.response.pathsend": {}},
             # The request's own keys, set by `Request._asgi_scope` on each copy. With
             # every key present the copy has its final size and the native side only
-            # replaces values: no dict growth per request (~2k instructions).
+            # replaces values: no dict growth per request (~2k instructions). The
+            # dispatcher gives http_version, method and query_string their usual
+            # values here ("1.1", "GET", b""), set on a copy only where a request
+            # differs (`surge._core.AsgiDispatch`).
             **dict.fromkeys(_REQUEST_KEYS),
         }
 

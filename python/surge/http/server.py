@@ -169,6 +169,10 @@ class Server:
         """Tracks a new connection; the timeout sweep runs only while there are any,
         so an idle worker does not wake up at all."""
         self.connections.add(conn)
+        if self.closing:
+            # Accepted just before shutdown began: it drains like the others (the
+            # native dispatchers read `draining` rather than `closing`).
+            conn.stop_keep_alive()
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().call_later(self._tick_every, self._tick)
 

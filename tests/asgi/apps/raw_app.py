@@ -22,6 +22,7 @@ Routes (by path):
   /receive-task  the body as read by `receive()` run as a task of its own (ensure_future)
   /on-done       registers a done callback on its task in its first step, then answers;
                  the callback records the task's name for /last-event
+  /task-state    whether the task the first step runs in is done ("done") or not
 """
 
 from __future__ import annotations
@@ -246,5 +247,9 @@ async def app(scope, receive, send):
         assert task is not None
         task.add_done_callback(lambda t: events.__setitem__("done_callback", t.get_name()))
         await send_body(send, 200, b"registered")
+    elif path == "/task-state":
+        task = asyncio.current_task()
+        assert task is not None
+        await send_body(send, 200, b"done" if task.done() else b"pending")
     else:
         await send_body(send, 404, b"not found")

@@ -22,7 +22,7 @@ use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use surge_proto::http1::common::Version;
 use surge_proto::http1::server::write_status_line;
 
@@ -145,11 +145,9 @@ pub struct AsgiCycle {
     request: Py<Request>,
     #[pyo3(get, name = "_conn")]
     conn: PyObject,
-    native: Py<HttpConnection>,
-    transport: PyObject,
-    /// The transport `is_closing` is asked of: the one under the connection's
-    /// write batching (`http.protocol._Batched`), whose own is a Python call.
-    raw_transport: PyObject,
+    /// The connection's native parts, shared by its cycles (one reference
+    /// rather than four to take and drop per request).
+    parts: Py<ConnParts>,
     #[pyo3(get, name = "_stream")]
     stream: Option<PyObject>,
     #[pyo3(get, name = "_high_water")]
@@ -200,8 +198,6 @@ pub struct AsgiCycle {
     gone: Option<PyObject>,
     #[pyo3(get, set, name = "_task")]
     task: Option<PyObject>,
-    /// The connection's access log (None when off), looked up once.
-    access_log: Option<PyObject>,
     /// The app's first step runs in the dispatcher's call, on a connection it
     /// saw open: no I/O can happen before the step ends (nothing it sends is
     /// written before `begin`), so `send` need not ask whether the client left
@@ -277,7 +273,7 @@ impl AsgiCycle {
         stream: Option<PyObject>,
         conn: Bound<'_, PyAny>,
         high_water: usize,
-        parts: Option<&ConnParts>,
+        parts: Option<&Bound<'_, ConnParts>>,
     ) -> PyResult<Self> {
         let (http10, head_only, keep_alive) = {
             let r = request.borrow();
@@ -287,26 +283,14 @@ impl AsgiCycle {
                 r.head.keep_alive,
             )
         };
-        let owned;
         let parts = match parts {
-            Some(p) => p,
-            None => {
-                owned = ConnParts::of(&conn)?;
-                &owned
-            }
+            Some(p) => p.clone().unbind(),
+            None => Py::new(py, ConnParts::of(&conn)?)?,
         };
-        let (native, transport, raw_transport, access_log) = (
-            parts.native.clone_ref(py),
-            parts.transport.clone_ref(py),
-            parts.raw_transport.clone_ref(py),
-            parts.access_log.as_ref().map(|l| l.clone_ref(py)),
-        );
         Ok(AsgiCycle {
             request: request.unbind(),
             conn: conn.unbind(),
-            native,
-            transport,
-            raw_transport,
+            parts,
             stream: stream.filter(|s| !s.is_none(py)),
             high_water,
             http10,
@@ -331,7 +315,6 @@ impl AsgiCycle {
             writer: None,
             gone: None,
             task: None,
-            access_log,
             open_step: false,
         })
     }
@@ -355,7 +338,7 @@ impl AsgiCycle {
             (
                 pending,
                 this.space.as_ref().map(|s| s.clone_ref(py)),
-                this.transport.clone_ref(py),
+                this.parts.get().transport.clone_ref(py),
             )
         };
         if let Some(data) = pending {
@@ -414,7 +397,7 @@ impl AsgiCycle {
                 )))
             }
         };
-        if self.native.borrow(py).draining {
+        if self.parts.get().native.borrow(py).draining {
             // The server is shutting down: this is the last response.
             self.keep_alive = false;
         }
@@ -495,15 +478,27 @@ impl AsgiCycle {
                     })?
                 })?
             };
-            for pair in headers.try_iter()? {
-                let pair = pair?;
+            let mut each = |pair: Bound<'_, PyAny>| -> PyResult<()> {
                 // The usual (name, value) tuple without a generic item lookup each.
                 match pair.downcast::<PyTuple>() {
                     Ok(t) if t.len() == 2 => {
                         let (name, value) = (t.get_borrowed_item(0)?, t.get_borrowed_item(1)?);
-                        one(&name, &value)?;
+                        one(&name, &value)
                     }
-                    _ => one(&pair.get_item(0)?, &pair.get_item(1)?)?,
+                    _ => one(&pair.get_item(0)?, &pair.get_item(1)?),
+                }
+            };
+            if let Ok(list) = headers.downcast::<PyList>() {
+                // The usual list by index: no iterator object per response. (Its
+                // length is read each time: `bytes()` of an odd item runs Python.)
+                let mut i = 0;
+                while i < list.len() {
+                    each(list.get_item(i)?)?;
+                    i += 1;
+                }
+            } else {
+                for pair in headers.try_iter()? {
+                    each(pair?)?;
                 }
             }
         }
@@ -537,7 +532,7 @@ impl AsgiCycle {
             }
         }
         head.extend_from_slice(b"\r\n");
-        if self.access_log.is_some() {
+        if self.parts.get().access_log.is_some() {
             self.sent_head = Some(PyBytes::new(py, &head).unbind());
         }
         self.head = Some(head);
@@ -634,7 +629,12 @@ fn body(
     let mut short = false;
     if !more {
         this.complete = true;
-        log = this.access_log.as_ref().map(|l| l.bind(py).clone());
+        log = this
+            .parts
+            .get()
+            .access_log
+            .as_ref()
+            .map(|l| l.bind(py).clone());
         if this.framing == LENGTH && this.remaining > 0 {
             // Shorter than its content-length: only closing tells the client.
             this.closing = true;
@@ -653,7 +653,10 @@ fn body(
         }
     }
     let over = this.pending.len() >= this.high_water;
-    let (conn, transport) = (this.conn.clone_ref(py), this.transport.clone_ref(py));
+    let (conn, transport) = (
+        this.conn.clone_ref(py),
+        this.parts.get().transport.clone_ref(py),
+    );
     let gone = if more { None } else { this.gone.take() };
     let logged = log.as_ref().map(|_| {
         (
@@ -746,9 +749,9 @@ impl AsgiCycle {
         stream: Option<PyObject>,
         conn: Bound<'_, PyAny>,
         high_water: usize,
-        parts: Option<PyRef<'_, ConnParts>>,
+        parts: Option<Bound<'_, ConnParts>>,
     ) -> PyResult<Self> {
-        Self::create(py, request, stream, conn, high_water, parts.as_deref())
+        Self::create(py, request, stream, conn, high_water, parts.as_ref())
     }
 
     /// The ASGI `receive`: the body (in one message when it had all arrived),
@@ -770,12 +773,12 @@ impl AsgiCycle {
                     whole.extend_from_slice(&c);
                 }
                 r.chunk_bytes = 0;
-                PyBytes::new(py, &whole)
-            } else if r.route < 0 {
+                Some(PyBytes::new(py, &whole))
+            } else if r.route < 0 && !r.body.is_empty() {
                 // No route framed it (an `OPTIONS *` target): the parser read it whole.
-                PyBytes::new(py, &r.body)
+                Some(PyBytes::new(py, &r.body))
             } else {
-                PyBytes::new(py, b"")
+                None // no body: the template's b"" stays
             }
         };
         drop(this);
@@ -791,7 +794,9 @@ impl AsgiCycle {
             })?
             .bind(py)
             .copy()?;
-        message.set_item(intern!(py, "body"), body)?;
+        if let Some(body) = body {
+            message.set_item(intern!(py, "body"), body)?;
+        }
         // Awaited without a StopIteration (see `ReadyValue`).
         ready_value(message.into_any())
     }
@@ -873,6 +878,8 @@ fn send(slf: &Bound<'_, AsgiCycle>, message: &Bound<'_, PyAny>) -> PyResult<Opti
             || (!this.open_step
                 && (conn.getattr(intern!(py, "_closed"))?.is_truthy()?
                     || this
+                        .parts
+                        .get()
                         .raw_transport
                         .call_method0(py, intern!(py, "is_closing"))?
                         .is_truthy(py)?))

@@ -25,34 +25,36 @@ use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
 use super::asgi::{AsgiCycle, ConnParts};
-use super::request::Request;
+use super::request::{asgi_scope_defaults, Request};
+use crate::call;
 
-/// One step of a coroutine, called through `Context.run`: `PyIter_Send`
-/// returns the coroutine's return value without a StopIteration to raise and
-/// catch (~1k instructions per request); `returned` tells which it was.
-#[pyclass(module = "surge._core", frozen)]
-pub struct CoroStep {
-    returned: AtomicBool,
-}
+/// Whether the last `coro_step` saw its coroutine return (rather than yield).
+/// Read right after `Context.run` returns: a step nested in the app's own
+/// step (another dispatcher's) has finished by then, so the last writer is the
+/// step just run.
+static STEP_RETURNED: AtomicBool = AtomicBool::new(false);
 
-#[pymethods]
-impl CoroStep {
-    /// Sends None into `coro`: what it yielded or returned (see `returned`).
-    fn __call__(&self, coro: &Bound<'_, PyAny>) -> PyResult<PyObject> {
-        let py = coro.py();
-        let mut result: *mut ffi::PyObject = std::ptr::null_mut();
-        // SAFETY: `coro` and None are valid references held for the call;
-        // PyIter_Send leaves a new reference in `result` unless it fails.
-        let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut result) };
-        let returned = match status {
-            ffi::PySendResult::PYGEN_RETURN => true,
-            ffi::PySendResult::PYGEN_NEXT => false,
-            _ => return Err(PyErr::fetch(py)),
-        };
-        self.returned.store(returned, Ordering::Relaxed);
-        // SAFETY: on RETURN and NEXT `result` is a new (owned) reference.
-        Ok(unsafe { PyObject::from_owned_ptr(py, result) })
-    }
+/// One step of a coroutine, called through `Context.run`: sends None into
+/// `coro` and returns what it yielded or returned (see `STEP_RETURNED`).
+/// `PyIter_Send` hands the return value back without a StopIteration to raise
+/// and catch (~1k instructions per request). A function rather than a callable
+/// object: `Context.run` calls it through vectorcall, where an object's
+/// `__call__` took an argument tuple and its parsing (~0.3k instructions).
+#[pyfunction]
+fn coro_step(coro: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    let py = coro.py();
+    let mut result: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: `coro` and None are valid references held for the call;
+    // PyIter_Send leaves a new reference in `result` unless it fails.
+    let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut result) };
+    let returned = match status {
+        ffi::PySendResult::PYGEN_RETURN => true,
+        ffi::PySendResult::PYGEN_NEXT => false,
+        _ => return Err(PyErr::fetch(py)),
+    };
+    STEP_RETURNED.store(returned, Ordering::Relaxed);
+    // SAFETY: on RETURN and NEXT `result` is a new (owned) reference.
+    Ok(unsafe { PyObject::from_owned_ptr(py, result) })
 }
 
 /// What the dispatcher needs from the starter of the serving loop.
@@ -61,6 +63,9 @@ struct Starter {
     starter: PyObject,
     /// The starter runs first steps on a host task (Python 3.11): stepped here.
     hosted: bool,
+    /// The starter's `_host`, looked up again only after `_finish` (which alone
+    /// replaces it: the starter is this dispatcher's own), not once per request.
+    host: Option<PyObject>,
 }
 
 /// The dispatch callable of an `AsgiApp`'s plan: ``dispatch(request, conn)``
@@ -85,10 +90,14 @@ pub struct AsgiDispatch {
     current_tasks: Py<PyDict>,
     enter_task: PyObject,
     leave_task: PyObject,
+    /// `asyncio.Task.cancelling`, called unbound on the host (no bound method
+    /// per request).
+    task_cancelling: PyObject,
     coroutine_type: PyObject,
     raise_in_coro: PyObject,
     await_in_coro: PyObject,
-    step: Py<CoroStep>,
+    /// `coro_step`, as a Python function.
+    step: PyObject,
     starter: Option<Starter>,
 }
 
@@ -101,7 +110,11 @@ fn conn_data<'py>(
     let py = conn.py();
     let mut data = conn.getattr(intern!(py, "dispatcher_data"))?;
     if data.is_none() {
-        let base = owner.call_method1(intern!(py, "_connection_base"), (conn,))?;
+        let base = owner
+            .call_method1(intern!(py, "_connection_base"), (conn,))?
+            .downcast_into::<PyDict>()?;
+        asgi_scope_defaults(&base)?;
+        let base = base.into_any();
         let parts = Bound::new(py, ConnParts::of(conn)?)?;
         data = PyTuple::new(py, [base, parts.into_any()])?.into_any();
         conn.setattr(intern!(py, "dispatcher_data"), &data)?;
@@ -115,22 +128,32 @@ fn conn_data<'py>(
 
 impl AsgiDispatch {
     /// The starter for `event_loop` (made by the owner the first time a loop serves).
-    fn starter(slf: &Bound<'_, Self>, event_loop: &Bound<'_, PyAny>) -> PyResult<(PyObject, bool)> {
+    fn starter(
+        slf: &Bound<'_, Self>,
+        event_loop: &Bound<'_, PyAny>,
+    ) -> PyResult<(PyObject, bool, Option<PyObject>)> {
         let py = slf.py();
         if let Some(s) = &slf.borrow().starter {
             if s.event_loop.is(event_loop) {
-                return Ok((s.starter.clone_ref(py), s.hosted));
+                let host = s.host.as_ref().map(|h| h.clone_ref(py));
+                return Ok((s.starter.clone_ref(py), s.hosted, host));
             }
         }
         let owner = slf.borrow().owner.clone_ref(py);
         let starter = owner.call_method1(py, intern!(py, "_starter_for"), (event_loop,))?;
         let hosted = starter.getattr(py, intern!(py, "hosted"))?.is_truthy(py)?;
+        let host = if hosted {
+            Some(starter.getattr(py, intern!(py, "_host"))?)
+        } else {
+            None
+        };
         slf.borrow_mut().starter = Some(Starter {
             event_loop: event_loop.clone().unbind(),
             starter: starter.clone_ref(py),
             hosted,
+            host: host.as_ref().map(|h| h.clone_ref(py)),
         });
-        Ok((starter, hosted))
+        Ok((starter, hosted, host))
     }
 
     /// Makes `host` the current task of `event_loop` (`asyncio._enter_task`).
@@ -225,16 +248,11 @@ impl AsgiDispatch {
                 if !keep_alive {
                     protocol.call_method0(intern!(py, "_drop_queue"))?;
                     protocol.call_method0(intern!(py, "_close"))?;
-                } else if ends
-                    || parts
-                        .get()
-                        .server
-                        .bind(py)
-                        .getattr(intern!(py, "closing"))?
-                        .is_truthy()?
-                {
+                } else if ends {
                     // The connection ends after this: `_flush` closes it. (No EOF
-                    // can have come: this runs for a read.)
+                    // can have come: this runs for a read. A closing server has
+                    // every connection draining, see `Server.connection_opened`:
+                    // its `closing` is not asked per request.)
                     protocol.call_method0(intern!(py, "_flush"))?;
                 } else {
                     // Idle again: what `_flush` would leave.
@@ -257,12 +275,15 @@ impl AsgiDispatch {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let event_loop = parts.get().event_loop.bind(py);
-        let (starter, hosted) = Self::starter(slf, event_loop)?;
+        let (starter, hosted, host) = Self::starter(slf, event_loop)?;
         let this = slf.borrow();
-        let scope =
-            request
-                .borrow_mut()
-                .asgi_scope(py, base, &this.root_path, this.state.bind(py))?;
+        let scope = request.borrow_mut().asgi_scope(
+            py,
+            base,
+            &this.root_path,
+            this.state.bind(py),
+            true,
+        )?;
         // `conn.body_stream(request)`, without the call when the body is all here.
         let stream = if request.borrow().eof {
             None
@@ -278,7 +299,7 @@ impl AsgiDispatch {
             stream,
             conn.clone(),
             this.high_water,
-            Some(parts.get()),
+            Some(parts),
         )?;
         // An instance of the Python subclass made here: calling the class cost a
         // tuple, `type.__call__` and the parsing of five arguments (~0.8k
@@ -293,7 +314,7 @@ impl AsgiDispatch {
         let send = cycle.getattr(intern!(py, "send"))?;
         // Any awaitable may come back (or the call may fail): the starter drives
         // coroutines.
-        let coro = match this.app.bind(py).call1((scope, receive, send)) {
+        let coro = match call::call3(this.app.bind(py), scope.as_any(), &receive, &send) {
             Ok(c) if c.get_type().is(this.coroutine_type.bind(py)) => c,
             Ok(c) => this.await_in_coro.bind(py).call1((c,))?,
             Err(e) => this.raise_in_coro.bind(py).call1((e.into_value(py),))?,
@@ -303,20 +324,23 @@ impl AsgiDispatch {
             return Ok(cycle);
         }
         let starter = starter.into_bound(py);
-        let host = starter.getattr(intern!(py, "_host"))?;
+        let host = match host {
+            Some(h) => h.into_bound(py),
+            None => starter.getattr(intern!(py, "_host"))?,
+        };
         let ctx = this.copy_context.bind(py).call0()?;
         this.enter(event_loop, &host)?;
         let step = this.step.bind(py);
         let native = cycle.downcast::<AsgiCycle>()?;
         native.borrow_mut().set_open_step(open);
-        let outcome = this.context_run.bind(py).call1((&ctx, step, &coro));
+        let outcome = call::call3(this.context_run.bind(py), &ctx, step, &coro);
+        let returned = STEP_RETURNED.load(Ordering::Relaxed);
         native.borrow_mut().set_open_step(false);
         this.leave(event_loop, &host)?;
-        let returned = step.get().returned.load(Ordering::Relaxed);
         let (kind, value) = match outcome {
             Ok(value) if returned => {
                 if host.getattr(intern!(py, "_callbacks"))?.is_none()
-                    && !host.call_method0(intern!(py, "cancelling"))?.is_truthy()?
+                    && !call::call1(this.task_cancelling.bind(py), &host)?.is_truthy()?
                 {
                     // Complete in its first step and nothing holds on to the host:
                     // the starter keeps it for the next request.
@@ -337,8 +361,14 @@ impl AsgiDispatch {
         let task = starter.call_method1(
             intern!(py, "_finish"),
             (host, ctx, coro, guard, kind, value),
-        )?;
-        cycle.call_method1(intern!(py, "_first_step_done"), (task,))?;
+        );
+        // `_finish` may have made the host the app's task, and a new host.
+        drop(this);
+        let host = starter.getattr(intern!(py, "_host"))?.unbind();
+        if let Some(s) = slf.borrow_mut().starter.as_mut() {
+            s.host = Some(host);
+        }
+        cycle.call_method1(intern!(py, "_first_step_done"), (task?,))?;
         Ok(cycle)
     }
 }
@@ -375,14 +405,10 @@ impl AsgiDispatch {
                 .downcast_into::<PyDict>()?
                 .unbind(),
             enter_task: tasks.getattr("_enter_task")?.unbind(),
+            task_cancelling: tasks.getattr("Task")?.getattr("cancelling")?.unbind(),
             leave_task: tasks.getattr("_leave_task")?.unbind(),
             coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
-            step: Py::new(
-                py,
-                CoroStep {
-                    returned: AtomicBool::new(false),
-                },
-            )?,
+            step: wrap_pyfunction!(coro_step, py)?.into_any().unbind(),
             starter: None,
         })
     }
@@ -425,6 +451,9 @@ impl AsgiDispatch {
         if let Some(s) = &self.starter {
             visit.call(&s.event_loop)?;
             visit.call(&s.starter)?;
+            if let Some(h) = &s.host {
+                visit.call(h)?;
+            }
         }
         Ok(())
     }

@@ -14,10 +14,16 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::PyTraverseError;
 
+use crate::call;
+
 /// What may wait before a write leaves at once: a large or streamed body gains
 /// nothing from waiting, and the transport must see it for its write
 /// back-pressure (`pause_writing`).
 pub const BATCH_LIMIT: usize = 64 * 1024;
+
+/// The largest write buffer a connection keeps between batches (see
+/// `BatchedTransport::flush_bound`): a few responses' worth.
+const KEEP_CAPACITY: usize = 1024;
 
 /// The connections of one event loop with writes waiting for the iteration's end.
 #[pyclass(module = "surge._core")]
@@ -123,19 +129,28 @@ impl BatchedTransport {
 
     fn flush_bound(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let (pending, write, is_closing) = {
+        let (data, write, is_closing) = {
             let mut this = slf.borrow_mut();
             if this.pending.is_empty() {
                 return Ok(());
             }
+            // The bytes object is a copy: the buffer keeps its allocation for the
+            // next batch unless it grew large (a malloc and a free less per
+            // response, while an idle connection holds at most `KEEP_CAPACITY`).
+            let data = PyBytes::new(py, &this.pending);
+            if this.pending.capacity() > KEEP_CAPACITY {
+                this.pending = Vec::new();
+            } else {
+                this.pending.clear();
+            }
             (
-                std::mem::take(&mut this.pending),
+                data,
                 this.write.clone_ref(py),
                 this.is_closing.clone_ref(py),
             )
         };
         if !is_closing.call0(py)?.is_truthy(py)? {
-            write.call1(py, (PyBytes::new(py, &pending),))?;
+            call::call1(write.bind(py), data.as_any())?;
         }
         Ok(())
     }

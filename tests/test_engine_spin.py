@@ -1,15 +1,21 @@
-"""Busy polling after a write (`surge.engine.SPIN_WINDOW`), against a real Redis on
-loopback, on asyncio and uvloop: the loop polls while a reply is due and only
-then, a server slower than the window turns polling off for a doubling number of
-writes, and a reply read while polling turns it back on."""
+"""Busy polling after a write or a read (`surge.engine.SPIN_WINDOW`), against a real
+Redis on loopback, on asyncio and uvloop: the loop polls while a reply is due and
+only then, a server slower than the window turns polling off for a doubling number
+of writes, and a reply read while polling turns it back on. A reply that comes in
+pieces (through `FaultProxy`'s thin link, a piece every 50 ms) keeps the loop
+polling from piece to piece while they come within the window, on the engine's
+Python read path and on the native one, and a stall between pieces longer than
+the window stops it, with the same backoff."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
-from surge import engine, services
+from surge import engine, redis, services
 
+from tests.faults.proxy import FaultProxy
 from tests.test_engine import RespCodec
 
 pytestmark = pytest.mark.timeout(60)
@@ -34,10 +40,46 @@ def redis_svc():
         yield svc
 
 
-def _counted(svc) -> tuple[engine.PipelinedConnection, RespCodec, list[int]]:
+#: `FaultProxy.bandwidth` sends a piece every 1/20 s: bytes per second for pieces
+#: of `PIECE` bytes, and the value a reply of `PIECES` pieces carries.
+PIECE = 1000
+PIECES = 16
+PIECE_GAP = 0.05
+BIG_SET = (b"SET", b"spin:big", b"x" * (PIECE * PIECES))
+
+
+@pytest.fixture
+def thin_link(redis_svc):
+    """A proxy in front of Redis that holds `spin:big` (`PIECES` pieces' worth) and,
+    once switched to its thin link, passes replies on a piece every `PIECE_GAP`."""
+    proxy = FaultProxy(redis_svc.host, redis_svc.port).start()
+    with socket.create_connection((redis_svc.host, redis_svc.port)) as s:
+        s.sendall(b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in BIG_SET).join([b"*3\r\n", b""]))
+        assert s.recv(16) == b"+OK\r\n"
+    yield proxy
+    proxy.stop()
+
+
+def _starts(conn: engine.PipelinedConnection) -> list[int]:
+    """Counts the polls started (polling off -> on) on `conn`."""
+    starts = [0]
+    poll = conn._poll
+
+    def counted() -> None:
+        was = conn._spinning
+        poll()
+        starts[0] += conn._spinning and not was
+
+    conn._poll = counted  # type: ignore[method-assign]
+    return starts
+
+
+def _counted(
+    svc, port: int | None = None
+) -> tuple[engine.PipelinedConnection, RespCodec, list[int]]:
     """A connection whose polls are counted (the poll queues itself by attribute)."""
     codec = RespCodec()
-    conn = engine.PipelinedConnection(svc.host, svc.port, codec, make_error=RuntimeError)
+    conn = engine.PipelinedConnection(svc.host, port or svc.port, codec, make_error=RuntimeError)
     polls = [0]
     poll = conn._spin
 
@@ -120,6 +162,87 @@ def test_window_zero_turns_polling_off(redis_svc, arun, monkeypatch):
         for _ in range(3):
             assert await conn.request(codec.command, "PING") == "PONG"
         assert polls[0] == 0
+        await conn.close()
+
+    arun(main())
+
+
+async def _polling_through(conn, get, watch: list[bool]) -> bytes:
+    """``get()``'s reply, sampling whether the loop polls while its pieces come."""
+
+    async def sample() -> None:
+        await asyncio.sleep(PIECE_GAP * PIECES / 4)  # past the first window
+        while True:
+            watch.append(conn._spinning)
+            await asyncio.sleep(PIECE_GAP / 2)
+
+    sampler = asyncio.ensure_future(sample())
+    try:
+        return await get()
+    finally:
+        sampler.cancel()
+
+
+def test_pieces_within_the_window_keep_the_loop_polling(thin_link, arun, monkeypatch):
+    # Pieces come 50 ms apart, the reply over ~0.8 s: a window counted from the
+    # write alone (0.25 s) would run out halfway; counted from each read it lasts.
+    monkeypatch.setattr(engine, "SPIN_WINDOW", 0.25)
+    conn, codec, _polls = _counted(thin_link, thin_link.port)
+
+    async def main():
+        await conn.connect()
+        thin_link.bandwidth(PIECE / PIECE_GAP)
+        watch: list[bool] = []
+        reply = await _polling_through(
+            conn, lambda: conn.request(codec.command, "GET", "spin:big"), watch
+        )
+        assert reply == b"x" * (PIECE * PIECES)
+        assert len(watch) >= 4 and all(watch)  # polled from piece to piece
+        assert conn._spin_skip == 0 and conn._spin_misses == 0  # no window wasted
+        await conn.close()
+
+    arun(main())
+
+
+def test_pieces_keep_the_native_reader_polling(thin_link, arun, monkeypatch):
+    # The same through surge.redis, whose reads go through the native EngineReader.
+    monkeypatch.setattr(engine, "SPIN_WINDOW", 0.25)
+
+    async def main():
+        client = redis.connect(f"redis://{thin_link.host}:{thin_link.port}/0")
+        assert await client.ping()
+        conn = client._engine
+        assert isinstance(conn._protocol, engine._NativeReadProtocol)
+        thin_link.bandwidth(PIECE / PIECE_GAP)
+        watch: list[bool] = []
+        reply = await _polling_through(conn, lambda: client.get("spin:big"), watch)
+        assert reply == b"x" * (PIECE * PIECES)
+        assert len(watch) >= 4 and all(watch)
+        assert conn._spin_skip == 0 and conn._spin_misses == 0
+        await client.close()
+
+    arun(main())
+
+
+def test_a_stall_between_pieces_stops_polling_with_backoff(thin_link, arun, monkeypatch):
+    # A window far shorter than the 50 ms between pieces: each piece that starts a
+    # poll wastes one window, and the backoff lets ever fewer pieces start one
+    # (pieces 1, 4, 9, ...: skips of 2, 4, 8 after each miss), so polling takes a
+    # few windows of the reply's ~0.8 s, not all of it.
+    monkeypatch.setattr(engine, "SPIN_WINDOW", 0.005)
+    conn, codec, _polls = _counted(thin_link, thin_link.port)
+    starts = _starts(conn)
+
+    async def main():
+        await conn.connect()
+        thin_link.bandwidth(PIECE / PIECE_GAP)
+        before = starts[0]
+        reply = await conn.request(codec.command, "GET", "spin:big")
+        assert reply == b"x" * (PIECE * PIECES)
+        # the write's poll and at most those the backoff lets through; more than
+        # the write's alone (reads do start polls)
+        assert 2 <= starts[0] - before <= 5
+        assert conn._spin_misses >= 2
         await conn.close()
 
     arun(main())

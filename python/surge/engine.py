@@ -9,8 +9,8 @@ flush with ``loop.call_soon``, so every request made in that iteration leaves in
 ONE ``transport.write`` (and a flush happens early when the buffer passes
 ``FLUSH_SIZE``, and once, with half of the requests the last read's replies
 woke up, when nothing is on the wire: see `EARLY_FLUSH`). While replies are
-due after a write, the loop polls rather than sleeps for up to `SPIN_WINDOW`
-(waking a sleeping process costs more than the polling). Every read hands
+due after a write or a read, the loop polls rather than sleeps for up to
+`SPIN_WINDOW` (waking a sleeping process costs more than the polling). Every read hands
 the bytes to ``codec.feed``, which parses all complete replies at once and
 returns ``(id, ok, value)`` triples (or ``codec.feed_resolve``, which resolves
 the plain ones itself); futures are resolved in that same pass. Codecs that
@@ -138,7 +138,10 @@ EARLY_FLUSH_MAX = 32
 #: Busy polling. After a write, while requests are pending, the connection keeps
 #: the event loop polling its sockets instead of sleeping (a callback that queues
 #: itself once per loop iteration), for at most this many seconds since the last
-#: write: a reply that comes within it is read at once.
+#: write or read: a reply that comes within it is read at once. A read that leaves
+#: replies due starts polling too: a large reply comes in pieces (PostgreSQL
+#: sends 8 KB at a time), and a client that decodes a piece faster than the next
+#: comes would otherwise sleep, and pay the wake-up, at almost every piece.
 #: Why: on a VM an idle core halts, and waking a process that sleeps on another
 #: core costs 10-20 us each way (a blocking ping-pong between two cores here: 26-46
 #: us per round trip, 6 us when the reader spins). At 10 coroutines each round trip
@@ -151,17 +154,18 @@ EARLY_FLUSH_MAX = 32
 #: coroutines unchanged (the loop never idles there); Redis GET/SET at 10
 #: coroutines 1.4-1.5x. 100 us beat 50 and 30 us (1 coroutine: a round trip here
 #: is 50-70 us).
-#: A window that ends with the replies still out (a server slower than the
-#: window, or one that shares the client's core and gets no CPU while the client
-#: polls) turns polling off for the next 2, 4, ... `SPIN_BACKOFF` writes, until a
-#: poll sees a reply come: a slow server costs at most one window per
-#: `SPIN_BACKOFF` writes, and with the server on the client's core throughput
+#: A window that ends with no read in it and replies still out (a server slower
+#: than the window, between replies or between the pieces of one, or one that
+#: shares the client's core and gets no CPU while the client polls) turns polling
+#: off for the next 2, 4, ... `SPIN_BACKOFF` writes or reads that would start it,
+#: until a poll sees bytes come: a slow server costs at most one window per
+#: `SPIN_BACKOFF` of them, and with the server on the client's core throughput
 #: stays as without polling (0.96-1.02x; without the backoff 0.4-0.5x). Yielding
 #: the core on every poll (``sched_yield``) was tried for that case and dropped:
 #: on a loaded machine it handed the client's core to other processes (0.7-0.8x).
 #: 0: off.
 SPIN_WINDOW = 100e-6
-#: The longest run of writes that do not poll after a wasted window.
+#: The longest run of writes (or reads) that do not poll after a wasted window.
 SPIN_BACKOFF = 64
 #: Bytes asked of the socket per read on asyncio's own (selector) transports. Their
 #: default, 256 KiB, is above glibc's mmap threshold (128 KiB), so every read
@@ -473,12 +477,13 @@ class PipelinedConnection:
         #: nothing is on the wire (see `EARLY_FLUSH`).
         self._nbuf = 0
         self._early = EARLY_FLUSH
-        #: Busy polling after a write (see `SPIN_WINDOW`): until when, whether the
-        #: poll is queued, the requests pending at the last poll (fewer now: a reply
-        #: came), writes left that do not poll, and the backoff's doubling.
+        #: Busy polling after a write or a read (see `SPIN_WINDOW`): until when,
+        #: whether the poll is queued, whether bytes were read since the last poll
+        #: (set by every read), writes or reads left that do not poll, and the
+        #: backoff's doubling.
         self._spin_until = 0.0
         self._spinning = False
-        self._spin_seen = 0
+        self._spin_read = False
         self._spin_skip = 0
         self._spin_misses = 0
         self._waiters: deque[asyncio.Future] = deque()
@@ -834,29 +839,42 @@ class PipelinedConnection:
         self._tbuf = t.get_write_buffer_size()
         self._counts["writes"] += 1
         if SPIN_WINDOW and self._loop is not None:
-            if self._spin_skip:
-                self._spin_skip -= 1
-            else:
-                self._spin_until = time.perf_counter() + SPIN_WINDOW
-                if not self._spinning:
-                    self._spinning = True
-                    self._spin_seen = len(self._pending)
-                    self._loop.call_soon(self._spin)
+            self._poll()
         if self._watchdog is None and self.liveness is not None and self._ready:
             self._start_watchdog()
+
+    def _poll(self) -> None:
+        """Polls for the replies due for `SPIN_WINDOW` from now, unless a wasted
+        window's backoff skips this one."""
+        if self._spin_skip:
+            self._spin_skip -= 1
+            return
+        self._spin_until = time.perf_counter() + SPIN_WINDOW
+        if not self._spinning:
+            self._spinning = True
+            self._spin_read = False
+            self._loop.call_soon(self._spin)  # type: ignore[union-attr]
+
+    def _poll_read(self) -> None:
+        """A read left replies due while the loop was not polling (the native read
+        path calls it; `_resolve` for the others): poll for the rest."""
+        if SPIN_WINDOW and self._loop is not None and not self._spinning:
+            self._poll()
 
     def _spin(self) -> None:
         # Queued again, once per loop iteration, while it polls (see `SPIN_WINDOW`):
         # a ready callback makes the loop poll its sockets without sleeping.
-        n = len(self._pending)
-        if not n or self._transport is None:
+        if not self._pending or self._transport is None:
             self._spinning = False
             self._spin_misses = 0
             return
-        if n < self._spin_seen:
-            self._spin_misses = 0  # a reply came while polling: it pays
-        self._spin_seen = n
-        if time.perf_counter() >= self._spin_until:
+        if self._spin_read:
+            # Bytes came while polling (a reply or a piece of one): it pays, and
+            # the window runs from this read.
+            self._spin_read = False
+            self._spin_misses = 0
+            self._spin_until = time.perf_counter() + SPIN_WINDOW
+        elif time.perf_counter() >= self._spin_until:
             self._spin_off()  # the server is slower than the window
             return
         self._loop.call_soon(self._spin)  # type: ignore[union-attr]
@@ -1166,6 +1184,9 @@ class PipelinedConnection:
             self.check_drained()
         if self._waiters:
             self._wake_waiters()
+        self._spin_read = True
+        if self._pending and not self._spinning:
+            self._poll_read()
 
     def _on_lost(self, protocol: _EngineEvents, exc: Exception | None) -> None:
         if protocol is not self._protocol:

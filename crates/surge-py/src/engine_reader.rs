@@ -18,7 +18,8 @@
 //! Each read is parsed and its futures resolved by the codec, then the engine's
 //! bookkeeping is done here: the receive time, the early-flush count, the flush
 //! scheduled behind the wakeups, the transport's buffer, the driver's hook when
-//! it has anything to do, a drain or capacity waiters woken. Anything else (an
+//! it has anything to do, a drain or capacity waiters woken, the busy poll told
+//! of the read (and started while replies are due). Anything else (an
 //! error reply, an out-of-band message, a bad stream, a protocol that is no
 //! longer the engine's current one, an `_on_data` replaced on the instance) goes
 //! to the engine's Python methods, which behave exactly as before.
@@ -245,6 +246,13 @@ impl EngineReader {
         }
         if item(intern!(py, "_waiters"))?.map_or(Ok(false), |w| w.is_truthy())? {
             engine.call_method0(intern!(py, "_wake_waiters"))?;
+        }
+        // Busy polling (`surge.engine.SPIN_WINDOW`): the read tells a running poll
+        // that bytes came, and starts one when replies are still due (the rest of
+        // a reply that comes in pieces).
+        st.set_item(intern!(py, "_spin_read"), true)?;
+        if pending.is_truthy()? && !is_true(py, item(intern!(py, "_spinning"))?) {
+            engine.call_method0(intern!(py, "_poll_read"))?;
         }
         Ok(())
     }

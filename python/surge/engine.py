@@ -10,8 +10,8 @@ ONE ``transport.write`` (and a flush happens early when the buffer passes
 ``FLUSH_SIZE``, and once, with half of the requests the last read's replies
 woke up, when nothing is on the wire: see `EARLY_FLUSH`). While replies are
 due after a write or a read, the loop polls rather than sleeps for up to
-`SPIN_WINDOW` (waking a sleeping process costs more than the polling). Every read hands
-the bytes to ``codec.feed``, which parses all complete replies at once and
+`SPIN_WINDOW` (waking a sleeping process costs more than the polling). Every
+read hands the bytes to ``codec.feed``, which parses all complete replies at once and
 returns ``(id, ok, value)`` triples (or ``codec.feed_resolve``, which resolves
 the plain ones itself); futures are resolved in that same pass. Codecs that
 match replies in order (PostgreSQL, Redis) simply number their requests and
@@ -420,6 +420,7 @@ class PipelinedConnection:
         keep_connected: Callable[[], bool] | None = None,
         endpoints: Sequence[Endpoint] | None = None,
         driver: str = "unknown",
+        spin_window: float | None = None,
     ) -> None:
         #: Which driver made this connection ("postgres", "redis", "tarantool",
         #: "http"): the ``driver`` label of its metrics (`surge.stats`).
@@ -481,6 +482,9 @@ class PipelinedConnection:
         #: whether the poll is queued, whether bytes were read since the last poll
         #: (set by every read), writes or reads left that do not poll, and the
         #: backoff's doubling.
+        #: This connection's `SPIN_WINDOW` (a driver whose server takes longer
+        #: per request may ask for a longer one).
+        self.spin_window = SPIN_WINDOW if spin_window is None else spin_window
         self._spin_until = 0.0
         self._spinning = False
         self._spin_read = False
@@ -838,7 +842,7 @@ class PipelinedConnection:
         t.write(self.codec.take())
         self._tbuf = t.get_write_buffer_size()
         self._counts["writes"] += 1
-        if SPIN_WINDOW and self._loop is not None:
+        if self.spin_window and self._loop is not None:
             self._poll()
         if self._watchdog is None and self.liveness is not None and self._ready:
             self._start_watchdog()
@@ -849,7 +853,7 @@ class PipelinedConnection:
         if self._spin_skip:
             self._spin_skip -= 1
             return
-        self._spin_until = time.perf_counter() + SPIN_WINDOW
+        self._spin_until = time.perf_counter() + self.spin_window
         if not self._spinning:
             self._spinning = True
             self._spin_read = False
@@ -858,7 +862,7 @@ class PipelinedConnection:
     def _poll_read(self) -> None:
         """A read left replies due while the loop was not polling (the native read
         path calls it; `_resolve` for the others): poll for the rest."""
-        if SPIN_WINDOW and self._loop is not None and not self._spinning:
+        if self.spin_window and self._loop is not None and not self._spinning:
             self._poll()
 
     def _spin(self) -> None:
@@ -873,7 +877,7 @@ class PipelinedConnection:
             # the window runs from this read.
             self._spin_read = False
             self._spin_misses = 0
-            self._spin_until = time.perf_counter() + SPIN_WINDOW
+            self._spin_until = time.perf_counter() + self.spin_window
         elif time.perf_counter() >= self._spin_until:
             self._spin_off()  # the server is slower than the window
             return

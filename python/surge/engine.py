@@ -480,8 +480,8 @@ class PipelinedConnection:
         self._early = EARLY_FLUSH
         #: Busy polling after a write or a read (see `SPIN_WINDOW`): until when,
         #: whether the poll is queued, whether bytes were read since the last poll
-        #: (set by every read), writes or reads left that do not poll, and the
-        #: backoff's doubling.
+        #: (set by reads while it polls), writes or reads left that do not poll, and
+        #: the backoff's doubling.
         #: This connection's `SPIN_WINDOW` (a driver whose server takes longer
         #: per request may ask for a longer one).
         self.spin_window = SPIN_WINDOW if spin_window is None else spin_window
@@ -1188,8 +1188,9 @@ class PipelinedConnection:
             self.check_drained()
         if self._waiters:
             self._wake_waiters()
-        self._spin_read = True
-        if self._pending and not self._spinning:
+        if self._spinning:
+            self._spin_read = True
+        elif self._pending:
             self._poll_read()
 
     def _on_lost(self, protocol: _EngineEvents, exc: Exception | None) -> None:

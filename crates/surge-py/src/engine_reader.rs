@@ -250,8 +250,9 @@ impl EngineReader {
         // Busy polling (`surge.engine.SPIN_WINDOW`): the read tells a running poll
         // that bytes came, and starts one when replies are still due (the rest of
         // a reply that comes in pieces).
-        st.set_item(intern!(py, "_spin_read"), true)?;
-        if pending.is_truthy()? && !is_true(py, item(intern!(py, "_spinning"))?) {
+        if is_true(py, item(intern!(py, "_spinning"))?) {
+            st.set_item(intern!(py, "_spin_read"), true)?;
+        } else if pending.is_truthy()? {
             engine.call_method0(intern!(py, "_poll_read"))?;
         }
         Ok(())

@@ -173,7 +173,7 @@ def test_others_wait_for_the_stream(dsn: str, arun: Callable) -> None:
             assert res[200] is None and res[201] == "COPY 1000"
             assert await s.fetchval("SELECT count(*) FROM cs_w") == 3 * N + 1000
             # ~9 MB left in writes of a chunk or so, never piling up unwritten
-            assert s._engine.stats["writes"] - writes > 20
+            assert s._engine.stats["writes"] - writes > 9_000_000 // pg_copy.COPY_CHUNK
             assert max(held) < 8 * pg_copy.COPY_CHUNK, max(held)
             # in a transaction, rolled back: nothing stays
             tx = s.transaction()

@@ -32,8 +32,13 @@ if TYPE_CHECKING:
 FORMATS = ("text", "csv", "binary")
 
 #: Bytes of records per CopyData message, each written out as it is made: the
-#: server starts on the first while the next is encoded (asyncpg writes 512 KiB).
-COPY_CHUNK = 256 * 1024
+#: server starts on the first while the next is encoded (asyncpg writes 512 KiB,
+#: as here). 512 KiB rather than 256: a backend that has used up a chunk waits in
+#: recv for the next, and half as many chunks is half as many of those waits and
+#: of the client's turns through the loop. Binary COPY of 100k rows (int4, text,
+#: float8), 10 connections, uvloop, A/B 4 rounds: 1.02x COPYs/s, server CPU
+#: 28.8 -> 28.3 ms and client CPU 10.6 -> 9.0 ms per COPY.
+COPY_CHUNK = 512 * 1024
 #: Records of an asynchronous iterable taken before they are encoded together.
 ASYNC_BATCH = 1024
 #: CopyFail's reason when the records fail on the client (the exception itself

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
 
 import pytest
 from surge import engine, redis, services
@@ -75,11 +76,13 @@ def _starts(conn: engine.PipelinedConnection) -> list[int]:
 
 
 def _counted(
-    svc, port: int | None = None
+    svc, port: int | None = None, **kw: Any
 ) -> tuple[engine.PipelinedConnection, RespCodec, list[int]]:
     """A connection whose polls are counted (the poll queues itself by attribute)."""
     codec = RespCodec()
-    conn = engine.PipelinedConnection(svc.host, port or svc.port, codec, make_error=RuntimeError)
+    conn = engine.PipelinedConnection(
+        svc.host, port or svc.port, codec, make_error=RuntimeError, **kw
+    )
     polls = [0]
     poll = conn._spin
 
@@ -153,9 +156,11 @@ def test_backoff_is_capped(redis_svc, arun):
     arun(main())
 
 
-def test_window_zero_turns_polling_off(redis_svc, arun, monkeypatch):
+@pytest.mark.parametrize("own", [None, WINDOW], ids=["default", "own-window"])
+def test_window_zero_turns_polling_off(redis_svc, arun, monkeypatch, own):
+    # also for a connection with a window of its own (PostgreSQL's)
     monkeypatch.setattr(engine, "SPIN_WINDOW", 0)
-    conn, codec, polls = _counted(redis_svc)
+    conn, codec, polls = _counted(redis_svc, spin_window=own)
 
     async def main():
         await conn.connect()

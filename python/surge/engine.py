@@ -478,13 +478,14 @@ class PipelinedConnection:
         #: nothing is on the wire (see `EARLY_FLUSH`).
         self._nbuf = 0
         self._early = EARLY_FLUSH
+        #: This connection's `SPIN_WINDOW` (a driver whose server takes longer
+        #: per request may ask for a longer one; ``SPIN_WINDOW = 0`` still turns
+        #: polling off for every connection).
+        self.spin_window = SPIN_WINDOW if spin_window is None else spin_window
         #: Busy polling after a write or a read (see `SPIN_WINDOW`): until when,
         #: whether the poll is queued, whether bytes were read since the last poll
         #: (set by reads while it polls), writes or reads left that do not poll, and
         #: the backoff's doubling.
-        #: This connection's `SPIN_WINDOW` (a driver whose server takes longer
-        #: per request may ask for a longer one).
-        self.spin_window = SPIN_WINDOW if spin_window is None else spin_window
         self._spin_until = 0.0
         self._spinning = False
         self._spin_read = False
@@ -842,13 +843,13 @@ class PipelinedConnection:
         t.write(self.codec.take())
         self._tbuf = t.get_write_buffer_size()
         self._counts["writes"] += 1
-        if self.spin_window and self._loop is not None:
+        if SPIN_WINDOW and self.spin_window and self._loop is not None:
             self._poll()
         if self._watchdog is None and self.liveness is not None and self._ready:
             self._start_watchdog()
 
     def _poll(self) -> None:
-        """Polls for the replies due for `SPIN_WINDOW` from now, unless a wasted
+        """Polls for the replies due for `spin_window` from now, unless a wasted
         window's backoff skips this one."""
         if self._spin_skip:
             self._spin_skip -= 1
@@ -862,7 +863,7 @@ class PipelinedConnection:
     def _poll_read(self) -> None:
         """A read left replies due while the loop was not polling (the native read
         path calls it; `_resolve` for the others): poll for the rest."""
-        if self.spin_window and self._loop is not None and not self._spinning:
+        if SPIN_WINDOW and self.spin_window and self._loop is not None and not self._spinning:
             self._poll()
 
     def _spin(self) -> None:

@@ -142,6 +142,12 @@ EARLY_FLUSH_MAX = 32
 #: replies due starts polling too: a large reply comes in pieces (PostgreSQL
 #: sends 8 KB at a time), and a client that decodes a piece faster than the next
 #: comes would otherwise sleep, and pay the wake-up, at almost every piece.
+#: Measured (old/new alternated, 3 rounds, uvloop, load 6-9): PostgreSQL with 1000
+#: coroutines on one connection, bytea 1.19x and int_array 1.10x queries/s,
+#: voluntary switches 3.9 -> 0.0 per query, backend CPU per query -9 to -16 % (a
+#: backend that wakes a sleeping reader pays for the wake-up); Redis GET of 100 KB
+#: at 10 coroutines 1.29x (client CPU 65 -> 51 us per GET), of 64 B 1.00x;
+#: Tarantool 10 coroutines 1.08x.
 #: Why: on a VM an idle core halts, and waking a process that sleeps on another
 #: core costs 10-20 us each way (a blocking ping-pong between two cores here: 26-46
 #: us per round trip, 6 us when the reader spins). At 10 coroutines each round trip

@@ -39,6 +39,8 @@ DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME = 300.0
 
 #: A pool hook: a coroutine function taking the connection.
 Hook = Callable[[Connection], Awaitable[Any]]
+#: `connect`'s arguments (a DSN, keywords) made into parameters and options.
+Configure = Callable[..., tuple[ConnectParams, dict[str, Any]]]
 
 
 def _in_flight(c: Connection) -> int:
@@ -64,6 +66,8 @@ class Pool:
         reset: Hook | None = None,
         max_queries: int = DEFAULT_MAX_QUERIES,
         max_inactive_connection_lifetime: float = DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
+        connection_class: type[Connection] = Connection,
+        configure: Configure | None = None,
     ) -> None:
         if not 0 <= min_size <= max_size or max_size < 1:
             raise InterfaceError(
@@ -79,6 +83,8 @@ class Pool:
         self.min_size = min_size
         self.max_size = max_size
         self._kwargs = connect_kwargs
+        self._connection_class = connection_class
+        self._configure = configure
         self._init_hook, self._setup_hook, self._reset_hook = init, setup, reset
         self._max_queries = max_queries
         self._max_idle = max_inactive_connection_lifetime
@@ -108,7 +114,7 @@ class Pool:
         return self
 
     def _new(self) -> Connection:
-        c = Connection(self._params, **self._kwargs)
+        c = self._connection_class(self._params, **self._kwargs)
         self._all.append(c)
         return c
 
@@ -262,6 +268,14 @@ class Pool:
             if conn in self._all:
                 self._touch(conn)
             self._wake()
+
+    def set_connect_args(self, dsn: str | None = None, **connect_kwargs: Any) -> None:
+        """Connect the connections made from now on with ``dsn`` and
+        ``connect_kwargs`` (`connect`'s), in place of the pool's (asyncpg's call;
+        `expire_connections` replaces the open ones)."""
+        if self._configure is None:
+            raise InterfaceError("this pool was not made by create_pool")
+        self._params, self._kwargs = self._configure(dsn, **connect_kwargs)
 
     async def expire_connections(self) -> None:
         """Close every connection now free and each held one when released, so new

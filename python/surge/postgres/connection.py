@@ -333,7 +333,7 @@ class Connection:
     ) -> list[Record]:
         """All rows of ``query`` as Records (of ``record_class``, a Record subclass,
         when given, else the connection's)."""
-        rc = self._rows_of(record_class)
+        rc = self._record_class if record_class is None else record_class_of(record_class)
         return await self._run(query, args, RowMode.ALL, 0, timeout, rc)  # type: ignore[no-any-return]
 
     async def fetchrow(
@@ -344,7 +344,7 @@ class Connection:
         record_class: type[Record] | None = None,
     ) -> Record | None:
         """The first row of ``query``, or None (the server stops after one row)."""
-        rc = self._rows_of(record_class)
+        rc = self._record_class if record_class is None else record_class_of(record_class)
         return await self._run(query, args, RowMode.FIRST, 0, timeout, rc)  # type: ignore[no-any-return]
 
     async def fetchval(

@@ -488,6 +488,8 @@ class Session:
         caller's timeout covers preparing and running together."""
         stmt = self.cache.get(query)
         deadline = None
+        #: Prepared for this call (not found in the cache): maybe not to be kept.
+        fresh = stmt is None
         if stmt is None:
             deadline = self._deadline(timeout)
             stmt = await self.prepare(query, timeout)
@@ -531,11 +533,12 @@ class Session:
                     raise
                 self.cache.discard(query)
             else:
-                if not self.cache.keeps(query):
+                if fresh and not self.cache.keeps(query):
                     self.close_statement(stmt)
                 return result
             if deadline is None:
                 deadline = self._deadline(timeout)
+            fresh = True
             stmt = await self.prepare(query, timeout)
         raise AssertionError("unreachable")
 

@@ -269,3 +269,57 @@ def test_pooled_clients_share_one_connection(url: str, arun: Callable) -> None:
             surge.redis.ConnectionPool(connection_class=object, host="127.0.0.1")
 
     arun(go())
+
+
+@pytest.mark.filterwarnings("ignore:.*retry_on_timeout:DeprecationWarning")
+def test_client_keywords_of_a_ported_program_as_redis_py(url: str, arun: Callable) -> None:
+    """``Redis(...)`` as redis-py programs make it: an ACL user (``username``),
+    ``client_name``, ``single_connection_client``, ``health_check_interval``,
+    redis-py's ``retry``/``retry_on_timeout``/``retry_on_error`` (taken; surge never
+    sends a command twice), ``get_message(ignore_subscribe_messages=True, timeout=)``."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+
+    async def story(mod: Any) -> list:
+        admin = mod.from_url(url, decode_responses=True)
+        await admin.execute_command("ACL", "SETUSER", "porting", "on", ">pw", "~*", "&*", "+@all")
+        host, port = (
+            admin.connection_pool.connection_kwargs["host"],
+            int(url.rsplit(":", 1)[1].split("/")[0]),
+        )
+        r = mod.Redis(
+            host=host,
+            port=port,
+            username="porting",
+            password="pw",
+            client_name="porting-kw",
+            single_connection_client=True,
+            health_check_interval=30,
+            retry=Retry(ExponentialBackoff(), 3),
+            retry_on_timeout=True,
+            retry_on_error=[mod.ConnectionError],
+            decode_responses=True,
+        )
+        out: list = [await r.acl_whoami(), await r.client_getname(), await r.ping()]
+        p = r.pubsub()
+        await p.subscribe("porting-kw")
+        out.append(await p.get_message(ignore_subscribe_messages=True, timeout=0.2))
+        await r.publish("porting-kw", "hi")
+        msg = None
+        for _ in range(20):
+            msg = await p.get_message(ignore_subscribe_messages=True, timeout=0.2)
+            if msg is not None:
+                break
+        out.append(msg)
+        await p.aclose()
+        await r.aclose()
+        await admin.execute_command("ACL", "DELUSER", "porting")
+        await admin.aclose()
+        return out
+
+    async def go() -> None:
+        theirs = await story(redis_py)
+        assert await story(surge.redis) == theirs
+        assert theirs[:2] == ["porting", "porting-kw"]
+
+    arun(go())

@@ -204,3 +204,47 @@ def test_cached_statement_lifetime_is_honoured(dsn: str, arun: Callable) -> None
         await c.close()
 
     arun(go())
+
+
+async def _codec_in_arrays(mod: Any, dsn: str) -> list:
+    """A text codec on a built-in type also runs on the elements of its arrays
+    (NULLs stay None), both ways, one and two dimensions, empty arrays."""
+    c = await mod.connect(dsn)
+    await c.set_type_codec(
+        "int4",
+        schema="pg_catalog",
+        encoder=lambda v: str(v // 10),
+        decoder=lambda s: int(s) * 10,
+        format="text",
+    )
+    await c.set_type_codec(
+        "numeric", schema="pg_catalog", encoder=str, decoder=lambda s: "n:" + s, format="text"
+    )
+    out = [
+        await c.fetchval("SELECT ARRAY[1, NULL, 3]::int4[]"),
+        await c.fetchval("SELECT $1::int4[]", [10, None, 30]),
+        await c.fetchval("SELECT $1::int4[] = ARRAY[1, NULL, 3]", [10, None, 30]),
+        await c.fetchval("SELECT ARRAY[ARRAY[1, 2], ARRAY[3, 4]]::int4[]"),
+        await c.fetchval("SELECT '{}'::int4[]"),
+        await c.fetchval("SELECT 7::int4"),
+        await c.fetchval("SELECT ARRAY[1.50, 2]::numeric[]"),
+        await c.fetchval("SELECT ARRAY[1, 2]::int8[]"),  # no codec on int8
+    ]
+    await c.reset_type_codec("int4", schema="pg_catalog")
+    out.append(await c.fetchval("SELECT ARRAY[1, NULL, 3]::int4[]"))
+    await c.close()
+    return out
+
+
+def test_text_codec_runs_inside_arrays_of_any_builtin_type_as_asyncpg(
+    dsn: str, arun: Callable
+) -> None:
+    """(Before: only json[]/jsonb[] elements went through the codec; an int4[]
+    came back as built-in ints, not through the decoder.)"""
+
+    async def go() -> None:
+        theirs = await _codec_in_arrays(asyncpg, dsn)
+        assert await _codec_in_arrays(pg, dsn) == theirs
+        assert theirs[0] == [10, None, 30]
+
+    arun(go())

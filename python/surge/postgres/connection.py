@@ -471,9 +471,10 @@ class Connection:
           UTC)``, interval ``(months, days, microseconds)``, a composite type its
           fields; ±infinity are the integer limits.
 
-        A text-format codec on json or jsonb also runs on the elements of their
-        arrays, as asyncpg's; arrays of other types, and composites with a field
-        of the type, keep the built-in handling (asyncpg would use the codec there)."""
+        A text-format codec on a built-in type also runs on the elements of its
+        arrays, as asyncpg's (the array then travels in its text form); arrays of
+        types looked up in the catalog, and composites with a field of the type,
+        keep the built-in handling (asyncpg would use the codec there)."""
         if format not in ("text", "binary", "tuple"):
             raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
         oid, kind = await self._type_info(typename, schema)

@@ -49,6 +49,10 @@ async def _record_class_story(mod: Any, dsn: str) -> list:
     await c.close()
     pool = await mod.create_pool(dsn, min_size=1, max_size=1, record_class=rc)
     out.append(type(await pool.fetchrow("SELECT 1 AS z")).__name__)
+    out.append(type(await pool.fetchrow("SELECT 1", record_class=mod.Record)).__name__)
+    out.append([type(r).__name__ for r in await pool.fetch("SELECT 1", record_class=rc)])
+    got = await pool.fetchmany("SELECT $1::int AS v", [(1,), (2,)], record_class=rc)
+    out.append([r.v for r in got])
     async with pool.acquire() as pc:
         out.append((await pc.fetchrow("SELECT 3 AS z")).z)
     await pool.close()

@@ -293,13 +293,27 @@ class Pool:
             if not w.done():
                 w.set_result(None)
 
-    async def fetch(self, query: str, *args: Any, timeout: float | None = None) -> list[Record]:
+    async def fetch(
+        self,
+        query: str,
+        *args: Any,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+    ) -> list[Record]:
         """`Connection.fetch` on the least busy free connection."""
-        return await (await self._free(False)).fetch(query, *args, timeout=timeout)
+        c = await self._free(False)
+        return await c.fetch(query, *args, timeout=timeout, record_class=record_class)
 
-    async def fetchrow(self, query: str, *args: Any, timeout: float | None = None) -> Record | None:
+    async def fetchrow(
+        self,
+        query: str,
+        *args: Any,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+    ) -> Record | None:
         """`Connection.fetchrow` on the least busy free connection."""
-        return await (await self._free(False)).fetchrow(query, *args, timeout=timeout)
+        c = await self._free(False)
+        return await c.fetchrow(query, *args, timeout=timeout, record_class=record_class)
 
     async def fetchval(
         self, query: str, *args: Any, column: int = 0, timeout: float | None = None
@@ -310,11 +324,16 @@ class Pool:
         )
 
     async def fetchmany(
-        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+        self,
+        query: str,
+        args: Iterable[Sequence[Any]],
+        *,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
     ) -> list[Record]:
         """`Connection.fetchmany` (a transaction) on a connection held for it."""
         async with self.acquire() as conn:
-            return await conn.fetchmany(query, args, timeout=timeout)
+            return await conn.fetchmany(query, args, timeout=timeout, record_class=record_class)
 
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
         """`Connection.execute` on the least busy free connection."""

@@ -544,6 +544,16 @@ class PipelinedConnection:
         return self._ready
 
     @property
+    def is_connecting(self) -> bool:
+        """True while a connection is being made (its handshake included)."""
+        return self._connecting is not None
+
+    @property
+    def is_closed(self) -> bool:
+        """True once `close` or `terminate` was called."""
+        return self._closed
+
+    @property
     def is_draining(self) -> bool:
         """True while closing gracefully: only pinned requests go out (see `drain`)."""
         return self._draining and self._transport is not None

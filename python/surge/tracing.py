@@ -347,6 +347,9 @@ def _describe(driver: str, encode: Callable[..., Any], args: tuple) -> dict[str,
                 first = bytes(first).decode("latin-1")
             attrs["db.operation.name"] = str(first).upper()
     else:
+        if name == "encode_subscribed" and len(args) > 2:
+            # a call/eval with push_subscribe (surge.tarantool.push): named as itself
+            name, args = getattr(args[2], "__name__", name), args[3:]
         attrs["db.operation.name"] = name
         if name == "execute" and args and isinstance(args[0], str):
             attrs["db.query.text"] = args[0]

@@ -192,3 +192,134 @@ def test_pubsub_run_calls_handlers_as_redis_py(url: str, arun: Callable) -> None
         assert await story(surge.redis, surge.redis.PubSubError) == theirs
 
     arun(go())
+
+
+# -- redis-py's connection-pool shapes ------------------------------------------------
+
+
+def test_connection_pool_shapes_as_redis_py(url: str, arun: Callable) -> None:
+    """``ConnectionPool.from_url`` + ``Redis(connection_pool=)`` (one client per
+    request, closed after it), ``Redis.from_pool``, ``BlockingConnectionPool``,
+    ``client.connection_pool.connection_kwargs``, ``pool.disconnect()``/``aclose()``:
+    the clients stay usable after each, as in redis-py."""
+
+    async def story(mod: Any) -> list:
+        pool = mod.ConnectionPool.from_url(url, decode_responses=True, max_connections=5)
+        out: list = [pool.max_connections, pool.connection_kwargs["decode_responses"]]
+        await mod.Redis(connection_pool=pool).delete("porting:pool", "porting:p")
+        for _ in range(3):  # a client per request, closed after it
+            async with mod.Redis(connection_pool=pool) as r:
+                out.append(await r.incr("porting:pool"))
+                out.append(r.connection_pool is pool)
+        r = mod.Redis(connection_pool=pool)
+        async with r.pipeline(transaction=True) as p:
+            p.set("porting:p", "v").get("porting:p")
+            out.append(await p.execute())
+        await r.aclose()
+        out.append(await r.get("porting:pool"))
+        await pool.disconnect()
+        out.append(await r.get("porting:pool"))
+        await pool.aclose()
+        out.append(await r.get("porting:pool"))
+        owned = mod.Redis.from_pool(mod.ConnectionPool.from_url(url))
+        out.append(await owned.get("porting:p"))
+        await owned.aclose()
+        out.append(await owned.get("porting:p"))
+        blocking = mod.BlockingConnectionPool.from_url(url, max_connections=2, timeout=3)
+        out.append(blocking.timeout)
+        rb = mod.Redis(connection_pool=blocking)
+        out.append(await rb.blpop(["porting:empty"], timeout=0.1))
+        await blocking.aclose()
+        plain = mod.Redis(
+            host=pool.connection_kwargs["host"],
+            port=pool.connection_kwargs["port"],
+            db=pool.connection_kwargs["db"],
+            client_name="porting",
+            decode_responses=True,
+        )
+        kw = plain.connection_pool.connection_kwargs
+        out.append([kw[k] for k in ("host", "port", "db", "client_name", "decode_responses")])
+        out.append(await plain.client_getname())
+        await plain.connection_pool.disconnect()
+        out.append(await plain.ping())
+        await plain.aclose()
+        return out
+
+    async def go() -> None:
+        theirs = await story(redis_py)
+        assert await story(surge.redis) == theirs
+        assert theirs[2:8] == [1, True, 2, True, 3, True]
+
+    arun(go())
+
+
+def test_pooled_clients_share_one_connection(url: str, arun: Callable) -> None:
+    """What surge does differently on purpose: every client of one pool is the
+    pool's one pipelined connection (a client per request opens none)."""
+
+    async def go() -> None:
+        pool = surge.redis.ConnectionPool.from_url(url)
+        clients = [surge.redis.Redis(connection_pool=pool) for _ in range(3)]
+        await asyncio.gather(*(c.ping() for c in clients))
+        assert len({id(c.engine) for c in clients}) == 1
+        names = await clients[0].client_list()
+        assert sum(1 for c in names if c["db"] == url.rsplit("/", 1)[1]) >= 1
+        await pool.aclose()
+        with pytest.raises(surge.redis.DataError, match="connection_class"):
+            surge.redis.ConnectionPool(connection_class=object, host="127.0.0.1")
+
+    arun(go())
+
+
+@pytest.mark.filterwarnings("ignore:.*retry_on_timeout:DeprecationWarning")
+def test_client_keywords_of_a_ported_program_as_redis_py(url: str, arun: Callable) -> None:
+    """``Redis(...)`` as redis-py programs make it: an ACL user (``username``),
+    ``client_name``, ``single_connection_client``, ``health_check_interval``,
+    redis-py's ``retry``/``retry_on_timeout``/``retry_on_error`` (taken; surge never
+    sends a command twice), ``get_message(ignore_subscribe_messages=True, timeout=)``."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+
+    async def story(mod: Any) -> list:
+        admin = mod.from_url(url, decode_responses=True)
+        await admin.execute_command("ACL", "SETUSER", "porting", "on", ">pw", "~*", "&*", "+@all")
+        host, port = (
+            admin.connection_pool.connection_kwargs["host"],
+            int(url.rsplit(":", 1)[1].split("/")[0]),
+        )
+        r = mod.Redis(
+            host=host,
+            port=port,
+            username="porting",
+            password="pw",
+            client_name="porting-kw",
+            single_connection_client=True,
+            health_check_interval=30,
+            retry=Retry(ExponentialBackoff(), 3),
+            retry_on_timeout=True,
+            retry_on_error=[mod.ConnectionError],
+            decode_responses=True,
+        )
+        out: list = [await r.acl_whoami(), await r.client_getname(), await r.ping()]
+        p = r.pubsub()
+        await p.subscribe("porting-kw")
+        out.append(await p.get_message(ignore_subscribe_messages=True, timeout=0.2))
+        await r.publish("porting-kw", "hi")
+        msg = None
+        for _ in range(20):
+            msg = await p.get_message(ignore_subscribe_messages=True, timeout=0.2)
+            if msg is not None:
+                break
+        out.append(msg)
+        await p.aclose()
+        await r.aclose()
+        await admin.execute_command("ACL", "DELUSER", "porting")
+        await admin.aclose()
+        return out
+
+    async def go() -> None:
+        theirs = await story(redis_py)
+        assert await story(surge.redis) == theirs
+        assert theirs[:2] == ["porting", "porting-kw"]
+
+    arun(go())

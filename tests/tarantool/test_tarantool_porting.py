@@ -4,6 +4,7 @@ names, its exception names."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -52,6 +53,11 @@ async def _both(tnt: services.Service) -> AsyncIterator[tuple[Any, Any]]:
         await a.eval(f"box.space.{SPACE}:drop()")
         await a.disconnect()
         await s.disconnect()
+
+
+def _body(reply: Any) -> list:
+    """A call's or eval's return values (asynctnt's ``Response.body``)."""
+    return list(reply.body if hasattr(reply, "body") else reply)
 
 
 def _rows(reply: Any) -> list:
@@ -105,5 +111,80 @@ def test_sql_results_and_errors_under_asynctnts_names(tnt, arun: Callable) -> No
             assert await story(s, surge.tarantool.TarantoolDatabaseError) == theirs
             with pytest.raises(surge.tarantool.TarantoolSchemaError):
                 await s.select("porting_no_such_space")
+
+    arun(go())
+
+
+def test_push_messages_as_asynctnt(tnt, arun: Callable) -> None:
+    """``push_subscribe=True`` on call and eval: ``PushIterator(fut)`` yields each
+    ``box.session.push`` as it comes, ``await fut`` the return values; pushes of an
+    unsubscribed request are dropped; a failing request's error ends the iteration."""
+
+    async def story(c: Any, mod: Any) -> list:
+        out: list = []
+        fut = c.eval(
+            "box.session.push('x') require('fiber').sleep(0.05) box.session.push({1, 2})"
+            " return 'done', 5",
+            push_subscribe=True,
+        )
+        out.append([item async for item in mod.PushIterator(fut)])
+        out.append(_body(await fut))
+        fut = c.call("box.session.push", ["q"], push_subscribe=True)
+        out.append([item async for item in mod.PushIterator(fut)])
+        out.append(_body(await fut))
+        out.append(_body(await c.eval("box.session.push('dropped') return 2")))
+        # many at once on the one connection: each gets its own pushes
+        futs = [
+            c.eval("for i = 1, 3 do box.session.push(...) end return ...", [n], push_subscribe=True)
+            for n in range(5)
+        ]
+        out.append([[item async for item in mod.PushIterator(f)] for f in futs])
+        with pytest.raises(ValueError, match="push_subscribe=True"):
+            mod.PushIterator(c.eval("return 1"))
+        return out
+
+    async def failing(c: Any, mod: Any) -> list:
+        fut = c.eval("box.session.push('z') error('boom')", push_subscribe=True)
+        got = []
+        with pytest.raises(Exception, match="boom"):
+            async for item in mod.PushIterator(fut):
+                got.append(item)
+        return got
+
+    async def go() -> None:
+        async with _both(tnt) as (a, s):
+            theirs = await story(a, asynctnt)
+            assert await story(s, surge.tarantool) == theirs
+            assert theirs[0] == [["x"], [[1, 2]]]
+            # Where asynctnt drops the pushes that came before the error, surge
+            # yields them, then raises the error.
+            assert await failing(a, asynctnt) == []
+            assert await failing(s, surge.tarantool) == [["z"]]
+            await asyncio.sleep(0)
+            assert s._pushes == {}  # nothing kept once answered
+
+    arun(go())
+
+
+def test_connection_state_and_schema_id_as_asynctnt(tnt, arun: Callable) -> None:
+    async def story(c: Any) -> list:
+        out: list = [int(c.state), c.is_connected, c.is_fully_connected, c.schema_id]
+        await c.connect()
+        out += [int(c.state), c.is_connected, c.is_fully_connected, type(c.schema_id).__name__]
+        before = c.schema_id
+        await c.eval("box.schema.space.create('porting_state', {if_not_exists = true})")
+        await c.ping()
+        await c.refetch_schema()
+        out.append(c.schema_id > before)
+        await c.eval("box.space.porting_state:drop()")
+        await c.disconnect()
+        out += [int(c.state), c.is_connected, c.is_fully_connected, c.schema_id]
+        return out
+
+    async def go() -> None:
+        kw = {"host": tnt.host, "port": tnt.port}
+        theirs = await story(asynctnt.Connection(**kw))
+        assert await story(surge.tarantool.Connection(**kw)) == theirs
+        assert theirs[4:7] == [2, True, True]
 
     arun(go())

@@ -22,6 +22,7 @@ def test_a_span_per_request_as_children_of_the_current_span(arun, tnt):
                     await c.insert("tester", (key, "traced"))
                     assert (await c.select("tester", (key,)))[0][1] == "traced"
                     assert await c.call("add2", (40, 2)) == [42]
+                    assert await c.call("add2", (1, 2), push_subscribe=True) == [3]
                     with pytest.raises(TarantoolError):
                         await c.insert("tester", (key, "again"))  # a duplicate key
                 await c.delete("tester", (key,))
@@ -31,7 +32,7 @@ def test_a_span_per_request_as_children_of_the_current_span(arun, tnt):
     spans = client_spans(exporter)
     check_children(spans, parent, "tarantool", tnt.port)
     ops = [s.attributes["db.operation.name"] for s in spans]
-    assert ops == ["insert", "select", "call", "insert"]
-    assert [s.status.status_code for s in spans[:3]] == [StatusCode.UNSET] * 3
-    assert spans[3].status.status_code == StatusCode.ERROR
-    assert "error.type" in spans[3].attributes
+    assert ops == ["insert", "select", "call", "call", "insert"]
+    assert [s.status.status_code for s in spans[:4]] == [StatusCode.UNSET] * 4
+    assert spans[4].status.status_code == StatusCode.ERROR
+    assert "error.type" in spans[4].attributes

@@ -80,6 +80,7 @@ from surge.engine import (
     DEFAULT_LIVENESS_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT,
 )
+from surge.errors import InterfaceError
 from surge.postgres import dsn as _dsn
 from surge.postgres import exceptions
 from surge.postgres._sqlstate import *  # noqa: F403
@@ -96,31 +97,61 @@ from surge.postgres.pool import (
     Pool,
 )
 from surge.postgres.prepared import Attribute, PreparedStatement, Type
+from surge.postgres.query_log import LoggedQuery
 from surge.postgres.serverversion import ServerVersion
-from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
+from surge.postgres.session import record_class_of
+from surge.postgres.statement_cache import (
+    DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
+    DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
+    DEFAULT_STATEMENT_CACHE_SIZE,
+)
 from surge.postgres.transaction import Transaction
 
+#: `connect`'s keywords that go to `surge.postgres.dsn.parse` (the rest are the
+#: connection's options).
+_DSN_KEYWORDS = (
+    "host",
+    "port",
+    "user",
+    "password",
+    "database",
+    "server_settings",
+    "ssl",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "target_session_attrs",
+    "channel_binding",
+)
 
-def _options(
-    statement_cache_size: int,
-    connect_timeout: float,
-    command_timeout: float | None,
-    max_in_flight: int,
-    retry_connect: bool,
-    liveness_interval: float | None,
-    liveness_timeout: float,
-    tcp_keepalive: bool,
-) -> dict[str, Any]:
-    return {
-        "statement_cache_size": statement_cache_size,
-        "connect_timeout": connect_timeout,
-        "command_timeout": command_timeout,
-        "max_in_flight": max_in_flight,
-        "retry_connect": retry_connect,
-        "liveness_interval": liveness_interval,
-        "liveness_timeout": liveness_timeout,
-        "tcp_keepalive": tcp_keepalive,
-    }
+
+def _configure(
+    dsn: str | None,
+    *,
+    timeout: float | None = None,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    record_class: type[Record] = Record,
+    **kwargs: Any,
+) -> tuple[_dsn.ConnectParams, dict[str, Any]]:
+    """`connect`'s arguments as the connection's parameters and options
+    (``timeout`` is asyncpg's name for ``connect_timeout``)."""
+    params = _dsn.parse(dsn, **{k: kwargs.pop(k) for k in _DSN_KEYWORDS if k in kwargs})
+    if timeout is not None:
+        connect_timeout = timeout
+    elif params.connect_timeout is not None:
+        connect_timeout = params.connect_timeout
+    record_class_of(record_class)  # raises for a bad one, at the call
+    return params, {**kwargs, "connect_timeout": connect_timeout, "record_class": record_class}
+
+
+def _check_connection_class(cls: Any) -> None:
+    if not isinstance(cls, type) or not issubclass(cls, Connection):
+        raise InterfaceError(
+            f"connection_class is expected to be a subclass of"
+            f" surge.postgres.Connection, got {cls!r}"
+        )
 
 
 async def connect(
@@ -141,6 +172,8 @@ async def connect(
     target_session_attrs: str | None = None,
     channel_binding: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
+    max_cached_statement_lifetime: float = DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
+    max_cacheable_statement_size: int = DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     command_timeout: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
@@ -149,43 +182,21 @@ async def connect(
     liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
     liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
     tcp_keepalive: bool = True,
+    connection_class: type[Connection] = Connection,
+    record_class: type[Record] = Record,
 ) -> Connection:
     """Connect and authenticate; keyword arguments win over the DSN (``timeout`` is
     asyncpg's name for ``connect_timeout``). ``host``/``port`` may be lists (tried
     in order); ``ssl`` takes an ``ssl.SSLContext``, True (verify-full against the
-    default trust store) or an sslmode, as asyncpg."""
-    params = _dsn.parse(
-        dsn,
-        host=host,
-        port=port,
-        user=user,
-        password=password,
-        database=database,
-        server_settings=server_settings,
-        ssl=ssl,
-        sslmode=sslmode,
-        sslrootcert=sslrootcert,
-        sslcert=sslcert,
-        sslkey=sslkey,
-        sslpassword=sslpassword,
-        target_session_attrs=target_session_attrs,
-        channel_binding=channel_binding,
-    )
-    if timeout is not None:
-        connect_timeout = timeout
-    elif params.connect_timeout is not None:
-        connect_timeout = params.connect_timeout
-    opts = _options(
-        statement_cache_size,
-        connect_timeout,
-        command_timeout,
-        max_in_flight,
-        retry_connect,
-        liveness_interval,
-        liveness_timeout,
-        tcp_keepalive,
-    )
-    return await Connection(params, **opts).connect()
+    default trust store) or an sslmode, as asyncpg. ``connection_class`` (a
+    `Connection` subclass) and ``record_class`` (a `Record` subclass, the rows'
+    class) as asyncpg's; so are the statement cache's three bounds (a
+    ``max_cached_statement_lifetime`` of 0, surge's default, keeps statements
+    until evicted)."""
+    kwargs = dict(locals())
+    _check_connection_class(kwargs.pop("connection_class"))
+    params, opts = _configure(kwargs.pop("dsn"), **kwargs)
+    return await connection_class(params, **opts).connect()
 
 
 def create_pool(
@@ -208,6 +219,8 @@ def create_pool(
     target_session_attrs: str | None = None,
     channel_binding: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
+    max_cached_statement_lifetime: float = DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
+    max_cacheable_statement_size: int = DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     command_timeout: float | None = None,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
@@ -221,59 +234,39 @@ def create_pool(
     reset: Hook | None = None,
     max_queries: int = DEFAULT_MAX_QUERIES,
     max_inactive_connection_lifetime: float = DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
+    connection_class: type[Connection] = Connection,
+    record_class: type[Record] = Record,
 ) -> Pool:
     """A pool: ``pool = await create_pool(dsn)`` or ``async with create_pool(dsn) as pool``
     (the connection options as in `connect`). asyncpg's hooks: ``init(conn)`` for
     each new connection (type codecs), ``setup(conn)`` on each acquire,
-    ``reset(conn)`` on each release; ``max_queries`` and
-    ``max_inactive_connection_lifetime`` as asyncpg's."""
-    params = _dsn.parse(
-        dsn,
-        host=host,
-        port=port,
-        user=user,
-        password=password,
-        database=database,
-        server_settings=server_settings,
-        ssl=ssl,
-        sslmode=sslmode,
-        sslrootcert=sslrootcert,
-        sslcert=sslcert,
-        sslkey=sslkey,
-        sslpassword=sslpassword,
-        target_session_attrs=target_session_attrs,
-        channel_binding=channel_binding,
-    )
-    if timeout is not None:
-        connect_timeout = timeout
-    elif params.connect_timeout is not None:
-        connect_timeout = params.connect_timeout
-    opts = _options(
-        statement_cache_size,
-        connect_timeout,
-        command_timeout,
-        max_in_flight,
-        retry_connect,
-        liveness_interval,
-        liveness_timeout,
-        tcp_keepalive,
-    )
+    ``reset(conn)`` on each release; ``max_queries``,
+    ``max_inactive_connection_lifetime``, ``connection_class`` and
+    ``record_class`` as asyncpg's; `Pool.set_connect_args` changes the
+    connection options for the connections made after it."""
+    kwargs = dict(locals())
+    pool_kwargs = {
+        k: kwargs.pop(k) for k in ("min_size", "max_size", "init", "setup", "reset", "max_queries")
+    }
+    lifetime = kwargs.pop("max_inactive_connection_lifetime")
+    _check_connection_class(kwargs.pop("connection_class"))
+    params, opts = _configure(kwargs.pop("dsn"), **kwargs)
     return Pool(
         params,
-        min_size,
-        max_size,
+        pool_kwargs.pop("min_size"),
+        pool_kwargs.pop("max_size"),
         opts,
-        init=init,
-        setup=setup,
-        reset=reset,
-        max_queries=max_queries,
-        max_inactive_connection_lifetime=max_inactive_connection_lifetime,
+        **pool_kwargs,
+        max_inactive_connection_lifetime=lifetime,
+        connection_class=connection_class,
+        configure=_configure,
     )
 
 
 __all__ = [
     "Attribute",
     "Connection",
+    "LoggedQuery",
     "Pool",
     "exceptions",
     "PreparedStatement",

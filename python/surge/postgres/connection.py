@@ -16,9 +16,10 @@ cache live in `session.py`; transactions pin the connection (`transaction.py`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import re
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from surge._core import PgCodec, Record
@@ -42,9 +43,14 @@ from surge.postgres.errors import (
 )
 from surge.postgres.handshake import check_target, handshake
 from surge.postgres.prepared import TYPES_QUERY, PreparedStatement, Type
+from surge.postgres.query_log import LoggedQuery, logged
 from surge.postgres.serverversion import ServerVersion, server_version
-from surge.postgres.session import RowMode, Session
-from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
+from surge.postgres.session import RowMode, Session, record_class_of
+from surge.postgres.statement_cache import (
+    DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
+    DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
+    DEFAULT_STATEMENT_CACHE_SIZE,
+)
 from surge.postgres.transaction import Transaction
 from surge.postgres.types import type_oid
 
@@ -113,6 +119,8 @@ class Connection:
         params: ConnectParams,
         *,
         statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
+        max_cacheable_statement_size: int = DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
+        max_cached_statement_lifetime: float = DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         command_timeout: float | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
@@ -121,8 +129,11 @@ class Connection:
         liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
         liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
         tcp_keepalive: bool = True,
+        record_class: type[Record] = Record,
     ) -> None:
         self._params = params
+        #: The rows' class when not Record (asyncpg's ``record_class``).
+        self._record_class = record_class_of(record_class)
         self._codec = codec = PgCodec(InvalidArgumentError, ProtocolError)
         guard = _StreamGuard(codec)
         eps = endpoints(params)
@@ -133,6 +144,7 @@ class Connection:
             endpoints=eps,
             on_connect=self._on_connect,
             on_out_of_band=self._on_out_of_band,
+            on_lost=self._on_lost,
             make_error=make_error,
             on_batch=guard,
             connect_timeout=connect_timeout,
@@ -150,9 +162,17 @@ class Connection:
         )
         #: Sending, gates and statements: what transactions, cursors, COPY and
         #: prepared statements use (see `session.py`).
-        self._session = Session(self._engine, codec, statement_cache_size)
+        self._session = Session(
+            self._engine,
+            codec,
+            statement_cache_size,
+            max_cacheable_statement_size,
+            max_cached_statement_lifetime,
+        )
         self._listeners: dict[str, list[Callable[..., Any]]] = {}
         self._log_listeners: list[Callable[..., Any]] = []
+        self._termination_listeners: list[Callable[..., Any]] = []
+        self._query_loggers: list[Callable[[LoggedQuery], Any]] = []
         #: Types as `PreparedStatement.get_parameters` reports them, by oid.
         self._types: dict[int, Type] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -215,25 +235,131 @@ class Connection:
         if self._closed:
             return
         self._closed = True
+        connected = self._engine.is_connected
         if self._engine.send_no_reply(self._codec.terminate):  # type: ignore[arg-type]
             await asyncio.sleep(0)  # let the scheduled flush write it
         await self._engine.close()
+        if not connected:
+            self._terminated()  # no session to lose: `_on_lost` will not say it
 
     def terminate(self) -> None:
         """Drop the connection at once; later queries raise `ClosedError` (an
         `InterfaceError`), as after `close`."""
+        if self._closed:
+            return
         self._closed = True
+        connected = self._engine.is_connected
         self._engine.terminate()
+        if not connected:
+            self._terminated()
+
+    def add_termination_listener(self, callback: Callable[..., Any]) -> None:
+        """Call ``callback(connection)`` when the connection is closed or its server
+        session ends (a coroutine function's result runs as a task). Where asyncpg's
+        connection stays dead after a lost session, surge's reconnects on the next
+        query: the callback then tells of each session's end. A callback added
+        twice is called once (asyncpg keeps a set)."""
+        if callback not in self._termination_listeners:
+            self._termination_listeners.append(callback)
+
+    def remove_termination_listener(self, callback: Callable[..., Any]) -> None:
+        """Stop calling ``callback`` at termination."""
+        if callback in self._termination_listeners:
+            self._termination_listeners.remove(callback)
+
+    def _on_lost(self, err: BaseException) -> None:
+        self._terminated()
+
+    def _terminated(self) -> None:
+        for cb in list(self._termination_listeners):
+            self._call(cb, self)
+        if self._closed:
+            # Closed for good: nothing more to tell (asyncpg drops them too).
+            self._termination_listeners.clear()
+            self._query_loggers.clear()
+            self._run = self._session.run
+
+    # -- query loggers (see `query_log`) ------------------------------------------
+
+    def add_query_logger(self, callback: Callable[[LoggedQuery], Any]) -> None:
+        """Call ``callback(LoggedQuery)`` after each query of this connection's
+        fetch/fetchrow/fetchval/execute/executemany (asyncpg's call; a callback
+        added twice is called once)."""
+        if callback not in self._query_loggers:
+            self._query_loggers.append(callback)
+        self._run = self._run_logged
+
+    def remove_query_logger(self, callback: Callable[[LoggedQuery], Any]) -> None:
+        """Stop calling ``callback`` after queries."""
+        if callback in self._query_loggers:
+            self._query_loggers.remove(callback)
+        if not self._query_loggers:
+            self._run = self._session.run
+
+    @contextlib.contextmanager
+    def query_logger(self, callback: Callable[[LoggedQuery], Any]) -> Iterator[None]:
+        """``with conn.query_logger(cb): ...``: `add_query_logger` for the block."""
+        self.add_query_logger(callback)
+        try:
+            yield
+        finally:
+            self.remove_query_logger(callback)
+
+    def _logged(self, run: Any, query: str, args: Any, timeout: float | None) -> Any:
+        ep = self._engine.endpoint
+        addr = ep.path if ep.path is not None else (ep.host, ep.port)
+        return logged(run, query, args, timeout, addr, self._params, self._report_query)
+
+    def _report_query(self, q: LoggedQuery) -> None:
+        for cb in list(self._query_loggers):
+            self._call(cb, q)
+
+    def _run_logged(
+        self,
+        query: str,
+        args: Sequence[Any],
+        mode: int,
+        column: int,
+        timeout: float | None,
+        record_class: type[Record] | None = None,
+    ) -> Any:
+        run = self._session.run(query, args, mode, column, timeout, record_class)
+        return self._logged(run, query, args, timeout)
 
     # -- queries (asyncpg's names) --------------------------------------------------
 
-    async def fetch(self, query: str, *args: Any, timeout: float | None = None) -> list[Record]:
-        """All rows of ``query`` as Records."""
-        return await self._run(query, args, RowMode.ALL, 0, timeout)  # type: ignore[no-any-return]
+    def _internal(
+        self, query: str, args: Sequence[Any], mode: RowMode, timeout: float | None = None
+    ) -> Any:
+        """A query of the driver's own (catalog lookups): plain Records, not logged."""
+        return self._session.run(query, args, mode, 0, timeout)
 
-    async def fetchrow(self, query: str, *args: Any, timeout: float | None = None) -> Record | None:
+    def _rows_of(self, record_class: Any) -> type[Record] | None:
+        """The rows' class for a call: its ``record_class`` or the connection's."""
+        return self._record_class if record_class is None else record_class_of(record_class)
+
+    async def fetch(
+        self,
+        query: str,
+        *args: Any,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+    ) -> list[Record]:
+        """All rows of ``query`` as Records (of ``record_class``, a Record subclass,
+        when given, else the connection's)."""
+        rc = self._record_class if record_class is None else record_class_of(record_class)
+        return await self._run(query, args, RowMode.ALL, 0, timeout, rc)  # type: ignore[no-any-return]
+
+    async def fetchrow(
+        self,
+        query: str,
+        *args: Any,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+    ) -> Record | None:
         """The first row of ``query``, or None (the server stops after one row)."""
-        return await self._run(query, args, RowMode.FIRST, 0, timeout)  # type: ignore[no-any-return]
+        rc = self._record_class if record_class is None else record_class_of(record_class)
+        return await self._run(query, args, RowMode.FIRST, 0, timeout, rc)  # type: ignore[no-any-return]
 
     async def fetchval(
         self, query: str, *args: Any, column: int = 0, timeout: float | None = None
@@ -247,6 +373,9 @@ class Connection:
         status is returned); with arguments, as a prepared statement."""
         if args:
             return await self._run(query, args, RowMode.STATUS, 0, timeout)  # type: ignore[no-any-return]
+        if self._query_loggers:
+            run = self._session.simple_query(query, timeout)
+            return await self._logged(run, query, args, timeout)  # type: ignore[no-any-return]
         return await self._session.simple_query(query, timeout)
 
     async def executemany(
@@ -255,11 +384,21 @@ class Connection:
         """Run ``command`` for each argument sequence, pipelined, in one implicit
         transaction (all or nothing, as in asyncpg)."""
         arglist = list(args)
-        if arglist:
-            await self._session.run_many(command, arglist, timeout)
+        if not arglist:
+            return
+        run = self._session.run_many(command, arglist, timeout)
+        if self._query_loggers:
+            await self._logged(run, command, arglist, timeout)
+        else:
+            await run
 
     async def fetchmany(
-        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+        self,
+        query: str,
+        args: Iterable[Sequence[Any]],
+        *,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
     ) -> list[Record]:
         """``query`` once per argument sequence, all rows in order, in one
         transaction (all or nothing, as asyncpg's). The queries are pipelined."""
@@ -270,7 +409,10 @@ class Connection:
             # Tasks started inside the transaction go through its gate (see
             # transaction.py), so the queries leave together.
             got = await asyncio.gather(
-                *(self.fetch(query, *a, timeout=timeout) for a in arglist),
+                *(
+                    self.fetch(query, *a, timeout=timeout, record_class=record_class)
+                    for a in arglist
+                ),
                 return_exceptions=True,
             )
             for g in got:
@@ -278,26 +420,43 @@ class Connection:
                     raise g
         return [row for rows in got for row in rows]  # type: ignore[union-attr]
 
-    async def prepare(self, query: str, *, timeout: float | None = None) -> PreparedStatement:
-        """A prepared statement for ``query`` (shared with the statement cache)."""
+    async def prepare(
+        self,
+        query: str,
+        *,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+        name: str | None = None,
+    ) -> PreparedStatement:
+        """A prepared statement for ``query`` (shared with the statement cache); its
+        rows are of ``record_class`` when given. ``name`` is taken for asyncpg's
+        signature: the server-side name is the cache's (`get_name` tells it)."""
+        rc = self._rows_of(record_class)
         stmt = await self._session.prepare(query, timeout)
         oids = {*stmt.param_types, *(o for _, o in stmt.columns)}
         unknown = [o for o in oids if o not in self._types]
         if unknown:
             # Names, kinds and schemas as asyncpg reports them; one query per new
             # set of types, kept for the connection (`reload_schema_state` forgets).
-            for oid, name, kind, schema in await self.fetch(TYPES_QUERY, unknown):
+            found = await self._internal(TYPES_QUERY, (unknown,), RowMode.ALL, timeout)
+            for oid, name, kind, schema in found:
                 self._types[oid] = Type(oid, name, kind, schema)
         return PreparedStatement(
-            self._session, query, stmt, self._types, self.cursor, self.transaction
+            self._session, query, stmt, self._types, self.cursor, self.transaction, rc
         )
 
     def cursor(
-        self, query: str, *args: Any, prefetch: int | None = None, timeout: float | None = None
+        self,
+        query: str,
+        *args: Any,
+        prefetch: int | None = None,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
     ) -> CursorFactory:
         """Rows of ``query`` in pieces, inside a transaction: ``async for row in
         conn.cursor(q)`` (``prefetch`` rows per round trip) or ``cur = await conn.cursor(q)``."""
-        return CursorFactory(self._session, query, args, prefetch, timeout)
+        rc = self._rows_of(record_class)
+        return CursorFactory(self._session, query, args, prefetch, timeout, rc)
 
     def transaction(
         self, *, isolation: str | None = None, readonly: bool = False, deferrable: bool = False
@@ -326,9 +485,10 @@ class Connection:
           UTC)``, interval ``(months, days, microseconds)``, a composite type its
           fields; ±infinity are the integer limits.
 
-        A text-format codec on json or jsonb also runs on the elements of their
-        arrays, as asyncpg's; arrays of other types, and composites with a field
-        of the type, keep the built-in handling (asyncpg would use the codec there)."""
+        A text-format codec on a built-in type also runs on the elements of its
+        arrays, as asyncpg's (the array then travels in its text form); arrays of
+        types looked up in the catalog, and composites with a field of the type,
+        keep the built-in handling (asyncpg would use the codec there)."""
         if format not in ("text", "binary", "tuple"):
             raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
         oid, kind = await self._type_info(typename, schema)
@@ -379,12 +539,12 @@ class Connection:
 
     async def _type_info(self, typename: str, schema: str) -> tuple[int, str]:
         """The oid and the typtype ('b' base, 'c' composite, 'd' domain ...) of a type."""
-        row = await self.fetchrow(
+        row = await self._internal(
             "SELECT t.oid, t.typtype::text FROM pg_catalog.pg_type t"
             " JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"
             " WHERE t.typname = $1 AND n.nspname = $2",
-            typename,
-            schema,
+            (typename, schema),
+            RowMode.FIRST,
         )
         if row is None:
             raise InterfaceError(f"no type {schema}.{typename}")
@@ -463,14 +623,15 @@ class Connection:
             raise InvalidArgumentError(
                 f"the query takes {len(oids)} argument(s), {len(args)} given"
             )
-        names = await self.fetchval(
+        names = await self._internal(
             "SELECT array_agg(format_type(t, NULL) ORDER BY n)"
             " FROM unnest($1::oid[]) WITH ORDINALITY AS u(t, n)",
-            oids,
-            timeout=timeout,
+            (oids,),
+            RowMode.VALUE,
+            timeout,
         )
         quoted = ", ".join(f"quote_nullable(${i}::{t}::text)" for i, t in enumerate(names, 1))
-        literals = await self.fetchrow(f"SELECT {quoted}", *args, timeout=timeout)
+        literals = await self._internal(f"SELECT {quoted}", args, RowMode.FIRST, timeout)
         assert literals is not None
         return re.sub(
             r"\$(\d+)\b",

@@ -28,7 +28,7 @@ _names = itertools.count(1)
 class CursorFactory:
     """What ``conn.cursor(...)`` returns: ``async for row in ...`` or ``await``."""
 
-    __slots__ = ("_args", "_prefetch", "_query", "_session", "_timeout")
+    __slots__ = ("_args", "_prefetch", "_query", "_record_class", "_session", "_timeout")
 
     def __init__(
         self,
@@ -37,6 +37,7 @@ class CursorFactory:
         args: Sequence[Any],
         prefetch: int | None,
         timeout: float | None,
+        record_class: type[Record] | None = None,
     ) -> None:
         if prefetch is not None and prefetch <= 0:
             raise InterfaceError(f"prefetch must be positive, not {prefetch}")
@@ -45,12 +46,13 @@ class CursorFactory:
         self._args = args
         self._prefetch = prefetch or DEFAULT_PREFETCH
         self._timeout = timeout
+        self._record_class = record_class
 
     def __await__(self) -> Generator[Any, None, Cursor]:
         return self._open().__await__()
 
     async def _open(self) -> Cursor:
-        cur = Cursor(self._session, self._timeout)
+        cur = Cursor(self._session, self._timeout, self._record_class)
         await cur._open(self._query, self._args)
         return cur
 
@@ -70,10 +72,21 @@ class CursorFactory:
 class Cursor:
     """An open cursor: `fetch(n)`, `fetchrow()`, `forward(n)`, `close()`."""
 
-    __slots__ = ("_closed", "_portal", "_session", "_stmt", "_timeout", "exhausted")
+    __slots__ = (
+        "_closed",
+        "_portal",
+        "_record_class",
+        "_session",
+        "_stmt",
+        "_timeout",
+        "exhausted",
+    )
 
-    def __init__(self, session: Session, timeout: float | None) -> None:
+    def __init__(
+        self, session: Session, timeout: float | None, record_class: type[Record] | None = None
+    ) -> None:
         self._session = session
+        self._record_class = record_class
         self._timeout = timeout
         self._stmt: Statement | None = None
         self._portal = f"__surge_portal_{next(_names)}"
@@ -107,7 +120,13 @@ class Cursor:
         # A COPY ... FROM STDIN starts on this Execute: it goes out alone (see
         # session.py, the alone gate) and is refused with CopyFail as `execute` is.
         rows, more = await s.send(
-            s.codec.execute_portal, stmt, self._portal, n, timeout=self._timeout, alone=stmt.copy_in
+            s.codec.execute_portal,
+            stmt,
+            self._portal,
+            n,
+            self._record_class,
+            timeout=self._timeout,
+            alone=stmt.copy_in,
         )
         self.exhausted = not more
         return rows  # type: ignore[no-any-return]

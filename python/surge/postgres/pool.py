@@ -39,6 +39,8 @@ DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME = 300.0
 
 #: A pool hook: a coroutine function taking the connection.
 Hook = Callable[[Connection], Awaitable[Any]]
+#: `connect`'s arguments (a DSN, keywords) made into parameters and options.
+Configure = Callable[..., tuple[ConnectParams, dict[str, Any]]]
 
 
 def _in_flight(c: Connection) -> int:
@@ -64,6 +66,8 @@ class Pool:
         reset: Hook | None = None,
         max_queries: int = DEFAULT_MAX_QUERIES,
         max_inactive_connection_lifetime: float = DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
+        connection_class: type[Connection] = Connection,
+        configure: Configure | None = None,
     ) -> None:
         if not 0 <= min_size <= max_size or max_size < 1:
             raise InterfaceError(
@@ -79,6 +83,8 @@ class Pool:
         self.min_size = min_size
         self.max_size = max_size
         self._kwargs = connect_kwargs
+        self._connection_class = connection_class
+        self._configure = configure
         self._init_hook, self._setup_hook, self._reset_hook = init, setup, reset
         self._max_queries = max_queries
         self._max_idle = max_inactive_connection_lifetime
@@ -108,7 +114,7 @@ class Pool:
         return self
 
     def _new(self) -> Connection:
-        c = Connection(self._params, **self._kwargs)
+        c = self._connection_class(self._params, **self._kwargs)
         self._all.append(c)
         return c
 
@@ -263,6 +269,14 @@ class Pool:
                 self._touch(conn)
             self._wake()
 
+    def set_connect_args(self, dsn: str | None = None, **connect_kwargs: Any) -> None:
+        """Connect the connections made from now on with ``dsn`` and
+        ``connect_kwargs`` (`connect`'s), in place of the pool's (asyncpg's call;
+        `expire_connections` replaces the open ones)."""
+        if self._configure is None:
+            raise InterfaceError("this pool was not made by create_pool")
+        self._params, self._kwargs = self._configure(dsn, **connect_kwargs)
+
     async def expire_connections(self) -> None:
         """Close every connection now free and each held one when released, so new
         ones (with new `set_connect_args` or server settings) replace them."""
@@ -279,13 +293,27 @@ class Pool:
             if not w.done():
                 w.set_result(None)
 
-    async def fetch(self, query: str, *args: Any, timeout: float | None = None) -> list[Record]:
+    async def fetch(
+        self,
+        query: str,
+        *args: Any,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+    ) -> list[Record]:
         """`Connection.fetch` on the least busy free connection."""
-        return await (await self._free(False)).fetch(query, *args, timeout=timeout)
+        c = await self._free(False)
+        return await c.fetch(query, *args, timeout=timeout, record_class=record_class)
 
-    async def fetchrow(self, query: str, *args: Any, timeout: float | None = None) -> Record | None:
+    async def fetchrow(
+        self,
+        query: str,
+        *args: Any,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
+    ) -> Record | None:
         """`Connection.fetchrow` on the least busy free connection."""
-        return await (await self._free(False)).fetchrow(query, *args, timeout=timeout)
+        c = await self._free(False)
+        return await c.fetchrow(query, *args, timeout=timeout, record_class=record_class)
 
     async def fetchval(
         self, query: str, *args: Any, column: int = 0, timeout: float | None = None
@@ -296,11 +324,16 @@ class Pool:
         )
 
     async def fetchmany(
-        self, query: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
+        self,
+        query: str,
+        args: Iterable[Sequence[Any]],
+        *,
+        timeout: float | None = None,
+        record_class: type[Record] | None = None,
     ) -> list[Record]:
         """`Connection.fetchmany` (a transaction) on a connection held for it."""
         async with self.acquire() as conn:
-            return await conn.fetchmany(query, args, timeout=timeout)
+            return await conn.fetchmany(query, args, timeout=timeout, record_class=record_class)
 
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
         """`Connection.execute` on the least busy free connection."""

@@ -57,7 +57,16 @@ class Attribute(NamedTuple):
 class PreparedStatement:
     """A prepared query: run it with arguments, inspect its types."""
 
-    __slots__ = ("_cursor", "_query", "_session", "_stmt", "_transaction", "_types")
+    __slots__ = (
+        "_cursor",
+        "_query",
+        "_record_class",
+        "_session",
+        "_statusmsg",
+        "_stmt",
+        "_transaction",
+        "_types",
+    )
 
     def __init__(
         self,
@@ -67,8 +76,11 @@ class PreparedStatement:
         types: Mapping[int, Type] | None = None,
         cursor: Opener | None = None,
         transaction: Opener | None = None,
+        record_class: type[Record] | None = None,
     ) -> None:
         self._session = session
+        self._record_class = record_class
+        self._statusmsg: str | None = None
         self._query = query
         self._stmt = stmt
         self._types = types or {}
@@ -94,21 +106,34 @@ class PreparedStatement:
         """The result columns."""
         return tuple(Attribute(n, self._type(o)) for n, o in self._stmt.columns)
 
+    def get_statusmsg(self) -> str | None:
+        """The command status of its last run (``"SELECT 3"``, ``"UPDATE 3"``), as
+        asyncpg's: None before any, or when a fetchrow/fetchval stopped after its row."""
+        return self._statusmsg
+
+    async def _run(self, mode: RowMode, args: Any, column: int, timeout: float | None) -> Any:
+        s = self._session
+        mode_tagged = mode | RowMode.TAGGED
+        got, self._statusmsg = await s.run(
+            self._query, args, mode_tagged, column, timeout, self._record_class
+        )
+        return got
+
     async def fetch(self, *args: Any, timeout: float | None = None) -> list[Record]:
         """All rows."""
-        return await self._session.run(self._query, args, RowMode.ALL, 0, timeout)  # type: ignore[no-any-return]
+        return await self._run(RowMode.ALL, args, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchrow(self, *args: Any, timeout: float | None = None) -> Record | None:
         """The first row, or None."""
-        return await self._session.run(self._query, args, RowMode.FIRST, 0, timeout)  # type: ignore[no-any-return]
+        return await self._run(RowMode.FIRST, args, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchval(self, *args: Any, column: int = 0, timeout: float | None = None) -> Any:
         """Column ``column`` of the first row, or None."""
-        return await self._session.run(self._query, args, RowMode.VALUE, column, timeout)
+        return await self._run(RowMode.VALUE, args, column, timeout)
 
     async def execute(self, *args: Any, timeout: float | None = None) -> str:
         """Run it; returns the status (``"UPDATE 3"``)."""
-        return await self._session.run(self._query, args, RowMode.STATUS, 0, timeout)  # type: ignore[no-any-return]
+        return await self._run(RowMode.STATUS, args, 0, timeout)  # type: ignore[no-any-return]
 
     async def fetchmany(self, args: Any, *, timeout: float | None = None) -> list[Record]:
         """The rows of each argument sequence, in order, in one transaction."""
@@ -129,7 +154,9 @@ class PreparedStatement:
     def cursor(self, *args: Any, prefetch: int | None = None, timeout: float | None = None) -> Any:
         """Rows in pieces, inside a transaction, as `Connection.cursor`."""
         assert self._cursor is not None, "made by Connection.prepare"
-        return self._cursor(self._query, *args, prefetch=prefetch, timeout=timeout)
+        return self._cursor(
+            self._query, *args, prefetch=prefetch, timeout=timeout, record_class=self._record_class
+        )
 
     async def explain(self, *args: Any, analyze: bool = False) -> Any:
         """The plan as PostgreSQL's JSON (``EXPLAIN (FORMAT JSON, VERBOSE)``), parsed;

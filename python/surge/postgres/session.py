@@ -49,10 +49,10 @@ from contextvars import ContextVar
 from enum import IntEnum
 from typing import Any, Protocol
 
-from surge._core import PgCodec, Statement, StatementGone
+from surge._core import PgCodec, Record, Statement, StatementGone
 from surge.engine import _DEFAULT as _ENGINE_DEFAULT
 from surge.engine import PipelinedConnection
-from surge.errors import RequestTimeoutError
+from surge.errors import InterfaceError, RequestTimeoutError
 from surge.postgres import introspection
 from surge.postgres._sqlstate import (
     FeatureNotSupportedError,
@@ -61,7 +61,11 @@ from surge.postgres._sqlstate import (
 )
 from surge.postgres.errors import InvalidArgumentError, OutdatedSchemaCacheError, PostgresError
 from surge.postgres.serverversion import ServerVersion, server_version
-from surge.postgres.statement_cache import StatementCache
+from surge.postgres.statement_cache import (
+    DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
+    DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
+    StatementCache,
+)
 
 
 class Holder(Protocol):
@@ -93,6 +97,24 @@ class RowMode(IntEnum):
     VALUE = 2
     #: The command status ("INSERT 0 1"), rows dropped.
     STATUS = 3
+    #: Added to another mode: ``(reply, status or None)`` (None: a fetchrow's
+    #: portal suspended after its row).
+    TAGGED = 4
+
+
+def record_class_of(cls: Any) -> type[Record] | None:
+    """asyncpg's ``record_class`` argument, checked as asyncpg checks it; None for
+    `Record` itself (the rows need no class of their own then)."""
+    if cls is None or cls is Record:
+        return None
+    if not isinstance(cls, type) or not issubclass(cls, Record):
+        raise InterfaceError(
+            f"record_class is expected to be a subclass of surge.postgres.Record, got {cls!r}"
+        )
+    # Rows are made natively, as Records are, without calling the class.
+    if cls.__new__ is not Record.__new__ or cls.__init__ is not Record.__init__:
+        raise InterfaceError("record_class must not redefine __new__ or __init__")
+    return cls
 
 
 class NotSentTimeout(RequestTimeoutError):
@@ -126,10 +148,17 @@ class Session:
         engine: PipelinedConnection,
         codec: PgCodec,
         statement_cache_size: int,
+        max_cacheable_statement_size: int = DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
+        max_cached_statement_lifetime: float = DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
     ) -> None:
         self.engine = engine
         self.codec = codec
-        self.cache = StatementCache(statement_cache_size, self.close_statement)
+        self.cache = StatementCache(
+            statement_cache_size,
+            self.close_statement,
+            max_cacheable_statement_size,
+            max_cached_statement_lifetime,
+        )
         #: The transaction holding the connection, if any (see `claim`).
         self.tx: Holder | None = None
         self._preparing: dict[str, asyncio.Future[Statement]] = {}
@@ -446,12 +475,21 @@ class Session:
         return None if t is None else asyncio.get_running_loop().time() + t
 
     async def run(
-        self, query: str, args: Sequence[Any], mode: RowMode, column: int, timeout: float | None
+        self,
+        query: str,
+        args: Sequence[Any],
+        mode: int,
+        column: int,
+        timeout: float | None,
+        record_class: type[Record] | None = None,
     ) -> Any:
-        """Bind and execute ``query`` (prepared first if need be) in row mode ``mode``;
-        the caller's timeout covers preparing and running together."""
+        """Bind and execute ``query`` (prepared first if need be) in row mode ``mode``,
+        rows of ``record_class`` (see `record_class_of`; None: Record); the
+        caller's timeout covers preparing and running together."""
         stmt = self.cache.get(query)
         deadline = None
+        #: Prepared for this call (not found in the cache): maybe not to be kept.
+        fresh = stmt is None
         if stmt is None:
             deadline = self._deadline(timeout)
             stmt = await self.prepare(query, timeout)
@@ -467,6 +505,7 @@ class Session:
                     args,
                     mode,
                     column,
+                    record_class,
                     timeout=timeout,
                     alone=stmt.copy_in,
                 )
@@ -494,11 +533,12 @@ class Session:
                     raise
                 self.cache.discard(query)
             else:
-                if self.cache.max_size <= 0:
+                if fresh and not self.cache.keeps(query):
                     self.close_statement(stmt)
                 return result
             if deadline is None:
                 deadline = self._deadline(timeout)
+            fresh = True
             stmt = await self.prepare(query, timeout)
         raise AssertionError("unreachable")
 

@@ -16,6 +16,7 @@ from surge.redis.cluster import (
 )
 from surge.redis.cluster_pipeline import ClusterPipeline
 from surge.redis.cluster_pubsub import ClusterPubSub
+from surge.redis.connection_pool import BlockingConnectionPool, ConnectionPool
 from surge.redis.encoder import Encoder
 from surge.redis.errors import (
     AuthenticationError,
@@ -43,6 +44,7 @@ from surge.redis.sentinel import MasterNotFoundError, Sentinel, SlaveNotFoundErr
 
 __all__ = [
     "AuthenticationError",
+    "BlockingConnectionPool",
     "BusyLoadingError",
     "ClusterDownError",
     "ClusterError",
@@ -50,6 +52,7 @@ __all__ = [
     "ClusterPipeline",
     "ClusterPubSub",
     "ConnectionError",
+    "ConnectionPool",
     "CrossSlotTransactionError",
     "DataError",
     "Encoder",

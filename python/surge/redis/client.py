@@ -33,6 +33,7 @@ from surge.redis.blocking import (
     is_blocking,
 )
 from surge.redis.commands import Commands, Reply, _plain_set
+from surge.redis.connection_pool import ConnectionPool
 from surge.redis.errors import DataError, make_error
 
 if TYPE_CHECKING:
@@ -162,7 +163,16 @@ class Redis(Commands):
         auto_close_connection_pool: bool | None = None,
         lib_name: str | None = None,
         lib_version: str | None = None,
+        connection_pool: ConnectionPool | None = None,
     ) -> None:
+        if connection_pool is not None:
+            # A view of the pool's one client (see `connection_pool.py`): the same
+            # connection and state, shared through one attribute dict, so that a
+            # client made per request costs no connection. The other keywords are
+            # the pool's, as in redis-py.
+            self.__dict__ = connection_pool.client().__dict__
+            return
+        given = {k: v for k, v in locals().items() if k not in ("self", "connection_pool")}
         if protocol not in (2, 3):
             raise DataError(f"protocol must be 2 or 3, not {protocol!r}")
         # redis-py's socket options map onto surge's: socket_timeout bounds each
@@ -209,6 +219,8 @@ class Redis(Commands):
         self.decode_responses = decode_responses
         self._protocol = protocol
         self.client_name = client_name
+        #: The keywords it was made with (`connection_pool.connection_kwargs`).
+        self._given = given
         self._engine_options: dict[str, Any] = {
             "connect_timeout": connect_timeout,
             "request_timeout": request_timeout,
@@ -380,10 +392,42 @@ class Redis(Commands):
     def __await__(self) -> Generator[Any, None, Redis]:
         return self.connect().__await__()
 
-    async def close(self) -> None:
-        """Close; pending commands fail with ClosedError."""
+    async def close(self, close_connection_pool: bool | None = None) -> None:
+        """Close; pending commands fail with ClosedError. A client made from a
+        `ConnectionPool` leaves the pool's connection to its other clients, unless
+        it was made by `from_pool` or ``close_connection_pool`` is true (then the
+        pool is disconnected, as in redis-py)."""
+        pool = self.__dict__.get("_connection_pool")
+        if pool is not None and self is not pool._client:
+            owner = self in pool._owners
+            if close_connection_pool or (close_connection_pool is None and owner):
+                await pool.aclose()
+            return
         await self._blocking.close()
         await self._engine.close()
+
+    @property
+    def connection_pool(self) -> ConnectionPool:
+        """redis-py's pool object: the keywords of this client's connection
+        (``connection_kwargs``) and `ConnectionPool.disconnect`."""
+        pool = self.__dict__.get("_connection_pool")
+        if pool is None:
+            kwargs = dict(self._given)
+            pool = ConnectionPool(max_connections=kwargs.pop("max_connections"), **kwargs)
+            pool._client = self
+            self.__dict__["_connection_pool"] = pool
+        return pool  # type: ignore[no-any-return]
+
+    def get_connection_kwargs(self) -> dict[str, Any]:
+        """The keywords of this client's connection (redis-py's call)."""
+        return self.connection_pool.connection_kwargs
+
+    @classmethod
+    def from_pool(cls, connection_pool: ConnectionPool) -> Redis:
+        """A client of ``connection_pool`` that disconnects the pool when closed."""
+        r = cls(connection_pool=connection_pool)
+        connection_pool._owners.add(r)
+        return r
 
     aclose = close
 
@@ -480,6 +524,11 @@ class Redis(Commands):
         (commands pipelined behind QUIT fail, as on any connection) and the next
         command reconnects."""
         ok = await self._exec(replies.ok, "QUIT")
+        await self._drop()
+        return ok
+
+    async def _drop(self) -> None:
+        """Drop the connection now; the next command opens a new one."""
         self._engine.abort()
         # The transport reports the loss on a later loop iteration: until then a
         # new command would still be written to the closing connection.
@@ -487,7 +536,6 @@ class Redis(Commands):
             if not self._engine.is_connected:
                 break
             await asyncio.sleep(0)
-        return ok
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Redis:

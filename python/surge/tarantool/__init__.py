@@ -17,8 +17,9 @@ from surge.tarantool.errors import (
     TarantoolSchemaError,
 )
 from surge.tarantool.pool import NoHealthyInstanceError, Pool
+from surge.tarantool.push import PushFuture, PushIterator
 from surge.tarantool.transaction import ISOLATION_LEVELS, Transaction
-from surge.tarantool.types import Adjust, ErrorInfo, ExtValue, Interval
+from surge.tarantool.types import Adjust, ConnectionState, ErrorInfo, ExtValue, Interval
 from surge.tarantool.watch import Watcher
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Adjust",
     "AuthenticationError",
     "Connection",
+    "ConnectionState",
     "DatabaseError",
     "DuplicateKeyError",
     "ErrorInfo",
@@ -35,6 +37,8 @@ __all__ = [
     "Interval",
     "NoHealthyInstanceError",
     "Pool",
+    "PushFuture",
+    "PushIterator",
     "SQLResult",
     "SchemaError",
     "TarantoolDatabaseError",

@@ -49,8 +49,10 @@ from surge.tarantool.errors import (
     make_error,
 )
 from surge.tarantool.faults import describe, is_expected, log, traceback_of
+from surge.tarantool.push import PushFuture, encode_subscribed
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
+from surge.tarantool.types import ConnectionState
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
 
 #: Select iterators by name, as box.index has them.
@@ -215,6 +217,8 @@ class Connection:
         self._rewatch_idle = False
         self._closing = False
         self._tx_open: set[Transaction] = set()
+        #: Requests made with ``push_subscribe=True`` until answered, by sync.
+        self._pushes: dict[int, PushFuture] = {}
         self._stream_ids = 0
         # The greeting of the connection being made, if it came before the
         # handshake asked for it (with the engine's protocol it came on); else the
@@ -295,6 +299,31 @@ class Connection:
     def is_connected(self) -> bool:
         """True once connected, authenticated and the schema is loaded."""
         return self._engine.is_connected
+
+    @property
+    def is_fully_connected(self) -> bool:
+        """asynctnt's name for `is_connected` (authenticated, schema loaded)."""
+        return self._engine.is_connected
+
+    @property
+    def state(self) -> ConnectionState:
+        """Where the connection stands, as asynctnt's `ConnectionState` (a lazy
+        connection not yet used is DISCONNECTED; after a loss, until the next
+        request reconnects it, too)."""
+        e = self._engine
+        if self._closing:
+            return ConnectionState.DISCONNECTED if e.is_closed else ConnectionState.DISCONNECTING
+        if e.is_connected:
+            return ConnectionState.CONNECTED
+        if e.is_connecting:
+            return ConnectionState.RECONNECTING if self._losses else ConnectionState.CONNECTING
+        return ConnectionState.DISCONNECTED
+
+    @property
+    def schema_id(self) -> int | None:
+        """The server's schema version the cached schema was read at (asynctnt's
+        name); None while not connected."""
+        return self.schema.version if self._engine.is_connected and self.schema_loads else None
 
     @property
     def version(self) -> tuple[int, int, int] | None:
@@ -387,7 +416,11 @@ class Connection:
 
     def _out_of_band(self, value: Any) -> None:
         kind = value[0]
-        if kind == "event":
+        if kind == "push":
+            sub = self._pushes.get(value[1])
+            if sub is not None:  # (else nobody subscribed: dropped, as in asynctnt)
+                sub.push(value[2])
+        elif kind == "event":
             self._watches.on_event(value[1], value[2])
         elif kind == "greeting":
             waiter = self._greeting_waiter
@@ -844,15 +877,45 @@ class Connection:
             tmo,
         )
 
-    def call(self, function: str, args: Sequence[Any] = (), *, timeout: float | None = None) -> Any:
-        """Call a stored (Lua) function; returns the list of its return values."""
+    def call(
+        self,
+        function: str,
+        args: Sequence[Any] = (),
+        *,
+        timeout: float | None = None,
+        push_subscribe: bool = False,
+    ) -> Any:
+        """Call a stored (Lua) function; returns the list of its return values.
+        ``push_subscribe``: a `PushFuture`, whose ``box.session.push`` messages
+        `PushIterator` yields (asynctnt's)."""
         send = self._sender() if self._tx_open else self._req
+        if push_subscribe:
+            return self._subscribed(send, self._codec.call, function, args, timeout)
         return send(self._codec.call, function, args, timeout=_timeout(timeout))
 
-    def eval(self, expr: str, args: Sequence[Any] = (), *, timeout: float | None = None) -> Any:
-        """Evaluate Lua (`...` holds args); returns the list of its return values."""
+    def eval(
+        self,
+        expr: str,
+        args: Sequence[Any] = (),
+        *,
+        timeout: float | None = None,
+        push_subscribe: bool = False,
+    ) -> Any:
+        """Evaluate Lua (`...` holds args); returns the list of its return values
+        (``push_subscribe`` as in `call`)."""
         send = self._sender() if self._tx_open else self._req
+        if push_subscribe:
+            return self._subscribed(send, self._codec.eval, expr, args, timeout)
         return send(self._codec.eval, expr, args, timeout=_timeout(timeout))
+
+    def _subscribed(
+        self, send: Any, encode: Any, what: str, args: Sequence[Any], timeout: float | None
+    ) -> PushFuture:
+        sub = PushFuture()
+        reply = send(
+            encode_subscribed, self._pushes, sub, encode, what, args, timeout=_timeout(timeout)
+        )
+        return sub.track(reply, self._pushes)
 
     def execute(self, query: str | int, params: Any = (), *, timeout: float | None = None) -> Any:
         """Run SQL (text or a prepared statement id) with positional or named params;

@@ -7,6 +7,16 @@ import enum
 from typing import Any, NamedTuple
 
 
+class ConnectionState(enum.IntEnum):
+    """Where a connection stands (asynctnt's names and values)."""
+
+    CONNECTING = 1
+    CONNECTED = 2
+    RECONNECTING = 3
+    DISCONNECTING = 4
+    DISCONNECTED = 5
+
+
 class Adjust(enum.IntEnum):
     """How adding months to the end of a month behaves (Tarantool's `adjust`)."""
 

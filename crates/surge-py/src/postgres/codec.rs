@@ -75,16 +75,21 @@ enum Mode {
     Status,
 }
 
+/// Added to a mode: the reply is `(value, command tag or None)` (asyncpg's
+/// `PreparedStatement.get_statusmsg` reads the tag; None when the portal was
+/// suspended after the one row fetchrow asks for).
+const MODE_TAGGED: u8 = 4;
+
 impl Mode {
     fn from_int(m: u8) -> PyResult<Mode> {
-        Ok(match m {
+        Ok(match m & !MODE_TAGGED {
             0 => Mode::All,
             1 => Mode::First,
             2 => Mode::Value,
             3 => Mode::Status,
             _ => {
                 return Err(PyTypeError::new_err(
-                    "mode is 0 (all), 1 (first), 2 (value) or 3 (status)",
+                    "mode is 0 (all), 1 (first), 2 (value) or 3 (status), + 4 (tagged)",
                 ))
             }
         })
@@ -104,10 +109,15 @@ enum Kind {
         stmt: Py<Statement>,
         mode: Mode,
         column: usize,
+        /// The rows' class when not `Record` (asyncpg's ``record_class``).
+        class: Option<Py<PyType>>,
+        /// The reply carries the command tag too (`MODE_TAGGED`).
+        tagged: bool,
     },
     /// Execute of a named portal (a cursor): all rows it gives, and whether more remain.
     Portal {
         stmt: Py<Statement>,
+        class: Option<Py<PyType>>,
     },
     Many,
     Close,
@@ -505,9 +515,11 @@ impl PgCodec {
 
     /// Bind + Execute + Sync of a prepared statement. `mode`: 0 all rows (a list
     /// of Records), 1 the first row (or None), 2 column `column` of the first
-    /// row, 3 the command tag. Raises `StatementGone` for a stale statement and
-    /// the DataError for arguments that do not fit (nothing is sent then).
-    #[pyo3(signature = (stmt, args, mode=0, column=0))]
+    /// row, 3 the command tag, plus 4 for `(reply, tag)`; rows are instances of `record_class` (a subclass
+    /// of Record, checked by the caller) when given. Raises `StatementGone` for a
+    /// stale statement and the DataError for arguments that do not fit (nothing
+    /// is sent then).
+    #[pyo3(signature = (stmt, args, mode=0, column=0, record_class=None))]
     fn bind_execute(
         &mut self,
         py: Python<'_>,
@@ -515,7 +527,9 @@ impl PgCodec {
         args: &Bound<'_, PyAny>,
         mode: u8,
         column: usize,
+        record_class: Option<Bound<'_, PyType>>,
     ) -> PyResult<u64> {
+        let tagged = mode & MODE_TAGGED != 0;
         let mode = Mode::from_int(mode)?;
         let s = stmt.get();
         // No columns at all (an INSERT without RETURNING): None, as in asyncpg.
@@ -542,6 +556,8 @@ impl PgCodec {
             stmt: stmt.clone().unbind(),
             mode,
             column,
+            class: record_class.map(Bound::unbind),
+            tagged,
         }))
     }
 
@@ -589,18 +605,22 @@ impl PgCodec {
     }
 
     /// Execute up to `max_rows` rows of `portal` (0: all), + Sync; answers
-    /// `(rows, more)`, `more` true when the portal has rows left.
+    /// `(rows, more)`, `more` true when the portal has rows left; rows of
+    /// `record_class` as in `bind_execute`.
+    #[pyo3(signature = (stmt, portal, max_rows, record_class=None))]
     fn execute_portal(
         &mut self,
         py: Python<'_>,
         stmt: &Bound<'_, Statement>,
         portal: &str,
         max_rows: i32,
+        record_class: Option<Bound<'_, PyType>>,
     ) -> PyResult<u64> {
         fe::execute(&mut self.wbuf, portal, max_rows.max(0)).map_err(|e| self.wire_err(py, e))?;
         fe::sync(&mut self.wbuf);
         Ok(self.push(Kind::Portal {
             stmt: stmt.clone().unbind(),
+            class: record_class.map(Bound::unbind),
         }))
     }
 

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::pyclass::CompareOp;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyInt, PyList, PySlice, PyString, PyTuple, PyType};
 
@@ -66,10 +67,12 @@ pub fn record_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     Ok(TYPE.get_or_try_init(py, || make_type(py))?.bind(py))
 }
 
-/// A Record of `n` values made by `f` from `items`, with the names of `desc`.
+/// A Record of `n` values made by `f` from `items`, with the names of `desc`;
+/// an instance of `class` (a subclass of Record, asyncpg's ``record_class``) when given.
 pub fn new_record<I, T>(
     py: Python<'_>,
     desc: &Arc<Desc>,
+    class: Option<&Py<PyType>>,
     n: usize,
     items: I,
     mut f: impl FnMut(T) -> PyResult<PyObject>,
@@ -77,12 +80,18 @@ pub fn new_record<I, T>(
 where
     I: Iterator<Item = T>,
 {
-    let tp = record_type(py)?;
+    let tp = match class {
+        Some(c) => c.bind(py),
+        None => record_type(py)?,
+    };
     let len = ffi::Py_ssize_t::try_from(n)
         .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("too many columns"))?;
-    // SAFETY: the GIL is held; PyType_GenericAlloc returns a new, zeroed object of
-    // `len` items (its value slots NULL, `desc` NULL) with a reference to the type,
-    // or NULL with an exception. Owned as `rec` at once: an early return frees it
+    // SAFETY: the GIL is held; `tp` is Record or a subclass of it (checked by the
+    // caller, `check_record_class`), so its layout starts with `RecordObject` and
+    // its items are the value slots. PyType_GenericAlloc returns a new, zeroed
+    // object of `len` items (its value slots NULL, `desc` NULL) with a reference
+    // to the type (GC-tracked when a Python subclass asks for it), or NULL with
+    // an exception. Owned as `rec` at once: an early return frees it
     // through `dealloc`, which skips NULL slots and a NULL `desc`.
     let rec: PyObject = unsafe {
         let p = ffi::PyType_GenericAlloc(tp.as_ptr().cast(), len);
@@ -118,7 +127,7 @@ pub fn record_from_vec(
     desc: &Arc<Desc>,
 ) -> PyResult<PyObject> {
     let n = values.len();
-    new_record(py, desc, n, values.into_iter(), Ok)
+    new_record(py, desc, None, n, values.into_iter(), Ok)
 }
 
 /// The first value slot of `obj`.
@@ -303,29 +312,33 @@ unsafe extern "C" fn richcompare(
     op: c_int,
 ) -> *mut ffi::PyObject {
     guard(ptr::null_mut(), |py| {
-        if op != ffi::Py_EQ && op != ffi::Py_NE {
-            return Ok(obj_ptr(py.NotImplemented()));
-        }
         // SAFETY: live objects, GIL held.
         let (vals, _) = unsafe { parts(slf) };
         // SAFETY: a live object handed in by the interpreter, borrowed for the call.
         let other = unsafe { Bound::from_borrowed_ptr(py, other) };
-        let mine = values_tuple(py, vals)?;
-        let eq = if other.is_instance(record_type(py)?)? {
+        // As asyncpg's: compared as the tuple of its values, with another Record
+        // or a tuple, by every operator (rows sort as tuples do); anything else
+        // is not comparable (`==` then falls back to identity).
+        let theirs = if other.is_instance(record_type(py)?)? {
             // SAFETY: `other` is a live Record.
             let (theirs, _) = unsafe { parts(other.as_ptr()) };
-            mine.eq(values_tuple(py, theirs)?)?
+            values_tuple(py, theirs)?.into_any()
         } else if other.is_instance_of::<PyTuple>() {
-            mine.eq(&other)?
+            other
         } else {
-            false
+            return Ok(obj_ptr(py.NotImplemented()));
+        };
+        let op = match op {
+            ffi::Py_LT => CompareOp::Lt,
+            ffi::Py_LE => CompareOp::Le,
+            ffi::Py_EQ => CompareOp::Eq,
+            ffi::Py_NE => CompareOp::Ne,
+            ffi::Py_GT => CompareOp::Gt,
+            ffi::Py_GE => CompareOp::Ge,
+            _ => return Ok(obj_ptr(py.NotImplemented())),
         };
         Ok(obj_ptr(
-            (eq == (op == ffi::Py_EQ))
-                .into_pyobject(py)?
-                .to_owned()
-                .into_any()
-                .unbind(),
+            values_tuple(py, vals)?.rich_compare(theirs, op)?.unbind(),
         ))
     })
 }
@@ -342,7 +355,10 @@ unsafe extern "C" fn repr(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
     guard(ptr::null_mut(), |py| {
         // SAFETY: a live Record, GIL held.
         let (vals, desc) = unsafe { parts(slf) };
-        let mut s = String::from("<Record");
+        // SAFETY: a live object handed in by the interpreter, borrowed for the call.
+        let tp = unsafe { Bound::from_borrowed_ptr(py, slf) }.get_type();
+        // The class's own name, as asyncpg's (a ``record_class`` shows as itself).
+        let mut s = format!("<{}", tp.name()?.to_str()?);
         for (n, &v) in desc.names.iter().zip(vals) {
             s.push(' ');
             s.push_str(n.bind(py).to_str()?);
@@ -484,9 +500,11 @@ fn make_type(py: Python<'_>) -> PyResult<Py<PyType>> {
         name: c"surge._core.Record".as_ptr(),
         basicsize: std::mem::size_of::<RecordObject>() as c_int,
         itemsize: std::mem::size_of::<*mut ffi::PyObject>() as c_int,
-        // Not subclassable, no instances from Python (a Record comes from a
-        // query), type attributes read-only: as the pyclass was.
+        // Subclassable (asyncpg's ``record_class``: rows of a subclass, made by
+        // `new_record`; the subclass cannot be instantiated either), no instances
+        // from Python (a Record comes from a query), type attributes read-only.
         flags: (ffi::Py_TPFLAGS_DEFAULT
+            | ffi::Py_TPFLAGS_BASETYPE
             | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION
             | ffi::Py_TPFLAGS_IMMUTABLETYPE) as std::ffi::c_uint,
         slots: slots.as_mut_ptr(),

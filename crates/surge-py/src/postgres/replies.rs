@@ -84,9 +84,15 @@ impl PgCodec {
         w: &mut Waiting,
         row: DataRow<'_>,
     ) -> PyResult<()> {
-        let (stmt, mode, column) = match &w.kind {
-            Kind::Rows { stmt, mode, column } => (stmt.get(), mode, column),
-            Kind::Portal { stmt } => (stmt.get(), &Mode::All, &0),
+        let (stmt, mode, column, class) = match &w.kind {
+            Kind::Rows {
+                stmt,
+                mode,
+                column,
+                class,
+                ..
+            } => (stmt.get(), mode, column, class),
+            Kind::Portal { stmt, class } => (stmt.get(), &Mode::All, &0, class),
             _ => return Ok(()), // a simple query's text rows: not asked for
         };
         if row.len() != stmt.column_oids.len() {
@@ -106,6 +112,7 @@ impl PgCodec {
         let rec = new_record(
             py,
             &stmt.desc,
+            class.as_ref(),
             row.len(),
             row.fields().enumerate(),
             |(i, f)| Self::decode_field(py, stmt, i, f),
@@ -143,12 +150,19 @@ impl PgCodec {
                 )?;
                 Py::new(py, s)?.into_any()
             }
-            Kind::Rows { mode, .. } => match mode {
-                Mode::All => PyList::new(py, w.rows)?.into_any().unbind(),
-                Mode::First => w.rows.into_iter().next().unwrap_or_else(|| py.None()),
-                Mode::Value => w.value.unwrap_or_else(|| py.None()),
-                Mode::Status => tag(),
-            },
+            Kind::Rows { mode, tagged, .. } => {
+                let v = match mode {
+                    Mode::All => PyList::new(py, w.rows)?.into_any().unbind(),
+                    Mode::First => w.rows.into_iter().next().unwrap_or_else(|| py.None()),
+                    Mode::Value => w.value.unwrap_or_else(|| py.None()),
+                    Mode::Status => tag(),
+                };
+                if tagged {
+                    (v, tag()).into_pyobject(py)?.into_any().unbind()
+                } else {
+                    v
+                }
+            }
             Kind::Portal { .. } => {
                 // No CommandComplete means PortalSuspended: the cursor has more rows.
                 let more = w.tag.is_none();

@@ -14,19 +14,27 @@ use surge_proto::pgwire::types::{find, Found};
 /// `xml`, whose text and binary forms may differ (see `result_fmt`).
 const XML_OID: u32 = 142;
 /// `json` and `jsonb`: their built-in values are their text, so a text-format
-/// custom codec can run on each element of an array of them.
+/// custom codec can run on each element of an array of them as decoded.
 const JSON_OIDS: [u32; 2] = [114, 3802];
 
-/// The text-format custom codec of the elements of an array of json or jsonb
+/// The text-format custom codec of the elements of a built-in array type
 /// (asyncpg runs a type's codec inside arrays of it too).
 fn element_custom(custom: &CustomMap, oid: u32) -> Option<Arc<Custom>> {
     match find(oid) {
-        Some(Found::ArrayOf(ti)) if JSON_OIDS.contains(&ti.oid) => custom
+        Some(Found::ArrayOf(ti)) => custom
             .get(&ti.oid)
             .filter(|c| c.format == Format::Text)
             .cloned(),
         _ => None,
     }
+}
+
+/// True when an array of `oid` with a text codec on its elements travels in the
+/// array's text form: its elements' text is what the codec takes and gives,
+/// and only json/jsonb decode to their text in the binary form.
+fn array_as_text(custom: &CustomMap, oid: u32) -> bool {
+    element_custom(custom, oid).is_some()
+        && !matches!(find(oid), Some(Found::ArrayOf(ti)) if JSON_OIDS.contains(&ti.oid))
 }
 
 /// What a connection knows of types: its custom codecs (`set_type_codec`) and
@@ -110,6 +118,7 @@ impl Statement {
         // values apart; in the text and binary formats, bytes go to it untouched.
         let codec = |t: u32| match custom.get(&t) {
             Some(c) if c.format != Format::Tuple => None,
+            None if array_as_text(custom, t) => Some(Arc::new(Codec::TextArray)),
             _ => resolve(py, t, registry),
         };
         let fmt = |(t, c): (&u32, &Option<Arc<Codec>>)| match custom.get(t) {

@@ -1,0 +1,155 @@
+"""Programs ported from asyncpg that hook into a connection's life, beside
+asyncpg on the same server: termination listeners, query loggers, a
+connection class of their own, a pool's connect arguments changed live."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import pytest
+import surge.postgres as pg
+
+
+async def _termination(mod: Any, dsn: str) -> list:
+    out: list = []
+    c = await mod.connect(dsn)
+    heard: list = []
+
+    def sync_cb(conn: Any) -> None:
+        heard.append(("sync", conn is c))
+
+    async def async_cb(conn: Any) -> None:
+        heard.append(("async", conn is c))
+
+    c.add_termination_listener(sync_cb)
+    c.add_termination_listener(async_cb)
+    c.add_termination_listener(lambda conn: heard.append("removed"))
+    c.remove_termination_listener(heard.append)  # never added: ignored
+    await c.close()
+    await asyncio.sleep(0.05)
+    out.append(sorted(heard, key=str))
+    heard.clear()
+    t = await mod.connect(dsn)
+    t.add_termination_listener(sync_cb)
+    t.add_termination_listener(lambda conn: heard.append("terminated"))
+    t.remove_termination_listener(sync_cb)
+    t.terminate()
+    await asyncio.sleep(0.05)
+    out.append(heard[:])
+    heard.clear()
+    # The server ends the session (pg_terminate_backend): the listener hears it.
+    k = await mod.connect(dsn)
+    k.add_termination_listener(lambda conn: heard.append("killed"))
+    admin = await mod.connect(dsn)
+    await admin.execute("SELECT pg_terminate_backend($1)", k.get_server_pid())
+    for _ in range(100):
+        if heard:
+            break
+        await asyncio.sleep(0.02)
+    out.append(heard[:])
+    await admin.close()
+    await k.close()
+    return out
+
+
+def test_termination_listeners_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        theirs = await _termination(asyncpg, dsn)
+        assert await _termination(pg, dsn) == theirs
+        assert theirs[2] == ["killed"]
+
+    arun(go())
+
+
+async def _query_log(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    log: list = []
+    c.add_query_logger(log.append)
+    await c.execute("SELECT 1")
+    await c.execute("SELECT $1::int", 1)
+    await c.fetch("SELECT $1::int", 2, timeout=3)
+    await c.fetchrow("SELECT 3")
+    await c.fetchval("SELECT 4")
+    await c.executemany("SELECT $1::int", [(1,), (2,)])
+    with pytest.raises(mod.UndefinedColumnError):
+        await c.fetch("SELECT nope")
+    st = await c.prepare("SELECT 5")
+    await st.fetch()  # a prepared statement's runs are not logged (asyncpg's rule)
+    await asyncio.sleep(0)  # asyncpg calls loggers soon after, not inline
+    with c.query_logger(log.append):  # the same one again: still logged once
+        await c.execute("SELECT 6")
+        await asyncio.sleep(0)
+    c.remove_query_logger(log.append)
+    await c.execute("SELECT 7")  # no logger any more
+    await asyncio.sleep(0)
+    out = [
+        (
+            q.query,
+            list(q.args),
+            q.timeout,
+            type(q.exception).__name__,
+            q.elapsed >= 0,
+            q.conn_addr[1] == int(dsn.rsplit(":", 1)[1].split("/")[0]),
+        )
+        for q in log
+    ]
+    out.append(list(type(log[0])._fields))
+    await c.close()
+    return out
+
+
+def test_query_loggers_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        theirs = await _query_log(asyncpg, dsn)
+        assert await _query_log(pg, dsn) == theirs
+
+    arun(go())
+
+
+async def _connection_class(mod: Any, dsn: str) -> list:
+    class AppConnection(mod.Connection):  # type: ignore[misc, name-defined]
+        async def user_count(self) -> int:
+            return int(await self.fetchval("SELECT 42"))
+
+    c = await mod.connect(dsn, connection_class=AppConnection)
+    out: list = [type(c).__name__, await c.user_count()]
+    await c.close()
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1, connection_class=AppConnection)
+    async with pool.acquire() as pc:
+        out.append(await pc.user_count())
+    await pool.close()
+    with pytest.raises(mod.InterfaceError) as e:
+        await mod.connect(dsn, connection_class=object)
+    out.append(str(e.value).replace("surge.postgres", "asyncpg"))
+    return out
+
+
+def test_connection_class_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _connection_class(pg, dsn) == await _connection_class(asyncpg, dsn)
+
+    arun(go())
+
+
+async def _set_connect_args(mod: Any, dsn: str) -> list:
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1)
+    out: list = [await pool.fetchval("SHOW application_name")]
+    pool.set_connect_args(dsn, server_settings={"application_name": "porting-new"})
+    out.append(await pool.fetchval("SHOW application_name"))  # the open one stays
+    await pool.expire_connections()
+    out.append(await pool.fetchval("SHOW application_name"))
+    await pool.close()
+    # (surge names itself "surge" by default, asyncpg leaves the name empty)
+    return [out[1] == out[0], out[2]]
+
+
+def test_pool_set_connect_args_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        theirs = await _set_connect_args(asyncpg, dsn)
+        assert await _set_connect_args(pg, dsn) == theirs
+        assert theirs[-1] == "porting-new"
+
+    arun(go())

@@ -1,0 +1,254 @@
+"""Programs ported from asyncpg that shape their rows, beside asyncpg on the same
+server: ``record_class=`` everywhere asyncpg takes it, rows compared and sorted
+as tuples, a prepared statement's status, the statement cache's bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import pytest
+import surge.postgres as pg
+
+
+def _attr_record(base: type) -> type:
+    """The subclass asyncpg's docs show: columns as attributes."""
+
+    class AttrRecord(base):  # type: ignore[misc, valid-type]
+        def __getattr__(self, name: str) -> Any:
+            try:
+                return self[name]
+            except KeyError:
+                raise AttributeError(name) from None
+
+    return AttrRecord
+
+
+async def _record_class_story(mod: Any, dsn: str) -> list:
+    rc = _attr_record(mod.Record)
+    out: list = []
+    c = await mod.connect(dsn, record_class=rc)
+    row = await c.fetchrow("SELECT 1 AS id, 'a' AS name")
+    out += [type(row).__name__, row.id, row.name, repr(row), isinstance(row, mod.Record)]
+    rows = await c.fetch("SELECT generate_series(1, 3) AS n")
+    out.append([(type(r).__name__, r.n) for r in rows])
+    out.append(type(await c.fetchrow("SELECT 1", record_class=mod.Record)).__name__)
+    out.append(await c.fetchval("SELECT 7"))
+    st = await c.prepare("SELECT $1::int AS v", record_class=rc)
+    out.append([(type(r).__name__, r.v) for r in await st.fetch(5)])
+    async with c.transaction():
+        out.append([type(r).__name__ async for r in c.cursor("SELECT 1 AS x", record_class=rc)])
+        cur = await c.cursor("SELECT 2 AS y")
+        out.append(type(await cur.fetchrow()).__name__)
+    nested = await c.fetchrow("SELECT ROW(1, 'b') AS r")
+    out.append(type(nested["r"]).__name__)  # a composite inside stays a Record
+    await c.close()
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1, record_class=rc)
+    out.append(type(await pool.fetchrow("SELECT 1 AS z")).__name__)
+    out.append(type(await pool.fetchrow("SELECT 1", record_class=mod.Record)).__name__)
+    out.append([type(r).__name__ for r in await pool.fetch("SELECT 1", record_class=rc)])
+    got = await pool.fetchmany("SELECT $1::int AS v", [(1,), (2,)], record_class=rc)
+    out.append([r.v for r in got])
+    async with pool.acquire() as pc:
+        out.append((await pc.fetchrow("SELECT 3 AS z")).z)
+    await pool.close()
+
+    class Init(mod.Record):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            pass
+
+    for bad in (dict, Init):
+        with pytest.raises(mod.InterfaceError) as e:
+            await mod.connect(dsn, record_class=bad)
+        out.append(str(e.value).replace("surge.postgres", "asyncpg"))
+    return out
+
+
+def test_record_class_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        assert await _record_class_story(pg, dsn) == await _record_class_story(asyncpg, dsn)
+        with pytest.raises(TypeError):
+            _attr_record(pg.Record)()  # rows come from queries only
+
+    arun(go())
+
+
+def test_record_class_rows_are_freed(dsn: str, arun: Callable) -> None:
+    """Rows of a Python subclass (with a __dict__) give back their class and their
+    attributes when freed: each row holds one reference to its class."""
+
+    async def go() -> None:
+        rc = _attr_record(pg.Record)
+        c = await pg.connect(dsn, record_class=rc)
+        marker = object()
+        before = (sys.getrefcount(rc), sys.getrefcount(marker))
+        rows = await c.fetch("SELECT generate_series(1, 1000) AS n, 'x' AS s")
+        for r in rows:
+            r.note = marker
+        assert sys.getrefcount(rc) == before[0] + 1000
+        assert sys.getrefcount(marker) == before[1] + 1000
+        assert rows[999].n == 1000 and rows[0].note is marker
+        del rows, r
+        await asyncio.sleep(0)  # (the engine lets go of a batch's replies on the next turn)
+        gc.collect()
+        assert (sys.getrefcount(rc), sys.getrefcount(marker)) == before
+        await c.close()
+
+    arun(go())
+
+
+async def _ordering(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    a = await c.fetchrow("SELECT 1 AS x, 'a' AS y")
+    b = await c.fetchrow("SELECT 2 AS x, 'a' AS y")
+    out: list = [a < b, a <= b, a > b, a >= b, a == b, a != b, a == a]
+    out += [a == (1, "a"), a < (1, "b"), a > (0,), a != (1, "a"), a == (1, "a")]
+    out += [[tuple(r) for r in sorted([b, a])], a == 1, a != "x", hash(a) == hash((1, "a"))]
+    for other in (1, "s", None):
+        with pytest.raises(TypeError):
+            _ = a < other  # type: ignore[operator]
+    await c.close()
+    return out
+
+
+def test_record_ordering_and_equality_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """Records compare as the tuples of their values, with Records and tuples, by
+    every operator (surge's compared ``==``/``!=`` only: ``sorted(rows)`` failed)."""
+
+    async def go() -> None:
+        assert await _ordering(pg, dsn) == await _ordering(asyncpg, dsn)
+
+    arun(go())
+
+
+async def _statusmsg(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.execute("CREATE TEMP TABLE porting_st (x int)")
+    st = await c.prepare("SELECT generate_series(1, $1::int)")
+    out: list = [st.get_statusmsg()]
+    await st.fetch(3)
+    out.append(st.get_statusmsg())
+    await st.fetchrow(3)  # stops after the row: no status
+    out.append(st.get_statusmsg())
+    await st.fetchrow(0)
+    out.append(st.get_statusmsg())
+    await st.fetchval(2)
+    out.append(st.get_statusmsg())
+    ins = await c.prepare("INSERT INTO porting_st SELECT generate_series(1, $1::int) RETURNING x")
+    await ins.fetch(4)
+    out.append(ins.get_statusmsg())
+    await ins.executemany([(1,), (2,)])  # does not report a status
+    out.append(ins.get_statusmsg())
+    await c.close()
+    return out
+
+
+def test_prepared_statement_statusmsg_as_asyncpg(dsn: str, arun: Callable) -> None:
+    async def go() -> None:
+        theirs = await _statusmsg(asyncpg, dsn)
+        assert await _statusmsg(pg, dsn) == theirs
+        assert theirs[1] == "SELECT 3"
+
+    arun(go())
+
+
+async def _cache_bounds(mod: Any, dsn: str) -> list:
+    """How many statements each cache setting leaves prepared on the server."""
+    out: list = []
+    # (not counting itself: surge runs an uncached query as a named statement
+    # closed after use, asyncpg as the unnamed one)
+    count = (
+        "SELECT count(*) FROM pg_prepared_statements"
+        " WHERE statement NOT LIKE '%pg_prepared_statements%'"
+    )
+    long_query = "SELECT 1 AS " + "x" * 60
+    for kwargs in (
+        {"statement_cache_size": 0},
+        {"max_cacheable_statement_size": 40},
+        {},
+    ):
+        c = await mod.connect(dsn, **kwargs)
+        for _ in range(2):
+            await c.fetchval("SELECT 1")
+            await c.fetchval(long_query)
+        out.append(await c.fetchval(count))
+        await c.close()
+    return out
+
+
+def test_statement_cache_bounds_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """``statement_cache_size=0`` keeps nothing prepared, a query longer than
+    ``max_cacheable_statement_size`` is not kept, as asyncpg (counted on the server)."""
+
+    async def go() -> None:
+        assert await _cache_bounds(pg, dsn) == await _cache_bounds(asyncpg, dsn)
+
+    arun(go())
+
+
+def test_cached_statement_lifetime_is_honoured(dsn: str, arun: Callable) -> None:
+    """A statement older than ``max_cached_statement_lifetime`` is prepared again
+    (its name changes), as in asyncpg; surge's default 0 keeps it."""
+
+    async def go() -> None:
+        c = await pg.connect(dsn, max_cached_statement_lifetime=0.2)
+        first = (await c.prepare("SELECT 11")).get_name()
+        assert (await c.prepare("SELECT 11")).get_name() == first
+        await asyncio.sleep(0.3)
+        assert (await c.prepare("SELECT 11")).get_name() != first
+        await c.close()
+        c = await pg.connect(dsn)
+        first = (await c.prepare("SELECT 12")).get_name()
+        await asyncio.sleep(0.3)
+        assert (await c.prepare("SELECT 12")).get_name() == first
+        await c.close()
+
+    arun(go())
+
+
+async def _codec_in_arrays(mod: Any, dsn: str) -> list:
+    """A text codec on a built-in type also runs on the elements of its arrays
+    (NULLs stay None), both ways, one and two dimensions, empty arrays."""
+    c = await mod.connect(dsn)
+    await c.set_type_codec(
+        "int4",
+        schema="pg_catalog",
+        encoder=lambda v: str(v // 10),
+        decoder=lambda s: int(s) * 10,
+        format="text",
+    )
+    await c.set_type_codec(
+        "numeric", schema="pg_catalog", encoder=str, decoder=lambda s: "n:" + s, format="text"
+    )
+    out = [
+        await c.fetchval("SELECT ARRAY[1, NULL, 3]::int4[]"),
+        await c.fetchval("SELECT $1::int4[]", [10, None, 30]),
+        await c.fetchval("SELECT $1::int4[] = ARRAY[1, NULL, 3]", [10, None, 30]),
+        await c.fetchval("SELECT ARRAY[ARRAY[1, 2], ARRAY[3, 4]]::int4[]"),
+        await c.fetchval("SELECT '{}'::int4[]"),
+        await c.fetchval("SELECT 7::int4"),
+        await c.fetchval("SELECT ARRAY[1.50, 2]::numeric[]"),
+        await c.fetchval("SELECT ARRAY[1, 2]::int8[]"),  # no codec on int8
+    ]
+    await c.reset_type_codec("int4", schema="pg_catalog")
+    out.append(await c.fetchval("SELECT ARRAY[1, NULL, 3]::int4[]"))
+    await c.close()
+    return out
+
+
+def test_text_codec_runs_inside_arrays_of_any_builtin_type_as_asyncpg(
+    dsn: str, arun: Callable
+) -> None:
+    """(Before: only json[]/jsonb[] elements went through the codec; an int4[]
+    came back as built-in ints, not through the decoder.)"""
+
+    async def go() -> None:
+        theirs = await _codec_in_arrays(asyncpg, dsn)
+        assert await _codec_in_arrays(pg, dsn) == theirs
+        assert theirs[0] == [10, None, 30]
+
+    arun(go())

@@ -69,6 +69,7 @@ Modules form a tree (an arrow: "uses"; nothing below calls back up)::
 
 from __future__ import annotations
 
+import inspect
 import ssl as _ssl
 from collections.abc import Sequence
 from typing import Any
@@ -100,27 +101,38 @@ from surge.postgres.serverversion import ServerVersion
 from surge.postgres.statement_cache import DEFAULT_STATEMENT_CACHE_SIZE
 from surge.postgres.transaction import Transaction
 
+#: The keyword arguments of `connect` and `create_pool` that go to the DSN parser:
+#: its own keyword-only parameters, so the two lists cannot drift apart.
+_DSN_ARGS = tuple(
+    p.name
+    for p in inspect.signature(_dsn.parse).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
+#: ... and those that become the options of each `Connection`.
+_CONNECTION_ARGS = (
+    "statement_cache_size",
+    "command_timeout",
+    "max_in_flight",
+    "retry_connect",
+    "liveness_interval",
+    "liveness_timeout",
+    "tcp_keepalive",
+)
 
-def _options(
-    statement_cache_size: int,
-    connect_timeout: float,
-    command_timeout: float | None,
-    max_in_flight: int,
-    retry_connect: bool,
-    liveness_interval: float | None,
-    liveness_timeout: float,
-    tcp_keepalive: bool,
-) -> dict[str, Any]:
-    return {
-        "statement_cache_size": statement_cache_size,
-        "connect_timeout": connect_timeout,
-        "command_timeout": command_timeout,
-        "max_in_flight": max_in_flight,
-        "retry_connect": retry_connect,
-        "liveness_interval": liveness_interval,
-        "liveness_timeout": liveness_timeout,
-        "tcp_keepalive": tcp_keepalive,
-    }
+
+def _resolve(args: dict[str, Any]) -> tuple[_dsn.ConnectParams, dict[str, Any]]:
+    """The parsed DSN and the `Connection` options from the arguments of `connect`
+    or `create_pool` (their ``locals()``, taken first thing): keywords win over the
+    DSN, and asyncpg's ``timeout`` over ``connect_timeout`` and the DSN's."""
+    params = _dsn.parse(args["dsn"], **{k: args[k] for k in _DSN_ARGS})
+    connect_timeout = args["connect_timeout"]
+    if args["timeout"] is not None:
+        connect_timeout = args["timeout"]
+    elif params.connect_timeout is not None:
+        connect_timeout = params.connect_timeout
+    opts = {k: args[k] for k in _CONNECTION_ARGS}
+    opts["connect_timeout"] = connect_timeout
+    return params, opts
 
 
 async def connect(
@@ -154,37 +166,7 @@ async def connect(
     asyncpg's name for ``connect_timeout``). ``host``/``port`` may be lists (tried
     in order); ``ssl`` takes an ``ssl.SSLContext``, True (verify-full against the
     default trust store) or an sslmode, as asyncpg."""
-    params = _dsn.parse(
-        dsn,
-        host=host,
-        port=port,
-        user=user,
-        password=password,
-        database=database,
-        server_settings=server_settings,
-        ssl=ssl,
-        sslmode=sslmode,
-        sslrootcert=sslrootcert,
-        sslcert=sslcert,
-        sslkey=sslkey,
-        sslpassword=sslpassword,
-        target_session_attrs=target_session_attrs,
-        channel_binding=channel_binding,
-    )
-    if timeout is not None:
-        connect_timeout = timeout
-    elif params.connect_timeout is not None:
-        connect_timeout = params.connect_timeout
-    opts = _options(
-        statement_cache_size,
-        connect_timeout,
-        command_timeout,
-        max_in_flight,
-        retry_connect,
-        liveness_interval,
-        liveness_timeout,
-        tcp_keepalive,
-    )
+    params, opts = _resolve(locals())
     return await Connection(params, **opts).connect()
 
 
@@ -227,37 +209,7 @@ def create_pool(
     each new connection (type codecs), ``setup(conn)`` on each acquire,
     ``reset(conn)`` on each release; ``max_queries`` and
     ``max_inactive_connection_lifetime`` as asyncpg's."""
-    params = _dsn.parse(
-        dsn,
-        host=host,
-        port=port,
-        user=user,
-        password=password,
-        database=database,
-        server_settings=server_settings,
-        ssl=ssl,
-        sslmode=sslmode,
-        sslrootcert=sslrootcert,
-        sslcert=sslcert,
-        sslkey=sslkey,
-        sslpassword=sslpassword,
-        target_session_attrs=target_session_attrs,
-        channel_binding=channel_binding,
-    )
-    if timeout is not None:
-        connect_timeout = timeout
-    elif params.connect_timeout is not None:
-        connect_timeout = params.connect_timeout
-    opts = _options(
-        statement_cache_size,
-        connect_timeout,
-        command_timeout,
-        max_in_flight,
-        retry_connect,
-        liveness_interval,
-        liveness_timeout,
-        tcp_keepalive,
-    )
+    params, opts = _resolve(locals())
     return Pool(
         params,
         min_size,

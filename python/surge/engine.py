@@ -11,11 +11,11 @@ ONE ``transport.write`` (and a flush happens early when the buffer passes
 woke up, when nothing is on the wire: see `EARLY_FLUSH`). While replies are
 due after a write or a read, the loop polls rather than sleeps for up to
 `SPIN_WINDOW` (waking a sleeping process costs more than the polling). Every
-read hands the bytes to ``codec.feed``, which parses all complete replies at once and
-returns ``(id, ok, value)`` triples (or ``codec.feed_resolve``, which resolves
-the plain ones itself); futures are resolved in that same pass. Codecs that
-match replies in order (PostgreSQL, Redis) simply number their requests and
-replies; Tarantool matches by sync id. Replies with id ``None`` are out of
+read hands the bytes to ``codec.feed``, which parses all complete replies at
+once and returns ``(id, ok, value)`` triples (or ``EngineReader.feed_resolve``
+for the native codecs, which resolves the plain ones itself); futures are
+resolved in that same pass. Codecs that match replies in order (PostgreSQL,
+Redis) simply number their requests and replies; Tarantool matches by sync id. Replies with id ``None`` are out of
 band (greetings, pushes, watcher events).
 
 Bounds: in-flight requests and unflushed bytes are limited (callers wait, they
@@ -89,6 +89,7 @@ from __future__ import annotations
 import asyncio
 import asyncio.selector_events
 import contextlib
+import functools
 import heapq
 import logging
 import socket
@@ -299,9 +300,8 @@ class Codec(Protocol):
     """What a driver's codec offers the engine."""
 
     def feed(self, data: bytes) -> list[tuple[int | None, bool, Any]]: ...
-    # Optional: ``feed_resolve(data, pending, deadlines) -> (resolved, rest)`` (see
-    # `PipelinedConnection._feed_resolve`), and ``feed_tls(session, data) -> (replies,
-    # out, error)`` (see `PipelinedConnection._feed_tls`).
+    # Optional: ``feed_tls(session, data) -> (replies, out, error)`` (see
+    # `PipelinedConnection._feed_tls`).
     def take(self) -> bytes: ...
     def pending(self) -> int: ...
     def reset(self) -> None: ...
@@ -442,13 +442,17 @@ class PipelinedConnection:
         #: True while the current connection runs over TLS.
         self.tls_active = False
         self.codec = codec
-        #: The codec's ``feed_resolve(data, pending, deadlines) -> (resolved, rest)``
-        #: when it has one: it parses a read AND sets its futures' results in one
-        #: native call, leaving to `_resolve` only what is not a plain result (error
-        #: replies, out-of-band messages), in order. The per-reply Python loop and its
+        #: ``feed_resolve(data, pending, deadlines) -> (resolved, rest)`` for a native
+        #: codec (`EngineReader.feed_resolve`): it parses a read AND sets its futures'
+        #: results in one native call, leaving to `_resolve` only what is not a plain
+        #: result (error replies, out-of-band messages), in order. The per-reply Python loop and its
         #: (id, ok, value) tuples were ~10 % of a pipelined Redis client's CPU.
         self._feed_resolve: Callable[..., tuple[int, list[tuple[int | None, bool, Any]]]] | None
-        self._feed_resolve = getattr(codec, "feed_resolve", None)
+        self._feed_resolve = (
+            functools.partial(EngineReader.feed_resolve, codec)
+            if EngineReader.supports(codec)
+            else None
+        )
         #: The codec's ``feed_tls(session, data) -> (replies, out, error)`` when it has
         #: one: a native TLS read decrypted straight into the codec's buffer and parsed
         #: in the same call (no plaintext bytes object in between; see PgCodec).

@@ -885,24 +885,14 @@ def _sentinel_not_ready(s: Service, name: str, replicas: int, sentinels: int) ->
     return None
 
 
-@contextlib.contextmanager
-def redis_cluster(**kwargs) -> Iterator[Service]:
+def redis_cluster(**kwargs) -> contextlib.AbstractContextManager[Service]:
     """``with redis_cluster() as svc:`` a 3-master, 3-replica Redis Cluster for the block."""
-    svc = start_redis_cluster(**kwargs)
-    try:
-        yield svc
-    finally:
-        svc.stop()
+    return running("redis-cluster", **kwargs)
 
 
-@contextlib.contextmanager
-def redis_sentinel(**kwargs) -> Iterator[Service]:
+def redis_sentinel(**kwargs) -> contextlib.AbstractContextManager[Service]:
     """``with redis_sentinel() as svc:`` a master, a replica and three sentinels."""
-    svc = start_redis_sentinel(**kwargs)
-    try:
-        yield svc
-    finally:
-        svc.stop()
+    return running("redis-sentinel", **kwargs)
 
 
 # -- Tarantool replica set: a master and replicas (seed 000's topology) ---------------

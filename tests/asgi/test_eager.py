@@ -126,14 +126,22 @@ def test_anyio_cancel_scope_from_first_step_cancels_later(new_loop) -> None:
 def test_anyio_task_group_in_first_step(new_loop) -> None:
     out: list[int] = []
 
-    async def child(n: int) -> None:
-        await anyio.sleep(0.01 * n)
+    async def child(n: int, after: anyio.Event | None, done: anyio.Event) -> None:
+        # Ordered by an event, not by two timers: on a loaded machine the second
+        # child can start its shorter sleep after the first child's longer one ends.
+        if after is not None:
+            await after.wait()
+        else:
+            await anyio.sleep(0.01)
         out.append(n)
+        done.set()
 
     async def app() -> None:
+        first, second = anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as tg:
-            for n in (2, 1):
-                tg.start_soon(child, n)
+            # Started first, it finishes last: the children run side by side.
+            tg.start_soon(child, 2, first, second)
+            tg.start_soon(child, 1, None, first)
 
     (task,) = drive(new_loop, app)
     assert task is not None and task.exception() is None

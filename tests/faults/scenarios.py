@@ -40,6 +40,14 @@ FAST_LIVENESS = (0.3, 0.3)
 DEAD_BOUND = 2.0
 #: ... and in wall-clock time, load included (the callers wait 15 s at most).
 DEAD_BOUND_WALL = 10.0
+#: Liveness settings of `slow_but_alive`: the probe it makes opens a connection
+#: (for PostgreSQL a new backend is forked to answer it), which at load 12-15 on
+#: two cores took longer than FAST_LIVENESS's 0.3 s and then than 1 s, so a live
+#: server was declared dead. The server stays busy longer than interval + 2 x
+#: timeout, so the check does run its whole course.
+SLOW_LIVENESS = (0.3, 2.0)
+#: How long the server is busy in `slow_but_alive`.
+SLOW_SECONDS = SLOW_LIVENESS[0] + 2 * SLOW_LIVENESS[1] + 0.5
 
 
 @dataclass
@@ -327,16 +335,16 @@ async def half_close(t: Target, proxy: FaultProxy) -> None:
 
 
 async def slow_but_alive(t: Target, proxy: FaultProxy, probe: bool | None) -> None:
-    """A live server busy for 2 s (longer than interval + 2 x timeout) on the shared
-    connection is not declared dead. ``probe``: whether the check must have gone as
+    """A live server busy for `SLOW_SECONDS` (longer than interval + 2 x timeout) on
+    the shared connection is not declared dead. ``probe``: whether the check must have gone as
     far as a side connection (True: the in-band ping queues behind the slow request;
     False: the server answers pings meanwhile; None: not checked)."""
-    client = t.open(proxy.port, liveness=FAST_LIVENESS)
+    client = t.open(proxy.port, liveness=SLOW_LIVENESS)
     try:
         assert await asyncio.wait_for(t.call(client, 1), 10) == t.expected(1)
         accepted = proxy.accepted
         t0 = time.monotonic()
-        slow = asyncio.ensure_future(t.slow(client, 2.0))
+        slow = asyncio.ensure_future(t.slow(client, SLOW_SECONDS))
         await asyncio.sleep(0.05)
         # Others' requests meanwhile (on in-order protocols they queue behind it).
         fast = await asyncio.wait_for(
@@ -344,7 +352,7 @@ async def slow_but_alive(t: Target, proxy: FaultProxy, probe: bool | None) -> No
         )
         assert fast == [t.expected(v) for v in range(10, 20)]
         await asyncio.wait_for(slow, 10)
-        assert time.monotonic() - t0 >= 1.9
+        assert time.monotonic() - t0 >= SLOW_SECONDS - 0.1
         if probe is not None:
             # The check did run that far (the probe connects through the proxy).
             assert (proxy.accepted > accepted) == probe, (proxy.accepted, accepted)

@@ -15,7 +15,7 @@ import asyncpg.exceptions
 import pytest
 import surge.postgres as pg
 
-from tests.postgres.peers import both
+from tests.postgres.peers import both, on_connection, same
 
 _FAILING = [
     "INSERT INTO porting_err VALUES (1, 1)",  # unique: detail, constraint, table
@@ -86,10 +86,7 @@ async def _hook_story(mod: Any, dsn: str) -> list:
 
 
 def test_pool_init_setup_reset_hooks_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _hook_story(pg, dsn) == await _hook_story(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _hook_story))
 
 
 async def _failing_hooks(mod: Any, dsn: str) -> list:
@@ -119,10 +116,7 @@ async def _failing_hooks(mod: Any, dsn: str) -> list:
 
 
 def test_pool_failing_init_and_setup_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _failing_hooks(pg, dsn) == await _failing_hooks(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _failing_hooks))
 
 
 async def _recycling(mod: Any, dsn: str) -> list:
@@ -150,34 +144,27 @@ async def _recycling(mod: Any, dsn: str) -> list:
 
 
 def test_pool_max_queries_inactive_lifetime_expire_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _recycling(pg, dsn) == await _recycling(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _recycling))
 
 
-async def _connection_reset(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _connection_reset(mod: Any, c: Any) -> list:
     await c.transaction().start()
     await c.execute("SET search_path = nope")
     await c.reset()
     out = [c.is_in_transaction(), await c.fetchval("SHOW search_path"), c.get_reset_query()]
-    await c.close()
     return out
 
 
 def test_connection_reset_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _connection_reset(pg, dsn) == await _connection_reset(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _connection_reset))
 
 
 # -- prepared statements ------------------------------------------------------------
 
 
-async def _prepared_story(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _prepared_story(mod: Any, c: Any) -> list:
     await c.execute(
         "DROP TYPE IF EXISTS porting_mood CASCADE; CREATE TYPE porting_mood AS ENUM ('a');"
         "DROP TYPE IF EXISTS porting_pair CASCADE; CREATE TYPE porting_pair AS (x int)"
@@ -197,29 +184,23 @@ async def _prepared_story(mod: Any, dsn: str) -> list:
         cur = await series.cursor(5)
         out.append([tuple(r) for r in await cur.fetch(2)])
     out.append((await series.explain(3, analyze=True))[0]["Plan"]["Actual Rows"])
-    await c.close()
     return out
 
 
 def test_prepared_statement_types_cursor_explain_as_asyncpg(dsn: str, arun: Callable) -> None:
     """get_parameters/get_attributes carry asyncpg's Type(oid, name, kind, schema);
     a prepared statement opens a cursor and explains itself."""
-
-    async def go() -> None:
-        assert await _prepared_story(pg, dsn) == await _prepared_story(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _prepared_story))
 
 
-async def _hstore_story(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _hstore_story(mod: Any, c: Any) -> list:
     await c.execute("CREATE EXTENSION IF NOT EXISTS hstore")
     await c.set_builtin_type_codec("hstore", codec_name="pg_contrib.hstore")
     out = [
         await c.fetchval("SELECT 'a=>1, b=>NULL'::hstore"),
         await c.fetchval("SELECT $1::hstore", {"x": "y", "z": None}),
     ]
-    await c.close()
     return out
 
 
@@ -227,7 +208,7 @@ def test_set_builtin_type_codec_for_hstore_as_asyncpg(dsn: str, arun: Callable) 
     """The call asyncpg apps make in their pool's ``init``: accepted, same values."""
 
     async def go() -> None:
-        assert await _hstore_story(pg, dsn) == await _hstore_story(asyncpg, dsn)
+        await same(dsn, _hstore_story)
         async with both(dsn) as (s, _):
             with pytest.raises(pg.UnsupportedClientFeatureError):
                 await s.set_builtin_type_codec("int4", schema="pg_catalog", codec_name="text")
@@ -235,8 +216,8 @@ def test_set_builtin_type_codec_for_hstore_as_asyncpg(dsn: str, arun: Callable) 
     arun(go())
 
 
-async def _misused_transaction(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _misused_transaction(mod: Any, c: Any) -> list:
     out = []
     tr = c.transaction()
     for step in (tr.commit, tr.start, tr.start, tr.rollback, tr.commit, tr.rollback):
@@ -245,22 +226,18 @@ async def _misused_transaction(mod: Any, dsn: str) -> list:
             out.append("ok")
         except mod.InterfaceError as e:
             out.append(str(e))
-    await c.close()
     return out
 
 
 def test_misused_transaction_errors_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _misused_transaction(pg, dsn) == await _misused_transaction(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _misused_transaction))
 
 
 # -- COPY ---------------------------------------------------------------------------
 
 
-async def _copy_story(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _copy_story(mod: Any, c: Any) -> list:
     await c.execute("DROP TABLE IF EXISTS porting_cp; CREATE TABLE porting_cp (a int, b text)")
     out: list = [
         await c.copy_records_to_table(
@@ -291,22 +268,18 @@ async def _copy_story(mod: Any, dsn: str) -> list:
         await c.copy_to_table("porting_cp", source=chunks(), columns=["a", "b"], delimiter=";")
     )
     out.append([tuple(r) for r in await c.fetch("SELECT * FROM porting_cp ORDER BY a")])
-    await c.close()
     return out
 
 
 def test_copy_options_and_query_arguments_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _copy_story(pg, dsn) == await _copy_story(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _copy_story))
 
 
 # -- connection helpers -------------------------------------------------------------
 
 
-async def _lifecycle(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _lifecycle(mod: Any, c: Any) -> list:
     v = c.get_server_version()
     settings = c.get_settings()
     out: list = [tuple(v), v.major, settings.server_encoding, settings.client_encoding]
@@ -325,14 +298,11 @@ async def _lifecycle(mod: Any, dsn: str) -> list:
 def test_server_version_settings_and_closed_connections_as_asyncpg(
     dsn: str, arun: Callable
 ) -> None:
-    async def go() -> None:
-        assert await _lifecycle(pg, dsn) == await _lifecycle(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _lifecycle))
 
 
-async def _fetchmany(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _fetchmany(mod: Any, c: Any) -> list:
     await c.execute("DROP TABLE IF EXISTS porting_fm; CREATE TABLE porting_fm (i int UNIQUE)")
     q = "INSERT INTO porting_fm VALUES ($1) RETURNING i * 10 AS t"
     out: list = [[tuple(r) for r in await c.fetchmany(q, [(1,), (2,), (3,)])]]
@@ -343,15 +313,11 @@ async def _fetchmany(mod: Any, dsn: str) -> list:
     st = await c.prepare("SELECT $1::int + 1 AS n")
     out.append([tuple(r) for r in await st.fetchmany([(1,), (5,)])])
     out.append(await c.fetchval("SELECT array_agg(i ORDER BY i) FROM porting_fm"))
-    await c.close()
     return out
 
 
 def test_fetchmany_as_asyncpg(dsn: str, arun: Callable) -> None:
-    async def go() -> None:
-        assert await _fetchmany(pg, dsn) == await _fetchmany(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _fetchmany))
 
 
 def test_asyncpg_exceptions_module_ports() -> None:
@@ -366,8 +332,8 @@ def test_asyncpg_exceptions_module_ports() -> None:
     assert pg.exceptions.UniqueViolationError is pg.UniqueViolationError
 
 
-async def _json_arrays(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _json_arrays(mod: Any, c: Any) -> list:
     await c.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await c.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     out = [
@@ -380,15 +346,10 @@ async def _json_arrays(mod: Any, dsn: str) -> list:
     ]
     await c.reset_type_codec("jsonb", schema="pg_catalog")
     out.append(await c.fetchval("SELECT ARRAY['{\"b\": 1}'::jsonb]"))
-    await c.close()
     return out
 
 
 def test_json_codec_runs_inside_arrays_as_asyncpg(dsn: str, arun: Callable) -> None:
     """A json/jsonb codec set with set_type_codec (json.dumps/json.loads, the
     usual pool ``init``) also encodes and decodes the elements of json[]/jsonb[]."""
-
-    async def go() -> None:
-        assert await _json_arrays(pg, dsn) == await _json_arrays(asyncpg, dsn)
-
-    arun(go())
+    arun(same(dsn, _json_arrays))

@@ -1,5 +1,5 @@
 """The read path of a plaintext connection: reads go through the engine's native
-reader (`surge._core.EngineReader`, the codec's ``feed_resolve``), also when TLS
+reader (`surge._core.EngineReader`, ``EngineReader.feed_resolve``), also when TLS
 was optional and the server declined it (the default ``sslmode=prefer``), and
 give what the Python path and asyncpg give: values, errors and notices of many
 pipelined queries whose replies share reads and straddle them."""

@@ -9,7 +9,7 @@ import itertools
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from surge._core import RespCodec, RespProtocolError
+from surge._core import EngineReader, RespCodec, RespProtocolError
 from surge.redis.errors import DataError, ResponseError, make_error
 
 pytestmark = pytest.mark.timeout(60)
@@ -150,8 +150,8 @@ def test_feed_resolve_sets_results_and_hands_back_the_rest_in_order() -> None:
         pending = dict(futs)
         deadlines = {ids[1]: 1.0, 999: 2.0}
         futs[ids[2]].cancel()
-        resolved, rest = codec.feed_resolve(
-            b"$1\r\na\r\n:7\r\n$1\r\nc\r\n-ERR bad\r\n$1\r\ne\r\n", pending, deadlines
+        resolved, rest = EngineReader.feed_resolve(
+            codec, b"$1\r\na\r\n:7\r\n$1\r\nc\r\n-ERR bad\r\n$1\r\ne\r\n", pending, deadlines
         )
         assert resolved == 3  # the cancelled one counts: its reply was taken
         assert futs[ids[0]].result() == b"a" and futs[ids[1]].result() == 7
@@ -162,7 +162,7 @@ def test_feed_resolve_sets_results_and_hands_back_the_rest_in_order() -> None:
         assert set(pending) == {ids[3], ids[4]}  # left to the engine with their replies
         # A reply nobody waits for (its id left `pending`) is dropped.
         codec.command("GET", "k")
-        assert codec.feed_resolve(b"$1\r\nz\r\n", {}, {}) == (0, [])
+        assert EngineReader.feed_resolve(codec, b"$1\r\nz\r\n", {}, {}) == (0, [])
     finally:
         loop.close()
 

@@ -346,7 +346,7 @@ def test_features_missing_on_2_6(tnt, arun):
 
 def test_replies_read_together_reach_their_callers(tnt, arun):
     # One write of 60 requests whose replies come back in one or a few reads, errors
-    # in between: the codec resolves the plain replies natively (feed_resolve) and
+    # in between: the codec resolves the plain replies natively (EngineReader.feed_resolve) and
     # hands the rest, from the first error on, to the engine; each caller must get
     # its own reply, the per-request deadlines must go with them.
     async def main():

@@ -297,6 +297,32 @@ impl EngineReader {
         codec_feed(codec).is_some()
     }
 
+    /// `codec.feed(data)` with the plain results handed to their futures in the
+    /// same call, for a native codec read outside this reader (the engine's
+    /// `_on_data`: TLS, or the native read path turned off). Each successful
+    /// reply to a request in ``pending`` (id -> future) pops it (and its entry
+    /// in ``deadlines``, when that is not empty) and sets its result; a future
+    /// already done (cancelled, timed out) drops its reply, and so does a reply
+    /// nobody waits for. From the first reply that is not a plain result (an
+    /// error, a push, an event) on, the rest of the batch comes back as `feed`'s
+    /// `(id, ok, value)` triples, in order. Returns (futures resolved, the
+    /// rest). A bad stream raises after the replies before it were resolved.
+    ///
+    /// One function for the three codecs rather than a method on each: the
+    /// work is the same generic `wire::feed_resolve`.
+    #[staticmethod]
+    fn feed_resolve<'py>(
+        codec: &Bound<'py, PyAny>,
+        data: &[u8],
+        pending: &Bound<'py, PyDict>,
+        deadlines: &Bound<'py, PyDict>,
+    ) -> Resolved<'py> {
+        let Some(native) = codec_feed(codec) else {
+            return Err(PyTypeError::new_err("not a codec with a native read path"));
+        };
+        native.feed_resolve(data, EngineTables { pending, deadlines })
+    }
+
     /// The protocol's ``get_buffer``: the slot the next read goes into (the
     /// size hint is not needed: a slot is as large as a read may be).
     fn get_buffer(&mut self, py: Python<'_>, sizehint: isize) -> PyResult<Py<ReadSlot>> {

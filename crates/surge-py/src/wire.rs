@@ -151,7 +151,7 @@ pub struct EngineTables<'a, 'py> {
 /// What resolving a read gives: (futures resolved, the replies left for the engine).
 pub type Resolved<'py> = PyResult<(usize, Bound<'py, PyList>)>;
 
-/// A codec's `feed_resolve(data, pending, deadlines)`: `parse_replies` then
+/// A codec's read resolved (`EngineReader`, `EngineReader.feed_resolve`): `parse_replies` then
 /// `resolve_replies`; a bad stream raises after the replies before it were
 /// resolved.
 pub fn feed_resolve<'py, C: ReplyParser>(

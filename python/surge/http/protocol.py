@@ -31,6 +31,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from functools import partial
+from ssl import SSLContext
 from typing import TYPE_CHECKING, Any, cast
 
 from surge._core import (
@@ -364,6 +365,9 @@ class HttpProtocol(asyncio.Protocol):
         self._paused_writing = False
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
+        if self._closed:
+            self._transport.close()  # a close held back until now (see `_close`)
+            return
         self._update_reading()
         if self._queue and self._queue[0].done and not self._writer_busy:
             self._flush()  # responses held back at the high-water mark
@@ -935,6 +939,14 @@ class HttpProtocol(asyncio.Protocol):
     def _close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._paused_writing and isinstance(
+                self._transport.get_extra_info("sslcontext"), SSLContext
+            ):
+                # Python's TLS transport starts its shutdown timer (the server's
+                # TLS_SHUTDOWN_TIMEOUT, short) at close(), and aborts what it has
+                # not sent when it fires: a slow client would lose the end of its
+                # response. Closed by `resume_writing` once the backlog has drained.
+                return
             self._transport.close()
 
     async def _write_body(self, slot: _Slot) -> None:

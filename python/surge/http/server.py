@@ -29,6 +29,15 @@ log = logging.getLogger("surge.http")
 DEFAULT_BACKLOG = 2048
 #: Seconds a client has to finish the TLS handshake.
 TLS_HANDSHAKE_TIMEOUT = 10.0
+#: Seconds a connection of the Python TLS backend (``ssl=``) closed by the server
+#: (``Connection: close``, a limit, a deadline, a drain) waits for the client's
+#: close_notify before its socket is closed anyway. asyncio's and uvloop's SSL
+#: transports send their own close_notify and then wait for the peer's, 30 s by
+#: default: most clients (curl, browsers, http.client) never send one once they
+#: have the response, so each closed connection kept its socket, memory and a
+#: slot of ``--limit-concurrency`` for 30 s. The response has been flushed
+#: before the shutdown starts, so a short wait loses nothing.
+TLS_SHUTDOWN_TIMEOUT = 1.0
 #: Seconds between two sweeps of the connections' deadlines (header, keep-alive);
 #: shorter when a deadline is, so a deadline is kept within half of itself.
 TICK = 1.0
@@ -142,6 +151,7 @@ class Server:
             start_serving=True,
             ssl=ssl,
             ssl_handshake_timeout=ssl_handshake_timeout if ssl is not None else None,
+            ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT if ssl is not None else None,
         )
 
     def over_limit(self) -> Plan | None:

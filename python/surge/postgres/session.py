@@ -52,7 +52,7 @@ from typing import Any, Protocol
 from surge._core import PgCodec, Record, Statement, StatementGone
 from surge.engine import _DEFAULT as _ENGINE_DEFAULT
 from surge.engine import PipelinedConnection
-from surge.errors import InterfaceError, RequestTimeoutError
+from surge.errors import ConnectionLostError, InterfaceError, RequestTimeoutError
 from surge.postgres import introspection
 from surge.postgres._sqlstate import (
     FeatureNotSupportedError,
@@ -509,9 +509,9 @@ class Session:
                     timeout=timeout,
                     alone=stmt.copy_in,
                 )
-            except StatementGone:
+            except StatementGone as exc:
                 if attempt:
-                    raise
+                    raise _lost_again(exc) from exc
             except NotSentTimeout:
                 raise
             except RequestTimeoutError:
@@ -564,10 +564,21 @@ class Session:
                     self.codec.execute_many, stmt, arglist, timeout=timeout, alone=stmt.copy_in
                 )
                 return
-            except StatementGone:
+            except StatementGone as exc:
                 if attempt:
-                    raise
+                    raise _lost_again(exc) from exc
             stmt = await self.prepare(command, timeout)
+
+
+def _lost_again(exc: StatementGone) -> ConnectionLostError:
+    """What a caller gets when the statement it prepared again is gone again: the
+    codec refuses a statement of an earlier session, so the connection was lost
+    (and remade) between the prepare and the run, twice. The internal
+    `StatementGone` reached 200 callers at once when a server restarted twice
+    within a second under load."""
+    return ConnectionLostError(
+        f"the connection was lost again between preparing statement {exc} and running it"
+    )
 
 
 def _retrieve(fut: asyncio.Future) -> None:

@@ -41,7 +41,7 @@ use super::statement::{Statement, Types};
 
 use crate::tls::PlainSink;
 use crate::tls_client::TlsClientSession;
-use crate::wire::{feed_resolve, EngineTables, ReadBuf, Reply, ReplyParser, Resolved, WriteBuf};
+use crate::wire::{ReadBuf, Reply, ReplyParser, WriteBuf};
 
 #[path = "replies.rs"]
 mod replies;
@@ -834,19 +834,6 @@ impl PgCodec {
         }
         self.rbuf.extend(data);
         PyList::new(py, self.parse(py)?)
-    }
-
-    /// `feed`, and the plain results handed to their futures in the same call
-    /// (`surge.engine.PipelinedConnection._feed_resolve`): returns (futures
-    /// resolved, the rest as `feed`'s triples, from the first error reply or
-    /// out-of-band event on).
-    fn feed_resolve<'py>(
-        &mut self,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> Resolved<'py> {
-        feed_resolve(self, data, EngineTables { pending, deadlines })
     }
 
     /// `feed` for a connection over native TLS: `data` as read from the

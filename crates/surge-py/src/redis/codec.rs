@@ -24,13 +24,13 @@ use std::collections::VecDeque;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 use surge_proto::resp::{self, Scanner, Status};
 
 use super::args::{write_arg, write_command};
 use super::reply::Builder;
 
-use crate::wire::{feed_resolve, EngineTables, ReadBuf, ReplyParser, Resolved, WriteBuf};
+use crate::wire::{ReadBuf, ReplyParser, WriteBuf};
 
 create_exception!(
     _core,
@@ -372,25 +372,6 @@ impl RespCodec {
             out.append((id, ok, value))?;
         }
         Ok(out)
-    }
-
-    /// `feed`, resolving the futures of the replies in Rust: the engine's hot
-    /// path (`surge.engine`), one native call per read instead of a Python loop
-    /// over `(id, ok, value)` triples. Each reply to a command in ``pending``
-    /// (id -> future) pops it (and its entry in ``deadlines``, when that is not
-    /// empty) and sets its result; a future already done (cancelled, timed out)
-    /// drops its reply. From the first reply that is not a plain result (an error
-    /// reply, a push, a reply nobody waits for) on, the rest of the batch is
-    /// returned as triples for the engine, in order, so out-of-band messages and
-    /// errors are handled as `feed` would have them. Returns (futures resolved,
-    /// the rest).
-    fn feed_resolve<'py>(
-        &mut self,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> Resolved<'py> {
-        feed_resolve(self, data, EngineTables { pending, deadlines })
     }
 }
 

@@ -21,7 +21,7 @@ use super::pack::pack;
 use super::unpack::{error_stack_to_py, unpack, unpack_rows};
 
 use crate::lane::Buffered;
-use crate::wire::{feed_resolve, EngineTables, ReadBuf, ReplyParser, Resolved, WriteBuf};
+use crate::wire::{ReadBuf, ReplyParser, WriteBuf};
 
 create_exception!(
     _core,
@@ -358,25 +358,6 @@ impl IprotoCodec {
             out.append(r)?;
         }
         Ok(out)
-    }
-
-    /// `feed`, resolving the futures of the replies in Rust: the engine's hot path
-    /// (`surge.engine`), one native call per read instead of a Python loop over
-    /// `(sync, ok, value)` triples. Each successful reply to a request in
-    /// ``pending`` (sync -> future) pops it (and its entry in ``deadlines``, when
-    /// that is not empty) and sets its result; a future already done (cancelled,
-    /// timed out) drops its reply, and a reply nobody waits for is dropped too.
-    /// From the first message that is not such a reply (an error, a push, an
-    /// event) on, the rest of the batch is returned as triples, in order, so the
-    /// engine handles them as `feed` would have. Returns (futures resolved, the
-    /// rest). A bad stream raises after the replies before it were resolved.
-    fn feed_resolve<'py>(
-        &mut self,
-        data: &[u8],
-        pending: &Bound<'py, PyDict>,
-        deadlines: &Bound<'py, PyDict>,
-    ) -> Resolved<'py> {
-        feed_resolve(self, data, EngineTables { pending, deadlines })
     }
 
     fn ping(&mut self) -> PyResult<u64> {

@@ -15,8 +15,8 @@ read hands the bytes to ``codec.feed``, which parses all complete replies at
 once and returns ``(id, ok, value)`` triples (or ``EngineReader.feed_resolve``
 for the native codecs, which resolves the plain ones itself); futures are
 resolved in that same pass. Codecs that match replies in order (PostgreSQL,
-Redis) simply number their requests and replies; Tarantool matches by sync id. Replies with id ``None`` are out of
-band (greetings, pushes, watcher events).
+Redis) simply number their requests and replies; Tarantool matches by sync id.
+Replies with id ``None`` are out of band (greetings, pushes, watcher events).
 
 Bounds: in-flight requests and unflushed bytes are limited (callers wait, they
 do not fail); ``pause_writing`` holds new requests back; each request may carry a

@@ -90,56 +90,28 @@ pub struct Admitted<'py> {
 enum FutureMaker {
     /// The loop's own `create_future`.
     Call(PyObject),
-    /// `asyncio.Future(loop=loop)`: what the `create_future` of asyncio's loops
-    /// and of uvloop's does, without their frame (Python's on asyncio, Cython's
-    /// on uvloop: a tenth of the lane's cost per request on asyncio, ~550 of
-    /// uvloop's ~13k instructions per Redis command). While the loop is the
-    /// running one (`asyncio._get_running_loop()`, always so on the hot path),
-    /// `asyncio.Future()` takes it from there: no keywords for `Future.__init__`
-    /// to parse (~250 of ~20k instructions per Tarantool request). Otherwise
-    /// (a call from another loop, which the engine's own path would not catch
-    /// either) the loop is passed as `create_future` passes it.
-    Future {
-        future: PyObject,
-        /// `{"loop": loop}`, made once.
-        kw: Py<PyDict>,
-        running: PyObject,
-        event_loop: PyObject,
-    },
+    /// `asyncio.Future(loop=loop)` with its keywords made once: what the
+    /// `create_future` of asyncio's loops and of uvloop's does, without their
+    /// frame (Python's on asyncio, Cython's on uvloop: a tenth of the lane's
+    /// cost per request on asyncio, ~550 of uvloop's ~13k instructions per
+    /// Redis command) and without a keywords dict per call.
+    Future(PyObject, Py<PyDict>),
 }
 
 impl FutureMaker {
     fn make(&self, py: Python<'_>) -> PyResult<PyObject> {
         match self {
             FutureMaker::Call(c) => c.call0(py),
-            FutureMaker::Future {
-                future,
-                kw,
-                running,
-                event_loop,
-            } => {
-                if running.call0(py)?.is(event_loop) {
-                    future.call0(py)
-                } else {
-                    future.call(py, (), Some(kw.bind(py)))
-                }
-            }
+            FutureMaker::Future(t, kw) => t.call(py, (), Some(kw.bind(py))),
         }
     }
 
     fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             FutureMaker::Call(c) => visit.call(c),
-            FutureMaker::Future {
-                future,
-                kw,
-                running,
-                event_loop,
-            } => {
-                visit.call(future)?;
-                visit.call(kw)?;
-                visit.call(running)?;
-                visit.call(event_loop)
+            FutureMaker::Future(t, kw) => {
+                visit.call(t)?;
+                visit.call(kw)
             }
         }
     }
@@ -178,15 +150,12 @@ fn future_factory(event_loop: &Bound<'_, PyAny>) -> PyResult<FutureMaker> {
         let create = event_loop.getattr(intern!(py, "create_future"))?;
         return Ok(FutureMaker::Call(create.unbind()));
     }
-    let asyncio = py.import(intern!(py, "asyncio"))?;
+    let future = py
+        .import(intern!(py, "asyncio"))?
+        .getattr(intern!(py, "Future"))?;
     let kw = PyDict::new(py);
     kw.set_item(intern!(py, "loop"), event_loop)?;
-    Ok(FutureMaker::Future {
-        future: asyncio.getattr(intern!(py, "Future"))?.unbind(),
-        kw: kw.unbind(),
-        running: asyncio.getattr(intern!(py, "_get_running_loop"))?.unbind(),
-        event_loop: event_loop.clone().unbind(),
-    })
+    Ok(FutureMaker::Future(future.unbind(), kw.unbind()))
 }
 
 /// A keyword argument as the caller gave it: left out, or a value, None

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
+use std::os::raw::c_int;
 use surge_proto::msgpack::{self as mp, ext, Token};
 
 use super::pack::{DECIMAL, INTERVAL, TYPES_MODULE, UUID};
@@ -136,22 +137,13 @@ pub fn unpack_rows(py: Python<'_>, buf: &[u8], names: &Option<Py<PyDict>>) -> Py
 fn tuple_of<'py>(
     py: Python<'py>,
     n: usize,
-    mut item: impl FnMut() -> PyResult<PyObject>,
+    item: impl FnMut() -> PyResult<PyObject>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let len = ffi::Py_ssize_t::try_from(n).map_err(|_| mp_err(mp::Error::Truncated))?;
-    // SAFETY: PyTuple_New returns a new reference or NULL with an exception set;
-    // `from_owned_ptr_or_err` takes it over either way.
-    let t = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(len))? };
-    for i in 0..len {
-        let v = item()?;
-        // SAFETY: `t` is a tuple of `len` slots that only this function holds
-        // (PyTuple_SetItem wants its refcount to be 1) and `i < len`; the item's
-        // reference is stolen, on failure too.
-        if unsafe { ffi::PyTuple_SetItem(t.as_ptr(), i, v.into_ptr()) } != 0 {
-            return Err(PyErr::fetch(py));
-        }
-    }
-    // SAFETY: made by PyTuple_New above.
+    // SAFETY: PyTuple_New/PyTuple_SetItem are the pair `filled` wants; the
+    // tuple is only this call's until it returns (PyTuple_SetItem wants its
+    // refcount to be 1).
+    let t = unsafe { filled(py, n, ffi::PyTuple_New, ffi::PyTuple_SetItem, item)? };
+    // SAFETY: made by PyTuple_New.
     Ok(unsafe { t.downcast_into_unchecked() })
 }
 
@@ -159,21 +151,40 @@ fn tuple_of<'py>(
 fn list_of<'py>(
     py: Python<'py>,
     n: usize,
-    mut item: impl FnMut() -> PyResult<PyObject>,
+    item: impl FnMut() -> PyResult<PyObject>,
 ) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: PyList_New/PyList_SetItem are the pair `filled` wants.
+    let l = unsafe { filled(py, n, ffi::PyList_New, ffi::PyList_SetItem, item)? };
+    // SAFETY: made by PyList_New.
+    Ok(unsafe { l.downcast_into_unchecked() })
+}
+
+/// A container of `n` slots made by `new`, slot `i` set to `item()` by `set`.
+///
+/// # Safety
+/// `new(n)` must return a new reference to a container of `n` empty slots (or
+/// NULL with an exception set) and `set(c, i, v)` put `v` in slot `i < n`,
+/// stealing its reference, and return 0 (or -1 with an exception set).
+unsafe fn filled<'py>(
+    py: Python<'py>,
+    n: usize,
+    new: unsafe extern "C" fn(ffi::Py_ssize_t) -> *mut ffi::PyObject,
+    set: unsafe extern "C" fn(*mut ffi::PyObject, ffi::Py_ssize_t, *mut ffi::PyObject) -> c_int,
+    mut item: impl FnMut() -> PyResult<PyObject>,
+) -> PyResult<Bound<'py, PyAny>> {
     let len = ffi::Py_ssize_t::try_from(n).map_err(|_| mp_err(mp::Error::Truncated))?;
-    // SAFETY: as in `tuple_of`, for PyList_New.
-    let l = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len))? };
+    // SAFETY: `new` returns a new reference or NULL with an exception set (the
+    // caller's promise); `from_owned_ptr_or_err` takes it over either way.
+    let c = unsafe { Bound::from_owned_ptr_or_err(py, new(len))? };
     for i in 0..len {
         let v = item()?;
-        // SAFETY: `l` is a list of `len` slots and `i < len`; the item's
-        // reference is stolen, on failure too.
-        if unsafe { ffi::PyList_SetItem(l.as_ptr(), i, v.into_ptr()) } != 0 {
+        // SAFETY: `c` has `len` slots and `i < len` (the caller's promise for
+        // `set`); the item's reference is stolen, on failure too.
+        if unsafe { set(c.as_ptr(), i, v.into_ptr()) } != 0 {
             return Err(PyErr::fetch(py));
         }
     }
-    // SAFETY: made by PyList_New above.
-    Ok(unsafe { l.downcast_into_unchecked() })
+    Ok(c)
 }
 
 fn bstr(py: Python<'_>, b: &[u8]) -> PyObject {

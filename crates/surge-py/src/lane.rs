@@ -214,6 +214,8 @@ pub(crate) fn is_true(py: Python<'_>, v: Option<Bound<'_, PyAny>>) -> bool {
 /// The engine half of a native lane (see the module's docs).
 pub struct EngineLane {
     engine: PyObject,
+    /// The engine's bound `_flush`, made once (scheduled or called per batch).
+    flush: PyObject,
     /// The engine's instance dict: its state, read per call without a getattr.
     state: Py<PyDict>,
     /// The engine's requests-by-encoder counters (`PipelinedConnection._sent`).
@@ -239,6 +241,7 @@ impl EngineLane {
             .downcast_into::<PyDict>()
             .map_err(|_| PyTypeError::new_err("the engine's _sent is not a dict"))?;
         Ok(EngineLane {
+            flush: engine.getattr(intern!(py, "_flush"))?.unbind(),
             engine: engine.unbind(),
             state: state.unbind(),
             sent: sent.unbind(),
@@ -339,12 +342,11 @@ impl EngineLane {
         let encoded = buffered.requests + 1;
         if !is_true(py, st.get_item(intern!(py, "_flush_scheduled"))?) {
             st.set_item(intern!(py, "_flush_scheduled"), true)?;
-            let flush = self.engine.bind(py).getattr(intern!(py, "_flush"))?;
-            event_loop.call_method1(intern!(py, "call_soon"), (flush,))?;
+            event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
         } else if buffered.bytes >= self.flush_size
             || (encoded == early && in_flight + 1 == encoded)
         {
-            self.engine.bind(py).call_method0(intern!(py, "_flush"))?;
+            self.flush.call0(py)?;
         }
         Ok(fut)
     }
@@ -352,6 +354,7 @@ impl EngineLane {
     /// For the owner's `__traverse__`.
     pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.engine)?;
+        visit.call(&self.flush)?;
         visit.call(&self.state)?;
         visit.call(&self.sent)?;
         if let Some((l, maker)) = &self.futures {

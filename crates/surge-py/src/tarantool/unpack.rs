@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
+use std::os::raw::c_int;
 use surge_proto::msgpack::{self as mp, ext, Token};
 
 use super::pack::{DECIMAL, INTERVAL, TYPES_MODULE, UUID};
@@ -63,11 +64,9 @@ fn unpack_depth(py: Python<'_>, buf: &[u8], pos: &mut usize, depth: usize) -> Py
         Token::Bin(b) => PyBytes::new(py, b).into_any().unbind(),
         Token::Array(n) => {
             check_room(buf, *pos, n as usize)?;
-            let mut items = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                items.push(unpack_depth(py, buf, pos, depth + 1)?);
-            }
-            PyList::new(py, items)?.into_any().unbind()
+            list_of(py, n as usize, || unpack_depth(py, buf, pos, depth + 1))?
+                .into_any()
+                .unbind()
         }
         Token::Map(n) => {
             check_room(buf, *pos, 2 * n as usize)?;
@@ -105,30 +104,87 @@ pub fn unpack_rows(py: Python<'_>, buf: &[u8], names: &Option<Py<PyDict>>) -> Py
         return Err(mp_err(mp::Error::Unexpected("array of tuples")));
     };
     check_room(buf, pos, n as usize)?;
-    let mut rows = Vec::with_capacity(n as usize);
-    for _ in 0..n {
+    let rows = list_of(py, n as usize, || {
         let start = pos;
         match mp::read_token(buf, &mut pos).map_err(mp_err)? {
             Token::Array(m) => {
                 check_room(buf, pos, m as usize)?;
-                let mut items = Vec::with_capacity(m as usize);
-                for _ in 0..m {
-                    items.push(unpack_depth(py, buf, &mut pos, 2)?);
-                }
+                let items = tuple_of(py, m as usize, || unpack_depth(py, buf, &mut pos, 2))?;
                 let t = Tuple {
-                    items: PyTuple::new(py, items)?.unbind(),
+                    items: items.unbind(),
                     names: names.as_ref().map(|n| n.clone_ref(py)),
                 };
-                rows.push(Py::new(py, t)?.into_any());
+                Ok(Py::new(py, t)?.into_any())
             }
             _ => {
                 // Not a tuple (e.g. a Lua function's scalar): decode it as is.
                 pos = start;
-                rows.push(unpack_depth(py, buf, &mut pos, 1)?);
+                unpack_depth(py, buf, &mut pos, 1)
             }
         }
+    })?;
+    Ok(rows.into_any().unbind())
+}
+
+// Containers are filled in place, item by item as they are decoded: no Vec
+// between the decoder and the container (pyo3's `PyTuple::new`/`PyList::new`
+// take an iterator and check its length; ~300 instructions per row of a reply,
+// a tenth of the decoding of a 1.5 KB tuple). A decoding error drops the
+// container half filled: its slots not yet set are NULL, which the tuple's and
+// the list's dealloc (and the GC's traversal) skip.
+
+/// A tuple of `n` items, `item()` called for each in order.
+fn tuple_of<'py>(
+    py: Python<'py>,
+    n: usize,
+    item: impl FnMut() -> PyResult<PyObject>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    // SAFETY: PyTuple_New/PyTuple_SetItem are the pair `filled` wants; the
+    // tuple is only this call's until it returns (PyTuple_SetItem wants its
+    // refcount to be 1).
+    let t = unsafe { filled(py, n, ffi::PyTuple_New, ffi::PyTuple_SetItem, item)? };
+    // SAFETY: made by PyTuple_New.
+    Ok(unsafe { t.downcast_into_unchecked() })
+}
+
+/// A list of `n` items, `item()` called for each in order.
+fn list_of<'py>(
+    py: Python<'py>,
+    n: usize,
+    item: impl FnMut() -> PyResult<PyObject>,
+) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: PyList_New/PyList_SetItem are the pair `filled` wants.
+    let l = unsafe { filled(py, n, ffi::PyList_New, ffi::PyList_SetItem, item)? };
+    // SAFETY: made by PyList_New.
+    Ok(unsafe { l.downcast_into_unchecked() })
+}
+
+/// A container of `n` slots made by `new`, slot `i` set to `item()` by `set`.
+///
+/// # Safety
+/// `new(n)` must return a new reference to a container of `n` empty slots (or
+/// NULL with an exception set) and `set(c, i, v)` put `v` in slot `i < n`,
+/// stealing its reference, and return 0 (or -1 with an exception set).
+unsafe fn filled<'py>(
+    py: Python<'py>,
+    n: usize,
+    new: unsafe extern "C" fn(ffi::Py_ssize_t) -> *mut ffi::PyObject,
+    set: unsafe extern "C" fn(*mut ffi::PyObject, ffi::Py_ssize_t, *mut ffi::PyObject) -> c_int,
+    mut item: impl FnMut() -> PyResult<PyObject>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let len = ffi::Py_ssize_t::try_from(n).map_err(|_| mp_err(mp::Error::Truncated))?;
+    // SAFETY: `new` returns a new reference or NULL with an exception set (the
+    // caller's promise); `from_owned_ptr_or_err` takes it over either way.
+    let c = unsafe { Bound::from_owned_ptr_or_err(py, new(len))? };
+    for i in 0..len {
+        let v = item()?;
+        // SAFETY: `c` has `len` slots and `i < len` (the caller's promise for
+        // `set`); the item's reference is stolen, on failure too.
+        if unsafe { set(c.as_ptr(), i, v.into_ptr()) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
     }
-    Ok(PyList::new(py, rows)?.into_any().unbind())
+    Ok(c)
 }
 
 fn bstr(py: Python<'_>, b: &[u8]) -> PyObject {

@@ -36,6 +36,7 @@ use surge_proto::http1::common::Version;
 use surge_proto::http1::server::{Event, Limits, Parser, RequestHead};
 
 use super::access_log::AccessLog;
+use super::direct;
 use super::proxy::ProxyTrust;
 use super::request::{Outcome, Request};
 use super::response::{encode_result, write_head, Reply, Spliced, TEXT};
@@ -465,20 +466,7 @@ impl HttpConnection {
     fn direct_socket(&mut self, py: Python<'_>, transport: Option<&PyObject>) -> Option<RawFd> {
         let transport = transport?.bind(py);
         if self.socket_fd.is_none() {
-            let fd = (|| -> PyResult<Option<RawFd>> {
-                let info = intern!(py, "get_extra_info");
-                if !transport.call_method1(info, ("sslcontext",))?.is_none() {
-                    return Ok(None);
-                }
-                let sock = transport.call_method1(info, ("socket",))?;
-                if sock.is_none() {
-                    return Ok(None);
-                }
-                sock.call_method0(intern!(py, "fileno"))?
-                    .extract::<RawFd>()
-                    .map(Some)
-            })();
-            self.socket_fd = Some(fd.ok().flatten().filter(|&fd| fd >= 0));
+            self.socket_fd = Some(direct::plain_socket(transport));
         }
         let fd = self.socket_fd.flatten()?;
         let closing = transport.call_method0(intern!(py, "is_closing")).ok()?;
@@ -507,12 +495,12 @@ fn send_direct(py: Python<'_>, sock: RawFd, out: &[u8], pieces: &[Piece]) -> (us
         } else {
             0
         };
-        let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | more;
+        let flags = direct::FLAGS | more;
         let (len, sent) = match piece {
-            Piece::Out(a, b) => (b - a, send_bytes(sock, &out[*a..*b], flags)),
+            Piece::Out(a, b) => (b - a, direct::send_bytes(sock, &out[*a..*b], flags)),
             Piece::Body(body, None) => {
                 let data = body.as_bytes(py);
-                (data.len(), send_bytes(sock, data, flags))
+                (data.len(), direct::send_bytes(sock, data, flags))
             }
             Piece::Body(body, Some(file)) => {
                 let len = body.as_bytes(py).len();
@@ -537,20 +525,6 @@ fn send_direct(py: Python<'_>, sock: RawFd, out: &[u8], pieces: &[Piece]) -> (us
         }
     }
     (pieces.len(), 0)
-}
-
-fn send_bytes(sock: RawFd, data: &[u8], flags: libc::c_int) -> usize {
-    let mut sent = 0;
-    while sent < data.len() {
-        // SAFETY: `data[sent..]` is a valid slice for the call's duration; the
-        // socket is open (see `send_direct`).
-        let n = unsafe { libc::send(sock, data[sent..].as_ptr().cast(), data.len() - sent, flags) };
-        if n <= 0 {
-            break;
-        }
-        sent += n as usize;
-    }
-    sent
 }
 
 fn push<'py>(

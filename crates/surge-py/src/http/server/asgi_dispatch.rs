@@ -25,6 +25,7 @@ use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
 use super::asgi::{AsgiCycle, ConnParts};
+use super::connection::Deferred;
 use super::request::{asgi_scope_defaults, Request};
 use crate::call;
 
@@ -204,22 +205,19 @@ impl AsgiDispatch {
         Ok(())
     }
 
-    /// `dispatch_read` with the connection's data at hand; `from_reader`: called
+    /// `dispatch_read` of a read that brought the one request (or parse error)
+    /// `item`, with the connection's data at hand; `from_reader`: called
     /// by `AsgiReader` for a read, which saw the protocol's `_body_stream` None
     /// (and no read comes to a closed connection: its `_closed` is not asked).
     fn read(
         slf: &Bound<'_, Self>,
         protocol: &Bound<'_, PyAny>,
-        deferred: &Bound<'_, PyList>,
+        item: &Bound<'_, PyAny>,
         base: &Bound<'_, PyDict>,
         parts: &Bound<'_, ConnParts>,
         from_reader: bool,
     ) -> PyResult<bool> {
         let py = slf.py();
-        if deferred.len() != 1 {
-            return Ok(false);
-        }
-        let item = deferred.get_item(0)?;
         let Ok(request) = item.downcast::<Request>() else {
             return Ok(false); // a ParseError
         };
@@ -463,8 +461,11 @@ impl AsgiDispatch {
         let Some(deferred) = deferred else {
             return Ok(false);
         };
+        if deferred.len() != 1 {
+            return Ok(false);
+        }
         let (base, parts) = conn_data(slf.borrow().owner.bind(slf.py()), protocol)?;
-        Self::read(slf, protocol, deferred, &base, &parts, false)
+        Self::read(slf, protocol, &deferred.get_item(0)?, &base, &parts, false)
     }
 
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
@@ -563,7 +564,7 @@ impl AsgiReader {
         }
         let fed = conn
             .borrow_mut()
-            .feed(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
+            .feed_items(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
         let deferred = match fed {
             Ok(d) => d,
             Err(e) => {
@@ -573,13 +574,14 @@ impl AsgiReader {
             }
         };
         let handled = match &deferred {
-            Some(list) => {
-                AsgiDispatch::read(self.dispatch.bind(py), protocol, list, base, parts, true)?
+            Deferred::One(item) => {
+                AsgiDispatch::read(self.dispatch.bind(py), protocol, item, base, parts, true)?
             }
-            None => !conn.borrow().held,
+            Deferred::Nothing => !conn.borrow().held,
+            Deferred::Many(_) => false,
         };
         if !handled {
-            protocol.call_method1(intern!(py, "_after_feed"), (deferred,))?;
+            protocol.call_method1(intern!(py, "_after_feed"), (deferred.into_list(py)?,))?;
         }
         Ok(())
     }

@@ -562,9 +562,9 @@ impl AsgiReader {
             self.fallback.call1(py, (protocol, data))?;
             return Ok(());
         }
-        let fed = conn
-            .borrow_mut()
-            .feed_items(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
+        let fed =
+            conn.borrow_mut()
+                .feed_items(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
         let deferred = match fed {
             Ok(d) => d,
             Err(e) => {

@@ -185,7 +185,8 @@ impl BatchedTransport {
     /// an idle connection holds at most `KEEP_CAPACITY`).
     fn take_pending<'py>(slf: &Bound<'py, Self>, from: usize) -> Option<Bound<'py, PyBytes>> {
         let mut this = slf.borrow_mut();
-        let rest = (from < this.pending.len()).then(|| PyBytes::new(slf.py(), &this.pending[from..]));
+        let rest =
+            (from < this.pending.len()).then(|| PyBytes::new(slf.py(), &this.pending[from..]));
         if this.pending.capacity() > KEEP_CAPACITY {
             this.pending = Vec::new();
         } else {

@@ -182,8 +182,7 @@ impl HttpConnection {
         self.parser.feed(data);
         loop {
             if self.parser.at_message_start()
-                && (self.out.len() + self.spliced_bytes >= room
-                    || deferred.len() >= slots)
+                && (self.out.len() + self.spliced_bytes >= room || deferred.len() >= slots)
             {
                 // Out of budget before a new request: it stays in the parser.
                 self.held = self.parser.buffered() > 0;

@@ -25,6 +25,7 @@ use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 
 use super::asgi::{AsgiCycle, ConnParts};
+use super::connection::Deferred;
 use super::request::{asgi_scope_defaults, Request};
 use crate::call;
 
@@ -157,45 +158,66 @@ impl AsgiDispatch {
     }
 
     /// Makes `host` the current task of `event_loop` (`asyncio._enter_task`).
+    /// The dict is used through the C API: most of what this and `leave` cost
+    /// (~0.7k instructions per request) is the dict's own work, and PyO3's
+    /// wrappers (owned references and their release) added ~50 to it.
     fn enter(&self, event_loop: &Bound<'_, PyAny>, host: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tasks = self.current_tasks.bind(event_loop.py());
-        if tasks.get_item(event_loop)?.is_none() {
-            tasks.set_item(event_loop, host)
-        } else {
-            // Another task is current: asyncio's own call raises its error.
-            self.enter_task.call1(event_loop.py(), (event_loop, host))?;
-            Ok(())
+        let py = event_loop.py();
+        let tasks = self.current_tasks.bind(py).as_ptr();
+        // SAFETY: `tasks` is a dict and `event_loop`, `host` live references held
+        // across the calls; `PyDict_GetItemWithError` returns a borrowed
+        // reference (not kept) or null, with an exception set on failure.
+        unsafe {
+            if ffi::PyDict_GetItemWithError(tasks, event_loop.as_ptr()).is_null() {
+                if !ffi::PyErr_Occurred().is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                if ffi::PyDict_SetItem(tasks, event_loop.as_ptr(), host.as_ptr()) < 0 {
+                    return Err(PyErr::fetch(py));
+                }
+                return Ok(());
+            }
         }
+        // Another task is current: asyncio's own call raises its error.
+        self.enter_task.call1(py, (event_loop, host))?;
+        Ok(())
     }
 
     /// Undoes `enter` (`asyncio._leave_task`).
     fn leave(&self, event_loop: &Bound<'_, PyAny>, host: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tasks = self.current_tasks.bind(event_loop.py());
-        match tasks.get_item(event_loop)? {
-            Some(current) if current.is(host) => tasks.del_item(event_loop),
-            _ => {
-                self.leave_task.call1(event_loop.py(), (event_loop, host))?;
-                Ok(())
+        let py = event_loop.py();
+        let tasks = self.current_tasks.bind(py).as_ptr();
+        // SAFETY: as in `enter`; the borrowed reference is only compared.
+        unsafe {
+            let current = ffi::PyDict_GetItemWithError(tasks, event_loop.as_ptr());
+            if current == host.as_ptr() {
+                if ffi::PyDict_DelItem(tasks, event_loop.as_ptr()) < 0 {
+                    return Err(PyErr::fetch(py));
+                }
+                return Ok(());
+            }
+            if current.is_null() && !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
             }
         }
+        // Not the host: asyncio's own call raises its error.
+        self.leave_task.call1(py, (event_loop, host))?;
+        Ok(())
     }
 
-    /// `dispatch_read` with the connection's data at hand; `from_reader`: called
+    /// `dispatch_read` of a read that brought the one request (or parse error)
+    /// `item`, with the connection's data at hand; `from_reader`: called
     /// by `AsgiReader` for a read, which saw the protocol's `_body_stream` None
     /// (and no read comes to a closed connection: its `_closed` is not asked).
     fn read(
         slf: &Bound<'_, Self>,
         protocol: &Bound<'_, PyAny>,
-        deferred: &Bound<'_, PyList>,
+        item: &Bound<'_, PyAny>,
         base: &Bound<'_, PyDict>,
         parts: &Bound<'_, ConnParts>,
         from_reader: bool,
     ) -> PyResult<bool> {
         let py = slf.py();
-        if deferred.len() != 1 {
-            return Ok(false);
-        }
-        let item = deferred.get_item(0)?;
         let Ok(request) = item.downcast::<Request>() else {
             return Ok(false); // a ParseError
         };
@@ -439,8 +461,11 @@ impl AsgiDispatch {
         let Some(deferred) = deferred else {
             return Ok(false);
         };
+        if deferred.len() != 1 {
+            return Ok(false);
+        }
         let (base, parts) = conn_data(slf.borrow().owner.bind(slf.py()), protocol)?;
-        Self::read(slf, protocol, deferred, &base, &parts, false)
+        Self::read(slf, protocol, &deferred.get_item(0)?, &base, &parts, false)
     }
 
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
@@ -537,9 +562,9 @@ impl AsgiReader {
             self.fallback.call1(py, (protocol, data))?;
             return Ok(());
         }
-        let fed = conn
-            .borrow_mut()
-            .feed(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
+        let fed =
+            conn.borrow_mut()
+                .feed_items(py, bytes.as_bytes(), self.high_water, self.max_pipeline);
         let deferred = match fed {
             Ok(d) => d,
             Err(e) => {
@@ -549,13 +574,14 @@ impl AsgiReader {
             }
         };
         let handled = match &deferred {
-            Some(list) => {
-                AsgiDispatch::read(self.dispatch.bind(py), protocol, list, base, parts, true)?
+            Deferred::One(item) => {
+                AsgiDispatch::read(self.dispatch.bind(py), protocol, item, base, parts, true)?
             }
-            None => !conn.borrow().held,
+            Deferred::Nothing => !conn.borrow().held,
+            Deferred::Many(_) => false,
         };
         if !handled {
-            protocol.call_method1(intern!(py, "_after_feed"), (deferred,))?;
+            protocol.call_method1(intern!(py, "_after_feed"), (deferred.into_list(py)?,))?;
         }
         Ok(())
     }

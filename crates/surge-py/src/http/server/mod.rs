@@ -8,6 +8,7 @@ mod batch;
 mod chain;
 mod connection;
 mod date;
+mod direct;
 mod dispatch_read;
 mod hook_chain;
 mod log_format;

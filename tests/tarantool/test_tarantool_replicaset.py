@@ -118,8 +118,15 @@ def test_writes_to_master_reads_spread_over_replicas(replicaset, arun):
 def test_killed_master_fails_writes_until_a_replica_is_promoted(arun):
     async def main(rs):
         master, r1, r2 = rs
+        # connect_timeout: the pool's 1 s default was seen to run out at load 8
+        # while the fresh replica set answered its first handshakes; the killed
+        # master refuses connections at once, so it bounds nothing below.
         async with st.Pool(
-            [s.url for s in rs], mode="ro", health_interval=0.5, health_timeout=5.0
+            [s.url for s in rs],
+            mode="ro",
+            health_interval=0.5,
+            health_timeout=5.0,
+            connect_timeout=10.0,
         ) as pool:
             assert await pool.replace("kv", (1, "before")) == [(1, "before")]
             # Replication is asynchronous: at load 12 a write acknowledged by the

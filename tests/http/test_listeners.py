@@ -156,10 +156,14 @@ def test_limit_max_requests_replaces_workers_without_failing_a_request(tmp_path:
     assert len(asked) >= 3, log[-2000:]
     for served, limit in asked:
         assert 250 <= limit <= 350 and served >= limit, asked
-    # Within one look at the count (2 to 100 ms of requests); a starved process
-    # can find a burst queued, so the bound is on the median.
-    overshoot = sorted(served - limit for served, limit in asked)
-    assert overshoot[len(overshoot) // 2] < 200, asked
+    # Within one look at the count (2 to 100 ms of requests, paced by the rate
+    # seen so far): a worker that takes over its replaced neighbour's load, or a
+    # starved process finding a burst queued, overshoots by that look's requests
+    # (455 seen on a quiet, fast machine), so the bound is on the median and
+    # relative to the limit: a watcher that stopped looking would serve on for
+    # the whole run.
+    overshoot = sorted((served - limit) / limit for served, limit in asked)
+    assert overshoot[len(overshoot) // 2] < 1.0, asked
 
 
 def test_workers_max_rss_replaces_a_bloated_worker(tmp_path: Path) -> None:

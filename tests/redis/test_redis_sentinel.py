@@ -60,7 +60,12 @@ def test_master_and_replica_clients(group):
         try:
             assert await m.set("k", "v") is True
             await m.execute_command("WAIT", 1, 2000)
-            assert await r.get("k") == "v"
+            # Replication is asynchronous and WAIT gives up after 2 s (a replica
+            # still in its first sync was seen in CI): read until it is there.
+            deadline = time.monotonic() + 20
+            while (got := await r.get("k")) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert got == "v"
             assert f"{r.engine.endpoint.host}:{r.engine.endpoint.port}" != group.extra["master"]
             with pytest.raises(ReadOnlyError):
                 await r.set("k", "w")

@@ -153,3 +153,34 @@ def test_pool_set_connect_args_as_asyncpg(dsn: str, arun: Callable) -> None:
         assert theirs[-1] == "porting-new"
 
     arun(go())
+
+
+async def _init_size(mod: Any, dsn: str) -> list:
+    name = f"porting-init-{mod.__name__}"
+    pool = await mod.create_pool(
+        dsn, min_size=1, init_size=3, max_size=4, server_settings={"application_name": name}
+    )
+    out: list = [pool.get_init_size(), pool.get_min_size(), pool.get_size()]
+    count = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
+    out.append(await pool.fetchval(count, name))
+    await pool.close()
+    pool = await mod.create_pool(dsn, min_size=2, max_size=3)
+    out += [pool.get_init_size(), pool.get_size()]
+    await pool.close()
+    for sizes in ({"init_size": 5}, {"init_size": 1, "min_size": 2}, {"init_size": -1}):
+        with pytest.raises(ValueError) as e:
+            await mod.create_pool(dsn, **{"min_size": 0, "max_size": 3, **sizes})
+        out.append(str(e.value))
+    return out
+
+
+def test_pool_init_size_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """asyncpg 0.32's ``init_size``: the connections opened at start (``min_size``
+    unless given), checked against ``min_size`` and ``max_size``."""
+
+    async def go() -> None:
+        theirs = await _init_size(asyncpg, dsn)
+        assert await _init_size(pg, dsn) == theirs
+        assert theirs[:4] == [3, 1, 3, 3]
+
+    arun(go())

@@ -23,7 +23,8 @@ SQLSTATE exception classes. Where surge differs, and why:
   value may be passed for them; a naive datetime for timestamptz is taken as
   UTC; the few types with no stable binary form (money, reg*, tsvector,
   tsquery, aclitem) come back as their text (str), as in asyncpg, and are
-  passed as str; `set_type_codec` takes text-format codecs only.
+  passed as str; `set_type_codec` takes asyncpg's three formats and runs
+  where asyncpg runs it (arrays, composite fields, records).
 - As asyncpg, and never a silent change: ±infinity dates and timestamps read
   as `date.max`/`date.min` (`datetime.max`/`min`) and those values are written
   back as ±infinity; an interval's months become days with a year as 365 days
@@ -69,6 +70,7 @@ Modules form a tree (an arrow: "uses"; nothing below calls back up)::
 
 from __future__ import annotations
 
+import inspect
 import ssl as _ssl
 from collections.abc import Sequence
 from typing import Any
@@ -106,24 +108,26 @@ from surge.postgres.statement_cache import (
     DEFAULT_STATEMENT_CACHE_SIZE,
 )
 from surge.postgres.transaction import Transaction
+from surge.postgres.types import (
+    BitString,
+    Box,
+    Circle,
+    Line,
+    LineSegment,
+    Path,
+    Point,
+    Polygon,
+    Range,
+)
 
 #: `connect`'s keywords that go to `surge.postgres.dsn.parse` (the rest are the
-#: connection's options).
-_DSN_KEYWORDS = (
-    "host",
-    "port",
-    "user",
-    "password",
-    "database",
-    "server_settings",
-    "ssl",
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "sslpassword",
-    "target_session_attrs",
-    "channel_binding",
+#: connection's options): read from `parse`'s own signature, so a keyword added
+#: there is routed to it (tests/postgres/test_pg_porting_surface.py checks that
+#: `connect` and `create_pool` take each of them).
+_DSN_KEYWORDS = tuple(
+    name
+    for name, p in inspect.signature(_dsn.parse).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
 
 
@@ -204,6 +208,7 @@ def create_pool(
     *,
     min_size: int = DEFAULT_MIN_SIZE,
     max_size: int = DEFAULT_MAX_SIZE,
+    init_size: int | None = None,
     host: str | Sequence[str] | None = None,
     port: int | str | Sequence[int | str] | None = None,
     user: str | None = None,
@@ -242,11 +247,13 @@ def create_pool(
     each new connection (type codecs), ``setup(conn)`` on each acquire,
     ``reset(conn)`` on each release; ``max_queries``,
     ``max_inactive_connection_lifetime``, ``connection_class`` and
-    ``record_class`` as asyncpg's; `Pool.set_connect_args` changes the
+    ``record_class`` as asyncpg's, and its ``init_size`` (the connections opened
+    at start, ``min_size`` unless given); `Pool.set_connect_args` changes the
     connection options for the connections made after it."""
     kwargs = dict(locals())
     pool_kwargs = {
-        k: kwargs.pop(k) for k in ("min_size", "max_size", "init", "setup", "reset", "max_queries")
+        k: kwargs.pop(k)
+        for k in ("min_size", "max_size", "init_size", "init", "setup", "reset", "max_queries")
     }
     lifetime = kwargs.pop("max_inactive_connection_lifetime")
     _check_connection_class(kwargs.pop("connection_class"))
@@ -265,6 +272,15 @@ def create_pool(
 
 __all__ = [
     "Attribute",
+    "BitString",
+    "Box",
+    "Circle",
+    "Line",
+    "LineSegment",
+    "Path",
+    "Point",
+    "Polygon",
+    "Range",
     "Connection",
     "LoggedQuery",
     "Pool",

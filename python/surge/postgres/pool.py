@@ -68,11 +68,21 @@ class Pool:
         max_inactive_connection_lifetime: float = DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME,
         connection_class: type[Connection] = Connection,
         configure: Configure | None = None,
+        init_size: int | None = None,
     ) -> None:
         if not 0 <= min_size <= max_size or max_size < 1:
             raise InterfaceError(
                 f"need 0 <= min_size <= max_size, max_size >= 1: {min_size}, {max_size}"
             )
+        # asyncpg 0.32's checks and messages
+        if init_size is None:
+            init_size = min_size
+        if init_size < 0:
+            raise ValueError("init_size is expected to be greater or equal to zero")
+        if init_size > max_size:
+            raise ValueError("init_size is greater than max_size")
+        if init_size < min_size:
+            raise ValueError("init_size is smaller than min_size")
         if max_queries <= 0:
             raise ValueError("max_queries is expected to be greater than zero")
         if max_inactive_connection_lifetime < 0:
@@ -82,6 +92,7 @@ class Pool:
         self._params = params
         self.min_size = min_size
         self.max_size = max_size
+        self.init_size = init_size
         self._kwargs = connect_kwargs
         self._connection_class = connection_class
         self._configure = configure
@@ -103,7 +114,7 @@ class Pool:
         self._closed = False
 
     async def _init(self) -> Pool:
-        conns = [self._new() for _ in range(self.min_size)]
+        conns = [self._new() for _ in range(self.init_size)]
         try:
             await asyncio.gather(*(self._open(c) for c in conns))
         except BaseException:
@@ -181,6 +192,11 @@ class Pool:
     def get_idle_size(self) -> int:
         """Connections nobody holds."""
         return len(self._all) - len(self._held)
+
+    def get_init_size(self) -> int:
+        """``init_size``: the connections opened when the pool starts (``min_size``
+        unless given)."""
+        return self.init_size
 
     def get_min_size(self) -> int:
         """``min_size``."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from surge._core import Record, Statement
 from surge.postgres.session import RowMode
-from surge.postgres.types import type_name
+from surge.postgres.types import Attribute, Type, type_name
 
 if TYPE_CHECKING:
     from surge.postgres.session import Session
@@ -19,16 +19,6 @@ if TYPE_CHECKING:
 #: `cursor` and `transaction` methods, handed down (this module sits beside
 #: cursor.py and transaction.py in the tree, it does not import them).
 Opener = Callable[..., Any]
-
-
-class Type(NamedTuple):
-    """A PostgreSQL type as a parameter or column has it (asyncpg's fields:
-    ``kind`` is scalar, array, composite, range or multirange)."""
-
-    oid: int
-    name: str
-    kind: str = "scalar"
-    schema: str = "pg_catalog"
 
 
 #: Each type's name, kind and schema as asyncpg reports them (an array is
@@ -45,13 +35,6 @@ FROM pg_catalog.pg_type t
 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 WHERE t.oid = ANY($1::oid[])
 """
-
-
-class Attribute(NamedTuple):
-    """A result column: its name and type."""
-
-    name: str
-    type: Type
 
 
 class PreparedStatement:

@@ -16,10 +16,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, SupportsFloat
 
 from surge._core import pg_types
+from surge.postgres.serverversion import ServerVersion
 
 __all__ = (
     "ARRAYS",
     "TYPES",
+    "Attribute",
     "BitString",
     "Box",
     "BuiltinType",
@@ -30,9 +32,28 @@ __all__ = (
     "Point",
     "Polygon",
     "Range",
+    "ServerVersion",
+    "Type",
     "type_name",
     "type_oid",
 )
+
+
+class Type(NamedTuple):
+    """A PostgreSQL type as a parameter or column has it (asyncpg's fields:
+    ``kind`` is scalar, array, composite, range or multirange)."""
+
+    oid: int
+    name: str
+    kind: str = "scalar"
+    schema: str = "pg_catalog"
+
+
+class Attribute(NamedTuple):
+    """A result column: its name and type."""
+
+    name: str
+    type: Type
 
 
 class BuiltinType(NamedTuple):

@@ -5,6 +5,7 @@ await tnt.insert("tester", (1, "x" * 1536))
 """
 
 from surge._core import Tuple
+from surge.tarantool import exceptions
 from surge.tarantool.connection import ITERATORS, Connection, SQLResult, connect
 from surge.tarantool.errors import (
     AuthenticationError,
@@ -18,9 +19,13 @@ from surge.tarantool.errors import (
 )
 from surge.tarantool.pool import NoHealthyInstanceError, Pool
 from surge.tarantool.push import PushFuture, PushIterator
+from surge.tarantool.sql import Field, Metadata
 from surge.tarantool.transaction import ISOLATION_LEVELS, Transaction
-from surge.tarantool.types import Adjust, ConnectionState, ErrorInfo, ExtValue, Interval
+from surge.tarantool.types import Adjust, ConnectionState, ErrorInfo, ExtValue, Interval, Iterator
 from surge.tarantool.watch import Watcher
+
+#: asynctnt's name for the tuples of replies.
+TarantoolTuple = Tuple
 
 __all__ = [
     "ISOLATION_LEVELS",
@@ -34,7 +39,10 @@ __all__ = [
     "ErrorInfo",
     "ExtValue",
     "FeatureNotSupportedError",
+    "Field",
     "Interval",
+    "Iterator",
+    "Metadata",
     "NoHealthyInstanceError",
     "Pool",
     "PushFuture",
@@ -44,8 +52,10 @@ __all__ = [
     "TarantoolDatabaseError",
     "TarantoolError",
     "TarantoolSchemaError",
+    "TarantoolTuple",
     "Transaction",
     "Tuple",
     "Watcher",
     "connect",
+    "exceptions",
 ]

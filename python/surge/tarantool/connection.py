@@ -42,6 +42,7 @@ from surge.engine import (
 )
 from surge.errors import ConnectError, ConnectionLostError, InterfaceError, RequestTimeoutError
 from surge.tarantool import transaction as _tx
+from surge.tarantool.asynctnt_names import ASYNCTNT_RECONNECT_TIMEOUT, AsynctntNames
 from surge.tarantool.errors import (
     DatabaseError,
     FeatureNotSupportedError,
@@ -51,25 +52,13 @@ from surge.tarantool.errors import (
 from surge.tarantool.faults import describe, is_expected, log, traceback_of
 from surge.tarantool.push import PushFuture, encode_subscribed
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
+from surge.tarantool.sql import SQLResult
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
-from surge.tarantool.types import ConnectionState
+from surge.tarantool.types import ConnectionState, Iterator
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
 
 #: Select iterators by name, as box.index has them.
-ITERATORS = {
-    "EQ": 0,
-    "REQ": 1,
-    "ALL": 2,
-    "LT": 3,
-    "LE": 4,
-    "GE": 5,
-    "GT": 6,
-    "BITS_ALL_SET": 7,
-    "BITS_ANY_SET": 8,
-    "BITS_ALL_NOT_SET": 9,
-    "OVERLAPS": 10,
-    "NEIGHBOR": 11,
-}
+ITERATORS = {it.name: it.value for it in Iterator}
 
 #: "No limit" for select.
 MAX_LIMIT = 0xFFFFFFFF
@@ -111,48 +100,7 @@ def _key(key: Any) -> Any:
     return (key,)
 
 
-class SQLResult:
-    """An `execute` result: rows (with column names) or the affected row count."""
-
-    __slots__ = ("autoincrement_ids", "metadata", "row_count", "rows", "stmt_id")
-
-    def __init__(self, reply: dict) -> None:
-        self.metadata = reply.get("metadata") or []
-        self.rows = reply.get("rows", [])
-        info = reply.get("sql_info") or {}
-        self.row_count = info.get(0, len(self.rows))
-        self.autoincrement_ids = info.get(1, [])
-        self.stmt_id = reply.get("stmt_id")
-
-    @property
-    def columns(self) -> list[str]:
-        """Column names."""
-        return [m.get(0) for m in self.metadata]
-
-    @property
-    def body(self) -> list:
-        """The rows (asynctnt's ``Response.body``)."""
-        return self.rows
-
-    @property
-    def rowcount(self) -> int:
-        """Rows returned or changed (asynctnt's name for `row_count`)."""
-        return int(self.row_count)
-
-    def __iter__(self):
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> Any:
-        return self.rows[i]
-
-    def __repr__(self) -> str:
-        return f"<SQLResult rows={len(self.rows)} row_count={self.row_count}>"
-
-
-class Connection:
+class Connection(AsynctntNames):
     """A Tarantool connection; made outside a loop, it connects on first use.
 
     Request methods return awaitables. Bad input (a value MessagePack cannot hold)
@@ -201,6 +149,14 @@ class Connection:
                 raise InterfaceError("give user= or username=, not both")
             user = username
         port = int(port)  # asynctnt takes "3301" too
+        self._asynctnt_opts = {
+            "reconnect_timeout": (
+                (ASYNCTNT_RECONNECT_TIMEOUT if reconnect_timeout is None else reconnect_timeout)
+                if reconnect
+                else 0
+            ),
+            "initial_read_buffer_size": initial_read_buffer_size,
+        }
         self.user = user
         self.password = password or ""
         self.fetch_schema = fetch_schema
@@ -922,7 +878,7 @@ class Connection:
         awaits to an `SQLResult`."""
         send = self._sender() if self._tx_open else self._req
         return _sql_result(
-            send(self._codec.execute, query, _sql_params(params), timeout=_timeout(timeout))
+            send(self._codec.execute, query, _sql_params(params), timeout=_timeout(timeout)), self
         )
 
     def prepare(self, sql: str, *, timeout: float | None = None) -> Any:
@@ -961,8 +917,9 @@ def _left(deadline: float | None, timeout: Any) -> Any:
     return max(0.001, deadline - time.monotonic())
 
 
-async def _sql_result(reply: Any) -> SQLResult:
-    return SQLResult(await reply)
+async def _sql_result(reply: Any, conn: Connection) -> SQLResult:
+    got = await reply
+    return SQLResult(got, conn.schema_id)
 
 
 async def _stmt_id(reply: Any) -> int:

@@ -17,6 +17,24 @@ class ConnectionState(enum.IntEnum):
     DISCONNECTED = 5
 
 
+class Iterator(enum.IntEnum):
+    """Index iterators for `Connection.select` (asynctnt's names and Tarantool's
+    values); ``iterator=`` also takes their names as strings."""
+
+    EQ = 0
+    REQ = 1
+    ALL = 2
+    LT = 3
+    LE = 4
+    GE = 5
+    GT = 6
+    BITS_ALL_SET = 7
+    BITS_ANY_SET = 8
+    BITS_ALL_NOT_SET = 9
+    OVERLAPS = 10
+    NEIGHBOR = 11
+
+
 class Adjust(enum.IntEnum):
     """How adding months to the end of a month behaves (Tarantool's `adjust`)."""
 

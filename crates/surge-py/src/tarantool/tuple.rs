@@ -116,6 +116,32 @@ impl Tuple {
         Ok(d)
     }
 
+    /// Every value, in order (asynctnt's `values()`).
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.__iter__(py)
+    }
+
+    /// `(name, value)` of the named fields the tuple has, in field order
+    /// (asynctnt's `items()`; empty when the space has no format).
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self.items.bind(py);
+        let mut named: Vec<(usize, Bound<'py, PyAny>)> = Vec::new();
+        if let Some(n) = &self.names {
+            for (k, v) in n.bind(py).iter() {
+                let i: usize = v.extract()?;
+                if i < items.len() {
+                    named.push((i, k));
+                }
+            }
+        }
+        named.sort_by_key(|(i, _)| *i);
+        let out = PyList::empty(py);
+        for (i, k) in named {
+            out.append((k, items.get_item(i)?))?;
+        }
+        Ok(out)
+    }
+
     /// The values as a plain Python tuple.
     fn as_tuple<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
         self.items.bind(py).clone()

@@ -1,0 +1,119 @@
+"""`execute`'s result, `SQLResult`, readable under surge's names (`rows`,
+`columns`, `row_count`) and under asynctnt's `Response` names (`body`,
+`rowcount`, `metadata.fields`, `autoincrement_ids`, `code`, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+# IPROTO_FIELD_* keys of a column's metadata map.
+_NAME, _TYPE, _COLLATION, _IS_NULLABLE, _IS_AUTOINCREMENT, _SPAN = range(6)
+
+
+class Field:
+    """One result column's metadata (asynctnt's ``Field``)."""
+
+    __slots__ = ("collation", "is_autoincrement", "is_nullable", "name", "span", "type")
+
+    def __init__(self, meta: dict) -> None:
+        self.name: str | None = meta.get(_NAME)
+        self.type: str | None = meta.get(_TYPE)
+        self.collation: str | None = meta.get(_COLLATION)
+        self.is_nullable: bool | None = meta.get(_IS_NULLABLE)
+        self.is_autoincrement: bool | None = meta.get(_IS_AUTOINCREMENT)
+        self.span: str | None = meta.get(_SPAN)
+
+    def __repr__(self) -> str:
+        return f"<Field name={self.name} type={self.type} is_nullable={self.is_nullable}>"
+
+
+class Metadata(list):  # type: ignore[type-arg]
+    """The columns' metadata maps as the server sent them (a list, as surge gave
+    them before), with asynctnt's ``fields`` and ``name_id_map``."""
+
+    @property
+    def fields(self) -> list[Field]:
+        """A `Field` per column."""
+        return [Field(m) for m in self]
+
+    @property
+    def name_id_map(self) -> dict[str, int]:
+        """Column name -> position."""
+        return {m.get(_NAME): i for i, m in enumerate(self)}
+
+    def __repr__(self) -> str:
+        return f"<Metadata [fields_count={len(self)}]>"
+
+
+class SQLResult:
+    """An `execute` result: rows (with column names) or the affected row count.
+
+    asynctnt's `Response` attributes have its values: ``body`` and ``metadata``
+    are None for a statement that returns no rows, ``autoincrement_ids`` None
+    when none were made; ``code``/``return_code`` 0, ``errmsg``/``error`` None
+    (a failed request raises), ``done()`` True."""
+
+    __slots__ = (
+        "_has_rows",
+        "autoincrement_ids",
+        "metadata",
+        "row_count",
+        "rows",
+        "schema_id",
+        "stmt_id",
+    )
+
+    #: Always 0: a failed request raises instead of giving a result.
+    code = 0
+    return_code = 0
+    errmsg = None
+    error = None
+    #: asynctnt's: the encoding strings are decoded with.
+    encoding = b"utf-8"
+    #: Set by `prepare` replies only (asynctnt's); `execute` never has them.
+    params = None
+    params_count = 0
+
+    def __init__(self, reply: dict, schema_id: int | None = None) -> None:
+        meta = reply.get("metadata")
+        self.metadata = None if meta is None else Metadata(meta)
+        self._has_rows = "rows" in reply
+        self.rows = reply.get("rows", [])
+        info = reply.get("sql_info") or {}
+        self.row_count = info.get(0, len(self.rows))
+        self.autoincrement_ids = info.get(1)
+        self.stmt_id = reply.get("stmt_id") or 0
+        #: The schema version the connection had when the reply came.
+        self.schema_id = -1 if schema_id is None else schema_id
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names."""
+        return [m.get(_NAME) for m in self.metadata or ()]
+
+    @property
+    def body(self) -> list | None:
+        """The rows; None for a statement that returns none (asynctnt's)."""
+        return self.rows if self._has_rows else None
+
+    @property
+    def rowcount(self) -> int:
+        """Rows returned or changed (asynctnt's name for `row_count`)."""
+        return int(self.row_count)
+
+    def done(self) -> bool:
+        """True: the result is complete (asynctnt's)."""
+        return True
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.rows[i]
+
+    def __repr__(self) -> str:
+        return f"<SQLResult rows={len(self.rows)} row_count={self.row_count}>"

@@ -485,10 +485,13 @@ class Connection:
           UTC)``, interval ``(months, days, microseconds)``, a composite type its
           fields; ±infinity are the integer limits.
 
-        A text-format codec on a built-in type also runs on the elements of its
-        arrays, as asyncpg's (the array then travels in its text form); arrays of
-        types looked up in the catalog, and composites with a field of the type,
-        keep the built-in handling (asyncpg would use the codec there)."""
+        Where asyncpg runs a codec besides the type's own values, so does this:
+        a text codec on the elements of arrays of the type, of enums and of
+        domains over it (the array then travels in its text form, but for
+        json/jsonb and enums); binary and tuple codecs on array elements,
+        composite and record fields and range bounds. A text codec on a
+        composite's field is not run there (asyncpg refuses the composite): the
+        field keeps the built-in codec."""
         if format not in ("text", "binary", "tuple"):
             raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
         oid, kind = await self._type_info(typename, schema)

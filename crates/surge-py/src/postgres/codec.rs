@@ -193,7 +193,7 @@ pub struct PgCodec {
     #[pyo3(get)]
     server_params: Py<PyDict>,
     /// Custom codecs by type oid (`set_type_codec`).
-    custom: CustomMap,
+    custom: Arc<CustomMap>,
     /// Types looked up in the catalog (composites, enums, domains, ranges ...).
     types: Arc<Registry>,
     /// The COPY FROM STDIN being streamed, if any (see `copy_in.rs`).
@@ -351,7 +351,7 @@ impl PgCodec {
             tx_status: b'I',
             sasl_final: None,
             server_params: PyDict::new(py).unbind(),
-            custom: HashMap::new(),
+            custom: Arc::new(HashMap::new()),
             types: Arc::new(Registry::new()),
             stream: None,
         }
@@ -387,13 +387,13 @@ impl PgCodec {
             decoder,
             format,
         };
-        self.custom.insert(oid, Arc::new(custom));
+        Arc::make_mut(&mut self.custom).insert(oid, Arc::new(custom));
         Ok(())
     }
 
     /// Back to the built-in codec (or text) for type `oid`.
     fn reset_type_codec(&mut self, oid: u32) {
-        self.custom.remove(&oid);
+        Arc::make_mut(&mut self.custom).remove(&oid);
     }
 
     /// Whether `sql` may be a `COPY ... FROM STDIN`, which must go out alone

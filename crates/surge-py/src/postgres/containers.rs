@@ -16,7 +16,8 @@ use super::decode::{bad, decode, text};
 use super::encode::Encoder;
 use super::pyclasses as cls;
 use super::record::{record_from_vec, record_type, Desc};
-use super::registry::{resolve, Codec, Registry};
+use super::custom::CustomMap;
+use super::registry::{resolve_part, Codec, Registry};
 
 /// An array as (nested) lists; lower bounds are not kept (as in asyncpg's lists).
 pub fn decode_array(py: Python<'_>, elem_oid: u32, elem: &Codec, b: &[u8]) -> PyResult<PyObject> {
@@ -110,13 +111,18 @@ pub fn decode_composite(
 
 /// An anonymous record (`SELECT ROW(1, 'a')`): a tuple (as asyncpg returns
 /// it), fields decoded by the oids they carry.
-pub fn decode_record(py: Python<'_>, reg: &Arc<Registry>, b: &[u8]) -> PyResult<PyObject> {
+pub fn decode_record(
+    py: Python<'_>,
+    reg: &Arc<Registry>,
+    custom: Option<&Arc<CustomMap>>,
+    b: &[u8],
+) -> PyResult<PyObject> {
     let parts = t::decode_record(b).map_err(bad)?;
     let mut values = Vec::with_capacity(parts.len());
     for &(oid, v) in &parts {
         values.push(match v {
             None => py.None(),
-            Some(v) => match resolve(py, oid, reg) {
+            Some(v) => match resolve_part(py, oid, reg, custom, 1) {
                 Some(c) => decode(py, &c, v)?,
                 None => {
                     return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -200,7 +206,7 @@ fn text_items(py: Python<'_>, items: &[t::TextItem]) -> PyResult<PyObject> {
 fn tuple_shaped(c: &Codec) -> bool {
     match c {
         Codec::Scalar(k) => k.is_geometric() || matches!(k, Kind::Tid | Kind::Snapshot),
-        Codec::Composite { .. } | Codec::Record(_) | Codec::Range(_) => true,
+        Codec::Composite { .. } | Codec::Record(..) | Codec::Range(_) => true,
         _ => false,
     }
 }

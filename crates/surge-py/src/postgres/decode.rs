@@ -100,11 +100,12 @@ pub fn decode(py: Python<'_>, c: &Codec, b: &[u8]) -> PyResult<PyObject> {
         Codec::Composite { oids, fields, desc } => {
             containers::decode_composite(py, oids, fields, desc, b)
         }
-        Codec::Record(reg) => containers::decode_record(py, reg, b),
+        Codec::Record(reg, custom) => containers::decode_record(py, reg, custom.as_ref(), b),
         Codec::Range(sub) => containers::decode_range(py, sub, b),
         Codec::Multirange(range) => containers::decode_multirange(py, range, b),
         Codec::Hstore => containers::decode_hstore(py, b),
         Codec::TextArray => containers::decode_text_array(py, b),
+        Codec::Custom { custom, inner, .. } => custom.decode(py, inner.as_deref(), b),
     }
 }
 

@@ -102,7 +102,7 @@ impl<'py> Encoder<'_, 'py> {
             Codec::Composite { oids, fields, desc } => {
                 self.composite(oids, fields, desc, v, buf)?
             }
-            Codec::Record(_) => {
+            Codec::Record(..) => {
                 return Err(self.fail(format!(
                     "an anonymous record (type oid {type_oid}) cannot be a parameter: \
                      cast the parameter to a composite type"
@@ -112,6 +112,9 @@ impl<'py> Encoder<'_, 'py> {
             Codec::Multirange(range) => self.multirange(range, v, buf)?,
             Codec::Hstore => self.hstore(v, buf)?,
             Codec::TextArray => self.text_array(v, buf)?,
+            Codec::Custom { oid, custom, inner } => {
+                return custom.encode(self, *oid, inner.as_deref(), v, buf)
+            }
         }
         Ok(Param::Value)
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use surge_proto::pgwire::types::{find, Found, Kind};
 
+use super::custom::{Custom, CustomMap, Format};
 use super::record::Desc;
 
 /// Nesting deeper than this (arrays of composites of ranges ...) is refused:
@@ -60,14 +61,24 @@ pub enum Codec {
         fields: Vec<Arc<Codec>>,
         desc: Arc<Desc>,
     },
-    /// An anonymous record: fields are resolved as they come.
-    Record(Arc<Registry>),
+    /// An anonymous record: fields are resolved as they come (with the
+    /// connection's custom codecs, when the statement had some).
+    Record(Arc<Registry>, Option<Arc<CustomMap>>),
     Range(Arc<Codec>),
     Multirange(Arc<Codec>),
     Hstore,
     /// An array of a type without a binary codec: it goes in its text form,
     /// elements as str (asyncpg's list of str for money[], regclass[] ...).
     TextArray,
+    /// A binary- or tuple-format custom codec (`set_type_codec`) on type `oid`
+    /// inside a container (array element, composite or record field, range
+    /// bound), as asyncpg runs them there; `inner` is the type's built-in
+    /// codec, which the tuple format takes its values apart with.
+    Custom {
+        oid: u32,
+        custom: Arc<Custom>,
+        inner: Option<Arc<Codec>>,
+    },
 }
 
 impl Codec {
@@ -122,15 +133,57 @@ pub enum TextResult {
 /// The codec for `oid`, or None when its values must go as text (unknown, or
 /// some part has no binary codec here).
 pub fn resolve(py: Python<'_>, oid: u32, reg: &Arc<Registry>) -> Option<Arc<Codec>> {
-    resolve_at(py, oid, reg, 0)
+    resolve_at(py, oid, reg, None, 0)
 }
 
-fn resolve_at(py: Python<'_>, oid: u32, reg: &Arc<Registry>, depth: usize) -> Option<Arc<Codec>> {
+/// `resolve`, with the connection's custom codecs run on the parts of
+/// containers (the value itself is the statement's to run its codec on).
+pub fn resolve_custom(
+    py: Python<'_>,
+    oid: u32,
+    reg: &Arc<Registry>,
+    custom: Option<&Arc<CustomMap>>,
+) -> Option<Arc<Codec>> {
+    resolve_at(py, oid, reg, custom, 0)
+}
+
+/// The codec of a part of a container (an array's element, a field, a range's
+/// bound): binary, or None. A binary or tuple custom codec on its type wraps
+/// the built-in one; a text one cannot run on a binary part and is left out
+/// (asyncpg refuses such composites; arrays of a type with a text codec go in
+/// their text form, see `statement`).
+pub fn resolve_part(
+    py: Python<'_>,
+    oid: u32,
+    reg: &Arc<Registry>,
+    custom: Option<&Arc<CustomMap>>,
+    depth: usize,
+) -> Option<Arc<Codec>> {
+    let builtin = resolve_at(py, oid, reg, custom, depth).filter(|c| c.is_binary());
+    match custom.and_then(|m| m.get(&oid)) {
+        Some(cu) if cu.format == Format::Binary || builtin.is_some() && cu.format == Format::Tuple => {
+            Some(Arc::new(Codec::Custom {
+                oid,
+                custom: cu.clone(),
+                inner: builtin,
+            }))
+        }
+        _ => builtin,
+    }
+}
+
+fn resolve_at(
+    py: Python<'_>,
+    oid: u32,
+    reg: &Arc<Registry>,
+    custom: Option<&Arc<CustomMap>>,
+    depth: usize,
+) -> Option<Arc<Codec>> {
     if depth > MAX_TYPE_DEPTH {
         return None;
     }
     // Inside a container every part must be binary (a text array cannot be).
-    let sub = |o: u32| resolve_at(py, o, reg, depth + 1).filter(|c| c.is_binary());
+    let sub = |o: u32| resolve_part(py, o, reg, custom, depth + 1);
     let c = match find(oid) {
         Some(Found::Type(ti)) => match ti.kind {
             Kind::AsText => return None,
@@ -141,7 +194,7 @@ fn resolve_at(py: Python<'_>, oid: u32, reg: &Arc<Registry>, depth: usize) -> Op
             },
             Kind::Range(s) => Codec::Range(sub(s)?),
             Kind::Multirange(r) => Codec::Multirange(sub(r)?),
-            Kind::Record => Codec::Record(reg.clone()),
+            Kind::Record => Codec::Record(reg.clone(), custom.cloned()),
             k => Codec::Scalar(k),
         },
         Some(Found::ArrayOf(ti)) if ti.kind == Kind::AsText => Codec::TextArray,

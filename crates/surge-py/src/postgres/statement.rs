@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::custom::{Custom, CustomMap, Format};
 use super::record::Desc;
-use super::registry::{resolve, unknown, Codec, Registry};
+use super::registry::{resolve_custom, unknown, Codec, Registry, TypeDef, MAX_TYPE_DEPTH};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
@@ -17,31 +17,52 @@ const XML_OID: u32 = 142;
 /// custom codec can run on each element of an array of them as decoded.
 const JSON_OIDS: [u32; 2] = [114, 3802];
 
-/// The text-format custom codec of the elements of a built-in array type
-/// (asyncpg runs a type's codec inside arrays of it too).
-fn element_custom(custom: &CustomMap, oid: u32) -> Option<Arc<Custom>> {
-    match find(oid) {
-        Some(Found::ArrayOf(ti)) => custom
-            .get(&ti.oid)
-            .filter(|c| c.format == Format::Text)
-            .cloned(),
-        _ => None,
+/// The element type of the array type `oid` (built-in, or an array of a type
+/// from the catalog), a domain taken as its base type (asyncpg runs the base
+/// type's codec on a domain's values); None when `oid` is not an array.
+fn array_element(registry: &Registry, oid: u32) -> Option<u32> {
+    let mut elem = match find(oid) {
+        Some(Found::ArrayOf(ti)) => ti.oid,
+        Some(Found::Type(_)) => return None,
+        None => match registry.get(&oid) {
+            Some(TypeDef::Array(e)) => *e,
+            _ => return None,
+        },
+    };
+    for _ in 0..MAX_TYPE_DEPTH {
+        match registry.get(&elem) {
+            Some(TypeDef::Domain(base)) => elem = *base,
+            _ => break,
+        }
     }
+    Some(elem)
+}
+
+/// The text-format custom codec of the elements of an array type (asyncpg runs
+/// a type's codec inside arrays of it too: built-in types, enums, domains).
+fn element_custom(custom: &CustomMap, registry: &Registry, oid: u32) -> Option<Arc<Custom>> {
+    let elem = array_element(registry, oid)?;
+    custom
+        .get(&elem)
+        .filter(|c| c.format == Format::Text)
+        .cloned()
 }
 
 /// True when an array of `oid` with a text codec on its elements travels in the
-/// array's text form: its elements' text is what the codec takes and gives,
-/// and only json/jsonb decode to their text in the binary form.
-fn array_as_text(custom: &CustomMap, oid: u32) -> bool {
-    element_custom(custom, oid).is_some()
-        && !matches!(find(oid), Some(Found::ArrayOf(ti)) if JSON_OIDS.contains(&ti.oid))
+/// array's text form: its elements' text is what the codec takes and gives.
+/// Not for json/jsonb and enums, whose binary values decode to their text.
+fn array_as_text(custom: &CustomMap, registry: &Registry, oid: u32) -> bool {
+    element_custom(custom, registry, oid).is_some()
+        && array_element(registry, oid).is_some_and(|e| {
+            !JSON_OIDS.contains(&e) && !matches!(registry.get(&e), Some(TypeDef::Enum))
+        })
 }
 
 /// What a connection knows of types: its custom codecs (`set_type_codec`) and
 /// the types looked up in the catalog.
 #[derive(Clone, Copy)]
 pub struct Types<'a> {
-    pub custom: &'a CustomMap,
+    pub custom: &'a Arc<CustomMap>,
     pub registry: &'a Arc<Registry>,
 }
 
@@ -71,7 +92,7 @@ pub struct Statement {
     /// (`set_type_codec`), which then goes in its format and through its callables.
     pub param_custom: Vec<Option<Arc<Custom>>>,
     pub column_custom: Vec<Option<Arc<Custom>>>,
-    /// Per column: for an array of json/jsonb, the element type's custom codec
+    /// Per column: for an array, its element type's text-format custom codec
     /// (`element_custom`), run on each element after the array is decoded.
     pub column_element_custom: Vec<Option<Arc<Custom>>>,
     /// Per parameter: the same, its encoder run on each element before the array
@@ -118,8 +139,8 @@ impl Statement {
         // values apart; in the text and binary formats, bytes go to it untouched.
         let codec = |t: u32| match custom.get(&t) {
             Some(c) if c.format != Format::Tuple => None,
-            None if array_as_text(custom, t) => Some(Arc::new(Codec::TextArray)),
-            _ => resolve(py, t, registry),
+            None if array_as_text(custom, registry, t) => Some(Arc::new(Codec::TextArray)),
+            _ => resolve_custom(py, t, registry, Some(custom)),
         };
         let fmt = |(t, c): (&u32, &Option<Arc<Codec>>)| match custom.get(t) {
             Some(cu) => cu.wire_format(),
@@ -150,11 +171,11 @@ impl Statement {
         let column_custom = column_oids.iter().map(|t| custom.get(t).cloned()).collect();
         let param_element_custom = param_oids
             .iter()
-            .map(|&t| element_custom(custom, t))
+            .map(|&t| element_custom(custom, registry, t))
             .collect();
         let column_element_custom = column_oids
             .iter()
-            .map(|&t| element_custom(custom, t))
+            .map(|&t| element_custom(custom, registry, t))
             .collect();
         Ok(Statement {
             name,

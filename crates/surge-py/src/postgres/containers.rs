@@ -12,11 +12,11 @@ use surge_proto::pgwire::frontend::Param;
 use surge_proto::pgwire::types::{self as t, Kind};
 use surge_proto::pgwire::Error;
 
+use super::custom::CustomMap;
 use super::decode::{bad, decode, text};
 use super::encode::Encoder;
 use super::pyclasses as cls;
 use super::record::{record_from_vec, record_type, Desc};
-use super::custom::CustomMap;
 use super::registry::{resolve_part, Codec, Registry};
 
 /// An array as (nested) lists; lower bounds are not kept (as in asyncpg's lists).

@@ -161,7 +161,9 @@ pub fn resolve_part(
 ) -> Option<Arc<Codec>> {
     let builtin = resolve_at(py, oid, reg, custom, depth).filter(|c| c.is_binary());
     match custom.and_then(|m| m.get(&oid)) {
-        Some(cu) if cu.format == Format::Binary || builtin.is_some() && cu.format == Format::Tuple => {
+        Some(cu)
+            if cu.format == Format::Binary || builtin.is_some() && cu.format == Format::Tuple =>
+        {
             Some(Arc::new(Codec::Custom {
                 oid,
                 custom: cu.clone(),

@@ -3,7 +3,9 @@ counterparts: every public name of a peer class or module (``dir()`` without
 underscores, read from the installed peer, plus the protocol methods a port uses:
 ``async with``, ``async for``, ``await``, ``len``, indexing) exists on surge's
 counterpart, or is in `EXCLUDED` with the reason, which docs/migration/ states
-too. A name a new peer release adds fails here until it is ported or excluded."""
+too; so is every parameter name of the peer's functions and methods (a port may
+pass any of them by keyword). A name a new peer release adds fails here until it
+is ported or excluded."""
 
 from __future__ import annotations
 
@@ -136,11 +138,53 @@ EXCLUDED: dict[tuple[str, str], str] = {
     " (it returns the statement id for `execute`)",
     ("asynctnt.Connection", "unprepare_iproto"): "as `prepare_iproto`",
     ("asynctnt.Response", "sync"): "the request id stays inside the engine",
+    # Parameters, as "<surface>.<function>()".
+    ("asyncpg.connect()", "loop"): "deprecated in asyncpg: the running loop is used",
+    ("asyncpg.create_pool()", "loop"): "as `connect()`'s",
+    ("asyncpg.create_pool()", "connect"): "a pool's connections are made by `connect`;"
+    " `connection_class=` and `init=` shape them",
+    ("asyncpg.connect()", "service"): "libpq service files are not read (refused in a DSN)",
+    ("asyncpg.connect()", "servicefile"): "as `service`",
+    ("asyncpg.connect()", "direct_tls"): "TLS starts with an SSLRequest, as libpq's default",
+    ("asyncpg.connect()", "krbsrvname"): "no GSSAPI/Kerberos authentication",
+    ("asyncpg.connect()", "gsslib"): "as `krbsrvname`",
+    ("asynctnt.Connection.call()", "func_name"): "surge's name is `function`; pass it by position",
+    ("asynctnt.Connection.eval()", "expression"): "surge's name is `expr`; pass it by position",
+    ("asynctnt.Connection.execute()", "args"): "surge's name is `params`; pass them by position",
+    ("asynctnt.Connection.execute()", "parse_metadata"): "column names are always read",
+    ("asynctnt.Connection.prepare()", "query"): "surge's name is `sql`; pass it by position",
+    ("asynctnt.Connection.insert()", "replace"): "use `replace()`",
+    ("asynctnt.Connection.update()", "operations"): "surge's name is `ops`; pass them by position",
+    ("asynctnt.Connection.upsert()", "operations"): "as `update()`'s",
 }
 
 
 def _public(obj: Any) -> set[str]:
     return {n for n in dir(obj) if not n.startswith("_")} | (PROTOCOL & set(dir(obj)))
+
+
+def _parameters(f: Any) -> tuple[set[str], bool] | None:
+    """A callable's parameter names (not self, *args, **kwargs) and whether it
+    takes any keyword; None when Python cannot read its signature."""
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    names = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return names - {"self"}, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _missing_parameters(surface: str, peer: Any, ours: Any) -> list[tuple[str, str]]:
+    out = []
+    for name in sorted(n for n in dir(peer) if not n.startswith("_")):
+        theirs, mine = getattr(peer, name), getattr(ours, name, None)
+        if inspect.isclass(theirs) or not callable(theirs) or not callable(mine):
+            continue
+        sig, our_sig = _parameters(theirs), _parameters(mine)
+        if sig is None or our_sig is None or our_sig[1]:
+            continue
+        out += [(f"{surface}.{name}()", p) for p in sorted(sig[0] - our_sig[0])]
+    return out
 
 
 def _missing() -> dict[tuple[str, str], None]:
@@ -149,6 +193,8 @@ def _missing() -> dict[tuple[str, str], None]:
         have = set() if ours is None else _public(ours)
         for name in sorted(_public(peer) - have):
             out[(surface, name)] = None
+        if ours is not None:
+            out.update(dict.fromkeys(_missing_parameters(surface, peer, ours)))
     return out
 
 
@@ -169,7 +215,7 @@ def test_the_docs_name_every_exclusion(peer: str) -> None:
     section = text.split("## Names not carried over", 1)[1]
     rows = {
         (m[1], name.strip().strip("`"))
-        for m in re.finditer(r"^\| `([\w.]+)` \| ([^|]+) \|", section, re.M)
+        for m in re.finditer(r"^\| `([\w.()]+)` \| ([^|]+) \|", section, re.M)
         for name in m[2].split(",")
     }
     mine = {k for k in EXCLUDED if k[0].split(".")[0] == peer}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -182,5 +183,65 @@ def test_pool_init_size_as_asyncpg(dsn: str, arun: Callable) -> None:
         theirs = await _init_size(asyncpg, dsn)
         assert await _init_size(pg, dsn) == theirs
         assert theirs[:4] == [3, 1, 3, 3]
+
+    arun(go())
+
+
+async def _passfile(mod: Any, svc: Any, password: str, tmp: Path) -> list:
+    dsn = f"postgresql://surge_scram@{svc.host}:{svc.port}/postgres"
+    out: list = []
+    for i, secret in enumerate((password, "wrong")):
+        f = tmp / f"{mod.__name__}-{i}.pgpass"
+        f.write_text(f"*:*:*:surge_scram:{secret}\n")
+        f.chmod(0o600)
+        try:
+            c = await mod.connect(dsn, passfile=str(f))
+            out.append(await c.fetchval("SELECT current_user"))
+            await c.close()
+        except mod.InvalidPasswordError as e:
+            out.append(type(e).__name__)
+    return out
+
+
+def test_connect_passfile_keyword_as_asyncpg(
+    pg_svc: Any, pg_password: str, tmp_path: Path, arun: Callable
+) -> None:
+    """``passfile=`` as a keyword of `connect` (surge took it only in the DSN:
+    the keyword raised TypeError)."""
+
+    async def go() -> None:
+        theirs = await _passfile(asyncpg, pg_svc, pg_password, tmp_path)
+        assert await _passfile(pg, pg_svc, pg_password, tmp_path) == theirs
+        assert theirs == ["surge_scram", "InvalidPasswordError"]
+
+    arun(go())
+
+
+async def _keywords(mod: Any, dsn: str) -> list:
+    """asyncpg's parameter names, passed by keyword."""
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1)
+    c = await pool.acquire()
+    await pool.release(connection=c, timeout=5)
+    out: list = [pool.get_idle_size()]
+    await pool.close()
+    conn = await mod.connect(dsn)
+    async with conn.transaction():
+        cur = await conn.cursor("SELECT generate_series(1, 6) AS n")
+        out.append([r["n"] for r in await cur.fetch(2, timeout=5)])
+        out.append((await cur.fetchrow(timeout=5))["n"])
+        out.append(await cur.forward(2, timeout=5))
+        out.append([r["n"] for r in await cur.fetch(5, timeout=5)])
+    await conn.close()
+    return out
+
+
+def test_pool_release_and_cursor_keywords_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """``Pool.release(connection=)`` and ``timeout=`` on a cursor's ``fetch``,
+    ``fetchrow`` and ``forward`` (both raised TypeError)."""
+
+    async def go() -> None:
+        theirs = await _keywords(asyncpg, dsn)
+        assert await _keywords(pg, dsn) == theirs
+        assert theirs == [1, [1, 2], 3, 2, [6]]
 
     arun(go())

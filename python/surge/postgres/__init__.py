@@ -175,6 +175,7 @@ async def connect(
     sslpassword: str | None = None,
     target_session_attrs: str | None = None,
     channel_binding: str | None = None,
+    passfile: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
     max_cached_statement_lifetime: float = DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
     max_cacheable_statement_size: int = DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,
@@ -192,7 +193,8 @@ async def connect(
     """Connect and authenticate; keyword arguments win over the DSN (``timeout`` is
     asyncpg's name for ``connect_timeout``). ``host``/``port`` may be lists (tried
     in order); ``ssl`` takes an ``ssl.SSLContext``, True (verify-full against the
-    default trust store) or an sslmode, as asyncpg. ``connection_class`` (a
+    default trust store) or an sslmode, as asyncpg; ``passfile`` is libpq's
+    password file (read when no password is given). ``connection_class`` (a
     `Connection` subclass) and ``record_class`` (a `Record` subclass, the rows'
     class) as asyncpg's; so are the statement cache's three bounds (a
     ``max_cached_statement_lifetime`` of 0, surge's default, keeps statements
@@ -223,6 +225,7 @@ def create_pool(
     sslpassword: str | None = None,
     target_session_attrs: str | None = None,
     channel_binding: str | None = None,
+    passfile: str | None = None,
     statement_cache_size: int = DEFAULT_STATEMENT_CACHE_SIZE,
     max_cached_statement_lifetime: float = DEFAULT_MAX_CACHED_STATEMENT_LIFETIME,
     max_cacheable_statement_size: int = DEFAULT_MAX_CACHEABLE_STATEMENT_SIZE,

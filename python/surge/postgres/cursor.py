@@ -106,8 +106,9 @@ class Cursor:
             await self._close_statement()
             raise
 
-    async def fetch(self, n: int) -> list[Record]:
-        """The next ``n`` rows (fewer at the end)."""
+    async def fetch(self, n: int, *, timeout: float | None = None) -> list[Record]:
+        """The next ``n`` rows (fewer at the end); ``timeout`` (seconds) for this
+        call, else the cursor's."""
         if self._closed:
             raise InterfaceError("the cursor is closed")
         if self.exhausted:
@@ -125,20 +126,20 @@ class Cursor:
             self._portal,
             n,
             self._record_class,
-            timeout=self._timeout,
+            timeout=self._timeout if timeout is None else timeout,
             alone=stmt.copy_in,
         )
         self.exhausted = not more
         return rows  # type: ignore[no-any-return]
 
-    async def fetchrow(self) -> Record | None:
+    async def fetchrow(self, *, timeout: float | None = None) -> Record | None:
         """The next row, or None at the end."""
-        rows = await self.fetch(1)
+        rows = await self.fetch(1, timeout=timeout)
         return rows[0] if rows else None
 
-    async def forward(self, n: int) -> int:
+    async def forward(self, n: int, *, timeout: float | None = None) -> int:
         """Skip ``n`` rows; returns how many were skipped."""
-        return len(await self.fetch(n))
+        return len(await self.fetch(n, timeout=timeout))
 
     async def close(self) -> None:
         """Close the portal and its statement (the transaction's end would too)."""

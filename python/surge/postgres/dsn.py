@@ -153,6 +153,7 @@ def parse(
     sslpassword: str | None = None,
     target_session_attrs: str | None = None,
     channel_binding: str | None = None,
+    passfile: str | None = None,
 ) -> ConnectParams:
     """Merge a DSN, keyword arguments and the environment into `ConnectParams`."""
     env = os.environ
@@ -219,7 +220,7 @@ def parse(
     p.hosts = _pair(hosts, ports)
     p.user = user if user is not None else opts.get("user", "")
     p.password = password if password is not None else opts.get("password")
-    p.passfile = opts.get("passfile")
+    p.passfile = passfile if passfile is not None else opts.get("passfile")
     cb = channel_binding or opts.get("channel_binding") or "prefer"
     if cb not in CHANNEL_BINDING:
         raise InterfaceError(

@@ -260,11 +260,12 @@ class Pool:
                 raise
         return c
 
-    async def release(self, conn: Connection, *, timeout: float | None = None) -> None:
+    async def release(self, connection: Connection, *, timeout: float | None = None) -> None:
         """Give back a connection from `acquire`: an open transaction is rolled back
         and the session reset (`Connection.reset`, or the pool's ``reset=``), as in
         asyncpg, so the next user (or a shortcut) does not inherit it. A connection
         past ``max_queries`` requests, or expired, is closed instead."""
+        conn = connection
         if conn not in self._held:
             return
         try:

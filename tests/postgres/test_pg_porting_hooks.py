@@ -245,3 +245,53 @@ def test_pool_release_and_cursor_keywords_as_asyncpg(dsn: str, arun: Callable) -
         assert theirs == [1, [1, 2], 3, 2, [6]]
 
     arun(go())
+
+
+async def _log_messages(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    seen: list = []
+    later: list = []
+
+    def on_message(conn: Any, m: Any) -> None:
+        mro = [t.__name__ for t in type(m).__mro__][:3]
+        fields = sorted(m.as_dict().items())
+        seen.append([conn is c, mro, isinstance(m, BaseException), str(m), m.sqlstate, fields])
+
+    async def on_message_async(conn: Any, m: Any) -> None:
+        later.append(m.message)
+
+    c.add_log_listener(on_message)
+    c.add_log_listener(on_message_async)
+    await c.execute("SET client_min_messages = 'debug1'")
+    await c.execute(
+        "DO $$ BEGIN RAISE NOTICE 'n %', 1 USING DETAIL = 'd', HINT = 'h';"
+        " RAISE WARNING 'w'; RAISE WARNING 'dep' USING ERRCODE = '01P01';"
+        " RAISE NOTICE 'odd' USING ERRCODE = '22012'; RAISE INFO 'i'; RAISE DEBUG 'dbg';"
+        " END $$"
+    )
+    await asyncio.sleep(0.05)
+    c.remove_log_listener(on_message)
+    await c.execute("DO $$ BEGIN RAISE NOTICE 'after'; END $$")
+    await asyncio.sleep(0.05)
+    await c.close()
+    return [seen, later]
+
+
+def test_log_listener_messages_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """NOTICE/WARNING/INFO/DEBUG messages reach log listeners as asyncpg's: a
+    ``PostgresLogMessage`` (not an exception) or the warning class of their
+    SQLSTATE, ``str()`` as ``"Class: message"``; async listeners too; a removed
+    listener hears nothing more. (Before: a plain notice came as
+    ``UnknownPostgresError``, a fatal error's class, and ``str()`` differed.)"""
+
+    async def go() -> None:
+        theirs = await _log_messages(asyncpg, dsn)
+        assert await _log_messages(pg, dsn) == theirs
+        assert theirs[0][0][1:4] == [
+            ["PostgresLogMessage", "PostgresMessage", "object"],
+            False,
+            "PostgresLogMessage: n 1",
+        ]
+        assert theirs[1][-1] == "after"
+
+    arun(go())

@@ -40,6 +40,7 @@ from surge.postgres.errors import (
     InvalidArgumentError,
     UnsupportedClientFeatureError,
     make_error,
+    make_log_message,
 )
 from surge.postgres.handshake import check_target, handshake
 from surge.postgres.prepared import TYPES_QUERY, PreparedStatement, Type
@@ -720,7 +721,7 @@ class Connection:
             for cb in list(self._listeners.get(channel, ())):
                 self._call(cb, self, pid, channel, payload)
         elif kind == "notice" and self._log_listeners:
-            msg = make_error(event[1])
+            msg = make_log_message(event[1])
             for cb in list(self._log_listeners):
                 self._call(cb, self, msg)
 

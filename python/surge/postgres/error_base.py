@@ -55,8 +55,10 @@ class PostgresMessage:
     server_source_function: str | None = None
 
     def __init__(self, message: str = "", fields: dict[str, str] | None = None) -> None:
-        # A mixin: the next class in the MRO is Exception or Warning.
-        super().__init__(message)  # type: ignore[call-arg]
+        # A mixin: the next class in the MRO is Exception or Warning, or object
+        # for a plain `PostgresLogMessage` (not an exception, as in asyncpg).
+        if isinstance(self, BaseException):
+            super().__init__(message)  # type: ignore[call-arg]
         f = fields or {}
         #: The raw fields, keyed by their one-letter codes.
         self.fields = f
@@ -96,7 +98,11 @@ class PostgresError(PostgresMessage, SurgeError):
 
 
 class PostgresLogMessage(PostgresMessage):
-    """A notice or warning from the server (the base of the warning classes)."""
+    """A notice or warning from the server (the base of the warning classes);
+    what `Connection.add_log_listener` callbacks get, as in asyncpg."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}: {self.message}"
 
 
 class FatalPostgresError(PostgresError):

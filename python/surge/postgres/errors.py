@@ -14,7 +14,7 @@ from typing import Any
 
 from surge import errors as _errors
 from surge.errors import InterfaceError
-from surge.postgres._sqlstate import BY_SQLSTATE, DataError
+from surge.postgres._sqlstate import BY_SQLSTATE, DataError, PostgresWarning
 from surge.postgres.error_base import (
     FatalPostgresError,
     PostgresError,
@@ -70,6 +70,17 @@ def make_error(value: Any) -> BaseException:
     err = cls(value.get("M", "unknown error"), value)
     assert isinstance(err, BaseException)
     return err
+
+
+def make_log_message(fields: dict[str, str]) -> PostgresMessage:
+    """A NoticeResponse as asyncpg hands it to log listeners: the class of its
+    exact SQLSTATE (a warning's, or even an error's), else `PostgresWarning`
+    for a WARNING and `PostgresLogMessage` (not an exception) for the rest."""
+    cls: type[PostgresMessage] | None = BY_SQLSTATE.get(fields.get("C", ""))
+    if cls is None:
+        severity = fields.get("V") or fields.get("S") or ""
+        cls = PostgresWarning if severity.upper() == "WARNING" else PostgresLogMessage
+    return cls(fields.get("M", ""), fields)
 
 
 class InvalidArgumentError(DataError, InterfaceError, TypeError):

@@ -150,6 +150,44 @@ def test_binary_and_tuple_codecs_run_inside_composites_records_and_arrays_as_asy
     arun(go())
 
 
+async def _tuple_codec_on_a_composite(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    await c.execute(_SETUP)
+    await c.set_type_codec(
+        "porting_cc_row",
+        encoder=lambda v: (v[0] + 1, None, None),
+        decoder=lambda t: ("row", t[0]),
+        format="tuple",
+    )
+    out = await _run(
+        c,
+        [
+            ("SELECT ROW(1, NULL, NULL)::porting_cc_row", ()),
+            ("SELECT $1::porting_cc_row", ((1,),)),
+            ("SELECT ARRAY[ROW(1, NULL, NULL)::porting_cc_row, NULL]", ()),
+            ("SELECT $1::porting_cc_row[]", ([(1,), None, (5,)],)),
+            ("SELECT ROW(ROW(3, NULL, NULL)::porting_cc_row, 4)::porting_cc_outer", ()),
+        ],
+    )
+    await c.close()
+    return out
+
+
+def test_tuple_codec_on_a_composite_runs_inside_arrays_and_composites_as_asyncpg(
+    dsn: str, arun: Callable
+) -> None:
+    """A tuple-format codec on a composite type runs on the elements of its
+    arrays (a tuple given there is one element, not a dimension) and on fields
+    of its type."""
+
+    async def go() -> None:
+        theirs = await _tuple_codec_on_a_composite(asyncpg, dsn)
+        assert await _tuple_codec_on_a_composite(pg, dsn) == theirs
+        assert theirs[3] == [("row", 2), None, ("row", 6)]
+
+    arun(go())
+
+
 async def _text_codec_on_a_field(mod: Any, dsn: str) -> Any:
     c = await mod.connect(dsn)
     try:

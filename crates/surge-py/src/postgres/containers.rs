@@ -207,6 +207,8 @@ fn tuple_shaped(c: &Codec) -> bool {
     match c {
         Codec::Scalar(k) => k.is_geometric() || matches!(k, Kind::Tid | Kind::Snapshot),
         Codec::Composite { .. } | Codec::Record(..) | Codec::Range(_) => true,
+        // a tuple-format codec on a composite takes the composite's tuples
+        Codec::Custom { inner, .. } => inner.as_deref().is_some_and(tuple_shaped),
         _ => false,
     }
 }

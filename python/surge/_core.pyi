@@ -639,7 +639,8 @@ class RespProtocolError(Exception): ...
 
 @final
 class EngineReader:
-    """A plaintext connection's read path in one native call (`surge.engine`)."""
+    """A connection's read path in one native call (`surge.engine`); over native
+    TLS (`set_tls`) it decrypts the records first."""
 
     def __new__(
         cls, engine: Any, protocol: Any, early_flush: int, early_flush_max: int
@@ -656,6 +657,7 @@ class EngineReader:
     def get_buffer(self, sizehint: int) -> ReadSlot: ...
     def buffer_updated(self, nbytes: int) -> None: ...
     def feed(self, data: bytes) -> None: ...
+    def set_tls(self, transport: Any) -> None: ...
 
 @final
 class ReadSlot:

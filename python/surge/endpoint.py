@@ -34,10 +34,13 @@ from surge.errors import ConnectError, ConnectionLostError, EndpointRejectedErro
 class Upgradable(asyncio.Protocol):
     """What `start_tls` needs of a stream protocol: the engine's derives from it."""
 
-    __slots__ = ("reply", "tls", "transport")
+    __slots__ = ("early_plain", "reply", "tls", "transport")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        #: Plaintext came with the end of the handshake (a server that speaks
+        #: first) and is on its way to `plain_received`: this protocol must stay.
+        self.early_plain = False
         #: Set while a plaintext request before TLS waits for its answer: the
         #: bytes go there, not to the codec.
         self.reply: asyncio.Future[bytes] | None = None
@@ -248,6 +251,7 @@ async def _start_native(
     protocol.tls = new
     if plain:  # a server that speaks first: its bytes go to the protocol in turn
         # (as plaintext: `data_received` would take them for records to decrypt)
+        protocol.early_plain = True
         loop.call_soon(protocol.plain_received, plain)
     return new
 

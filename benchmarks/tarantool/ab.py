@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = ROOT / ".venv" / "bin" / "python"
 
 
-def _side(spec: str) -> tuple[str, str, str | None, list[str]]:
+def parse_side(spec: str) -> tuple[str, str, str | None, list[str]]:
+    """`LABEL=DRIVER[@PATH][,K=V...]` -> (label, driver, path or None, [K=V...])."""
     label, rest = spec.split("=", 1)
     driver, *knobs = rest.split(",")
     path = None
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     suite.RT[:] = ["chrt", "-f", "20"] if args.realtime else []
-    sides = [_side(s) for s in args.side]
+    sides = [parse_side(s) for s in args.side]
     results: dict[str, list[dict]] = {s[0]: [] for s in sides}
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     with services.tarantool(extra_lua=suite.SPACE_LUA, wal_mode="none") as svc:

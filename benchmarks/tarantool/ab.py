@@ -10,7 +10,9 @@ and server pinned to different cores, and reports per side the medians of:
 - client and server CPU microseconds per op (user + system from /proc: what a
   side costs, whatever the machine's load);
 - client and server read/write syscalls per op and voluntary context switches
-  per op (how often a side went to sleep waiting for the other).
+  per op (how often a side went to sleep waiting for the other);
+- halts of the server's core per op (how often it went idle: on this VM an
+  idle core halts at once, and waking it costs a trip through the hypervisor).
 
 A side is ``LABEL=DRIVER[@PYTHONPATH][,NAME=VALUE...]``: DRIVER is ``surge`` or
 ``asynctnt``; ``@PYTHONPATH`` runs surge from another tree (a copy of
@@ -78,6 +80,7 @@ def _summary(run: dict, n: int) -> dict:
         "srv wr/op": tot["server_writes"] / ops,
         "cli slp/op": tot["sleeps"] / ops,
         "srv slp/op": tot["server_sleeps"] / ops,
+        "srv hlt/op": tot["server_core_halts"] / ops,
     }
     for p in PHASES:
         out[p] = n / run[p]["secs"]

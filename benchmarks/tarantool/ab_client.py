@@ -9,7 +9,8 @@ wall seconds, this process's CPU seconds, the server's CPU seconds (all its
 threads, from /proc), and this process's and the server's read and write
 syscalls (``syscr``/``syscw`` of /proc/PID/io: read/write/readv/writev, which
 uvloop and Tarantool use; asyncio's send/recv are not counted there) and
-voluntary context switches (the times a side went to sleep waiting).
+voluntary context switches (the times a side went to sleep waiting), and the
+times the server's core halted (went idle: on a VM, woken through the hypervisor).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import time
 from functools import partial
 
+from benchmarks._lib import SERVER_CORE, core_halts
 from benchmarks.tarantool.client import PHASES, asynctnt_main, op, run_on
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -64,6 +66,7 @@ def _snapshot(server: int) -> list[float]:
         *_io(server),
         _sleeps(me),
         _sleeps(server),
+        core_halts(SERVER_CORE),
     ]
 
 
@@ -77,6 +80,7 @@ KEYS = (
     "server_writes",
     "sleeps",
     "server_sleeps",
+    "server_core_halts",
 )
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "SERVER_CORE",
     "can_limit_cpu",
     "can_pin",
+    "core_halts",
     "cpu_limit",
     "cpu_seconds",
     "free_port",
@@ -78,6 +79,22 @@ def machine_ticks() -> tuple[int, int]:
 def machine_busy() -> float:
     """CPU seconds all cores of the machine have spent busy since boot."""
     return machine_ticks()[0] / CLK_TCK
+
+
+def core_halts(core: str) -> int:
+    """How many times `core` has gone idle (entered a cpuidle state other than
+    polling) since boot, from /sys (0 when the kernel does not say). On a VM a
+    halted core must be woken through the hypervisor, which costs far more than
+    waking a process on a core that is busy with another."""
+    total = 0
+    for state in Path(f"/sys/devices/system/cpu/cpu{core}/cpuidle").glob("state*"):
+        try:
+            if (state / "name").read_text().strip() == "POLL":
+                continue
+            total += int((state / "usage").read_text())
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 def can_pin() -> bool:

@@ -10,7 +10,10 @@ and server pinned to different cores, and reports per side the medians of:
 - client and server CPU microseconds per op (user + system from /proc: what a
   side costs, whatever the machine's load);
 - client and server read/write syscalls per op and voluntary context switches
-  per op (how often a side went to sleep waiting for the other).
+  per op (how often a side went to sleep waiting for the other);
+- halts of the server's core per op (how often it went idle: on this VM an
+  idle core halts at once, and waking it costs a trip through the hypervisor;
+  ``--awake`` keeps the core busy with a SCHED_IDLE loop, to measure that cost).
 
 A side is ``LABEL=DRIVER[@PYTHONPATH][,NAME=VALUE...]``: DRIVER is ``surge`` or
 ``asynctnt``; ``@PYTHONPATH`` runs surge from another tree (a copy of
@@ -24,6 +27,7 @@ NAME=VALUE sets a knob of `surge.engine` (JSON values) before connecting.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -41,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = ROOT / ".venv" / "bin" / "python"
 
 
-def _side(spec: str) -> tuple[str, str, str | None, list[str]]:
+def parse_side(spec: str) -> tuple[str, str, str | None, list[str]]:
+    """`LABEL=DRIVER[@PATH][,K=V...]` -> (label, driver, path or None, [K=V...])."""
     label, rest = spec.split("=", 1)
     driver, *knobs = rest.split(",")
     path = None
@@ -77,10 +82,31 @@ def _summary(run: dict, n: int) -> dict:
         "srv wr/op": tot["server_writes"] / ops,
         "cli slp/op": tot["sleeps"] / ops,
         "srv slp/op": tot["server_sleeps"] / ops,
+        "srv hlt/op": tot["server_core_halts"] / ops,
     }
     for p in PHASES:
         out[p] = n / run[p]["secs"]
     return out
+
+
+@contextlib.contextmanager
+def _awake(core: str, on: bool):
+    """With `on`, a busy loop under SCHED_IDLE on `core` while the block runs: it
+    gets the core only when nothing else wants it, so the core never halts, and
+    the server's wake-ups cost what they cost on a busy machine (the effect of
+    idle=poll or of the guest's halt polling). On a quiet machine, a run with and
+    one without tell what waking a halted core costs a side."""
+    if not on:
+        yield
+        return
+    spin = subprocess.Popen(
+        pinned(["chrt", "-i", "0", sys.executable, "-c", "while True: pass"], core)
+    )
+    try:
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,12 +122,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--same-core", action="store_true", help="the server on the client's core (a 1-core box)"
     )
+    ap.add_argument(
+        "--awake",
+        action="store_true",
+        help="a SCHED_IDLE busy loop keeps the server's core from halting (as idle=poll would)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     suite.RT[:] = ["chrt", "-f", "20"] if args.realtime else []
-    sides = [_side(s) for s in args.side]
+    sides = [parse_side(s) for s in args.side]
     results: dict[str, list[dict]] = {s[0]: [] for s in sides}
     load0 = Path("/proc/loadavg").read_text().split()[:3]
-    with services.tarantool(extra_lua=suite.SPACE_LUA, wal_mode="none") as svc:
+    with (
+        services.tarantool(extra_lua=suite.SPACE_LUA, wal_mode="none") as svc,
+        _awake(SERVER_CORE, args.awake),
+    ):
         pin_pid(svc.pid, CLIENT_CORE if args.same_core else SERVER_CORE)
         suite._realtime(svc.pid)
         for r in range(args.rounds):
@@ -121,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"\n{args.conc} coroutines, {args.loop}, N={args.n}, {args.rounds} rounds"
         f"{', SCHED_FIFO' if args.realtime else ''}"
-        f"{', server on the client core' if args.same_core else ''};"
+        f"{', server on the client core' if args.same_core else ''}"
+        f"{', server core kept awake' if args.awake else ''};"
         f" load {' '.join(load0)} -> {' '.join(load1)}; medians"
     )
     keys = list(next(iter(results.values()))[0])

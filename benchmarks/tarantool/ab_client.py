@@ -9,7 +9,8 @@ wall seconds, this process's CPU seconds, the server's CPU seconds (all its
 threads, from /proc), and this process's and the server's read and write
 syscalls (``syscr``/``syscw`` of /proc/PID/io: read/write/readv/writev, which
 uvloop and Tarantool use; asyncio's send/recv are not counted there) and
-voluntary context switches (the times a side went to sleep waiting).
+voluntary context switches (the times a side went to sleep waiting), and the
+times the server's core halted (went idle: on a VM, woken through the hypervisor).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import time
 from functools import partial
 
+from benchmarks._lib import SERVER_CORE, core_halts
 from benchmarks.tarantool.client import PHASES, asynctnt_main, op, run_on
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -64,6 +66,7 @@ def _snapshot(server: int) -> list[float]:
         *_io(server),
         _sleeps(me),
         _sleeps(server),
+        core_halts(SERVER_CORE),
     ]
 
 
@@ -77,6 +80,7 @@ KEYS = (
     "server_writes",
     "sleeps",
     "server_sleeps",
+    "server_core_halts",
 )
 
 
@@ -95,14 +99,30 @@ async def _workload(conn, conc: int, n: int, server: int) -> dict:
     return out
 
 
-async def _surge(conc: int, n: int, port: int, server: int, knobs: dict) -> dict:
+def parse_knobs(pairs: list[str]) -> dict:
+    """``NAME=VALUE`` arguments (VALUE in JSON) -> {NAME: value}."""
+    knobs = {}
+    for kv in pairs:
+        k, v = kv.split("=", 1)
+        knobs[k] = json.loads(v)
+    return knobs
+
+
+def set_knobs(knobs: dict) -> None:
+    """Sets attributes of `surge.engine` (a policy's knob tried without a rebuild)."""
     import surge.engine
-    import surge.tarantool
 
     for k, v in knobs.items():
         if not hasattr(surge.engine, k):
             raise SystemExit(f"surge.engine has no {k}")
         setattr(surge.engine, k, v)
+
+
+async def _surge(conc: int, n: int, port: int, server: int, knobs: dict) -> dict:
+    import surge.engine
+    import surge.tarantool
+
+    set_knobs(knobs)
     conn = surge.tarantool.connect(f"127.0.0.1:{port}")
     await conn.eval("box.space.tester:truncate()")
     res = await _workload(conn, conc, n, server)
@@ -114,10 +134,7 @@ async def _surge(conc: int, n: int, port: int, server: int, knobs: dict) -> dict
 def main() -> None:
     driver, loop = sys.argv[1], sys.argv[2]
     conc, n, port, server = map(int, sys.argv[3:7])
-    knobs = {}
-    for kv in sys.argv[7:]:
-        k, v = kv.split("=", 1)
-        knobs[k] = json.loads(v)
+    knobs = parse_knobs(sys.argv[7:])
     if driver == "surge":
         res = run_on(loop, _surge(conc, n, port, server, knobs))
     else:

@@ -13,7 +13,9 @@ Under callgrind the client runs ~50x slower, so each read brings more replies
 than at full speed: per-request costs (encode, decode, futures) are as they
 are, per-read and per-write costs are spread over more requests.
 
-A side is ``LABEL=DRIVER[@PYTHONPATH]`` as in `benchmarks.tarantool.ab`.
+A side is ``LABEL=DRIVER[@PYTHONPATH][,NAME=VALUE...]`` as in
+`benchmarks.tarantool.ab` (parsed by its runner, so a knob of `surge.engine`
+applies here as it does there).
 
     .venv/bin/python -m benchmarks.tarantool.instructions --conc 10 --loop uvloop \\
         --side asynctnt=asynctnt --side base=surge@/tmp/base --side new=surge
@@ -34,6 +36,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, pinned
+from benchmarks.tarantool.ab import parse_side
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = ROOT / ".venv" / "bin" / "python"
@@ -60,10 +63,13 @@ async def _phases(conn, conc: int, n: int) -> None:
         _ctl("-d", phase)
 
 
-async def _client(driver: str, conc: int, n: int, port: int) -> None:
+async def _client(driver: str, conc: int, n: int, port: int, knobs: list[str]) -> None:
     if driver == "surge":
         import surge.tarantool
 
+        from benchmarks.tarantool.ab_client import parse_knobs, set_knobs
+
+        set_knobs(parse_knobs(knobs))
         conn = surge.tarantool.connect(f"127.0.0.1:{port}")
         await _phases(conn, conc, n)
         await conn.close()
@@ -77,8 +83,7 @@ async def _client(driver: str, conc: int, n: int, port: int) -> None:
 
 
 def _count(spec: str, loop: str, conc: int, n: int, port: int, out: Path) -> dict[str, int]:
-    label, rest = spec.split("=", 1)
-    driver, _, path = rest.partition("@")
+    label, driver, path, knobs = parse_side(spec)
     env = {**os.environ, "PYTHONPATH": f"{path}:{ROOT}" if path else str(ROOT)}
     cmd = ["valgrind", "--tool=callgrind", "--dump-instr=no"]
     cmd += [
@@ -98,6 +103,7 @@ def _count(spec: str, loop: str, conc: int, n: int, port: int, out: Path) -> dic
         str(n),
         "--port",
         str(port),
+        *(f"--knob={k}" for k in knobs),
     ]
     subprocess.run(pinned(cmd, CLIENT_CORE), check=True, capture_output=True, env=env, cwd=ROOT)
     per_op = {}
@@ -111,18 +117,19 @@ def _count(spec: str, loop: str, conc: int, n: int, port: int, out: Path) -> dic
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tarantool.instructions")
-    ap.add_argument("--side", action="append", default=[], help="LABEL=DRIVER[@PATH]")
+    ap.add_argument("--side", action="append", default=[], help="LABEL=DRIVER[@PATH][,K=V]")
     ap.add_argument("--conc", type=int, default=10)
     ap.add_argument("--loop", default="uvloop", choices=("uvloop", "asyncio"))
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--keep", type=Path, help="keep the callgrind dumps in this directory")
     ap.add_argument("--client", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--knob", action="append", default=[], help=argparse.SUPPRESS)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.client:
         from benchmarks.tarantool.client import run_on
 
-        run_on(args.loop, _client(args.client, args.conc, args.n, args.port))
+        run_on(args.loop, _client(args.client, args.conc, args.n, args.port, args.knob))
         return
     from surge import services
 

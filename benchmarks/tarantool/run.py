@@ -10,6 +10,26 @@ medians of ops/s and client CPU seconds per 100k ops, and from one extra run
 under `strace -c -f` the socket writes per 100k requests (net.box too: the
 strace follows the tarantool client process and its threads).
 
+Conditions: per client, the server's CPU seconds per 100k ops, how often the
+server's core halted per op and the share of the machine's cores that stood
+idle during its runs. At 10 coroutines surge's client is bound by round trips
+(it polls while replies are due, so its CPU per op is its wall time per op),
+asynctnt's by its own CPU (~10-12 us per request, the server working
+meanwhile). Between batches the server sleeps (~0.4 times per surge request).
+On a quiet machine its core then has nothing to run and halts: this VM (KVM,
+Firecracker) halts an idle core at once (cpuidle haltpoll with
+guest_halt_poll_ns=0), and waking a halted core goes through the hypervisor
+(a blocking ping-pong between the two cores took 26-46 us here, 6 us with the
+reader polling). Beside other load the core is busy, never halts (0.00 halts
+per op), and the wake-up is a preemption. So, as we read the figures, surge's
+rate at 10 coroutines moves with how idle the machine is, asynctnt's hardly:
+the suite's client and
+`benchmarks.tarantool.ab`'s, run alternately on one server beside other
+builds (load 6-9), measured the same (185-208k ops/s and 4.9 us CPU per op
+for surge, 74-97k for asynctnt, both in either harness), while the quiet
+suite measured surge at 136-151k and asynctnt at 89-107k. Read a ratio at 10
+coroutines with its halts and idle share.
+
 Memory: for the async clients at 1000 coroutines, one process runs the whole
 workload RSS_REPEATS times on one connection and reports its RSS after each
 repetition and the spread (max - min) / min, over all and after the first
@@ -48,7 +68,15 @@ from pathlib import Path
 from surge import services
 
 from benchmarks import venv as bvenv
-from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, run_json
+from benchmarks._lib import (
+    CLIENT_CORE,
+    SERVER_CORE,
+    core_halts,
+    cpu_seconds,
+    machine_ticks,
+    pin_pid,
+    run_json,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -94,6 +122,19 @@ def _command(cfg: dict, n: int, port: int) -> list[str] | None:
 #: Cores for the server and the clients: on 2 cores the two must not share one.
 def _run(cmd: list[str], strace_out: str | None = None) -> dict:
     return run_json([*RT, *cmd], strace_out, WRITE_CALLS)
+
+
+def _measured(cmd: list[str], server: int) -> dict:
+    """One run of `cmd`, plus over it the server's CPU seconds, the times the
+    server's core halted (``halts``) and the share of the machine's cores that
+    stood idle (``idle``)."""
+    srv0, halts0, (busy0, total0) = cpu_seconds(server), core_halts(SERVER_CORE), machine_ticks()
+    out = _run(cmd)
+    busy1, total1 = machine_ticks()
+    out["server_cpu"] = cpu_seconds(server) - srv0
+    out["halts"] = core_halts(SERVER_CORE) - halts0
+    out["idle"] = 1 - (busy1 - busy0) / (total1 - total0) if total1 > total0 else 0.0
+    return out
 
 
 def _realtime(pid: int) -> None:
@@ -163,13 +204,19 @@ def main(argv: list[str] | None = None) -> dict:
             plan.append((cfg, cn, cmd, []))
         for _ in range(repeats):
             for _cfg, _cn, cmd, runs in plan:
-                runs.append(_run(cmd))
+                runs.append(_measured(cmd, svc.pid))
         for cfg, cn, cmd, runs in plan:
             row = {**cfg, "n": cn, "phases": {}}
             for ph in PHASES:
                 ops = statistics.median(cn / r[ph]["secs"] for r in runs)
                 cpu = statistics.median(r[ph]["cpu"] / cn * 100_000 for r in runs)
                 row["phases"][ph] = {"ops": ops, "cpu_per_100k": cpu}
+            # The whole run (connect and truncate too: a few requests in 4 N).
+            row["server_cpu_per_100k"] = statistics.median(
+                r["server_cpu"] / (4 * cn) * 100_000 for r in runs
+            )
+            row["halts_per_op"] = statistics.median(r["halts"] / (4 * cn) for r in runs)
+            row["idle"] = statistics.median(r["idle"] for r in runs)
             if have_strace:
                 with tempfile.NamedTemporaryFile(suffix=".strace") as f:
                     _run(cmd, f.name)
@@ -271,8 +318,8 @@ def _markdown(results: list[dict], n: int, repeats: int) -> str:
         "",
         "| client | coroutines | insert | select | update | delete | vs asynctnt "
         "(ins/sel/upd/del) | vs net.box (ins/sel/upd/del) | CPU s / 100k ops | "
-        "writes / 100k req |",
-        "|---|---:|---:|---:|---:|---:|---|---|---:|---:|",
+        "server CPU s / 100k ops | server core halts / op | idle | writes / 100k req |",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         ph = r["phases"]
@@ -291,7 +338,10 @@ def _markdown(results: list[dict], n: int, repeats: int) -> str:
         cpu = statistics.mean(ph[p]["cpu_per_100k"] for p in PHASES)
         w = r.get("writes_per_100k")
         ws = f"{w:,.0f}" if w is not None else "-"
-        lines.append(f"| {_label(r)} | {r['conc']} | {ops} | {vs} | {vsn} | {cpu:.2f} | {ws} |")
+        srv = f"{r['server_cpu_per_100k']:.2f} | {r['halts_per_op']:.2f} | {r['idle']:.0%}"
+        lines.append(
+            f"| {_label(r)} | {r['conc']} | {ops} | {vs} | {vsn} | {cpu:.2f} | {srv} | {ws} |"
+        )
     return "\n".join(lines) + "\n"
 
 

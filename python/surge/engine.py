@@ -555,6 +555,9 @@ class PipelinedConnection:
         # Requests sent, by encoder: a plain dict bump per request; names and the
         # total are worked out only when someone reads `stats` or `ops`.
         self._sent: dict[Callable[..., int], int] = {}
+        # The same counts for the requests a driver's native lane made, one
+        # `surge._core.LaneCounts` per lane (each counts its own, natively).
+        self._lane_sent: list[Any] = []
         # The transport's write buffer as of the last flush or reply batch: checking
         # it there rather than per request keeps the byte limit off the hot path.
         self._tbuf = 0
@@ -594,13 +597,20 @@ class PipelinedConnection:
         """Counters for benchmarks, tests and `surge.stats`: writes made, requests
         sent, connects, request timeouts, error replies, connections lost, paths
         found dead by the liveness check."""
-        return {**self._counts, "requests": sum(self._sent.values())}
+        return {**self._counts, "requests": sum(n for _, n in self._sent_items())}
+
+    def _sent_items(self) -> list[tuple[Callable[..., int], int]]:
+        """(encoder, requests sent) over the engine's own path and its lanes'."""
+        items = list(self._sent.items())
+        for counts in self._lane_sent:
+            items += counts.items()
+        return items
 
     @property
     def ops(self) -> dict[str, int]:
         """Requests sent by operation (the encoder's name: insert, select, ...)."""
         out: dict[str, int] = {}
-        for encode, n in self._sent.items():
+        for encode, n in self._sent_items():
             op = getattr(encode, "__name__", "request")
             out[op] = out.get(op, 0) + n
         return out

@@ -258,10 +258,12 @@ class _Poller:
     def _tick(self) -> None:
         now = time.perf_counter()
         conns = self._conns
-        # `_spin` never adds a connection, so the list is not changed under us.
-        keep = [c for c in conns if c._spin(now)]
-        if len(keep) != len(conns):
-            self._conns = conns = keep
+        done = False
+        for c in conns:  # `_spin` never adds a connection: the list stays as it is
+            if not c._spin(now):
+                done = True
+        if done:  # the list is rebuilt only when a connection stops polling
+            self._conns = conns = [c for c in conns if c._spinning]
         if conns:
             self._loop.call_soon(self._tick)
         else:

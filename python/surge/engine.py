@@ -239,7 +239,12 @@ class _Poller:
     connections poll, which asks each of them (`PipelinedConnection._spin`) with
     one clock read. A ready callback is what makes the loop poll its sockets
     instead of sleeping; one is enough for every socket. A pool of 10 connections
-    used to queue 10 callbacks and read the clock 10 times per iteration."""
+    used to queue 10 callbacks and read the clock 10 times per iteration.
+    Callgrind, 10 connections polling, instructions per loop iteration: uvloop
+    37.1k -> 18.9k, asyncio 109k -> 40k; one connection 7.3k -> 8.4k (the
+    poller's own call). PostgreSQL at 10 connections, A/B alternated on a loaded
+    machine: queries/s and server CPU per query unchanged within the noise (the
+    backends, not the client, set the rate there)."""
 
     __slots__ = ("__weakref__", "_conns", "_loop", "_queued")
 

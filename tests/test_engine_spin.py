@@ -309,3 +309,30 @@ def test_one_poll_per_loop_iteration_for_all_connections(redis_svc, arun, monkey
             await conn.close()
 
     arun(main())
+
+
+def test_reads_on_one_connection_keep_the_loop_polling_for_all(redis_svc, arun):
+    # The loop polls for all of its connections at once, so a read on any of them
+    # renews the window of every one that waits: a connection whose reply is slow
+    # polls (and wastes no window) while another one's replies come, and stops,
+    # with the backoff's miss, once they stop coming.
+    slow, slow_codec, _ = _counted(redis_svc)
+    busy, busy_codec, _ = _counted(redis_svc)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await slow.connect()
+        await busy.connect()
+        start = loop.time()
+        reply = asyncio.ensure_future(slow.request(slow_codec.command, "BLPOP", "spin:none", "0.8"))
+        while loop.time() - start < 2.5 * WINDOW:  # replies on `busy` all along
+            assert await busy.request(busy_codec.command, "PING") == "PONG"
+            assert slow._spinning  # past its own window too
+        assert slow._spin_misses == 0
+        await asyncio.sleep(2 * WINDOW)  # no reads: the loop's window runs out
+        assert not slow._spinning and slow._spin_misses == 1
+        assert await reply is None
+        await slow.close()
+        await busy.close()
+
+    arun(main())

@@ -246,12 +246,15 @@ class _Poller:
     machine: queries/s and server CPU per query unchanged within the noise (the
     backends, not the client, set the rate there)."""
 
-    __slots__ = ("__weakref__", "_conns", "_loop", "_queued")
+    __slots__ = ("__weakref__", "_conns", "_loop", "_queued", "until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._conns: list[PipelinedConnection] = []
         self._queued = False
+        #: The loop's window: until when the last read on ANY of its connections
+        #: keeps them all polling (see `PipelinedConnection._spin`).
+        self.until = 0.0
 
     def add(self, conn: PipelinedConnection) -> None:
         """Poll for `conn` from the next loop iteration on, until its `_spin` says no."""
@@ -951,20 +954,28 @@ class PipelinedConnection:
     def _spin(self, now: float) -> bool:
         """One loop iteration's check, by the loop's `_Poller`: whether this
         connection still wants the loop polling (see `SPIN_WINDOW`)."""
-        if not self._pending or self._transport is None:
-            self._spinning = False
-            self._spin_misses = 0
-            return False
+        due = self._pending and self._transport is not None
         if self._spin_read:
             # Bytes came while polling (a reply or a piece of one): it pays, and
-            # the window runs from this read.
+            # the window runs from this read, for the loop's other connections too
+            # (also when it was the last reply due here).
             self._spin_read = False
             self._spin_misses = 0
-            self._spin_until = now + self.spin_window
-        elif now >= self._spin_until:
+            self._spin_until = until = now + self.spin_window
+            poller = self._poller
+            if poller is not None and until > poller.until:
+                poller.until = until
+            if due:
+                return True
+        elif due:
+            if now < self._spin_until or now < self._poller.until:  # type: ignore[union-attr]
+                return True
+            # Neither this connection's window nor the loop's (see `_Poller`) runs.
             self._spin_off()  # the server is slower than the window
             return False
-        return True
+        self._spinning = False
+        self._spin_misses = 0
+        return False
 
     def _spin_off(self) -> None:
         self._spinning = False

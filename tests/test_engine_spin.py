@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -86,9 +87,9 @@ def _counted(
     polls = [0]
     poll = conn._spin
 
-    def counted() -> None:
+    def counted(*now: float) -> bool:
         polls[0] += 1
-        poll()
+        return poll(*now)
 
     conn._spin = counted  # type: ignore[method-assign]
     return conn, codec, polls
@@ -249,5 +250,89 @@ def test_a_stall_between_pieces_stops_polling_with_backoff(thin_link, arun, monk
         assert 2 <= starts[0] - before <= 5
         assert conn._spin_misses >= 2
         await conn.close()
+
+    arun(main())
+
+
+class _Clock:
+    """`engine.time` with its ``perf_counter`` reads counted."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def perf_counter(self) -> float:
+        self.reads += 1
+        return time.perf_counter()
+
+
+def test_one_poll_per_loop_iteration_for_all_connections(redis_svc, arun, monkeypatch):
+    # Four connections wait for slow replies, all polling: the loop runs ONE
+    # polling callback per iteration, which reads the clock once and asks each
+    # connection (one callback and one clock read per connection and iteration
+    # made the loop's polling cost grow with a pool's size).
+    conns = [_counted(redis_svc) for _ in range(4)]
+    clock = _Clock()
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        for conn, _, _ in conns:
+            await conn.connect()
+        pending = [
+            asyncio.ensure_future(conn.request(codec.command, "BLPOP", "spin:none", SLOW))
+            for conn, codec, _ in conns
+        ]
+        await asyncio.sleep(0.01)  # the requests are out, every connection polls
+        assert all(conn._spinning for conn, _, _ in conns)
+        monkeypatch.setattr(engine, "time", clock)
+        polls = [p[0] for _, _, p in conns]
+        iterations = 0
+        done = loop.create_future()
+
+        def probe() -> None:  # queued once per loop iteration
+            nonlocal iterations
+            iterations += 1
+            if iterations == 200:
+                done.set_result(None)
+            else:
+                loop.call_soon(probe)
+
+        loop.call_soon(probe)
+        await done
+        # every connection was asked once per iteration (give or take the edges) ...
+        for (_, _, p), before in zip(conns, polls, strict=True):
+            assert 190 <= p[0] - before <= 210
+        # ... by one callback that read the clock once per iteration
+        assert 190 <= clock.reads <= 210
+        monkeypatch.setattr(engine, "time", time)
+        await asyncio.gather(*pending)
+        for conn, _, _ in conns:
+            await conn.close()
+
+    arun(main())
+
+
+def test_reads_on_one_connection_keep_the_loop_polling_for_all(redis_svc, arun):
+    # The loop polls for all of its connections at once, so a read on any of them
+    # renews the window of every one that waits: a connection whose reply is slow
+    # polls (and wastes no window) while another one's replies come, and stops,
+    # with the backoff's miss, once they stop coming.
+    slow, slow_codec, _ = _counted(redis_svc)
+    busy, busy_codec, _ = _counted(redis_svc)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await slow.connect()
+        await busy.connect()
+        start = loop.time()
+        reply = asyncio.ensure_future(slow.request(slow_codec.command, "BLPOP", "spin:none", "0.8"))
+        while loop.time() - start < 2.5 * WINDOW:  # replies on `busy` all along
+            assert await busy.request(busy_codec.command, "PING") == "PONG"
+            assert slow._spinning  # past its own window too
+        assert slow._spin_misses == 0
+        await asyncio.sleep(2 * WINDOW)  # no reads: the loop's window runs out
+        assert not slow._spinning and slow._spin_misses == 1
+        assert await reply is None
+        await slow.close()
+        await busy.close()
 
     arun(main())

@@ -137,8 +137,9 @@ EARLY_FLUSH = 2
 #: (1000 coroutines: 0.63-0.83x ops/s, 4.2 -> 5.6 us per request).
 EARLY_FLUSH_MAX = 32
 #: Busy polling. After a write, while requests are pending, the connection keeps
-#: the event loop polling its sockets instead of sleeping (a callback that queues
-#: itself once per loop iteration), for at most this many seconds since the last
+#: the event loop polling its sockets instead of sleeping (the loop's `_Poller`, a
+#: callback that queues itself once per loop iteration for all of the loop's
+#: connections that poll), for at most this many seconds since the last
 #: write or read: a reply that comes within it is read at once. A read that leaves
 #: replies due starts polling too: a large reply comes in pieces (PostgreSQL
 #: sends 8 KB at a time), and a client that decodes a piece faster than the next
@@ -239,6 +240,73 @@ _SELECTOR_TRANSPORT: type = getattr(
 ) or type(None)
 
 _DEFAULT: Any = object()
+
+
+class _Poller:
+    """Keeps one event loop polling (see `SPIN_WINDOW`) for all of its connections
+    that wait for replies: ONE callback queued per loop iteration, however many
+    connections poll, which asks each of them (`PipelinedConnection._spin`) with
+    one clock read. A ready callback is what makes the loop poll its sockets
+    instead of sleeping; one is enough for every socket. A pool of 10 connections
+    used to queue 10 callbacks and read the clock 10 times per iteration.
+    Callgrind, 10 connections polling, instructions per loop iteration: uvloop
+    37.1k -> 18.9k, asyncio 109k -> 40k; one connection 7.3k -> 8.4k (the
+    poller's own call). PostgreSQL at 10 connections, A/B alternated on a loaded
+    machine: queries/s and server CPU per query unchanged within the noise (the
+    backends, not the client, set the rate there).
+    The loop has a window of its own (`until`), renewed by a read on any of its
+    connections: a pool's connections wait on one server, whose replies to
+    them all come more often than any one's (generate_series at 10 connections:
+    every ~150 us, each one's after ~1.5 ms). With windows per connection only,
+    each outlasted its own and backed off, and the loop slept between replies;
+    with the loop's, client voluntary switches per query 0.39 -> 0.06, 1.07x
+    queries/s (asyncio, A/B alternated, 3 rounds). Polling costs the loop, not
+    the connection: one more connection kept in the list costs only its check."""
+
+    __slots__ = ("__weakref__", "_conns", "_loop", "_queued", "until")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._conns: list[PipelinedConnection] = []
+        self._queued = False
+        #: The loop's window: until when the last read on ANY of its connections
+        #: keeps them all polling (see `PipelinedConnection._spin`).
+        self.until = 0.0
+
+    def add(self, conn: PipelinedConnection) -> None:
+        """Poll for `conn` from the next loop iteration on, until its `_spin` says no."""
+        self._conns.append(conn)
+        if not self._queued:
+            self._queued = True
+            self._loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        conns = self._conns
+        done = False
+        for c in conns:  # `_spin` never adds a connection: the list stays as it is
+            if not c._spin(now):
+                done = True
+        if done:  # the list is rebuilt only when a connection stops polling
+            self._conns = conns = [c for c in conns if c._spinning]
+        if conns:
+            self._loop.call_soon(self._tick)
+        else:
+            self._queued = False
+
+
+#: The `_Poller` of each event loop (weak: a closed, dropped loop leaves it).
+_POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Poller] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _poller(loop: asyncio.AbstractEventLoop) -> _Poller:
+    poller = _POLLERS.get(loop)
+    if poller is None:
+        poller = _POLLERS[loop] = _Poller(loop)
+    return poller
+
 
 #: Every live connection, read by `surge.stats` (weak: a dropped connection leaves it).
 CONNECTIONS: weakref.WeakSet[PipelinedConnection] = weakref.WeakSet()
@@ -523,6 +591,8 @@ class PipelinedConnection:
         self._spin_read = False
         self._spin_skip = 0
         self._spin_misses = 0
+        #: The loop's `_Poller` (cached: looked up again if the loop changes).
+        self._poller: _Poller | None = None
         self._waiters: deque[asyncio.Future] = deque()
         self._connecting: asyncio.Future | None = None
         # Per-request timeouts: the deadline of each pending request that has one,
@@ -910,7 +980,10 @@ class PipelinedConnection:
         if not self._spinning:
             self._spinning = True
             self._spin_read = False
-            self._loop.call_soon(self._spin)  # type: ignore[union-attr]
+            poller = self._poller
+            if poller is None or poller._loop is not self._loop:
+                poller = self._poller = _poller(self._loop)  # type: ignore[arg-type]
+            poller.add(self)
 
     def _poll_read(self) -> None:
         """A read left replies due while the loop was not polling (the native read
@@ -918,23 +991,31 @@ class PipelinedConnection:
         if SPIN_WINDOW and self.spin_window and self._loop is not None and not self._spinning:
             self._poll()
 
-    def _spin(self) -> None:
-        # Queued again, once per loop iteration, while it polls (see `SPIN_WINDOW`):
-        # a ready callback makes the loop poll its sockets without sleeping.
-        if not self._pending or self._transport is None:
-            self._spinning = False
-            self._spin_misses = 0
-            return
+    def _spin(self, now: float) -> bool:
+        """One loop iteration's check, by the loop's `_Poller`: whether this
+        connection still wants the loop polling (see `SPIN_WINDOW`)."""
+        due = self._pending and self._transport is not None
         if self._spin_read:
             # Bytes came while polling (a reply or a piece of one): it pays, and
-            # the window runs from this read.
+            # the window runs from this read, for the loop's other connections too
+            # (also when it was the last reply due here).
             self._spin_read = False
             self._spin_misses = 0
-            self._spin_until = time.perf_counter() + self.spin_window
-        elif time.perf_counter() >= self._spin_until:
+            self._spin_until = until = now + self.spin_window
+            poller = self._poller
+            if poller is not None and until > poller.until:
+                poller.until = until
+            if due:
+                return True
+        elif due:
+            if now < self._spin_until or now < self._poller.until:  # type: ignore[union-attr]
+                return True
+            # Neither this connection's window nor the loop's (see `_Poller`) runs.
             self._spin_off()  # the server is slower than the window
-            return
-        self._loop.call_soon(self._spin)  # type: ignore[union-attr]
+            return False
+        self._spinning = False
+        self._spin_misses = 0
+        return False
 
     def _spin_off(self) -> None:
         self._spinning = False

@@ -486,6 +486,31 @@ def test_invalid_response_is_an_honest_500(raw_surge: AsgiServer, what: str) -> 
     assert raw_surge.connect().request("GET", "/length").body == b"0123456789"
 
 
+def test_repeated_header_list_changed_between_responses(raw_surge: AsgiServer) -> None:
+    """An app answering with one header list again and again (which the server may
+    keep encoded): an item replaced in the list, or a bytearray value changed in
+    place, shows in the next response; a `connection: close` in such a list closes
+    every connection it answers, HTTP/1.0 or 1.1."""
+    conn = raw_surge.connect()
+    expected = "0"
+    for version in ["0", None, None, "1", None, "2", "0", None]:
+        target = "/same-headers" + (f"?set={version}" if version else "")
+        resp = conn.request("GET", target)
+        expected = version or expected
+        assert (resp.status, resp.body) == (200, b"ok")
+        assert resp.getall("x-version") == [expected], target
+        assert resp.header("content-type") == "text/plain"
+    for value in ["a", "a", "b", "b", "cc", "a"]:
+        resp = conn.request("GET", f"/same-headers?which=mutable&value={value}")
+        assert resp.getall("x-mutable") == [value]
+    for version in ["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/1.1"]:
+        closing = raw_surge.connect()
+        resp = closing.request("GET", "/same-headers?which=close", version=version)
+        assert (resp.body, resp.getall("connection")) == (b"ok", ["close"])
+        assert closing.is_closed()
+    assert conn.request("GET", "/same-headers").getall("x-version") == ["0"]
+
+
 def test_many_pipelined_requests_mixed_framing(raw_surge: AsgiServer) -> None:
     """300 pipelined requests in one write, answered in order, whatever each
     response's framing and whether its app suspends."""

@@ -66,6 +66,15 @@ def _types(scope: dict) -> dict:
     }
 
 
+#: Header lists answered again and again (what the server may keep encoded), changed
+#: between responses by `/same-headers`: an item replaced in place, a bytearray
+#: value changed in place, a header whose effect depends on the request.
+SAME_HEADERS = [(b"content-type", b"text/plain"), (b"x-version", b"0"), (b"content-length", b"2")]
+MUTABLE_VALUE = bytearray(b"a")
+MUTABLE_HEADERS = [(b"x-mutable", MUTABLE_VALUE), (b"content-length", b"2")]
+CLOSE_HEADERS = [(b"connection", b"close"), (b"content-length", b"2")]
+
+
 async def send_body(send, status: int, body: bytes, content_type: bytes = b"text/plain") -> None:
     await send(
         {
@@ -233,6 +242,15 @@ async def app(scope, receive, send):
         status = 1000 if what == "status" else 200
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"should not be sent"})
+    elif path == "/same-headers":
+        which = query.get("which", ["same"])[0]
+        headers = {"same": SAME_HEADERS, "mutable": MUTABLE_HEADERS, "close": CLOSE_HEADERS}[which]
+        if "set" in query:
+            SAME_HEADERS[1] = (b"x-version", query["set"][0].encode())
+        if "value" in query:
+            MUTABLE_VALUE[:] = query["value"][0].encode()
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
     elif path == "/state":
         await send_body(send, 200, json.dumps(scope["state"]).encode(), b"application/json")
     elif path == "/context":

@@ -26,6 +26,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use surge_proto::http1::common::Version;
 use surge_proto::http1::server::write_status_line;
 
+use super::asgi_head;
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
 use super::date::with_date;
@@ -214,7 +215,7 @@ pub struct AsgiCycle {
 }
 
 /// What a response header is, for framing.
-#[derive(PartialEq)]
+#[derive(PartialEq, Clone, Copy)]
 enum Kind {
     Other,
     Length,
@@ -429,84 +430,108 @@ impl AsgiCycle {
             Err(_) => Some(message.call_method1(intern!(py, "get"), (intern!(py, "headers"),))?),
         };
         if let Some(headers) = headers.filter(|h| !h.is_none()) {
-            let mut one = |name: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>| -> PyResult<()> {
-                with_bytes(name, |n| -> PyResult<()> {
-                    if n.is_empty() || any_byte(n, bad_name_byte) {
-                        return Err(PyRuntimeError::new_err(format!(
-                            "invalid HTTP header name {:?}",
-                            String::from_utf8_lossy(n)
-                        )));
-                    }
-                    with_bytes(value, |v| -> PyResult<()> {
-                        if any_byte(v, |b| b == b'\r' || b == b'\n' || b == 0) {
+            let list = headers.downcast_exact::<PyList>().ok();
+            if let Some(learnt) = list.and_then(|l| asgi_head::lookup(l, &mut head)) {
+                length = learnt.length;
+                has_server = learnt.has_server;
+                has_date = learnt.has_date;
+            } else {
+                // Whether the headers may be cached (see `asgi_head`): exact
+                // tuples of exact bytes, none whose effect depends on the request.
+                let mut cacheable = list.is_some();
+                let lines_at = head.len();
+                let mut one = |name: &Bound<'_, PyAny>,
+                               value: &Bound<'_, PyAny>|
+                 -> PyResult<bool> {
+                    let exact = name.is_exact_instance_of::<PyBytes>()
+                        && value.is_exact_instance_of::<PyBytes>();
+                    with_bytes(name, |n| -> PyResult<bool> {
+                        if n.is_empty() || any_byte(n, bad_name_byte) {
                             return Err(PyRuntimeError::new_err(format!(
-                                "invalid HTTP header value for {:?}",
+                                "invalid HTTP header name {:?}",
                                 String::from_utf8_lossy(n)
                             )));
                         }
-                        let mut skip = false;
-                        match kind_of(n) {
-                            Kind::Other => {}
-                            Kind::Length => match parse_length(v) {
-                                Some(l) => length = Some(l),
-                                None => {
-                                    return Err(PyRuntimeError::new_err(format!(
-                                        "invalid content-length {:?}",
-                                        String::from_utf8_lossy(v)
-                                    )))
-                                }
-                            },
-                            Kind::TransferEncoding => {
-                                if !v.to_ascii_lowercase().windows(7).any(|w| w == b"chunked") {
-                                    return Err(PyRuntimeError::new_err(format!(
-                                        "unsupported transfer-encoding {:?}",
-                                        String::from_utf8_lossy(v)
-                                    )));
-                                }
-                                app_chunked = true;
-                                // An HTTP/1.0 client cannot read chunks: close-delimited.
-                                skip = self.http10;
+                        with_bytes(value, |v| -> PyResult<bool> {
+                            if any_byte(v, |b| b == b'\r' || b == b'\n' || b == 0) {
+                                return Err(PyRuntimeError::new_err(format!(
+                                    "invalid HTTP header value for {:?}",
+                                    String::from_utf8_lossy(n)
+                                )));
                             }
-                            Kind::Connection => {
-                                has_connection = true;
-                                if v.eq_ignore_ascii_case(b"close") {
-                                    self.keep_alive = false;
+                            let mut skip = false;
+                            let kind = kind_of(n);
+                            match kind {
+                                Kind::Other => {}
+                                Kind::Length => match parse_length(v) {
+                                    Some(l) => length = Some(l),
+                                    None => {
+                                        return Err(PyRuntimeError::new_err(format!(
+                                            "invalid content-length {:?}",
+                                            String::from_utf8_lossy(v)
+                                        )))
+                                    }
+                                },
+                                Kind::TransferEncoding => {
+                                    if !v.to_ascii_lowercase().windows(7).any(|w| w == b"chunked") {
+                                        return Err(PyRuntimeError::new_err(format!(
+                                            "unsupported transfer-encoding {:?}",
+                                            String::from_utf8_lossy(v)
+                                        )));
+                                    }
+                                    app_chunked = true;
+                                    // An HTTP/1.0 client cannot read chunks: close-delimited.
+                                    skip = self.http10;
                                 }
+                                Kind::Connection => {
+                                    has_connection = true;
+                                    if v.eq_ignore_ascii_case(b"close") {
+                                        self.keep_alive = false;
+                                    }
+                                }
+                                Kind::Server => has_server = true,
+                                Kind::Date => has_date = true,
                             }
-                            Kind::Server => has_server = true,
-                            Kind::Date => has_date = true,
-                        }
-                        if !skip {
-                            head.extend_from_slice(n);
-                            head.extend_from_slice(b": ");
-                            head.extend_from_slice(v);
-                            head.extend_from_slice(b"\r\n");
-                        }
-                        Ok(())
+                            if !skip {
+                                head.extend_from_slice(n);
+                                head.extend_from_slice(b": ");
+                                head.extend_from_slice(v);
+                                head.extend_from_slice(b"\r\n");
+                            }
+                            Ok(exact && kind != Kind::TransferEncoding && kind != Kind::Connection)
+                        })?
                     })?
-                })?
-            };
-            let mut each = |pair: Bound<'_, PyAny>| -> PyResult<()> {
-                // The usual (name, value) tuple without a generic item lookup each.
-                match pair.downcast::<PyTuple>() {
-                    Ok(t) if t.len() == 2 => {
-                        let (name, value) = (t.get_borrowed_item(0)?, t.get_borrowed_item(1)?);
-                        one(&name, &value)
+                };
+                let mut each = |pair: Bound<'_, PyAny>| -> PyResult<bool> {
+                    // The usual (name, value) tuple without a generic item lookup each.
+                    match pair.downcast::<PyTuple>() {
+                        Ok(t) if t.len() == 2 => {
+                            let (name, value) = (t.get_borrowed_item(0)?, t.get_borrowed_item(1)?);
+                            Ok(one(&name, &value)? && pair.is_exact_instance_of::<PyTuple>())
+                        }
+                        _ => one(&pair.get_item(0)?, &pair.get_item(1)?).map(|_| false),
                     }
-                    _ => one(&pair.get_item(0)?, &pair.get_item(1)?),
+                };
+                if let Ok(list) = headers.downcast::<PyList>() {
+                    // The usual list by index: no iterator object per response. (Its
+                    // length is read each time: `bytes()` of an odd item runs Python.)
+                    let mut i = 0;
+                    while i < list.len() {
+                        cacheable &= each(list.get_item(i)?)?;
+                        i += 1;
+                    }
+                } else {
+                    for pair in headers.try_iter()? {
+                        each(pair?)?;
+                    }
                 }
-            };
-            if let Ok(list) = headers.downcast::<PyList>() {
-                // The usual list by index: no iterator object per response. (Its
-                // length is read each time: `bytes()` of an odd item runs Python.)
-                let mut i = 0;
-                while i < list.len() {
-                    each(list.get_item(i)?)?;
-                    i += 1;
-                }
-            } else {
-                for pair in headers.try_iter()? {
-                    each(pair?)?;
+                if let (Some(list), true) = (list, cacheable) {
+                    let learnt = asgi_head::Learnt {
+                        length,
+                        has_server,
+                        has_date,
+                    };
+                    asgi_head::remember(list, &head[lines_at..], learnt);
                 }
             }
         }

@@ -4,6 +4,7 @@
 mod access_log;
 mod asgi;
 mod asgi_dispatch;
+mod asgi_head;
 mod batch;
 mod chain;
 mod connection;

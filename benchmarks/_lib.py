@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -207,3 +208,14 @@ def cpu_limit(
                 (base / "cgroup.procs").write_text(p)
         with contextlib.suppress(OSError):
             d.rmdir()
+
+
+@contextlib.contextmanager
+def dump_dir(keep: Path | None) -> Iterator[Path]:
+    """Where profiler dumps go: `keep` (made if need be), or a temporary directory."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    with tempfile.TemporaryDirectory() as d:
+        yield Path(d)

@@ -30,11 +30,10 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._lib import CLIENT_CORE, SERVER_CORE, free_port, pinned
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, dump_dir, free_port, pinned
 from benchmarks.interfaces import run as suite
 
 ROOT = suite.ROOT
@@ -139,22 +138,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--surge-python", help="the interpreter of another surge build to count")
     ap.add_argument("--keep", type=Path, help="keep the callgrind dumps in this directory")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    with _dumps(args.keep) as out:
+    with dump_dir(args.keep) as out:
         for workload in args.workloads:
             for name in args.server.split(","):
                 per = count(workload, name, out, args.conc, args.n, args.warmup, args.surge_python)
                 print(f"{workload:>9} {name:>10}: {per:,} instructions per request", flush=True)
-
-
-@contextlib.contextmanager
-def _dumps(keep: Path | None):
-    """Where the dumps go: `keep` (made if need be), or a temporary directory."""
-    if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        yield keep
-        return
-    with tempfile.TemporaryDirectory() as d:
-        yield Path(d)
 
 
 if __name__ == "__main__":

@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from benchmarks._lib import CLIENT_CORE, SERVER_CORE, pin_pid, pinned
+from benchmarks._lib import CLIENT_CORE, SERVER_CORE, dump_dir, pin_pid, pinned
 from benchmarks.tarantool.ab import parse_side
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.tarantool import run as suite
 
     with (
-        _dumps(args.keep) as out,
+        dump_dir(args.keep) as out,
         services.tarantool(extra_lua=suite.SPACE_LUA, wal_mode="none") as svc,
     ):
         pin_pid(svc.pid, SERVER_CORE)
@@ -152,17 +150,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'':>10} " + " ".join(f"{p:>8}" for p in phases))
     for label, per_op in rows.items():
         print(f"{label:>10} " + " ".join(f"{per_op[p]:8,}" for p in phases))
-
-
-@contextlib.contextmanager
-def _dumps(keep: Path | None):
-    """Where the dumps go: `keep` (made if need be), or a temporary directory."""
-    if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        yield keep
-        return
-    with tempfile.TemporaryDirectory() as d:
-        yield Path(d)
 
 
 if __name__ == "__main__":

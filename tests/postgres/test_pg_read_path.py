@@ -7,7 +7,7 @@ pipelined queries whose replies share reads and straddle them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -63,6 +63,38 @@ async def _mix(conn: Any, n: int, pipelined: bool) -> list[Any]:
     return [_outcome(r) for r in got]
 
 
+async def mix_agrees(
+    open_surge: Callable[[bool], Awaitable[Any]], open_peer: Callable[[], Awaitable[Any]], n: int
+) -> None:
+    """`_mix` pipelined on a surge connection read natively and on one read through
+    Python (`open_surge(native)` opens and checks it), and query by query on the
+    peer: the three agree, errors and notices included, and surge's connections go
+    on after the errors."""
+
+    async def surge_mix(native: bool) -> tuple[list[Any], list[str]]:
+        conn = await open_surge(native)
+        try:
+            notes: list[str] = []
+            conn.add_log_listener(lambda c, m: notes.append(m.message))
+            got = await _mix(conn, n, pipelined=True)
+            assert await conn.fetchval("SELECT 2") == 2
+            return got, notes
+        finally:
+            await conn.close()
+
+    native, native_notes = await surge_mix(True)
+    python, python_notes = await surge_mix(False)
+    a = await open_peer()
+    try:
+        peer = await _mix(a, n, pipelined=False)
+    finally:
+        await a.close()
+    assert native == python == peer
+    assert native.count("DivisionByZeroError") == n // 6
+    assert len(native[0]) == BIG and native[0][-1] == (BIG,)
+    assert native_notes == python_notes == [f"n{i}" for i in range(2, n, 6)]
+
+
 @pytest.mark.parametrize("sslmode", ["", "?sslmode=disable", "?sslmode=prefer"])
 def test_plaintext_reads_natively(dsn: str, arun: Callable, sslmode: str) -> None:
     """Without TLS on the server, every sslmode that allows plaintext ends up on the
@@ -97,32 +129,12 @@ def test_pipelined_mix_as_python_path_and_asyncpg(
     order; the connection goes on after the errors."""
     n = 300
 
-    async def surge_mix(native: bool) -> tuple[list[Any], list[str]]:
+    async def open_surge(native: bool) -> Any:
         monkeypatch.setattr(surge.engine, "NATIVE_READ", native)
         conn = await pg.connect(dsn)
-        try:
-            want = _NativeReadProtocol if native else _StreamProtocol
-            await conn.fetchval("SELECT 1")
-            assert type(conn.engine._protocol) is want
-            notes: list[str] = []
-            conn.add_log_listener(lambda c, m: notes.append(m.message))
-            got = await _mix(conn, n, pipelined=True)
-            assert await conn.fetchval("SELECT 2") == 2
-            return got, notes
-        finally:
-            await conn.close()
+        want = _NativeReadProtocol if native else _StreamProtocol
+        await conn.fetchval("SELECT 1")
+        assert type(conn.engine._protocol) is want
+        return conn
 
-    async def go() -> None:
-        native, native_notes = await surge_mix(True)
-        python, python_notes = await surge_mix(False)
-        a = await asyncpg.connect(dsn)
-        try:
-            peer = await _mix(a, n, pipelined=False)
-        finally:
-            await a.close()
-        assert native == python == peer
-        assert native.count("DivisionByZeroError") == n // 6
-        assert len(native[0]) == BIG and native[0][-1] == (BIG,)
-        assert native_notes == python_notes == [f"n{i}" for i in range(2, n, 6)]
-
-    arun(go())
+    arun(mix_agrees(open_surge, lambda: asyncpg.connect(dsn), n))

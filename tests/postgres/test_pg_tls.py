@@ -24,7 +24,7 @@ from surge.postgres.saslprep import saslprep, scram_password
 
 from tests.loops import runner
 from tests.postgres.relay import RelayProxy, ReplyHook
-from tests.postgres.test_pg_read_path import BIG, _mix
+from tests.postgres.test_pg_read_path import mix_agrees
 from tests.tls_pki import Pki, encrypt_key
 
 pytestmark = pytest.mark.timeout(180)  # ~100 psql runs: slow on a loaded machine
@@ -349,37 +349,17 @@ def test_tls_reads_natively_as_python_path_and_asyncpg(arun, tls_svc, monkeypatc
 
     n = 300
 
-    async def surge_mix(native: bool) -> tuple[list, list[str]]:
+    async def open_surge(native: bool) -> pg.Connection:
         monkeypatch.setattr(surge.engine, "NATIVE_TLS_READ", native)
         conn = await pg.connect(tls_svc.url, sslmode="require")
-        try:
-            assert conn.is_tls()
-            await conn.fetchval("SELECT 1")
-            proto = conn.engine._protocol
-            assert type(proto) is (_NativeReadProtocol if native else _StreamProtocol)
-            assert proto.tls is conn.engine._transport
-            notes: list[str] = []
-            conn.add_log_listener(lambda c, m: notes.append(m.message))
-            got = await _mix(conn, n, pipelined=True)
-            assert await conn.fetchval("SELECT 2") == 2
-            return got, notes
-        finally:
-            await conn.close()
+        assert conn.is_tls()
+        await conn.fetchval("SELECT 1")
+        proto = conn.engine._protocol
+        assert type(proto) is (_NativeReadProtocol if native else _StreamProtocol)
+        assert proto.tls is conn.engine._transport
+        return conn
 
-    async def main():
-        native, native_notes = await surge_mix(True)
-        python, python_notes = await surge_mix(False)
-        a = await asyncpg.connect(tls_svc.url, ssl="require")
-        try:
-            peer = await _mix(a, n, pipelined=False)
-        finally:
-            await a.close()
-        assert native == python == peer
-        assert native.count("DivisionByZeroError") == n // 6
-        assert len(native[0]) == BIG and native[0][-1] == (BIG,)
-        assert native_notes == python_notes == [f"n{i}" for i in range(2, n, 6)]
-
-    arun(main())
+    arun(mix_agrees(open_surge, lambda: asyncpg.connect(tls_svc.url, ssl="require"), n))
 
 
 class FlippingProxy(RelayProxy):

@@ -18,13 +18,13 @@ from typing import Any, NamedTuple, SupportsFloat
 from surge._core import pg_types
 from surge.postgres.serverversion import ServerVersion
 
-__all__ = (
-    "ARRAYS",
-    "TYPES",
+#: asyncpg.types' names; `surge.postgres` exports them too, as asyncpg's package
+#: does (its `__all__` starts from this one). The built-in type table (`TYPES`,
+#: `ARRAYS`, `BuiltinType`, `type_oid`, `type_name`) is surge's own and not in it.
+__all__: tuple[str, ...] = (
     "Attribute",
     "BitString",
     "Box",
-    "BuiltinType",
     "Circle",
     "Line",
     "LineSegment",
@@ -34,8 +34,6 @@ __all__ = (
     "Range",
     "ServerVersion",
     "Type",
-    "type_name",
-    "type_oid",
 )
 
 

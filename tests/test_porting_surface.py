@@ -9,27 +9,19 @@ is ported or excluded."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import asyncpg.cursor
-import asyncpg.exceptions
-import asyncpg.transaction
 import asyncpg.types
-import asynctnt
-import asynctnt.connection
-import asynctnt.exceptions
 import pytest
 import surge.postgres
-import surge.postgres.cursor
 import surge.postgres.dsn
-import surge.postgres.exceptions
 import surge.postgres.types
-import surge.tarantool
-import surge.tarantool.exceptions
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "migration"
 
@@ -47,48 +39,86 @@ PROTOCOL = {
 }
 
 
+#: (surface, peer, surge's counterpart): the surface is the name the docs use;
+#: peer and counterpart are dotted paths from their package (the peer's is the
+#: surface itself when None).
+SURFACES: list[tuple[str, str | None, str]] = [
+    ("asyncpg", None, "surge.postgres"),
+    ("asyncpg.types", None, "surge.postgres.types"),
+    ("asyncpg.exceptions", None, "surge.postgres.exceptions"),
+    ("asyncpg.Connection", None, "surge.postgres.Connection"),
+    ("asyncpg.Pool", None, "surge.postgres.Pool"),
+    ("asyncpg.Record", None, "surge.postgres.Record"),
+    (
+        "asyncpg.PreparedStatement",
+        "asyncpg.prepared_stmt.PreparedStatement",
+        "surge.postgres.PreparedStatement",
+    ),
+    ("asyncpg.cursor.CursorFactory", None, "surge.postgres.cursor.CursorFactory"),
+    ("asyncpg.cursor.Cursor", None, "surge.postgres.cursor.Cursor"),
+    ("asyncpg.transaction.Transaction", None, "surge.postgres.Transaction"),
+    ("asynctnt", None, "surge.tarantool"),
+    ("asynctnt.exceptions", None, "surge.tarantool.exceptions"),
+    ("asynctnt.Connection", None, "surge.tarantool.Connection"),
+    (
+        "asynctnt.ConnectionState",
+        "asynctnt.connection.ConnectionState",
+        "surge.tarantool.ConnectionState",
+    ),
+    # `execute`'s reply; the other requests' replies are lists (see EXCLUDED).
+    ("asynctnt.Response", None, "surge.tarantool.SQLResult"),
+    ("asynctnt.Metadata", None, "surge.tarantool.Metadata"),
+    ("asynctnt.Field", None, "surge.tarantool.Field"),
+    ("asynctnt.Iterator", None, "surge.tarantool.Iterator"),
+    ("asynctnt.TarantoolTuple", None, "surge.tarantool.Tuple"),
+]
+
+#: Counterparts compared as an instance: their instance attributes (set in
+#: __init__) count. A lazy connection is made without a server or a loop.
+INSTANCES = {"asynctnt.Connection"}
+
+
+def _at(path: str) -> Any:
+    """The object at a dotted path (a module, then attributes); None when the
+    last attribute is missing (a counterpart surge does not have)."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            obj = getattr(obj, name, None)
+        return obj
+    raise ImportError(path)
+
+
+def _type_classes() -> list[str]:
+    """asyncpg.types' value classes (Range, Point, BitString, ...), each a
+    surface of its own."""
+    return [
+        name
+        for name, cls in vars(asyncpg.types).items()
+        if inspect.isclass(cls) and cls.__module__.startswith("asyncpg")
+    ]
+
+
+def _surface_names() -> list[str]:
+    return [s for s, _, _ in SURFACES] + [f"asyncpg.types.{n}" for n in _type_classes()]
+
+
+@functools.cache
 def _surfaces() -> dict[str, tuple[Any, Any]]:
-    """Peer object -> surge's counterpart, by the name the docs use."""
-    pairs: dict[str, tuple[Any, Any]] = {
-        "asyncpg": (asyncpg, surge.postgres),
-        "asyncpg.types": (asyncpg.types, surge.postgres.types),
-        "asyncpg.exceptions": (asyncpg.exceptions, surge.postgres.exceptions),
-        "asyncpg.Connection": (asyncpg.Connection, surge.postgres.Connection),
-        "asyncpg.Pool": (asyncpg.Pool, surge.postgres.Pool),
-        "asyncpg.Record": (asyncpg.Record, surge.postgres.Record),
-        "asyncpg.PreparedStatement": (
-            asyncpg.prepared_stmt.PreparedStatement,
-            surge.postgres.PreparedStatement,
-        ),
-        "asyncpg.cursor.CursorFactory": (
-            asyncpg.cursor.CursorFactory,
-            surge.postgres.cursor.CursorFactory,
-        ),
-        "asyncpg.cursor.Cursor": (asyncpg.cursor.Cursor, surge.postgres.cursor.Cursor),
-        "asyncpg.transaction.Transaction": (
-            asyncpg.transaction.Transaction,
-            surge.postgres.Transaction,
-        ),
-        "asynctnt": (asynctnt, surge.tarantool),
-        "asynctnt.exceptions": (asynctnt.exceptions, surge.tarantool.exceptions),
-        # Instance attributes (set in __init__) count: a lazy connection is made
-        # without a server or a loop.
-        "asynctnt.Connection": (asynctnt.Connection, surge.tarantool.Connection()),
-        "asynctnt.ConnectionState": (
-            asynctnt.connection.ConnectionState,
-            surge.tarantool.ConnectionState,
-        ),
-        # `execute`'s reply; the other requests' replies are lists (see EXCLUDED).
-        "asynctnt.Response": (asynctnt.Response, surge.tarantool.SQLResult),
-        "asynctnt.Metadata": (asynctnt.Metadata, surge.tarantool.Metadata),
-        "asynctnt.Field": (asynctnt.Field, surge.tarantool.Field),
-        "asynctnt.Iterator": (asynctnt.Iterator, surge.tarantool.Iterator),
-        "asynctnt.TarantoolTuple": (asynctnt.TarantoolTuple, surge.tarantool.Tuple),
-    }
-    # asyncpg.types' value classes (Range, Point, BitString, ...), each on its own.
-    for name, cls in vars(asyncpg.types).items():
-        if inspect.isclass(cls) and cls.__module__.startswith("asyncpg"):
-            pairs[f"asyncpg.types.{name}"] = (cls, getattr(surge.postgres.types, name, None))
+    """Surface -> (peer object, surge's counterpart)."""
+    pairs: dict[str, tuple[Any, Any]] = {}
+    for surface, peer, ours in SURFACES:
+        mine = _at(ours)
+        pairs[surface] = (_at(peer or surface), mine() if surface in INSTANCES else mine)
+    for name in _type_classes():
+        pairs[f"asyncpg.types.{name}"] = (
+            getattr(asyncpg.types, name),
+            getattr(surge.postgres.types, name, None),
+        )
     return pairs
 
 
@@ -187,24 +217,36 @@ def _missing_parameters(surface: str, peer: Any, ours: Any) -> list[tuple[str, s
     return out
 
 
-def _missing() -> dict[tuple[str, str], None]:
-    out: dict[tuple[str, str], None] = {}
-    for surface, (peer, ours) in _surfaces().items():
-        have = set() if ours is None else _public(ours)
-        for name in sorted(_public(peer) - have):
-            out[(surface, name)] = None
-        if ours is not None:
-            out.update(dict.fromkeys(_missing_parameters(surface, peer, ours)))
+def _missing(surface: str, peer: Any, ours: Any) -> set[tuple[str, str]]:
+    """The peer's names surge's counterpart lacks, and the parameters its
+    functions and methods lack, as `EXCLUDED` keys."""
+    have = set() if ours is None else _public(ours)
+    out = {(surface, name) for name in _public(peer) - have}
+    if ours is not None:
+        out.update(_missing_parameters(surface, peer, ours))
     return out
 
 
-def test_every_peer_name_exists_or_is_excluded_with_a_reason() -> None:
-    missing = _missing()
-    unexplained = sorted(k for k in missing if k not in EXCLUDED)
-    assert unexplained == [], "ported or add to EXCLUDED (and the docs)"
+def _owner(key: str) -> str:
+    """The surface an `EXCLUDED` key belongs to (a parameter's, as
+    "asyncpg.connect()", is the surface of its function)."""
+    return key.rsplit(".", 1)[0] if key.endswith("()") else key
+
+
+@pytest.mark.parametrize("surface", _surface_names())
+def test_every_peer_name_exists_or_is_excluded_with_a_reason(surface: str) -> None:
+    peer, ours = _surfaces()[surface]
+    missing = _missing(surface, peer, ours)
+    excluded = {k for k in EXCLUDED if _owner(k[0]) == surface}
+    assert sorted(missing - excluded) == [], "ported or add to EXCLUDED (and the docs)"
     # An exclusion for a name surge now has (or the peer dropped) is stale.
-    stale = sorted(k for k in EXCLUDED if k not in missing)
-    assert stale == []
+    assert sorted(excluded - missing) == [], "stale in EXCLUDED (and the docs)"
+
+
+def test_every_exclusion_is_of_a_compared_surface() -> None:
+    """An `EXCLUDED` row for a surface no test compares would never go stale."""
+    surfaces = set(_surface_names())
+    assert sorted(k for k in EXCLUDED if _owner(k[0]) not in surfaces) == []
 
 
 @pytest.mark.parametrize("peer", ["asyncpg", "asynctnt"])
@@ -236,3 +278,15 @@ def test_connect_takes_every_keyword_of_the_dsn_parser() -> None:
         assert keywords <= set(params), f.__name__
         for name in keywords:  # the same defaults: None means "not given"
             assert params[name].default is None and parse[name].default is None, name
+
+
+def test_star_imports_export_what_asyncpg_does() -> None:
+    """``from surge.postgres.types import *`` gives asyncpg.types' names, and
+    ``from surge.postgres import *`` those too (its `__all__` is built from the
+    types' one), each name bound in the module."""
+    assert sorted(surge.postgres.types.__all__) == sorted(asyncpg.types.__all__)
+    top = surge.postgres.__all__
+    assert sorted(set(surge.postgres.types.__all__) - set(top)) == []
+    assert sorted(set(asyncpg.__all__) - set(top)) == []
+    assert len(set(top)) == len(top), "a name twice in surge.postgres.__all__"
+    assert [n for n in top if not hasattr(surge.postgres, n)] == []

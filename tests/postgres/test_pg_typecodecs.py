@@ -412,3 +412,53 @@ def test_copy_records_of_user_and_new_types(dsn: str, arun: Callable) -> None:
             assert got[0]["r"] == pgt.Range(1.5, 2.0) and got[1]["r"].isempty
 
     arun(go())
+
+
+#: A record of k + 1 fields, int4 and text by turns: a new record shape for each k.
+_SHAPES_FN = """
+CREATE OR REPLACE FUNCTION anon_shape(k int) RETURNS record LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  EXECUTE 'SELECT ' || (SELECT string_agg(CASE WHEN j % 2 = 0 THEN j || '::int4'
+                                          ELSE quote_literal('t' || j) || '::text' END, ', ')
+                        FROM generate_series(0, k) j) INTO r;
+  RETURN r;
+END $$
+"""
+
+
+async def _varying_records(c: Any) -> list:
+    """Anonymous records whose field types change from row to row of one
+    statement, and from run to run of one prepared statement."""
+    out: list = []
+    for sql in [
+        # two row types in one column, by turns
+        "SELECT CASE WHEN i % 2 = 0 THEN ROW(i, 'x'::text) ELSE ROW('y'::text, i::float8)"
+        " END, i FROM generate_series(1, 6) i",
+        # more shapes than a column keeps resolved (MAX_RECORD_SHAPES), twice
+        # round; inside a record of a fixed shape, and in arrays
+        "SELECT anon_shape(i % 11), ROW(anon_shape(i % 3), i), ARRAY[anon_shape(i % 4)]"
+        " FROM generate_series(0, 25) i",
+    ]:
+        out.append([tuple(r) for r in await c.fetch(sql)])
+    st = await c.prepare("SELECT anon_shape($1::int), ROW($1::int, anon_shape($1::int + 1))")
+    for k in (0, 3, 1, 3, 0):
+        out.append(tuple(await st.fetchrow(k)))
+    return out
+
+
+def test_anonymous_records_of_changing_shapes_equal_asyncpg(dsn: str, arun: Callable) -> None:
+    """A record column's field codecs are resolved once per shape (its field
+    type oids) and kept: rows and runs whose fields have other types decode by
+    their own oids, as asyncpg decodes them."""
+
+    async def go() -> None:
+        async with both(dsn) as (s, a):
+            await s.execute(_SHAPES_FN)
+            got, expected = await _varying_records(s), await _varying_records(a)
+            assert got == expected
+            assert got[0][:2] == [(("y", 1.0), 1), ((2, "x"), 2)]
+            assert got[1][10][0] == (0, "t1", 2, "t3", 4, "t5", 6, "t7", 8, "t9", 10)
+            assert got[1][12][0] == (0, "t1") and got[-1] == ((0,), (0, (0, "t1")))
+
+    arun(go())

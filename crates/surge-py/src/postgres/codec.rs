@@ -656,7 +656,7 @@ impl PgCodec {
     /// others).
     fn known_types(&self, py: Python<'_>, oids: Vec<u32>) -> Vec<bool> {
         oids.into_iter()
-            .map(|o| resolve(py, o, &self.types).is_some_and(|c| c.is_binary()))
+            .map(|o| resolve(py, o, &self.types, None).is_some_and(|c| c.is_binary()))
             .collect()
     }
 
@@ -741,7 +741,7 @@ impl PgCodec {
         }
         let mut codecs = Vec::with_capacity(oids.len());
         for &o in &oids {
-            match resolve(py, o, &self.types).filter(|c| c.is_binary()) {
+            match resolve(py, o, &self.types, None).filter(|c| c.is_binary()) {
                 Some(c) => codecs.push((o, c)),
                 None => {
                     return Err(self.data_err(

@@ -12,12 +12,11 @@ use surge_proto::pgwire::frontend::Param;
 use surge_proto::pgwire::types::{self as t, Kind};
 use surge_proto::pgwire::Error;
 
-use super::custom::CustomMap;
 use super::decode::{bad, decode, text};
 use super::encode::Encoder;
 use super::pyclasses as cls;
 use super::record::{record_from_vec, record_type, Desc};
-use super::registry::{resolve_part, Codec, Registry};
+use super::registry::{Codec, RecordFields};
 
 /// An array as (nested) lists; lower bounds are not kept (as in asyncpg's lists).
 pub fn decode_array(py: Python<'_>, elem_oid: u32, elem: &Codec, b: &[u8]) -> PyResult<PyObject> {
@@ -111,26 +110,20 @@ pub fn decode_composite(
 
 /// An anonymous record (`SELECT ROW(1, 'a')`): a tuple (as asyncpg returns
 /// it), fields decoded by the oids they carry.
-pub fn decode_record(
-    py: Python<'_>,
-    reg: &Arc<Registry>,
-    custom: Option<&Arc<CustomMap>>,
-    b: &[u8],
-) -> PyResult<PyObject> {
+pub fn decode_record(py: Python<'_>, fields: &RecordFields, b: &[u8]) -> PyResult<PyObject> {
     let parts = t::decode_record(b).map_err(bad)?;
+    let codecs = fields.codecs(py, parts.iter().map(|&(oid, _)| oid));
     let mut values = Vec::with_capacity(parts.len());
-    for &(oid, v) in &parts {
-        values.push(match v {
-            None => py.None(),
-            Some(v) => match resolve_part(py, oid, reg, custom, 1) {
-                Some(c) => decode(py, &c, v)?,
-                None => {
-                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "a record field of type oid {oid} has no binary codec here: \
-                         cast it (e.g. to text) in the query"
-                    )))
-                }
-            },
+    for (&(oid, v), codec) in parts.iter().zip(codecs.iter()) {
+        values.push(match (v, codec) {
+            (None, _) => py.None(),
+            (Some(v), Some(c)) => decode(py, c, v)?,
+            (Some(_), None) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "a record field of type oid {oid} has no binary codec here: \
+                     cast it (e.g. to text) in the query"
+                )))
+            }
         });
     }
     Ok(PyTuple::new(py, values)?.into_any().unbind())

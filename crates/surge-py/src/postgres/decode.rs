@@ -100,7 +100,7 @@ pub fn decode(py: Python<'_>, c: &Codec, b: &[u8]) -> PyResult<PyObject> {
         Codec::Composite { oids, fields, desc } => {
             containers::decode_composite(py, oids, fields, desc, b)
         }
-        Codec::Record(reg, custom) => containers::decode_record(py, reg, custom.as_ref(), b),
+        Codec::Record(fields) => containers::decode_record(py, fields, b),
         Codec::Range(sub) => containers::decode_range(py, sub, b),
         Codec::Multirange(range) => containers::decode_multirange(py, range, b),
         Codec::Hstore => containers::decode_hstore(py, b),

@@ -7,7 +7,7 @@
 //! decode without looking anything up.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use surge_proto::pgwire::types::{find, Found, Kind};
@@ -18,6 +18,12 @@ use super::record::Desc;
 /// Nesting deeper than this (arrays of composites of ranges ...) is refused:
 /// real schemas stay far below it, and it bounds the recursion.
 pub const MAX_TYPE_DEPTH: usize = 32;
+
+/// How many shapes (lists of field types) one anonymous record codec keeps
+/// resolved. A column's records nearly always have one shape; the bound keeps a
+/// column whose records keep changing shape (a function returning `record`)
+/// from holding codecs without end: past it, the oldest shape is dropped.
+pub const MAX_RECORD_SHAPES: usize = 8;
 
 /// A type from the catalog (not in the built-in table).
 #[derive(Clone, Debug)]
@@ -61,9 +67,8 @@ pub enum Codec {
         fields: Vec<Arc<Codec>>,
         desc: Arc<Desc>,
     },
-    /// An anonymous record: fields are resolved as they come (with the
-    /// connection's custom codecs, when the statement had some).
-    Record(Arc<Registry>, Option<Arc<CustomMap>>),
+    /// An anonymous record: its fields' types come with each value.
+    Record(RecordFields),
     Range(Arc<Codec>),
     Multirange(Arc<Codec>),
     Hstore,
@@ -117,6 +122,67 @@ impl Codec {
     }
 }
 
+/// The codecs of one shape of anonymous record, by field (None: no binary codec).
+pub type FieldCodecs = Arc<[Option<Arc<Codec>>]>;
+
+/// An anonymous record's fields, resolved once per shape (the list of field
+/// type oids the value carries) with the types and custom codecs the statement
+/// had, then kept: the rows of a reply share one shape, so each row is one
+/// comparison of its oids instead of a lookup and a codec per field.
+pub struct RecordFields {
+    reg: Arc<Registry>,
+    custom: Option<Arc<CustomMap>>,
+    /// At most `MAX_RECORD_SHAPES`, the oldest first.
+    shapes: Mutex<Vec<(Box<[u32]>, FieldCodecs)>>,
+}
+
+impl RecordFields {
+    fn new(reg: Arc<Registry>, custom: Option<Arc<CustomMap>>) -> RecordFields {
+        RecordFields {
+            reg,
+            custom,
+            shapes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The field codecs of a record whose fields have the types `oids`.
+    pub fn codecs<I>(&self, py: Python<'_>, oids: I) -> FieldCodecs
+    where
+        I: Iterator<Item = u32> + Clone,
+    {
+        if let Some(hit) = self.cached(oids.clone()) {
+            return hit;
+        }
+        // Resolved with the lock released: resolving may run Python code (a
+        // composite's field names), which may switch to another thread that
+        // decodes with this codec.
+        let key: Box<[u32]> = oids.collect();
+        let codecs: FieldCodecs = key
+            .iter()
+            .map(|&o| resolve_part(py, o, &self.reg, self.custom.as_ref(), 1))
+            .collect();
+        let mut shapes = self.lock();
+        if shapes.len() >= MAX_RECORD_SHAPES {
+            shapes.remove(0);
+        }
+        shapes.push((key, codecs.clone()));
+        codecs
+    }
+
+    fn cached(&self, oids: impl Iterator<Item = u32> + Clone) -> Option<FieldCodecs> {
+        let shapes = self.lock();
+        let (_, codecs) = shapes
+            .iter()
+            .rfind(|(k, _)| k.iter().copied().eq(oids.clone()))?;
+        Some(codecs.clone())
+    }
+
+    /// The shapes, whatever a panic elsewhere left (each entry is whole).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Box<[u32]>, FieldCodecs)>> {
+        self.shapes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// What a result column asked for in the text format holds (`Codec::text_result`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum TextResult {
@@ -131,14 +197,10 @@ pub enum TextResult {
 }
 
 /// The codec for `oid`, or None when its values must go as text (unknown, or
-/// some part has no binary codec here).
-pub fn resolve(py: Python<'_>, oid: u32, reg: &Arc<Registry>) -> Option<Arc<Codec>> {
-    resolve_at(py, oid, reg, None, 0)
-}
-
-/// `resolve`, with the connection's custom codecs run on the parts of
-/// containers (the value itself is the statement's to run its codec on).
-pub fn resolve_custom(
+/// some part has no binary codec here). With `custom`, the connection's custom
+/// codecs run on the parts of containers (the value itself is the statement's
+/// to run its codec on); without, the built-in codecs do.
+pub fn resolve(
     py: Python<'_>,
     oid: u32,
     reg: &Arc<Registry>,
@@ -152,7 +214,7 @@ pub fn resolve_custom(
 /// the built-in one; a text one cannot run on a binary part and is left out
 /// (asyncpg refuses such composites; arrays of a type with a text codec go in
 /// their text form, see `statement`).
-pub fn resolve_part(
+fn resolve_part(
     py: Python<'_>,
     oid: u32,
     reg: &Arc<Registry>,
@@ -196,7 +258,7 @@ fn resolve_at(
             },
             Kind::Range(s) => Codec::Range(sub(s)?),
             Kind::Multirange(r) => Codec::Multirange(sub(r)?),
-            Kind::Record => Codec::Record(reg.clone(), custom.cloned()),
+            Kind::Record => Codec::Record(RecordFields::new(reg.clone(), custom.cloned())),
             k => Codec::Scalar(k),
         },
         Some(Found::ArrayOf(ti)) if ti.kind == Kind::AsText => Codec::TextArray,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::custom::{Custom, CustomMap, Format};
 use super::record::Desc;
-use super::registry::{resolve_custom, unknown, Codec, Registry, TypeDef, MAX_TYPE_DEPTH};
+use super::registry::{resolve, unknown, Codec, Registry, TypeDef, MAX_TYPE_DEPTH};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use surge_proto::pgwire::frontend::{FORMAT_BINARY, FORMAT_TEXT};
@@ -140,7 +140,7 @@ impl Statement {
         let codec = |t: u32| match custom.get(&t) {
             Some(c) if c.format != Format::Tuple => None,
             None if array_as_text(custom, registry, t) => Some(Arc::new(Codec::TextArray)),
-            _ => resolve_custom(py, t, registry, Some(custom)),
+            _ => resolve(py, t, registry, Some(custom)),
         };
         let fmt = |(t, c): (&u32, &Option<Arc<Codec>>)| match custom.get(t) {
             Some(cu) => cu.wire_format(),

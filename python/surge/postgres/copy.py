@@ -142,48 +142,36 @@ async def records_to_table(
     ``where`` keeps the rows it matches (COPY ... WHERE, PostgreSQL 12+)."""
     s.copies += 1
     try:
-        return await _records_to_table(s, table, records, columns, schema, timeout, where)
+        rel = (_q(schema) + "." if schema else "") + _q(table)
+        rows = await s.run(_COLUMN_TYPES, (rel,), RowMode.ALL, 0, timeout)
+        types = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
+        names = list(columns) if columns else [r[0] for r in rows]
+        missing = [c for c in names if c not in types]
+        if missing:
+            raise InterfaceError(f"no column(s) {missing} in {rel}")
+        sql = f"COPY {qualified(table, schema, names)} FROM STDIN (FORMAT binary)"
+        if where:
+            sql += f" WHERE {where}"
+        oids = [types[c][0] for c in names]
+        unknown = [o for o, ok in zip(oids, s.codec.known_types(oids), strict=True) if not ok]
+        if unknown:
+            # Enums, composites, ranges ... : looked up once, then encoded here.
+            await s.introspect(unknown)
+        known = s.codec.known_types(oids)
+        if not all(known):
+            if isinstance(records, AsyncIterable):
+                records = [r async for r in records]
+            rewritten: list[list[Any]] = [list(r) for r in records]
+            for i, ok in enumerate(known):
+                if not ok:
+                    _, cast, send = types[names[i]]
+                    await _server_encoded(s, rewritten, i, cast, send, timeout)
+                    oids[i] = _RAW
+            records = rewritten
+        async with s.copy_lock:
+            return await _stream(s, sql, oids, records, timeout)
     finally:
         s.copies -= 1
-
-
-async def _records_to_table(
-    s: Session,
-    table: str,
-    records: Iterable[Sequence[Any]] | AsyncIterable[Sequence[Any]],
-    columns: Sequence[str] | None,
-    schema: str | None,
-    timeout: Any,
-    where: str | None,
-) -> str:
-    rel = (_q(schema) + "." if schema else "") + _q(table)
-    rows = await s.run(_COLUMN_TYPES, (rel,), RowMode.ALL, 0, timeout)
-    types = {r[0]: (int(r[1]), r[2], r[3]) for r in rows}
-    names = list(columns) if columns else [r[0] for r in rows]
-    missing = [c for c in names if c not in types]
-    if missing:
-        raise InterfaceError(f"no column(s) {missing} in {rel}")
-    sql = f"COPY {qualified(table, schema, names)} FROM STDIN (FORMAT binary)"
-    if where:
-        sql += f" WHERE {where}"
-    oids = [types[c][0] for c in names]
-    unknown = [o for o, ok in zip(oids, s.codec.known_types(oids), strict=True) if not ok]
-    if unknown:
-        # Enums, composites, ranges ... : looked up once, then encoded here.
-        await s.introspect(unknown)
-    known = s.codec.known_types(oids)
-    if not all(known):
-        if isinstance(records, AsyncIterable):
-            records = [r async for r in records]
-        rewritten: list[list[Any]] = [list(r) for r in records]
-        for i, ok in enumerate(known):
-            if not ok:
-                _, cast, send = types[names[i]]
-                await _server_encoded(s, rewritten, i, cast, send, timeout)
-                oids[i] = _RAW
-        records = rewritten
-    async with s.copy_lock:
-        return await _stream(s, sql, oids, records, timeout)
 
 
 async def _stream(

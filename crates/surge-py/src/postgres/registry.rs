@@ -157,10 +157,12 @@ impl RecordFields {
         // composite's field names), which may switch to another thread that
         // decodes with this codec.
         let key: Box<[u32]> = oids.collect();
-        let codecs: FieldCodecs = key
-            .iter()
-            .map(|&o| resolve_part(py, o, &self.reg, self.custom.as_ref(), 1))
-            .collect();
+        let resolver = Resolver {
+            py,
+            reg: &self.reg,
+            custom: self.custom.as_ref(),
+        };
+        let codecs: FieldCodecs = key.iter().map(|&o| resolver.part(o, 1)).collect();
         let mut shapes = self.lock();
         if shapes.len() >= MAX_RECORD_SHAPES {
             shapes.remove(0);
@@ -206,95 +208,96 @@ pub fn resolve(
     reg: &Arc<Registry>,
     custom: Option<&Arc<CustomMap>>,
 ) -> Option<Arc<Codec>> {
-    resolve_at(py, oid, reg, custom, 0)
+    Resolver { py, reg, custom }.at(oid, 0)
 }
 
-/// The codec of a part of a container (an array's element, a field, a range's
-/// bound): binary, or None. A binary or tuple custom codec on its type wraps
-/// the built-in one; a text one cannot run on a binary part and is left out
-/// (asyncpg refuses such composites; arrays of a type with a text codec go in
-/// their text form, see `statement`).
-fn resolve_part(
-    py: Python<'_>,
-    oid: u32,
-    reg: &Arc<Registry>,
-    custom: Option<&Arc<CustomMap>>,
-    depth: usize,
-) -> Option<Arc<Codec>> {
-    let builtin = resolve_at(py, oid, reg, custom, depth).filter(|c| c.is_binary());
-    match custom.and_then(|m| m.get(&oid)) {
-        Some(cu)
-            if cu.format == Format::Binary || builtin.is_some() && cu.format == Format::Tuple =>
-        {
-            Some(Arc::new(Codec::Custom {
-                oid,
-                custom: cu.clone(),
-                inner: builtin,
-            }))
-        }
-        _ => builtin,
-    }
+/// What resolving reads: the types looked up in the catalog and the custom
+/// codecs run on the parts of containers.
+#[derive(Clone, Copy)]
+struct Resolver<'a, 'py> {
+    py: Python<'py>,
+    reg: &'a Arc<Registry>,
+    custom: Option<&'a Arc<CustomMap>>,
 }
 
-fn resolve_at(
-    py: Python<'_>,
-    oid: u32,
-    reg: &Arc<Registry>,
-    custom: Option<&Arc<CustomMap>>,
-    depth: usize,
-) -> Option<Arc<Codec>> {
-    if depth > MAX_TYPE_DEPTH {
-        return None;
-    }
-    // Inside a container every part must be binary (a text array cannot be).
-    let sub = |o: u32| resolve_part(py, o, reg, custom, depth + 1);
-    let c = match find(oid) {
-        Some(Found::Type(ti)) => match ti.kind {
-            Kind::AsText => return None,
-            Kind::Vector(e) => Codec::Array {
-                elem_oid: e,
-                elem: sub(e)?,
-                lower: 0,
-            },
-            Kind::Range(s) => Codec::Range(sub(s)?),
-            Kind::Multirange(r) => Codec::Multirange(sub(r)?),
-            Kind::Record => Codec::Record(RecordFields::new(reg.clone(), custom.cloned())),
-            k => Codec::Scalar(k),
-        },
-        Some(Found::ArrayOf(ti)) if ti.kind == Kind::AsText => Codec::TextArray,
-        Some(Found::ArrayOf(ti)) => Codec::Array {
-            elem_oid: ti.oid,
-            elem: sub(ti.oid)?,
-            lower: 1,
-        },
-        None => match reg.get(&oid)? {
-            TypeDef::Composite { names, oids } => {
-                let fields = oids.iter().map(|&o| sub(o)).collect::<Option<Vec<_>>>()?;
-                Codec::Composite {
-                    oids: oids.clone(),
-                    fields,
-                    desc: Desc::new(py, names).ok()?,
-                }
+impl Resolver<'_, '_> {
+    /// The codec of a part of a container (an array's element, a field, a
+    /// range's bound): binary, or None. A binary or tuple custom codec on its
+    /// type wraps the built-in one; a text one cannot run on a binary part and
+    /// is left out (asyncpg refuses such composites; arrays of a type with a
+    /// text codec go in their text form, see `statement`).
+    fn part(self, oid: u32, depth: usize) -> Option<Arc<Codec>> {
+        let builtin = self.at(oid, depth).filter(|c| c.is_binary());
+        match self.custom.and_then(|m| m.get(&oid)) {
+            Some(cu)
+                if cu.format == Format::Binary
+                    || builtin.is_some() && cu.format == Format::Tuple =>
+            {
+                Some(Arc::new(Codec::Custom {
+                    oid,
+                    custom: cu.clone(),
+                    inner: builtin,
+                }))
             }
-            TypeDef::Enum => Codec::Scalar(Kind::Text),
-            TypeDef::Domain(base) => return sub(*base),
-            TypeDef::Range(s) => Codec::Range(sub(*s)?),
-            TypeDef::Multirange(r) => Codec::Multirange(sub(*r)?),
-            // An array of a type that goes as text (an extension's base type
-            // such as citext): its text form, a list of str, as asyncpg gives it.
-            TypeDef::Array(e) => match sub(*e) {
-                Some(elem) => Codec::Array {
-                    elem_oid: *e,
-                    elem,
-                    lower: 1,
+            _ => builtin,
+        }
+    }
+
+    fn at(self, oid: u32, depth: usize) -> Option<Arc<Codec>> {
+        if depth > MAX_TYPE_DEPTH {
+            return None;
+        }
+        let Resolver { py, reg, custom } = self;
+        // Inside a container every part must be binary (a text array cannot be).
+        let sub = |o: u32| self.part(o, depth + 1);
+        let c = match find(oid) {
+            Some(Found::Type(ti)) => match ti.kind {
+                Kind::AsText => return None,
+                Kind::Vector(e) => Codec::Array {
+                    elem_oid: e,
+                    elem: sub(e)?,
+                    lower: 0,
                 },
-                None => Codec::TextArray,
+                Kind::Range(s) => Codec::Range(sub(s)?),
+                Kind::Multirange(r) => Codec::Multirange(sub(r)?),
+                Kind::Record => Codec::Record(RecordFields::new(reg.clone(), custom.cloned())),
+                k => Codec::Scalar(k),
             },
-            TypeDef::Hstore => Codec::Hstore,
-            TypeDef::Opaque => return None,
-        },
-    };
-    Some(Arc::new(c))
+            Some(Found::ArrayOf(ti)) if ti.kind == Kind::AsText => Codec::TextArray,
+            Some(Found::ArrayOf(ti)) => Codec::Array {
+                elem_oid: ti.oid,
+                elem: sub(ti.oid)?,
+                lower: 1,
+            },
+            None => match reg.get(&oid)? {
+                TypeDef::Composite { names, oids } => {
+                    let fields = oids.iter().map(|&o| sub(o)).collect::<Option<Vec<_>>>()?;
+                    Codec::Composite {
+                        oids: oids.clone(),
+                        fields,
+                        desc: Desc::new(py, names).ok()?,
+                    }
+                }
+                TypeDef::Enum => Codec::Scalar(Kind::Text),
+                TypeDef::Domain(base) => return sub(*base),
+                TypeDef::Range(s) => Codec::Range(sub(*s)?),
+                TypeDef::Multirange(r) => Codec::Multirange(sub(*r)?),
+                // An array of a type that goes as text (an extension's base type
+                // such as citext): its text form, a list of str, as asyncpg gives it.
+                TypeDef::Array(e) => match sub(*e) {
+                    Some(elem) => Codec::Array {
+                        elem_oid: *e,
+                        elem,
+                        lower: 1,
+                    },
+                    None => Codec::TextArray,
+                },
+                TypeDef::Hstore => Codec::Hstore,
+                TypeDef::Opaque => return None,
+            },
+        };
+        Some(Arc::new(c))
+    }
 }
 
 /// Oids under `oid` that neither the table nor the registry knows: what the

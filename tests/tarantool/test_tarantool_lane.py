@@ -130,6 +130,28 @@ def test_lane_matches_python_methods(tnt, arun, monkeypatch):
     arun(main())
 
 
+@pytest.mark.parametrize(("low_water", "writes"), [(1, 2), (engine.EARLY_FLUSH + 1, 3)])
+def test_lane_keeps_the_engines_flush_rules(tnt, arun, monkeypatch, low_water, writes):
+    # As the engine's own path (tests/test_engine.py): ten requests in one
+    # iteration leave in two writes, three when LOW_WATER splits the second part.
+    monkeypatch.setattr(engine, "LOW_WATER", low_water)
+
+    async def main():
+        c = st.connect(f"{tnt.host}:{tnt.port}")
+        try:
+            await c.eval("box.space.sorted:truncate()")
+            w0, r0 = c.engine.stats["writes"], c.engine.stats["requests"]
+            got = await asyncio.gather(*(c.insert("sorted", (i, "x", i)) for i in range(10)))
+            assert [tuple(t) for r in got for t in r] == [(i, "x", i) for i in range(10)]
+            assert c.engine.stats["requests"] - r0 == 10
+            assert c.engine.ops["insert"] == 10  # counted by the lane: it served them
+            assert c.engine.stats["writes"] - w0 == writes
+        finally:
+            await c.close()
+
+    arun(main())
+
+
 def test_explicit_none_index_and_offset_refused_like_asynctnt(tnt, arun):
     """index=None and offset=None raise TypeError at the call, as asynctnt's do,
     on the lane, on the Python path and before connecting; nothing is sent."""

@@ -12,12 +12,12 @@
 //! The lane reads the engine's own state from its instance dict, so the engine
 //! stays the one owner of that state: the same gate (connected, not paused, under
 //! the in-flight and byte limits, no per-request timeout; the limits, the timeout
-//! and the early-flush count are read once per flushed batch, with the batch's
+//! and the early-flush counts are read once per flushed batch, with the batch's
 //! first request), the flush scheduled once per loop iteration with
 //! ``loop.call_soon(engine._flush)``, or made at once by the engine's
-//! `FLUSH_SIZE` and `EARLY_FLUSH` rules. Whenever the gate is shut the caller
-//! takes its Python path, which behaves exactly as the lane would have (and
-//! waits, connects or raises where the lane cannot).
+//! `FLUSH_SIZE`, `EARLY_FLUSH` and `LOW_WATER` rules. Whenever the gate is shut
+//! the caller takes its Python path, which behaves exactly as the lane would
+//! have (and waits, connects or raises where the lane cannot).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
@@ -34,8 +34,10 @@ struct Knobs {
     max_bytes: usize,
     /// No per-request timeout (a timed request takes the engine's own path).
     untimed: bool,
-    /// How many requests leave at once when none is on the wire (`_early`).
+    /// How many requests leave at once when few are on the wire (`_early`).
     early: usize,
+    /// Fewer requests than this on the wire is few (`_low_water`).
+    low_water: usize,
 }
 
 /// Where an early flush stands, for the engine's rule: how many requests
@@ -65,6 +67,7 @@ impl Knobs {
                 Early::Fixed(n) => n,
                 Early::Engine => limit(intern!(py, "_early"))?,
             },
+            low_water: limit(intern!(py, "_low_water"))?,
         })
     }
 }
@@ -84,6 +87,7 @@ pub struct Admitted<'py> {
     event_loop: Bound<'py, PyAny>,
     buffered: Buffered,
     early: usize,
+    low_water: usize,
 }
 
 /// How the futures of one event loop are made.
@@ -336,6 +340,7 @@ impl EngineLane {
             event_loop,
             buffered,
             early: knobs.early,
+            low_water: knobs.low_water,
         }))
     }
 
@@ -355,6 +360,7 @@ impl EngineLane {
             event_loop,
             buffered,
             early,
+            low_water,
         } = admitted;
         let fut = match &self.futures {
             Some((l, maker)) if l.bind(py).is(&event_loop) => maker.make(py)?,
@@ -375,12 +381,13 @@ impl EngineLane {
         }
         let st = self.state.bind(py);
         let encoded = buffered.requests + 1;
+        // Requests sent whose replies were not read yet: the pending ones less
+        // those still in the buffer.
+        let on_wire = (in_flight + 1).saturating_sub(encoded);
         if !is_true(py, st.get_item(intern!(py, "_flush_scheduled"))?) {
             st.set_item(intern!(py, "_flush_scheduled"), true)?;
             event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
-        } else if buffered.bytes >= self.flush_size
-            || (encoded == early && in_flight + 1 == encoded)
-        {
+        } else if buffered.bytes >= self.flush_size || (encoded == early && on_wire < low_water) {
             self.flush.call0(py)?;
         }
         Ok(fut)

@@ -347,12 +347,13 @@ impl AsgiCycle {
             (
                 pending,
                 this.space.as_ref().map(|s| s.clone_ref(py)),
-                this.parts.get().transport.clone_ref(py),
+                // Bound, not a `Py` clone: released with a plain decref.
+                this.parts.get().transport.bind(py).clone(),
             )
         };
         if let Some(data) = pending {
             if open || !conn.getattr(intern!(py, "_closed"))?.is_truthy()? {
-                write_to(transport.bind(py), &data)?;
+                write_to(&transport, &data)?;
             }
         }
         if let Some(space) = space {
@@ -686,9 +687,10 @@ fn body(
         }
     }
     let over = this.pending.len() >= this.high_water;
+    // Bound, not `Py` clones: released with a plain decref.
     let (conn, transport) = (
-        this.conn.clone_ref(py),
-        this.parts.get().transport.clone_ref(py),
+        this.conn.bind(py).clone(),
+        this.parts.get().transport.bind(py).clone(),
     );
     let gone = if more { None } else { this.gone.take() };
     let logged = log.as_ref().map(|_| {
@@ -700,10 +702,9 @@ fn body(
         )
     });
     drop(this);
-    let conn = conn.bind(py);
     if let Some(data) = write {
         if !conn.getattr(intern!(py, "_closed"))?.is_truthy()? {
-            write_to(transport.bind(py), &data)?;
+            write_to(&transport, &data)?;
         }
     }
     if let (Some(log), Some(args)) = (log, logged) {

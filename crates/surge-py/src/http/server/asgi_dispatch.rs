@@ -13,7 +13,6 @@
 //! goes to the starter's `_finish` (Python), which makes the task; with
 //! asyncio's own eager start (Python >= 3.12) the starter is left to Python.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use pyo3::exceptions::PyTypeError;
@@ -29,33 +28,58 @@ use super::connection::Deferred;
 use super::request::{asgi_scope_defaults, Request};
 use crate::call;
 
-/// Whether the last `coro_step` saw its coroutine return (rather than yield).
-/// Read right after `Context.run` returns: a step nested in the app's own
-/// step (another dispatcher's) has finished by then, so the last writer is the
-/// step just run.
-static STEP_RETURNED: AtomicBool = AtomicBool::new(false);
+// CPython's context functions (public since 3.7, in every later version, but
+// outside the limited API, so pyo3's abi3 bindings leave them out).
+extern "C" {
+    fn PyContext_CopyCurrent() -> *mut ffi::PyObject;
+    fn PyContext_Enter(ctx: *mut ffi::PyObject) -> std::os::raw::c_int;
+    fn PyContext_Exit(ctx: *mut ffi::PyObject) -> std::os::raw::c_int;
+}
 
-/// One step of a coroutine, called through `Context.run`: sends None into
-/// `coro` and returns what it yielded or returned (see `STEP_RETURNED`).
-/// `PyIter_Send` hands the return value back without a StopIteration to raise
-/// and catch (~1k instructions per request). A function rather than a callable
-/// object: `Context.run` calls it through vectorcall, where an object's
-/// `__call__` took an argument tuple and its parsing (~0.3k instructions).
-#[pyfunction]
-fn coro_step(coro: &Bound<'_, PyAny>) -> PyResult<PyObject> {
-    let py = coro.py();
+/// A copy of the current context (``contextvars.copy_context()`` without the
+/// call).
+fn copy_current_context(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: called with the GIL held; a new reference or null with an
+    // exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, PyContext_CopyCurrent()) }
+}
+
+/// One step of the coroutine `coro` inside the context `ctx` (a fresh copy,
+/// never entered): ``ctx.run(coro.send, None)`` without its two calls, what
+/// the step yielded (false) or returned (true). Entering the context and
+/// sending from here, rather than calling `Context.run` with a step function,
+/// saves the argument handling of both calls and the function's trampoline
+/// (~0.4k instructions per request, callgrind); `PyIter_Send` hands the return
+/// value back without a StopIteration to raise and catch (~1k).
+fn step_in<'py>(
+    ctx: &Bound<'py, PyAny>,
+    coro: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyAny>, bool)> {
+    let py = ctx.py();
+    // SAFETY: `ctx` is a Context held for the call; Enter fails (exception
+    // set) only for a context already entered.
+    if unsafe { PyContext_Enter(ctx.as_ptr()) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
     let mut result: *mut ffi::PyObject = std::ptr::null_mut();
     // SAFETY: `coro` and None are valid references held for the call;
-    // PyIter_Send leaves a new reference in `result` unless it fails.
-    let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut result) };
-    let returned = match status {
-        ffi::PySendResult::PYGEN_RETURN => true,
-        ffi::PySendResult::PYGEN_NEXT => false,
-        _ => return Err(PyErr::fetch(py)),
+    // PyIter_Send leaves a new reference in `result` unless it fails (then an
+    // exception is set). Exit leaves that exception alone, as `Context.run`
+    // relies on; it fails only for a context not entered on this thread.
+    let (status, exited) = unsafe {
+        let status = ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut result);
+        (status, PyContext_Exit(ctx.as_ptr()))
     };
-    STEP_RETURNED.store(returned, Ordering::Relaxed);
-    // SAFETY: on RETURN and NEXT `result` is a new (owned) reference.
-    Ok(unsafe { PyObject::from_owned_ptr(py, result) })
+    // SAFETY: on RETURN and NEXT `result` is a new (owned) reference, else null.
+    let value = unsafe { Bound::from_owned_ptr_or_opt(py, result) };
+    if exited < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    match (status, value) {
+        (ffi::PySendResult::PYGEN_RETURN, Some(v)) => Ok((v, true)),
+        (ffi::PySendResult::PYGEN_NEXT, Some(v)) => Ok((v, false)),
+        _ => Err(PyErr::fetch(py)),
+    }
 }
 
 /// What the dispatcher needs from the starter of the serving loop.
@@ -80,10 +104,6 @@ pub struct AsgiDispatch {
     root_path: String,
     state: Py<PyDict>,
     high_water: usize,
-    /// `contextvars.copy_context`, and the cycle module's `_raise` and `_await`.
-    copy_context: PyObject,
-    /// `contextvars.Context.run`, called unbound (no bound method per request).
-    context_run: PyObject,
     /// asyncio's current task of each loop (`asyncio.tasks._current_tasks`,
     /// the dict `current_task()` reads), set and cleared here around a first
     /// step (two dict operations against ~1.4k instructions per request for
@@ -95,10 +115,9 @@ pub struct AsgiDispatch {
     /// per request).
     task_cancelling: PyObject,
     coroutine_type: PyObject,
+    /// The cycle module's `_raise` and `_await`.
     raise_in_coro: PyObject,
     await_in_coro: PyObject,
-    /// `coro_step`, as a Python function.
-    step: PyObject,
     starter: Option<Starter>,
 }
 
@@ -350,17 +369,15 @@ impl AsgiDispatch {
             Some(h) => h.into_bound(py),
             None => starter.getattr(intern!(py, "_host"))?,
         };
-        let ctx = this.copy_context.bind(py).call0()?;
+        let ctx = copy_current_context(py)?;
         this.enter(event_loop, &host)?;
-        let step = this.step.bind(py);
         let native = cycle.downcast::<AsgiCycle>()?;
         native.borrow_mut().set_open_step(open);
-        let outcome = call::call3(this.context_run.bind(py), &ctx, step, &coro);
-        let returned = STEP_RETURNED.load(Ordering::Relaxed);
+        let outcome = step_in(&ctx, &coro);
         native.borrow_mut().set_open_step(false);
         this.leave(event_loop, &host)?;
         let (kind, value) = match outcome {
-            Ok(value) if returned => {
+            Ok((value, true)) => {
                 if host.getattr(intern!(py, "_callbacks"))?.is_none()
                     && !call::call1(this.task_cancelling.bind(py), &host)?.is_truthy()?
                 {
@@ -373,7 +390,7 @@ impl AsgiDispatch {
                 }
                 (intern!(py, "returned"), value)
             }
-            Ok(first) => (intern!(py, "suspended"), first),
+            Ok((first, _)) => (intern!(py, "suspended"), first),
             Err(e) => (
                 intern!(py, "raised"),
                 e.into_value(py).into_bound(py).into_any(),
@@ -403,7 +420,6 @@ impl AsgiDispatch {
     #[new]
     fn new(py: Python<'_>, owner: Bound<'_, PyAny>) -> PyResult<Self> {
         let tasks = py.import("asyncio.tasks")?;
-        let contextvars = py.import("contextvars")?;
         let limits = owner.getattr("limits")?;
         Ok(AsgiDispatch {
             app: owner.getattr("app")?.unbind(),
@@ -420,8 +436,6 @@ impl AsgiDispatch {
             raise_in_coro: owner.getattr("_raise_in_coro")?.unbind(),
             await_in_coro: owner.getattr("_await_in_coro")?.unbind(),
             owner: owner.unbind(),
-            copy_context: contextvars.getattr("copy_context")?.unbind(),
-            context_run: contextvars.getattr("Context")?.getattr("run")?.unbind(),
             current_tasks: tasks
                 .getattr("_current_tasks")?
                 .downcast_into::<PyDict>()?
@@ -430,7 +444,6 @@ impl AsgiDispatch {
             task_cancelling: tasks.getattr("Task")?.getattr("cancelling")?.unbind(),
             leave_task: tasks.getattr("_leave_task")?.unbind(),
             coroutine_type: py.import("types")?.getattr("CoroutineType")?.unbind(),
-            step: wrap_pyfunction!(coro_step, py)?.into_any().unbind(),
             starter: None,
         })
     }

@@ -186,10 +186,11 @@ SPIN_BACKOFF = 64
 #: coming meanwhile, the server's pieces leave in larger segments, and the next read
 #: takes them at once. Many small replies (SELECT 1) finish several per read and
 #: are never paced; a pool's connections have few replies due and are not either.
-#: PostgreSQL, 1000 coroutines on one connection, 100 x 1 KB bytea, old/new
-#: alternated (2 rounds per loop, load 4-7): uvloop 8.1k/10.5k -> 13.4k/13.2k
-#: queries/s, asyncio 6.8k/8.2k -> 13.3k/14.3k; backend CPU per query 93-145 ->
-#: 65-74 us; TCP segments per query 10-13 -> 5-8, ACKs 3.3-6.5 -> 0.6-0.9.
+#: PostgreSQL, 1000 coroutines on one connection, off/on alternated (3 rounds
+#: per loop, medians, load 4-7): 100 x 1 KB bytea uvloop 10.2k -> 12.3k
+#: queries/s, backend CPU per query 96 -> 76 us; asyncio 8.1k -> 14.5k, 121 -> 67
+#: us; TCP segments per query 11-13 -> 5-8, ACKs 5-6.5 -> 0.6-1.0. pg_type,
+#: int_array, generate_series within +-5 %; SELECT 1 146-170k -> 177-283k.
 PACE_DELAY = 1e-3
 PACE_READ = 128 * 1024
 PACE_DEPTH = 64

@@ -138,3 +138,40 @@ def test_pipelined_mix_as_python_path_and_asyncpg(
         return conn
 
     arun(mix_agrees(open_surge, lambda: asyncpg.connect(dsn), n))
+
+
+#: 100 rows of 1 KB, each row's bytes its own letter: a reply of ~100 KB that the
+#: server writes 8 KB at a time.
+BYTEA_SQL = "SELECT repeat(chr(97 + i % 26), 1024)::bytea FROM generate_series(1, 100) i"
+
+
+def test_large_replies_paced_intact(dsn: str, arun: Callable) -> None:
+    """A deep pipeline of large replies on one connection (200 queries of 100 x 1 KB
+    bytea): its reads are paced (`surge.engine.PACE_DELAY`), and every reply is
+    what asyncpg returns; queries one at a time (nothing deep) are never paced."""
+
+    async def go() -> None:
+        a = await asyncpg.connect(dsn)
+        try:
+            want = [tuple(r) for r in await a.fetch(BYTEA_SQL)]
+        finally:
+            await a.close()
+        conn = await pg.connect(dsn)
+        try:
+            # Pacing needs a small read while the replies stream: a client slowed
+            # down by other load may take every read whole, so a few rounds.
+            for _ in range(5):
+                got = await asyncio.gather(*[conn.fetch(BYTEA_SQL) for _ in range(200)])
+                assert all([tuple(r) for r in rows] == want for rows in got)
+                if conn.engine.stats["paced"]:
+                    break
+            assert conn.engine.stats["paced"] > 0
+            paced = conn.engine.stats["paced"]
+            for _ in range(5):
+                assert [tuple(r) for r in await conn.fetch(BYTEA_SQL)] == want
+            assert conn.engine.stats["paced"] == paced
+            assert await conn.fetchval("SELECT 2") == 2
+        finally:
+            await conn.close()
+
+    arun(go())

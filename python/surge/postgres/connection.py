@@ -160,6 +160,7 @@ class Connection:
             keep_connected=lambda: bool(self._listeners) and not self._closed,
             driver="postgres",
             spin_window=SPIN_WINDOW,
+            read_pacing=True,
         )
         #: Sending, gates and statements: what transactions, cursors, COPY and
         #: prepared statements use (see `session.py`).

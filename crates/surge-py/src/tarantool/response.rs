@@ -242,10 +242,7 @@ unsafe extern "C" fn get_sync(obj: *mut ffi::PyObject, _: *mut c_void) -> *mut f
     // SAFETY: as `get_body`.
     unsafe {
         with_info(obj, |py, info| {
-            info.sync
-                .into_pyobject(py)
-                .map(|v| v.into_any().unbind())
-                .map_err(Into::into)
+            Ok(info.sync.into_pyobject(py)?.into_any().unbind())
         })
     }
 }

@@ -65,8 +65,9 @@ SURFACES: list[tuple[str, str | None, str]] = [
         "asynctnt.connection.ConnectionState",
         "surge.tarantool.ConnectionState",
     ),
-    # `execute`'s reply; the other requests' replies are lists (see EXCLUDED).
-    ("asynctnt.Response", None, "surge.tarantool.SQLResult"),
+    ("asynctnt.Response", None, "surge.tarantool.Response"),
+    # `execute`'s reply has every name of the others' too.
+    ("asynctnt.Response.execute", "asynctnt.Response", "surge.tarantool.SQLResult"),
     ("asynctnt.Metadata", None, "surge.tarantool.Metadata"),
     ("asynctnt.Field", None, "surge.tarantool.Field"),
     ("asynctnt.Iterator", None, "surge.tarantool.Iterator"),
@@ -142,8 +143,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asynctnt", "stream"): _INTERNAL + " (streams: `conn.transaction()`)",
     ("asynctnt", "Db"): "the request layer under asynctnt's Connection; surge's request"
     " methods are the Connection's own",
-    ("asynctnt", "Response"): "select/insert/call/eval/... return the list of tuples itself;"
-    " `execute` returns `SQLResult`, which has every Response attribute but `sync`",
     ("asynctnt", "Schema"): "surge's schema is `conn.schema` (`surge.tarantool.schema.Schema`,"
     " spaces by name and id), a shape of its own",
     ("asynctnt", "SchemaSpace"): "as `Schema`",
@@ -167,7 +166,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asynctnt.Connection", "prepare_iproto"): "surge's `prepare` is the low-level one"
     " (it returns the statement id for `execute`)",
     ("asynctnt.Connection", "unprepare_iproto"): "as `prepare_iproto`",
-    ("asynctnt.Response", "sync"): "the request id stays inside the engine",
     # Parameters, as "<surface>.<function>()".
     ("asyncpg.connect()", "loop"): "deprecated in asyncpg: the running loop is used",
     ("asyncpg.create_pool()", "loop"): "as `connect()`'s",

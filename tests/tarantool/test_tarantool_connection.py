@@ -40,7 +40,7 @@ def test_crud_with_field_names(tnt, arun):
             assert await c.delete("tester", base) == [(base, "upserted")]
             assert await c.select("tester", base) == []
             assert await c.delete("tester", base) == []
-            assert await c.ping() is None
+            assert (await c.ping()).body is None
 
     arun(main())
 
@@ -78,7 +78,7 @@ def test_call_eval_and_lua_errors(tnt, arun):
             assert "boom" in e.value.message and e.value.code == 32
             with pytest.raises(NoSuchProcedureError):
                 await c.call("no_such_function")
-            assert await c.ping() is None
+            assert (await c.ping()).body is None
 
     arun(main())
 
@@ -181,7 +181,7 @@ def test_lazy_connect_outside_loop(tnt, arun):
     assert not c.is_connected
 
     async def main():
-        assert await c.ping() is None
+        assert (await c.ping()).body is None
         assert c.is_connected and c.version[0] == 2
         await c.close()
 

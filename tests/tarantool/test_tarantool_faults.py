@@ -169,7 +169,7 @@ def test_cut_at_any_byte_is_an_answer_or_a_connection_error(tnt, arun, caplog):
                             assert isinstance(r, ConnectError | ConnectionLostError), repr(r)
                             failed += 1
                         elif i == FANOUT:
-                            assert r is None
+                            assert r == [] and r.body is None  # the ping's own reply
                             ok += 1
                         else:
                             # Its own answer, never a neighbour's.
@@ -214,7 +214,7 @@ def test_schema_reload_cut_short_is_quiet(tnt, arun, caplog, proxy_cls):
                     assert reload.done() and not reload.cancelled()
                     del reload
                     # The next request reconnects, which loads the new schema.
-                    assert await conn.ping() is None
+                    assert (await conn.ping()).body is None
                     assert name in conn.schema.by_name
                     await admin.eval(f"box.space['{name}']:drop()")
         finally:

@@ -206,7 +206,7 @@ def test_graceful_shutdown_drains_then_reconnects(arun):
                 calls = {r[4][0x22]: r[0] for r in srv.of(CALL)}
                 assert calls == {"slow": 1, "echo": 2}
                 assert [r[0] for r in srv.of(COMMIT)] == [1] and srv.store == {1: [1, "in tx"]}
-                assert c.is_connected and await c.ping() is None
+                assert c.is_connected and (await c.ping()).body is None
         finally:
             await srv.stop()
 

@@ -121,6 +121,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tarantool::IprotoCodec>()?;
     m.add_class::<tarantool::IprotoLane>()?;
     m.add_class::<tarantool::Tuple>()?;
+    m.add("TarantoolResponse", tarantool::response_type(py)?)?;
     m.add(
         "IprotoProtocolError",
         py.get_type::<tarantool::IprotoProtocolError>(),

@@ -4,6 +4,7 @@ tnt = surge.tarantool.connect("127.0.0.1:3301")   # lazy: connects on first use
 await tnt.insert("tester", (1, "x" * 1536))
 """
 
+from surge._core import TarantoolResponse as Response
 from surge._core import Tuple
 from surge.tarantool import exceptions
 from surge.tarantool.connection import ITERATORS, Connection, SQLResult, connect
@@ -47,6 +48,7 @@ __all__ = [
     "Pool",
     "PushFuture",
     "PushIterator",
+    "Response",
     "SQLResult",
     "SchemaError",
     "TarantoolDatabaseError",

@@ -107,6 +107,11 @@ class Connection(AsynctntNames):
     raises at the call, before anything is sent. A space, index or field name the
     cached schema lacks makes the call wait for one schema reload and look again;
     if the name is still unknown, awaiting raises `SchemaError` (nothing was sent).
+
+    Replies are `surge.tarantool.Response`s: the list of rows (or of a call's
+    return values) with asynctnt's `Response` attributes (``body``, ``code``,
+    ``schema_id``, ``sync``, ``rowcount``, ``done()``, ...); ``responses=False``
+    gives plain lists, and None for `ping`.
     """
 
     def __init__(
@@ -126,6 +131,7 @@ class Connection(AsynctntNames):
         liveness_interval: float | None = DEFAULT_LIVENESS_INTERVAL,
         liveness_timeout: float = DEFAULT_LIVENESS_TIMEOUT,
         tcp_keepalive: bool = True,
+        responses: bool = True,
         # asynctnt's names, so its Connection(...) calls port as they are:
         reconnect_timeout: float | None = None,
         ping_timeout: float | None = None,
@@ -192,6 +198,9 @@ class Connection(AsynctntNames):
         self._reload: asyncio.Task | None = None
         self._reload_sent = False
         self._codec = IprotoCodec()
+        # Replies as `Response`s: lists with asynctnt's Response attributes (see
+        # `surge._core.Response`); False gives plain lists (and None for ping).
+        self._codec.responses = responses
         self._engine = PipelinedConnection(
             host,
             port,
@@ -659,7 +668,7 @@ class Connection(AsynctntNames):
     # `asyncio.TimeoutError`); the late reply is recognised by its sync and dropped.
 
     def ping(self, *, timeout: float | None = None) -> Any:
-        """Round trip to the server."""
+        """Round trip to the server; an empty `Response` whose ``body`` is None."""
         return self._req(self._codec.ping, timeout=_timeout(timeout))
 
     def select(

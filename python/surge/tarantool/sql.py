@@ -1,6 +1,6 @@
 """`execute`'s result, `SQLResult`, readable under surge's names (`rows`,
 `columns`, `row_count`) and under asynctnt's `Response` names (`body`,
-`rowcount`, `metadata.fields`, `autoincrement_ids`, `code`, ...)."""
+`rowcount`, `metadata.fields`, `autoincrement_ids`, `code`, `sync`, ...)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ class SQLResult:
         "rows",
         "schema_id",
         "stmt_id",
+        "sync",
     )
 
     #: Always 0: a failed request raises instead of giving a result.
@@ -84,6 +85,8 @@ class SQLResult:
         self.row_count = info.get(0, len(self.rows))
         self.autoincrement_ids = info.get(1)
         self.stmt_id = reply.get("stmt_id") or 0
+        #: The request's id on its connection (asynctnt's).
+        self.sync: int = reply.get("sync", 0)
         #: The schema version the connection had when the reply came.
         self.schema_id = -1 if schema_id is None else schema_id
 

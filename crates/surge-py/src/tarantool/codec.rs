@@ -17,7 +17,8 @@ use surge_proto::iproto::{self, key, request, Status};
 use surge_proto::msgpack as mp;
 
 use super::pack::pack;
-use super::unpack::{error_stack_to_py, unpack, unpack_rows};
+use super::response::{new_response, ReplyInfo};
+use super::unpack::{error_stack_to_py, unpack, unpack_data, unpack_rows};
 
 use crate::lane::Buffered;
 use crate::wire::{ReadBuf, ReplyParser, WriteBuf};
@@ -50,6 +51,11 @@ pub struct IprotoCodec {
     /// Requests encoded since the write buffer was last taken (`IprotoLane`'s
     /// early-flush rule: all of them unanswered means the server is idle).
     encoded: usize,
+    /// True: data replies are `Response`s (lists with asynctnt's `Response`
+    /// attributes), replies without data an empty `Response` whose `body` is
+    /// None; False: plain lists, and None.
+    #[pyo3(get, set)]
+    responses: bool,
 }
 
 /// Which single-key-with-value pairs a data request's body has, in order.
@@ -123,7 +129,7 @@ impl IprotoCodec {
             return (code, message, stack).into_py_any(py);
         }
         if body.metadata.is_some() || body.sql_info.is_some() || body.stmt_id.is_some() {
-            return self.sql_reply(py, &body);
+            return self.sql_reply(py, f.sync, &body);
         }
         if let Some(v) = body.version {
             let d = PyDict::new(py);
@@ -135,15 +141,25 @@ impl IprotoCodec {
             d.set_item("features", features)?;
             return Ok(d.into_any().unbind());
         }
-        match (body.data, names) {
-            (Some(data), Some(names)) => unpack_rows(py, data, &names),
-            (Some(data), None) => unpack(py, data, &mut 0),
-            (None, _) => Ok(py.None()),
+        let info = self.responses.then_some(ReplyInfo {
+            sync: f.sync,
+            schema_id: f.schema_version,
+            no_body: 0,
+        });
+        match (body.data, names, info) {
+            (Some(data), Some(names), _) => unpack_rows(py, data, &names, info),
+            (Some(data), None, _) => unpack_data(py, data, info),
+            (None, _, Some(info)) => {
+                let none = ReplyInfo { no_body: 1, ..info };
+                Ok(new_response(py, none)?.into_any().unbind())
+            }
+            (None, _, None) => Ok(py.None()),
         }
     }
 
-    fn sql_reply(&self, py: Python<'_>, body: &iproto::Body<'_>) -> PyResult<PyObject> {
+    fn sql_reply(&self, py: Python<'_>, sync: u64, body: &iproto::Body<'_>) -> PyResult<PyObject> {
         let d = PyDict::new(py);
+        d.set_item("sync", sync)?;
         let mut names: Option<Py<PyDict>> = None;
         if let Some(meta) = body.metadata {
             let m = unpack(py, meta, &mut 0)?;
@@ -158,7 +174,7 @@ impl IprotoCodec {
             d.set_item("metadata", m)?;
         }
         if let Some(data) = body.data {
-            d.set_item("rows", unpack_rows(py, data, &names)?)?;
+            d.set_item("rows", unpack_rows(py, data, &names, None)?)?;
         }
         if let Some(info) = body.sql_info {
             d.set_item("sql_info", unpack(py, info, &mut 0)?)?;
@@ -322,6 +338,7 @@ impl IprotoCodec {
             schema_version: 0,
             known_schema_version: 0,
             encoded: 0,
+            responses: false,
         }
     }
 

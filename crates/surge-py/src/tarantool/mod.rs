@@ -4,9 +4,11 @@
 mod codec;
 mod lane;
 mod pack;
+mod response;
 mod tuple;
 mod unpack;
 
 pub(crate) use codec::{msgpack_packb, msgpack_unpackb, IprotoCodec, IprotoProtocolError};
 pub(crate) use lane::IprotoLane;
+pub(crate) use response::response_type;
 pub(crate) use tuple::Tuple;

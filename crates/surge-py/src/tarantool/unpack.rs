@@ -10,6 +10,7 @@ use std::os::raw::c_int;
 use surge_proto::msgpack::{self as mp, ext, Token};
 
 use super::pack::{DECIMAL, INTERVAL, TYPES_MODULE, UUID};
+use super::response::{new_response, ReplyInfo};
 use super::tuple::Tuple;
 
 static ERROR_INFO: GILOnceCell<Py<PyType>> = GILOnceCell::new();
@@ -97,14 +98,20 @@ fn check_room(buf: &[u8], pos: usize, items: usize) -> PyResult<()> {
     Ok(())
 }
 
-/// Decode an array of tuples (a reply's IPROTO_DATA) into a list of `Tuple`s.
-pub fn unpack_rows(py: Python<'_>, buf: &[u8], names: &Option<Py<PyDict>>) -> PyResult<PyObject> {
+/// Decode an array of tuples (a reply's IPROTO_DATA) into a list of `Tuple`s,
+/// a `Response` when the reply's header `info` is given.
+pub fn unpack_rows(
+    py: Python<'_>,
+    buf: &[u8],
+    names: &Option<Py<PyDict>>,
+    info: Option<ReplyInfo>,
+) -> PyResult<PyObject> {
     let mut pos = 0;
     let Token::Array(n) = mp::read_token(buf, &mut pos).map_err(mp_err)? else {
         return Err(mp_err(mp::Error::Unexpected("array of tuples")));
     };
     check_room(buf, pos, n as usize)?;
-    let rows = list_of(py, n as usize, || {
+    let rows = reply_list(py, n as usize, info, || {
         let start = pos;
         match mp::read_token(buf, &mut pos).map_err(mp_err)? {
             Token::Array(m) => {
@@ -124,6 +131,48 @@ pub fn unpack_rows(py: Python<'_>, buf: &[u8], names: &Option<Py<PyDict>>) -> Py
         }
     })?;
     Ok(rows.into_any().unbind())
+}
+
+/// A reply's IPROTO_DATA decoded as it is (call, eval): a `Response` of its
+/// items when the reply's header `info` is given.
+pub fn unpack_data(py: Python<'_>, buf: &[u8], info: Option<ReplyInfo>) -> PyResult<PyObject> {
+    let Some(info) = info else {
+        return unpack(py, buf, &mut 0);
+    };
+    let mut pos = 0;
+    let Token::Array(n) = mp::read_token(buf, &mut pos).map_err(mp_err)? else {
+        // IPROTO_DATA is always an array; anything else is decoded as it is.
+        return unpack(py, buf, &mut 0);
+    };
+    check_room(buf, pos, n as usize)?;
+    let items = reply_list(py, n as usize, Some(info), || {
+        unpack_depth(py, buf, &mut pos, 1)
+    })?;
+    Ok(items.into_any().unbind())
+}
+
+/// `list_of`, or a `Response` filled by appending when `info` is given (its
+/// size cannot be set ahead under the limited API: one append per item, a
+/// few reallocations for a long reply).
+fn reply_list<'py>(
+    py: Python<'py>,
+    n: usize,
+    info: Option<ReplyInfo>,
+    mut item: impl FnMut() -> PyResult<PyObject>,
+) -> PyResult<Bound<'py, PyList>> {
+    let Some(info) = info else {
+        return list_of(py, n, item);
+    };
+    let r = new_response(py, info)?;
+    for _ in 0..n {
+        let v = item()?;
+        // SAFETY: `r` is a list; PyList_Append takes a new reference of its
+        // own (ours in `v` is released when it drops).
+        if unsafe { ffi::PyList_Append(r.as_ptr(), v.as_ptr()) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    Ok(r)
 }
 
 // Containers are filled in place, item by item as they are decoded: no Vec

@@ -45,7 +45,7 @@ README = ROOT / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 # suites are run (and shown) in this order; other discovered suites come after
-ORDER = ["http", "interfaces", "tarantool", "postgres", "redis"]
+ORDER = ["http", "interfaces", "tarantool", "postgres", "postgres_tls", "redis"]
 NOT_SUITES = {"run", "venv"}
 
 

@@ -363,6 +363,34 @@ async def open_psycopg(conc: int, nconn: int, dsn: str, names: list[str]):
     return fetch, PsycopgWrites(pool), pool.close
 
 
+#: The TLS a connection negotiated, as the server saw it (the client's own backend).
+TLS_QUERY = "SELECT version, cipher, bits FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+
+
+async def tls_info(driver: str, dsn: str) -> dict:
+    """Which TLS stack the driver ran on and what was negotiated (one extra connection,
+    outside the timed runs): {"stack", "version", "cipher", "bits"}."""
+    if driver == "surge":
+        import surge.postgres as pg
+        from surge.endpoint import NativeTlsTransport
+
+        conn = await maybe_await(pg.connect(dsn))
+        # which record layer surge.postgres.endpoints picked for this DSN
+        native = isinstance(conn._engine._transport, NativeTlsTransport)
+        stack = "rustls (native)" if native else "ssl module"
+        row = (await conn.fetch(TLS_QUERY))[0]
+    else:
+        import ssl
+
+        import asyncpg
+
+        conn = await asyncpg.connect(dsn)
+        stack = f"ssl module ({ssl.OPENSSL_VERSION})"
+        row = await conn.fetchrow(TLS_QUERY)
+    await maybe_await(conn.close())
+    return {"stack": stack, "version": row[0], "cipher": row[1], "bits": row[2]}
+
+
 #: The suffix of a workload's name in the results when it ran over TLS beside a
 #: plaintext run (run.py --sslmode: both in one process, alternated per workload).
 TLS_SUFFIX = "+tls"
@@ -398,6 +426,9 @@ async def bench(
             out.update(await run_all(fetch, ops, conc, secs, [name], key))
     for _, _, close in opened:
         await maybe_await(close())
+    tls_dsns = [d for d in dsns[1:] if "sslmode=disable" not in d]
+    if tls_dsns and driver in ("surge", "asyncpg"):
+        out["_tls"] = await tls_info(driver, tls_dsns[0])
     return out
 
 

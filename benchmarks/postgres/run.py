@@ -37,7 +37,9 @@ workload (the order flips every round), so each TLS figure has a plaintext one
 measured seconds apart; the table adds a ``WORKLOAD+tls`` row per client and the
 median of the per-round TLS/plaintext ratios. The results go to
 ``bench-results/postgres-MODE.*``. Without it, no TLS on the server (every
-driver's default ``prefer`` then goes on in plaintext).
+driver's default ``prefer`` then goes on in plaintext). ``make bench`` compares
+TLS with plaintext in a suite of its own, ``benchmarks.postgres_tls`` (surge's
+clients and the read workloads; asyncpg as a reference).
 """
 
 from __future__ import annotations

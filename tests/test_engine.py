@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from surge import engine, services
+from surge import services
 from surge.engine import EARLY_FLUSH, PipelinedConnection
 from surge.errors import ConnectionLostError, RequestTimeoutError
 
@@ -101,29 +101,6 @@ def test_one_iterations_requests_leave_in_at_most_two_writes(redis_svc, arun, n)
         # several replies yet to make it half of those), the rest at the end of the
         # iteration; fewer than EARLY_FLUSH leave together.
         assert conn.stats["writes"] - w0 == (1 if n < EARLY_FLUSH else 2)
-        await conn.close()
-
-    arun(main())
-
-
-@pytest.mark.parametrize(("low_water", "writes"), [(1, 2), (EARLY_FLUSH + 1, 3)])
-def test_low_water_splits_a_batch_while_few_are_on_the_wire(
-    redis_svc, arun, monkeypatch, low_water, writes
-):
-    # Ten requests in one iteration, none read meanwhile: the first EARLY_FLUSH
-    # leave at once (nothing on the wire); the next EARLY_FLUSH only when
-    # LOW_WATER counts the EARLY_FLUSH now on the wire as few; the rest at the end.
-    monkeypatch.setattr(engine, "LOW_WATER", low_water)
-    conn, codec = _conn(redis_svc)
-
-    async def main():
-        await conn.request(codec.command, "PING")
-        w0 = conn.stats["writes"]
-        got = await asyncio.gather(
-            *(conn.request(codec.command, "ECHO", str(i)) for i in range(10))
-        )
-        assert got == [str(i).encode() for i in range(10)]
-        assert conn.stats["writes"] - w0 == writes
         await conn.close()
 
     arun(main())

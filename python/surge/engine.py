@@ -130,25 +130,19 @@ FLUSH_SIZE = 1 << 20
 #: request (asyncio +53-115 %, 14.6 -> 9.0 us: the fixed split kept falling back
 #: to all replies in one read, then client and server in turn); 50 coroutines
 #: +25-74 %; 1 and 1000 unchanged within noise. With one caller nothing leaves
-#: early (one write per iteration, as without this).
+#: early (one write per iteration, as without this). Letting the first ones leave
+#: early also while a few requests are still on the wire (so each group splits in
+#: two and a server core that halts between groups gets work sooner) was measured
+#: and dropped: 10 coroutines, uvloop, 5 alternating rounds with asynctnt as a
+#: third side, "few" = 6 gave 0.93x ops/s on a quiet machine (1.57x vs 1.46x
+#: asynctnt per round, client 7.6 -> 8.3 and server 4.8 -> 5.4 us CPU per request)
+#: and 0.96x with the server's core kept awake; 0.83x on a busy one (0.20 -> 0.32
+#: writes and 4.8 -> 6.0 us server CPU per request).
 EARLY_FLUSH = 2
 #: The cap: with hundreds of callers a half (up to 81 replies per 256 KB read)
 #: made the groups break up into small ones, more writes and reads per request
 #: (1000 coroutines: 0.63-0.83x ops/s, 4.2 -> 5.6 us per request).
 EARLY_FLUSH_MAX = 32
-#: What "few on the wire" means for `EARLY_FLUSH`: the first `_early` requests of
-#: an iteration leave at once while fewer than this many are on the wire (sent,
-#: replies not read yet). 1: only when none is (the rule measured above). A
-#: knob for measuring on a quiet machine, where the server's core halts while it
-#: waits for the next group and waking it lengthens each round trip (seed 000 at
-#: 10 coroutines runs as two groups of 5 taking turns): a larger value splits
-#: each group in two while the other is on the wire, so the server gets work
-#: sooner. On a busy machine (load 4, server core never halting, SCHED_FIFO, 5
-#: alternating rounds, benchmarks.tarantool.ab) it costs: 6 -> 0.83x ops/s,
-#: 0.20 -> 0.32 writes and 4.8 -> 6.0 us of server CPU per request; 6 with
-#: `EARLY_FLUSH` = `EARLY_FLUSH_MAX` = 1 (the first request alone) 0.87x.
-#: ``python -m benchmarks.tarantool.ab --side new=surge,LOW_WATER=6`` tries it.
-LOW_WATER = 1
 #: Busy polling. After a write, while requests are pending, the connection keeps
 #: the event loop polling its sockets instead of sleeping (the loop's `_Poller`, a
 #: callback that queues itself once per loop iteration for all of the loop's
@@ -607,11 +601,10 @@ class PipelinedConnection:
         self._paused = False
         self._pending: dict[int, asyncio.Future] = {}
         self._flush_scheduled = False
-        #: Requests encoded since the last flush, how many leave early when few
-        #: are on the wire, and how few that is (see `EARLY_FLUSH`, `LOW_WATER`).
+        #: Requests encoded since the last flush, and how many leave early when
+        #: none is on the wire (see `EARLY_FLUSH`).
         self._nbuf = 0
         self._early = EARLY_FLUSH
-        self._low_water = LOW_WATER
         #: This connection's `SPIN_WINDOW` (a driver whose server takes longer
         #: per request may ask for a longer one; ``SPIN_WINDOW = 0`` still turns
         #: polling off for every connection).
@@ -742,7 +735,7 @@ class PipelinedConnection:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)  # type: ignore[union-attr]
         elif buffered >= FLUSH_SIZE or (  # bytes as of before this request: one call less
-            nbuf == self._early and len(self._pending) - nbuf < self._low_water
+            nbuf == self._early and len(self._pending) <= nbuf
         ):
             self._flush()
         if timeout is _DEFAULT:
@@ -932,7 +925,7 @@ class PipelinedConnection:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
         elif self.codec.pending() >= FLUSH_SIZE or (
-            nbuf == self._early and len(self._pending) - nbuf < self._low_water
+            nbuf == self._early and len(self._pending) <= nbuf
         ):
             self._flush()
         if timeout is _DEFAULT:

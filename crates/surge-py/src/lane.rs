@@ -15,7 +15,7 @@
 //! and the early-flush counts are read once per flushed batch, with the batch's
 //! first request), the flush scheduled once per loop iteration with
 //! ``loop.call_soon(engine._flush)``, or made at once by the engine's
-//! `FLUSH_SIZE`, `EARLY_FLUSH` and `LOW_WATER` rules. Whenever the gate is shut
+//! `FLUSH_SIZE` and `EARLY_FLUSH` rules. Whenever the gate is shut
 //! the caller takes its Python path, which behaves exactly as the lane would
 //! have (and waits, connects or raises where the lane cannot).
 
@@ -34,10 +34,8 @@ struct Knobs {
     max_bytes: usize,
     /// No per-request timeout (a timed request takes the engine's own path).
     untimed: bool,
-    /// How many requests leave at once when few are on the wire (`_early`).
+    /// How many requests leave at once when none is on the wire (`_early`).
     early: usize,
-    /// Fewer requests than this on the wire is few (`_low_water`).
-    low_water: usize,
 }
 
 /// Where an early flush stands, for the engine's rule: how many requests
@@ -67,7 +65,6 @@ impl Knobs {
                 Early::Fixed(n) => n,
                 Early::Engine => limit(intern!(py, "_early"))?,
             },
-            low_water: limit(intern!(py, "_low_water"))?,
         })
     }
 }
@@ -87,7 +84,6 @@ pub struct Admitted<'py> {
     event_loop: Bound<'py, PyAny>,
     buffered: Buffered,
     early: usize,
-    low_water: usize,
 }
 
 /// How the futures of one event loop are made.
@@ -340,7 +336,6 @@ impl EngineLane {
             event_loop,
             buffered,
             early: knobs.early,
-            low_water: knobs.low_water,
         }))
     }
 
@@ -360,7 +355,6 @@ impl EngineLane {
             event_loop,
             buffered,
             early,
-            low_water,
         } = admitted;
         let fut = match &self.futures {
             Some((l, maker)) if l.bind(py).is(&event_loop) => maker.make(py)?,
@@ -387,7 +381,7 @@ impl EngineLane {
         if !is_true(py, st.get_item(intern!(py, "_flush_scheduled"))?) {
             st.set_item(intern!(py, "_flush_scheduled"), true)?;
             event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
-        } else if buffered.bytes >= self.flush_size || (encoded == early && on_wire < low_water) {
+        } else if buffered.bytes >= self.flush_size || (encoded == early && on_wire == 0) {
             self.flush.call0(py)?;
         }
         Ok(fut)

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod call;
 mod engine_reader;
+mod ffi_type;
 mod http;
 mod lane;
 mod load;

@@ -2,10 +2,10 @@
 clock starts, issuing an operation of the mix on a connection, timing it from its
 due time, the closed loop, the mix itself and the error kinds of the engine.
 
-A subclass sets `ops`, `conns`, `_cycle` (the mix as a repeating list of
-operation names, see `mix_cycle`), `_issue` (operation name -> function of a
-connection that returns an awaitable), `_outstanding` (operation -> 0) and
-implements `_setup` (connect, create, pre-fill), `classify` (exception -> error
+A subclass sets its mix with `_use_mix` (the operations, `_cycle`: the mix as a
+repeating list of operation names, see `mix_cycle`, and `_outstanding`), sets
+`conns`, `_issue` (operation name -> function of a connection that returns an
+awaitable) and implements `_setup` (connect, create, pre-fill), `classify` (exception -> error
 kind) and, if it leaves data behind, `_cleanup`.
 
 Setup first opens one plain TCP connection to the target: a closed port or an
@@ -119,6 +119,12 @@ class DriverTarget(Target):
         #: Why requests cannot be sent (an error kind), when setup could not connect.
         self._not_ready: str | None = None
         self._ready = False
+
+    def _use_mix(self, ops: list[str], mix: Mapping[str, float]) -> None:
+        """Run `ops` (from `mix_ops`) in the proportions of `mix` (weight by operation)."""
+        self.ops = ops
+        self._cycle = mix_cycle(ops, [mix[op] for op in ops])
+        self._outstanding = dict.fromkeys(ops, 0)
 
     def _conn(self) -> Any:
         conns = self.conns

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from surge.load.driver import DriverTarget, engine_error_kind, mix_cycle, mix_ops
+from surge.load.driver import DriverTarget, engine_error_kind, mix_ops
 from surge.load.recorder import Recorder
 from surge.load.target import LoadConfig, LoadError, register
 
@@ -95,10 +95,7 @@ class PostgresTarget(DriverTarget):
         import surge.postgres
 
         self._connect = surge.postgres.connect
-        mix = mix_of(config)
-        self.ops = check(config)
-        self._cycle = mix_cycle(self.ops, [mix[op] for op in self.ops])
-        self._outstanding = dict.fromkeys(self.ops, 0)
+        self._use_mix(self.operations(config), mix_of(config))
         self.table = table = config.table
         self.query = config.query
         # Placeholders until prepare() connects.

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from surge.load.driver import DriverTarget, engine_error_kind, mix_cycle, mix_ops
+from surge.load.driver import DriverTarget, engine_error_kind, mix_ops
 from surge.load.recorder import Recorder
 from surge.load.target import LoadConfig, register
 
@@ -50,10 +50,7 @@ class RedisTarget(DriverTarget):
         super().__init__(config, recorder)
         from surge.redis import connect
 
-        self.ops = mix_ops("Redis", OPS, config.mix, DEFAULT_MIX)
-        mix = config.mix or DEFAULT_MIX
-        self._cycle = mix_cycle(self.ops, [mix[op] for op in self.ops])
-        self._outstanding = dict.fromkeys(self.ops, 0)
+        self._use_mix(self.operations(config), config.mix or DEFAULT_MIX)
         self.conns = [
             connect(
                 config.target,

@@ -16,7 +16,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from surge.load.driver import DriverTarget, engine_error_kind, mix_cycle, mix_ops
+from surge.load.driver import DriverTarget, engine_error_kind, mix_ops
 from surge.load.recorder import Recorder
 from surge.load.target import LoadConfig, register
 
@@ -73,11 +73,7 @@ class TarantoolTarget(DriverTarget):
         super().__init__(config, recorder)
         from surge.tarantool import connect
 
-        self.ops = mix_ops("Tarantool", OPS, config.mix, DEFAULT_MIX)
-        mix = config.mix or DEFAULT_MIX
-        weights = [mix[op] for op in self.ops]
-        self._cycle = mix_cycle(self.ops, weights)
-        self._outstanding = dict.fromkeys(self.ops, 0)
+        self._use_mix(self.operations(config), config.mix or DEFAULT_MIX)
         rng = random.Random()
         self.space = config.space
         self.conns = [

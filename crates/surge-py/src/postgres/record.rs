@@ -27,6 +27,8 @@ use pyo3::pyclass::CompareOp;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyInt, PyList, PySlice, PyString, PyTuple, PyType};
 
+use crate::ffi_type::{guard, method, slot, type_slot, HeapType};
+
 /// Column names of a statement's rows, shared by all of them.
 pub struct Desc {
     pub names: Vec<Py<PyString>>,
@@ -165,30 +167,6 @@ fn values_tuple<'py>(
     PyTuple::new(py, items)
 }
 
-/// Run a slot's body with the GIL token; an error becomes the raised exception
-/// and `err` is returned, a panic a PanicException.
-fn guard<R>(err: R, body: impl FnOnce(Python<'_>) -> PyResult<R>) -> R {
-    // SAFETY: the slots are called by the interpreter with the GIL held.
-    let py = unsafe { Python::assume_gil_acquired() };
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(py)));
-    match r {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            e.restore(py);
-            err
-        }
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic in Record".into());
-            pyo3::panic::PanicException::new_err(what).restore(py);
-            err
-        }
-    }
-}
-
 fn obj_ptr(o: PyObject) -> *mut ffi::PyObject {
     o.into_ptr()
 }
@@ -242,9 +220,7 @@ unsafe extern "C" fn dealloc(slf: *mut ffi::PyObject) {
             drop(Arc::from_raw((*obj).desc));
         }
         let tp = ffi::Py_TYPE(slf);
-        let free = ffi::PyType_GetSlot(tp, ffi::Py_tp_free);
-        let free: ffi::freefunc = std::mem::transmute(free);
-        free(slf.cast::<c_void>());
+        type_slot::<ffi::freefunc>(tp, ffi::Py_tp_free)(slf.cast::<c_void>());
         ffi::Py_DecRef(tp.cast());
     }
 }
@@ -430,88 +406,59 @@ unsafe extern "C" fn get(
 }
 
 fn make_type(py: Python<'_>) -> PyResult<Py<PyType>> {
-    macro_rules! slot {
-        ($s:expr, $f:expr) => {
-            ffi::PyType_Slot {
-                slot: $s,
-                pfunc: $f as *mut c_void,
-            }
-        };
-    }
-    // The method table must outlive the type: leaked once per interpreter.
-    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-        ffi::PyMethodDef {
-            ml_name: c"keys".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunction: keys },
-            ml_flags: ffi::METH_NOARGS,
-            ml_doc: c"keys($self, /)\n--\n\nThe column names, in order.".as_ptr(),
-        },
-        ffi::PyMethodDef {
-            ml_name: c"values".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunction: values },
-            ml_flags: ffi::METH_NOARGS,
-            ml_doc: c"values($self, /)\n--\n\nThe values, in order.".as_ptr(),
-        },
-        ffi::PyMethodDef {
-            ml_name: c"items".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunction: items },
-            ml_flags: ffi::METH_NOARGS,
-            ml_doc: c"items($self, /)\n--\n\n(name, value) pairs, in order.".as_ptr(),
-        },
-        ffi::PyMethodDef {
-            ml_name: c"get".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunctionFast: get },
-            ml_flags: ffi::METH_FASTCALL,
-            ml_doc: c"get($self, key, default=None, /)\n--\n\nThe value of column `key`, or `default` when there is no such column.".as_ptr(),
-        },
-        ffi::PyMethodDef::zeroed(),
-    ]));
-    let mut slots = [
-        slot!(ffi::Py_tp_dealloc, dealloc as unsafe extern "C" fn(_)),
-        slot!(ffi::Py_sq_length, length as unsafe extern "C" fn(_) -> _),
-        slot!(ffi::Py_mp_length, length as unsafe extern "C" fn(_) -> _),
-        slot!(ffi::Py_sq_item, item as unsafe extern "C" fn(_, _) -> _),
-        slot!(
-            ffi::Py_mp_subscript,
-            subscript as unsafe extern "C" fn(_, _) -> _
-        ),
-        slot!(
-            ffi::Py_sq_contains,
-            contains as unsafe extern "C" fn(_, _) -> _
-        ),
-        slot!(ffi::Py_tp_iter, iter as unsafe extern "C" fn(_) -> _),
-        slot!(
-            ffi::Py_tp_richcompare,
-            richcompare as unsafe extern "C" fn(_, _, _) -> _
-        ),
-        slot!(ffi::Py_tp_hash, hash as unsafe extern "C" fn(_) -> _),
-        slot!(ffi::Py_tp_repr, repr as unsafe extern "C" fn(_) -> _),
-        slot!(ffi::Py_tp_methods, methods.as_mut_ptr()),
-        slot!(
-            ffi::Py_tp_doc,
-            c"One result row: values by position or by column name (asyncpg's Record).".as_ptr()
-        ),
-        ffi::PyType_Slot {
-            slot: 0,
-            pfunc: ptr::null_mut(),
-        },
-    ];
-    let mut spec = ffi::PyType_Spec {
-        name: c"surge._core.Record".as_ptr(),
-        basicsize: std::mem::size_of::<RecordObject>() as c_int,
-        itemsize: std::mem::size_of::<*mut ffi::PyObject>() as c_int,
+    use ffi::PyMethodDefPointer as M;
+    HeapType {
+        name: c"surge._core.Record",
+        doc: c"One result row: values by position or by column name (asyncpg's Record).",
+        basicsize: std::mem::size_of::<RecordObject>(),
+        itemsize: std::mem::size_of::<*mut ffi::PyObject>(),
         // Subclassable (asyncpg's ``record_class``: rows of a subclass, made by
         // `new_record`; the subclass cannot be instantiated either), no instances
         // from Python (a Record comes from a query), type attributes read-only.
-        flags: (ffi::Py_TPFLAGS_DEFAULT
+        flags: ffi::Py_TPFLAGS_DEFAULT
             | ffi::Py_TPFLAGS_BASETYPE
             | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION
-            | ffi::Py_TPFLAGS_IMMUTABLETYPE) as std::ffi::c_uint,
-        slots: slots.as_mut_ptr(),
-    };
-    // SAFETY: the spec and slots are valid for the call (CPython copies them);
-    // the method table and strings are 'static. Returns a new reference or NULL
-    // with an exception.
-    let tp = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpec(&mut spec))? };
-    Ok(tp.downcast_into::<PyType>()?.unbind())
+            | ffi::Py_TPFLAGS_IMMUTABLETYPE,
+        base: None,
+        getters: Vec::new(),
+        methods: vec![
+            method(
+                c"keys",
+                M { PyCFunction: keys },
+                ffi::METH_NOARGS,
+                c"keys($self, /)\n--\n\nThe column names, in order.",
+            ),
+            method(
+                c"values",
+                M { PyCFunction: values },
+                ffi::METH_NOARGS,
+                c"values($self, /)\n--\n\nThe values, in order.",
+            ),
+            method(
+                c"items",
+                M { PyCFunction: items },
+                ffi::METH_NOARGS,
+                c"items($self, /)\n--\n\n(name, value) pairs, in order.",
+            ),
+            method(
+                c"get",
+                M { PyCFunctionFast: get },
+                ffi::METH_FASTCALL,
+                c"get($self, key, default=None, /)\n--\n\nThe value of column `key`, or `default` when there is no such column.",
+            ),
+        ],
+        slots: vec![
+            slot(ffi::Py_tp_dealloc, dealloc as *mut c_void),
+            slot(ffi::Py_sq_length, length as *mut c_void),
+            slot(ffi::Py_mp_length, length as *mut c_void),
+            slot(ffi::Py_sq_item, item as *mut c_void),
+            slot(ffi::Py_mp_subscript, subscript as *mut c_void),
+            slot(ffi::Py_sq_contains, contains as *mut c_void),
+            slot(ffi::Py_tp_iter, iter as *mut c_void),
+            slot(ffi::Py_tp_richcompare, richcompare as *mut c_void),
+            slot(ffi::Py_tp_hash, hash as *mut c_void),
+            slot(ffi::Py_tp_repr, repr as *mut c_void),
+        ],
+    }
+    .make(py)
 }

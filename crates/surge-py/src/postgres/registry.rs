@@ -6,10 +6,12 @@
 //! A statement resolves its columns and parameters once, when prepared, so rows
 //! decode without looking anything up.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::sync::GILProtected;
 use surge_proto::pgwire::types::{find, Found, Kind};
 
 use super::custom::{Custom, CustomMap, Format};
@@ -132,16 +134,24 @@ pub type FieldCodecs = Arc<[Option<Arc<Codec>>]>;
 pub struct RecordFields {
     reg: Arc<Registry>,
     custom: Option<Arc<CustomMap>>,
-    /// At most `MAX_RECORD_SHAPES`, the oldest first.
-    shapes: Mutex<Vec<(Box<[u32]>, FieldCodecs)>>,
+    /// At most `MAX_RECORD_SHAPES`, the oldest first. Every access holds the
+    /// GIL, so the GIL guards it (no lock of its own). A borrow is never held
+    /// across Python code: resolving a shape may run some (a composite's field
+    /// names allocate, which may collect garbage and run finalizers, or switch
+    /// to another thread) that decodes with this very codec; and were a borrow
+    /// ever taken, the shape is resolved without the cache instead.
+    shapes: GILProtected<RefCell<Vec<Shape>>>,
 }
+
+/// A shape's field type oids and their codecs.
+type Shape = (Box<[u32]>, FieldCodecs);
 
 impl RecordFields {
     fn new(reg: Arc<Registry>, custom: Option<Arc<CustomMap>>) -> RecordFields {
         RecordFields {
             reg,
             custom,
-            shapes: Mutex::new(Vec::new()),
+            shapes: GILProtected::new(RefCell::new(Vec::new())),
         }
     }
 
@@ -150,12 +160,10 @@ impl RecordFields {
     where
         I: Iterator<Item = u32> + Clone,
     {
-        if let Some(hit) = self.cached(oids.clone()) {
+        if let Some(hit) = self.cached(py, oids.clone()) {
             return hit;
         }
-        // Resolved with the lock released: resolving may run Python code (a
-        // composite's field names), which may switch to another thread that
-        // decodes with this codec.
+        // Resolved with no borrow held (see `shapes`).
         let key: Box<[u32]> = oids.collect();
         let resolver = Resolver {
             py,
@@ -163,25 +171,29 @@ impl RecordFields {
             custom: self.custom.as_ref(),
         };
         let codecs: FieldCodecs = key.iter().map(|&o| resolver.part(o, 1)).collect();
-        let mut shapes = self.lock();
-        if shapes.len() >= MAX_RECORD_SHAPES {
-            shapes.remove(0);
-        }
-        shapes.push((key, codecs.clone()));
+        let evicted = match self.shapes.get(py).try_borrow_mut() {
+            Ok(mut shapes) => {
+                let evicted = (shapes.len() >= MAX_RECORD_SHAPES).then(|| shapes.remove(0));
+                shapes.push((key, codecs.clone()));
+                evicted
+            }
+            Err(_) => None,
+        };
+        // Dropped with the borrow released: its codecs hold Python objects.
+        drop(evicted);
         codecs
     }
 
-    fn cached(&self, oids: impl Iterator<Item = u32> + Clone) -> Option<FieldCodecs> {
-        let shapes = self.lock();
+    fn cached(
+        &self,
+        py: Python<'_>,
+        oids: impl Iterator<Item = u32> + Clone,
+    ) -> Option<FieldCodecs> {
+        let shapes = self.shapes.get(py).try_borrow().ok()?;
         let (_, codecs) = shapes
             .iter()
             .rfind(|(k, _)| k.iter().copied().eq(oids.clone()))?;
         Some(codecs.clone())
-    }
-
-    /// The shapes, whatever a panic elsewhere left (each entry is whole).
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Box<[u32]>, FieldCodecs)>> {
-        self.shapes.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -7,19 +7,21 @@
 //! pyo3 cannot extend `list` under the limited API (abi3), and a wrapper object
 //! holding the list would be one more object per reply (the cost the replies
 //! avoided so far). So the type is made once with `PyType_FromSpecWithBases`
-//! (base `list`); its instances are lists with the reply header's sync and
+//! (base `list`, through `ffi_type::HeapType`); its instances are lists with the reply header's sync and
 //! schema version stored after the list's own fields, read by native getters.
 //! Everything else asynctnt's `Response` has is a constant for a reply that
 //! arrived (a failed request raises instead): `code`/`return_code` 0, `errmsg`,
 //! `error`, `metadata`, `params`, `autoincrement_ids` None, ...
 
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_void;
 use std::ptr;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyList, PyType};
+
+use crate::ffi_type::{getter, guard, method, slot, type_slot, HeapType};
 
 /// What a reply's header says, stored in each `Response` after the list.
 #[repr(C)]
@@ -65,7 +67,7 @@ pub fn new_response<'py>(py: Python<'py>, info: ReplyInfo) -> PyResult<Bound<'py
     // with an exception set.
     let obj = unsafe {
         let tp = k.ty.as_ptr().cast::<ffi::PyTypeObject>();
-        let alloc: ffi::allocfunc = std::mem::transmute(ffi::PyType_GetSlot(tp, ffi::Py_tp_alloc));
+        let alloc: ffi::allocfunc = type_slot(tp, ffi::Py_tp_alloc);
         Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?
     };
     // SAFETY: the object was made with the type's basicsize, which leaves room
@@ -97,89 +99,46 @@ fn make_type(py: Python<'_>) -> PyResult<ResponseType> {
     let base: usize = list.getattr("__basicsize__")?.extract()?;
     let align = std::mem::align_of::<ReplyInfo>();
     let info_offset = base.div_ceil(align) * align;
-    let basicsize = c_int::try_from(info_offset + std::mem::size_of::<ReplyInfo>())?;
-    let getter =
-        |name: &'static std::ffi::CStr, get: ffi::getter, closure: usize| ffi::PyGetSetDef {
-            name: name.as_ptr(),
-            get: Some(get),
-            set: None,
-            doc: ptr::null(),
-            closure: closure as *mut c_void,
-        };
-    // The type keeps pointers into these tables: they live as long as it does
-    // (the process), so they are leaked on purpose, once.
-    let getset: &'static mut [ffi::PyGetSetDef] = Box::leak(Box::new([
-        getter(c"body", get_body, 0),
-        getter(c"sync", get_sync, 0),
-        getter(c"schema_id", get_schema_id, 0),
-        getter(c"rowcount", get_rowcount, 0),
-        getter(c"code", get_const, CONST_ZERO),
-        getter(c"return_code", get_const, CONST_ZERO),
-        getter(c"stmt_id", get_const, CONST_ZERO),
-        getter(c"params_count", get_const, CONST_ZERO),
-        getter(c"errmsg", get_const, CONST_NONE),
-        getter(c"error", get_const, CONST_NONE),
-        getter(c"metadata", get_const, CONST_NONE),
-        getter(c"params", get_const, CONST_NONE),
-        getter(c"autoincrement_ids", get_const, CONST_NONE),
-        getter(c"encoding", get_const, CONST_ENCODING),
-        ffi::PyGetSetDef::default(),
-    ]));
-    let methods: &'static mut [ffi::PyMethodDef] = Box::leak(Box::new([
-        ffi::PyMethodDef {
-            ml_name: c"done".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunction: done },
-            ml_flags: ffi::METH_NOARGS,
-            ml_doc: c"True: the reply is complete (asynctnt's).".as_ptr(),
-        },
-        ffi::PyMethodDef::zeroed(),
-    ]));
-    let slots: &'static mut [ffi::PyType_Slot] = Box::leak(Box::new([
-        ffi::PyType_Slot {
-            slot: ffi::Py_tp_doc,
-            pfunc: c"A request's reply: the list of its rows, with asynctnt's Response attributes."
-                .as_ptr() as *mut c_void,
-        },
-        ffi::PyType_Slot {
-            slot: ffi::Py_tp_getset,
-            pfunc: getset.as_mut_ptr().cast(),
-        },
-        ffi::PyType_Slot {
-            slot: ffi::Py_tp_methods,
-            pfunc: methods.as_mut_ptr().cast(),
-        },
-        ffi::PyType_Slot {
-            slot: ffi::Py_tp_dealloc,
-            pfunc: dealloc as *mut c_void,
-        },
-        ffi::PyType_Slot {
-            slot: 0,
-            pfunc: ptr::null_mut(),
-        },
-    ]));
-    let spec: &'static mut ffi::PyType_Spec = Box::leak(Box::new(ffi::PyType_Spec {
-        name: c"surge._core.TarantoolResponse".as_ptr(),
-        basicsize,
+    // SAFETY: `list` is a static type (PyType_GetSlot takes static types since
+    // 3.10) whose tp_dealloc is set.
+    let list_dealloc: ffi::destructor =
+        unsafe { type_slot(list.as_ptr().cast(), ffi::Py_tp_dealloc) };
+    let ty = HeapType {
+        name: c"surge._core.TarantoolResponse",
+        doc: c"A request's reply: the list of its rows, with asynctnt's Response attributes.",
+        basicsize: info_offset + std::mem::size_of::<ReplyInfo>(),
         itemsize: 0,
         // No BASETYPE: nothing else may lay itself out after `ReplyInfo`. GC
         // support (list's traverse and clear) is inherited from the base.
-        flags: (ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_IMMUTABLETYPE) as _,
-        slots: slots.as_mut_ptr(),
-    }));
-    // SAFETY: `list_type` is `list`, a static type (PyType_GetSlot works on
-    // static types since 3.10); its tp_dealloc is set.
-    let list_dealloc: ffi::destructor = unsafe {
-        let p = ffi::PyType_GetSlot(list.as_ptr().cast(), ffi::Py_tp_dealloc);
-        std::mem::transmute::<*mut c_void, ffi::destructor>(p)
-    };
-    // SAFETY: the spec and its tables are 'static; the bases argument is a
-    // borrowed `list` type; the result is a new reference or NULL with an
-    // exception set.
-    let ty = unsafe {
-        Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpecWithBases(spec, list.as_ptr()))?
-    };
+        flags: ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_IMMUTABLETYPE,
+        base: Some(&list),
+        getters: vec![
+            getter(c"body", get_body, 0),
+            getter(c"sync", get_sync, 0),
+            getter(c"schema_id", get_schema_id, 0),
+            getter(c"rowcount", get_rowcount, 0),
+            getter(c"code", get_const, CONST_ZERO),
+            getter(c"return_code", get_const, CONST_ZERO),
+            getter(c"stmt_id", get_const, CONST_ZERO),
+            getter(c"params_count", get_const, CONST_ZERO),
+            getter(c"errmsg", get_const, CONST_NONE),
+            getter(c"error", get_const, CONST_NONE),
+            getter(c"metadata", get_const, CONST_NONE),
+            getter(c"params", get_const, CONST_NONE),
+            getter(c"autoincrement_ids", get_const, CONST_NONE),
+            getter(c"encoding", get_const, CONST_ENCODING),
+        ],
+        methods: vec![method(
+            c"done",
+            ffi::PyMethodDefPointer { PyCFunction: done },
+            ffi::METH_NOARGS,
+            c"True: the reply is complete (asynctnt's).",
+        )],
+        slots: vec![slot(ffi::Py_tp_dealloc, dealloc as *mut c_void)],
+    }
+    .make(py)?;
     Ok(ResponseType {
-        ty: ty.downcast_into::<PyType>()?.unbind(),
+        ty,
         info_offset,
         list_dealloc,
     })
@@ -202,7 +161,7 @@ unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
 }
 
 /// Runs `f` with the GIL held on a `Response` and turns its result into a
-/// new reference (or NULL with the exception set).
+/// new reference (or NULL with the exception set, a panic as PanicException).
 ///
 /// # Safety
 /// `obj` must be a `Response`; the GIL is held (CPython calls getters with it).
@@ -210,20 +169,12 @@ unsafe fn with_info(
     obj: *mut ffi::PyObject,
     f: impl FnOnce(Python<'_>, ReplyInfo) -> PyResult<PyObject>,
 ) -> *mut ffi::PyObject {
-    // SAFETY: the caller's promise (the GIL is held).
-    let py = unsafe { Python::assume_gil_acquired() };
-    let r = kind(py).and_then(|k| {
+    guard(ptr::null_mut(), |py| {
+        let k = kind(py)?;
         // SAFETY: the caller's promise that `obj` is a `Response`.
         let info = unsafe { info_of(obj, k) };
-        f(py, info)
-    });
-    match r {
-        Ok(v) => v.into_ptr(),
-        Err(e) => {
-            e.restore(py);
-            ptr::null_mut()
-        }
-    }
+        Ok(f(py, info)?.into_ptr())
+    })
 }
 
 unsafe extern "C" fn get_body(obj: *mut ffi::PyObject, _: *mut c_void) -> *mut ffi::PyObject {

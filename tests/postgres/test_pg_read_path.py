@@ -166,6 +166,9 @@ def test_large_replies_paced_intact(dsn: str, arun: Callable) -> None:
                 if conn.engine.stats["paced"]:
                     break
             assert conn.engine.stats["paced"] > 0
+            # Decided natively: the read is the reader's own call, no Python wrapper.
+            proto = conn.engine._protocol
+            assert type(proto.buffer_updated).__name__ == "builtin_function_or_method"
             paced = conn.engine.stats["paced"]
             for _ in range(5):
                 assert [tuple(r) for r in await conn.fetch(BYTEA_SQL)] == want
@@ -173,5 +176,38 @@ def test_large_replies_paced_intact(dsn: str, arun: Callable) -> None:
             assert await conn.fetchval("SELECT 2") == 2
         finally:
             await conn.close()
+
+    arun(go())
+
+
+def test_pacing_pause_ends_with_the_connection(dsn: str, arun: Callable) -> None:
+    """A connection closed while its reading is paused: the pause's end finds the
+    transport gone and does nothing (no error in the loop), and a new connection
+    reads as before."""
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
+        conn = await pg.connect(dsn)
+        try:
+            for _ in range(5):
+                await asyncio.gather(*[conn.fetch(BYTEA_SQL) for _ in range(200)])
+                if conn.engine.stats["paced"]:
+                    break
+            assert conn.engine.stats["paced"] > 0
+            # The next paced read's pause outlives the connection.
+            many = [asyncio.ensure_future(conn.fetch(BYTEA_SQL)) for _ in range(200)]
+            await asyncio.sleep(0.005)
+        finally:
+            await conn.close()
+        await asyncio.gather(*many, return_exceptions=True)
+        await asyncio.sleep(3 * surge.engine.PACE_DELAY)
+        assert errors == []
+        again = await pg.connect(dsn)
+        try:
+            assert await again.fetchval("SELECT 3") == 3
+        finally:
+            await again.close()
 
     arun(go())

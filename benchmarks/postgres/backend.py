@@ -85,6 +85,7 @@ def counters(pids: list[int]) -> tuple[float, int, int]:
     return cpu, vol, inv
 
 
+DRIVERS = ("surge", "asyncpg", "asyncpg-1conn", "psycopg")
 #: ``ss -ti`` counters summed over the server's sockets: segments sent and
 #: received, and those of them that carried data.
 SEGMENT_FIELDS = ("segs_out", "segs_in", "data_segs_out", "data_segs_in")
@@ -162,9 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("workload", choices=suite.WORKLOADS)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument(
-        "--vs", action="append", default=[], help="another client, DRIVER:CONNECTIONS"
-    )
+    ap.add_argument("--vs", action="append", default=[], help="another client, DRIVER:CONNECTIONS")
     args = ap.parse_args(argv)
     if args.seconds <= UNMEASURED + 0.5:
         ap.error(f"--seconds must be more than {UNMEASURED + 0.5:g}")
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         driver, conns = vs.rsplit(":", 1)
         cfgs.append({"driver": driver, "loop": args.loop, "conc": args.conc, "conns": int(conns)})
     for cfg in cfgs:
-        if cfg["driver"].partition(",")[0].partition("@")[0] not in ("surge", "asyncpg", "asyncpg-1conn", "psycopg"):
+        if cfg["driver"].partition(",")[0].partition("@")[0] not in DRIVERS:
             ap.error(f"unknown driver {cfg['driver']!r}")
     for cfg in cfgs:
         cfg["shape"] = "10 conns" if cfg["conc"] == suite.POOL else "1000 coros"

@@ -238,7 +238,6 @@ NATIVE_READ = True
 #: query: generate_series(1000) 1.30M -> 0.85M, 100 x 1 KB bytea 752k -> 645k,
 #: pg_type 2.42M -> 2.37M.
 NATIVE_TLS_READ = True
-NOTSENT_LOWAT = 0
 #: Default cap on requests awaiting a reply on one connection (more callers wait).
 DEFAULT_MAX_IN_FLIGHT = 65536
 #: Default cap on bytes written but not yet taken by the kernel (more callers wait).
@@ -1222,10 +1221,6 @@ class PipelinedConnection:
                 transport.max_size = READ_SIZE  # type: ignore[attr-defined]
             if self.tcp_keepalive:
                 set_tcp_keepalive(transport)
-            if NOTSENT_LOWAT:
-                sock = transport.get_extra_info("socket")
-                if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-                    sock.setsockopt(socket.IPPROTO_TCP, 25, NOTSENT_LOWAT)
             if ep.tls is not None:
                 assert isinstance(protocol, _StreamProtocol)  # never native over TLS
                 transport, self.tls_active = await start_tls(loop, transport, protocol, ep)

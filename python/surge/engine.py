@@ -205,7 +205,11 @@ SPIN_BACKOFF = 64
 #: us; TCP segments per query 11-13 -> 5-8, ACKs 5-6.5 -> 0.6-1.0. pg_type,
 #: int_array, generate_series within +-5 %; SELECT 1 146-170k -> 177-283k.
 #: The decision is the native reader's (`surge._core.EngineReader.set_pacing`),
-#: made from what it knows of each read: no Python call is added to any read.
+#: made from what it knows of each read: no Python call is added to any read (it
+#: was a Python closure around ``buffer_updated``). Callgrind, client
+#: instructions per query, uvloop: SELECT 1 on a pool of 10 79.8k -> 79.5k, 1000
+#: coroutines on one connection 29.5k -> 29.1k; generate_series(1000) there
+#: 775k -> 762k.
 PACE_DELAY = 1e-3
 PACE_READ = 128 * 1024
 PACE_DEPTH = 64

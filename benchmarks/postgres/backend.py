@@ -4,12 +4,19 @@
                                           [--seconds 4] [--rounds 3] [--vs DRIVER:CONNECTIONS]
 
 Starts the suite's server (pinned, with its tables), runs ``client.py`` as the
-suite does (DRIVER surge, asyncpg, psycopg, asyncpg-1conn) and, over the middle
-of each run, reads the client's backends from /proc: CPU microseconds per query,
-voluntary switches per query (the backend slept: it ran out of queries to read,
-or the client's receive buffer was full), involuntary ones (another process took
-its core) and the share of its core the backends got (CPU seconds / wall
-seconds). ``--vs`` alternates a second client with the first, round by round.
+suite does (DRIVER surge, asyncpg, psycopg, asyncpg-1conn; for A/B runs
+``surge@PATH`` runs surge from another tree, a copy of ``python/surge`` with the
+extension built from the code before a change, and ``surge[@PATH],NAME=JSON,...``
+sets knobs of `surge.engine` first) and, over the middle of each run,
+reads the client's backends from /proc: CPU microseconds per query, voluntary
+switches per query (the backend slept: it ran out of queries to read, or the
+client's receive buffer was full), involuntary ones (another process took its
+core) and the share of its core the backends got (CPU seconds / wall seconds);
+from the server's sockets (``ss -ti``) the TCP segments per query each way and
+how many of them carried no data (ACKs and window updates); and the client's
+own CPU per query (user + system over the whole run). ``--vs`` alternates a
+second client with the first, round by round (repeat it for more). A "query"
+of a write workload is one executemany (10k rows) or one COPY (100k rows).
 
 Why: with one connection shared by 1000 coroutines, surge's throughput is one
 backend's: 1 / (its CPU per query) while it holds its core. A ratio to a pool
@@ -32,6 +39,7 @@ import time
 from surge import services
 
 from benchmarks._lib import CLK_TCK
+from benchmarks.postgres import client
 from benchmarks.postgres import run as suite
 
 #: Seconds from the client's start until its backends are measured: startup,
@@ -77,18 +85,45 @@ def counters(pids: list[int]) -> tuple[float, int, int]:
     return cpu, vol, inv
 
 
+DRIVERS = ("surge", "asyncpg", "asyncpg-1conn", "psycopg")
+#: ``ss -ti`` counters summed over the server's sockets: segments sent and
+#: received, and those of them that carried data.
+SEGMENT_FIELDS = ("segs_out", "segs_in", "data_segs_out", "data_segs_in")
+
+
+def segments(port: int) -> dict[str, int]:
+    """`SEGMENT_FIELDS` of the established sockets on the server's ``port``."""
+    out = dict.fromkeys(SEGMENT_FIELDS, 0)
+    p = subprocess.run(
+        ["ss", "-tinH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+    )
+    for tok in p.stdout.split():
+        name, _, value = tok.partition(":")
+        if name in out and value.isdigit():
+            out[name] += int(value)
+    return out
+
+
 def measure(cfg: dict, workload: str, secs: float, svc: services.Service) -> dict:
     """One run of one client: its queries/s and its backends' figures per query."""
-    cmd = suite._command(cfg, secs, svc.port, [workload])
+    side = dict(cfg)
+    spec, _, knobs = side["driver"].partition(",")
+    driver, _, tree = spec.partition("@")
+    side["driver"] = driver
+    cmd = suite._command(side, secs, svc.port, [workload])
     if suite._can_pin():
         cmd = ["taskset", "-c", suite.CLIENT_CORE, *cmd]
-    env = {**os.environ, "PYTHONPATH": str(suite.ROOT), "PG_BENCH_SERVER_PID": str(svc.pid)}
+    path = os.pathsep.join(p for p in (tree, str(suite.ROOT)) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PG_BENCH_SERVER_PID": str(svc.pid)}
+    env[client.KNOBS_ENV] = knobs
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     time.sleep(SETTLE)
     pids = backends(svc.pid)
-    before, t0 = counters(pids), time.perf_counter()
+    before, t0, segs0 = counters(pids), time.perf_counter(), segments(svc.port)
     time.sleep(secs - UNMEASURED)
-    after, t1 = counters(pids), time.perf_counter()
+    after, t1, segs1 = counters(pids), time.perf_counter(), segments(svc.port)
     out, err = p.communicate(timeout=120)
     if p.returncode != 0:
         raise RuntimeError(f"client failed: {err[-2000:]}")
@@ -97,34 +132,50 @@ def measure(cfg: dict, workload: str, secs: float, svc: services.Service) -> dic
     wall = t1 - t0
     n = qps * wall  # queries in the measured window, at the run's rate
     cpu, vol, inv = (b - a for a, b in zip(before, after, strict=True))
+    seg = {k: (segs1[k] - segs0[k]) / n for k in SEGMENT_FIELDS}
+    if driver == "surge" and tree:
+        build = json.loads(out.strip().splitlines()[-1]).get("_surge_build", {})
+        if not str(build.get("path", "")).startswith(tree):
+            raise RuntimeError(f"{cfg['driver']} ran {build.get('path')}, not the tree's")
     return {
         "qps": qps,
         "backends": len(pids),
         "cpu_us_per_query": cpu / n * 1e6,
+        "client_us_per_query": res["cpu"] / res["queries"] * 1e6,
         "voluntary_per_query": vol / n,
         "involuntary_per_query": inv / n,
         "core_share": cpu / wall,
+        # from the server's side: segments it sent (with data: replies), received
+        # (with data: requests); the rest of each carried no data (ACKs, window updates)
+        "segs_out_per_query": seg["segs_out"],
+        "acks_out_per_query": seg["segs_out"] - seg["data_segs_out"],
+        "segs_in_per_query": seg["segs_in"],
+        "acks_in_per_query": seg["segs_in"] - seg["data_segs_in"],
     }
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.postgres.backend")
-    ap.add_argument("driver", choices=("surge", "asyncpg", "asyncpg-1conn", "psycopg"))
+    ap.add_argument("driver", help="surge, surge@PATH, asyncpg, asyncpg-1conn or psycopg")
     ap.add_argument("loop", choices=("uvloop", "asyncio"))
     ap.add_argument("conc", type=int)
     ap.add_argument("conns", type=int)
-    reads = [w for w in suite.WORKLOADS if w not in suite.WRITE_WORKLOADS]
-    ap.add_argument("workload", choices=reads)
+    ap.add_argument("workload", choices=suite.WORKLOADS)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--vs", default=None, help="a second client, DRIVER:CONNECTIONS")
+    ap.add_argument("--vs", action="append", default=[], help="another client, DRIVER:CONNECTIONS")
     args = ap.parse_args(argv)
     if args.seconds <= UNMEASURED + 0.5:
         ap.error(f"--seconds must be more than {UNMEASURED + 0.5:g}")
+    if args.workload in suite.WRITE_WORKLOADS and args.conc != suite.POOL:
+        ap.error(f"write workloads run at {suite.POOL} coroutines only (as in the suite)")
     cfgs = [{"driver": args.driver, "loop": args.loop, "conc": args.conc, "conns": args.conns}]
-    if args.vs:
-        driver, conns = args.vs.split(":")
+    for vs in args.vs:
+        driver, conns = vs.rsplit(":", 1)
         cfgs.append({"driver": driver, "loop": args.loop, "conc": args.conc, "conns": int(conns)})
+    for cfg in cfgs:
+        if cfg["driver"].partition(",")[0].partition("@")[0] not in DRIVERS:
+            ap.error(f"unknown driver {cfg['driver']!r}")
     for cfg in cfgs:
         cfg["shape"] = "10 conns" if cfg["conc"] == suite.POOL else "1000 coros"
     runs: list[list[dict]] = [[] for _ in cfgs]
@@ -142,7 +193,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{label:32} {args.workload}: {med['qps']:.0f} q/s, backend "
             f"{med['cpu_us_per_query']:.1f} us CPU/query, switches/query voluntary "
             f"{med['voluntary_per_query']:.3f} involuntary {med['involuntary_per_query']:.3f}, "
-            f"core share {med['core_share']:.2f} (medians of {len(out)})"
+            f"core share {med['core_share']:.2f}; server segments/query out "
+            f"{med['segs_out_per_query']:.2f} (no data {med['acks_out_per_query']:.2f}) in "
+            f"{med['segs_in_per_query']:.2f} (no data {med['acks_in_per_query']:.2f}); client "
+            f"{med['client_us_per_query']:.1f} us CPU/query (medians of {len(out)})"
         )
 
 

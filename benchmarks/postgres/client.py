@@ -232,9 +232,27 @@ class AsyncpgWrites:
         assert status == f"COPY {len(rows)}", status
 
 
+#: Knobs of `surge.engine` to set before connecting, for A/B runs
+#: (benchmarks/postgres/backend.py): ``NAME=JSON[,NAME=JSON...]``.
+KNOBS_ENV = "PG_BENCH_SURGE_KNOBS"
+
+
+def set_knobs(spec: str) -> None:
+    """Set each ``NAME=JSON`` of `spec` on `surge.engine` (a name it lacks is an error)."""
+    import surge.engine
+
+    for knob in filter(None, spec.split(",")):
+        name, value = knob.split("=", 1)
+        if not hasattr(surge.engine, name):
+            raise SystemExit(f"surge.engine has no {name}")
+        setattr(surge.engine, name, json.loads(value))
+
+
 async def open_surge(conc: int, nconn: int, dsn: str):
     """(fetch, write ops, close) on ONE connection (nconn 1) or a pool."""
     import surge.postgres as pg
+
+    set_knobs(os.environ.get(KNOBS_ENV, ""))
 
     if nconn == 1:
         conn = await maybe_await(pg.connect(dsn))

@@ -7,14 +7,18 @@ pipelined queries whose replies share reads and straddle them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 import surge.engine
 import surge.postgres as pg
+from surge import services
 from surge.engine import _NativeReadProtocol, _StreamProtocol
+
+from tests.tls_pki import Pki
 
 #: Rows of the largest reply: several reads of 256 KiB (~15 bytes a row).
 BIG = 60_000
@@ -160,12 +164,11 @@ def test_large_replies_paced_intact(dsn: str, arun: Callable) -> None:
         try:
             # Pacing needs a small read while the replies stream: a client slowed
             # down by other load may take every read whole, so a few rounds.
-            for _ in range(5):
-                got = await asyncio.gather(*[conn.fetch(BYTEA_SQL) for _ in range(200)])
-                assert all([tuple(r) for r in rows] == want for rows in got)
-                if conn.engine.stats["paced"]:
-                    break
-            assert conn.engine.stats["paced"] > 0
+            await _deep_bytea_paced(conn)
+            assert [tuple(r) for r in await conn.fetch(BYTEA_SQL)] == want
+            # Decided natively: the read is the reader's own call, no Python wrapper.
+            proto = conn.engine._protocol
+            assert type(proto.buffer_updated).__name__ == "builtin_function_or_method"
             paced = conn.engine.stats["paced"]
             for _ in range(5):
                 assert [tuple(r) for r in await conn.fetch(BYTEA_SQL)] == want
@@ -173,5 +176,82 @@ def test_large_replies_paced_intact(dsn: str, arun: Callable) -> None:
             assert await conn.fetchval("SELECT 2") == 2
         finally:
             await conn.close()
+
+    arun(go())
+
+
+async def _deep_bytea_paced(conn: Any) -> None:
+    """200 large replies in flight on `conn`, a few rounds until a read was paced;
+    every reply as the one fetched alone."""
+    want = [tuple(r) for r in await conn.fetch(BYTEA_SQL)]
+    for _ in range(5):
+        got = await asyncio.gather(*[conn.fetch(BYTEA_SQL) for _ in range(200)])
+        assert all([tuple(r) for r in rows] == want for rows in got)
+        if conn.engine.stats["paced"]:
+            break
+    assert conn.engine.stats["paced"] > 0
+    assert await conn.fetchval("SELECT 2") == 2
+
+
+@pytest.fixture(scope="module")
+def tls_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.Service]:
+    """PostgreSQL with ssl=on (a CA and a server certificate made here)."""
+    pki = Pki(Path(tmp_path_factory.mktemp("tls")))
+    crt, key = pki.issue("server.crt", "server.key", "localhost")
+    with services.running("postgres", tls=services.PostgresTls(crt, key, pki.ca_file)) as svc:
+        yield svc
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_pacing_over_native_tls(
+    tls_pg: services.Service, arun: Callable, monkeypatch: pytest.MonkeyPatch, on: bool
+) -> None:
+    """Over native TLS reads are paced only with `surge.engine.PACE_TLS` on, and
+    then a deep pipeline of large replies comes back intact (the reader counts
+    record bytes there)."""
+    monkeypatch.setattr(surge.engine, "PACE_TLS", on)
+
+    async def go() -> None:
+        conn = await pg.connect(tls_pg.url, sslmode="require")
+        try:
+            proto = conn.engine._protocol
+            assert conn.is_tls() and isinstance(proto, _NativeReadProtocol)
+            assert proto.tls is not None
+            if on:
+                await _deep_bytea_paced(conn)
+            else:
+                await asyncio.gather(*[conn.fetch(BYTEA_SQL) for _ in range(200)])
+                assert conn.engine.stats["paced"] == 0
+        finally:
+            await conn.close()
+
+    arun(go())
+
+
+def test_pacing_pause_ends_with_the_connection(dsn: str, arun: Callable) -> None:
+    """A connection closed while its reading is paused: the pause's end finds the
+    transport gone and does nothing (no error in the loop), and a new connection
+    reads as before."""
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
+        conn = await pg.connect(dsn)
+        try:
+            await _deep_bytea_paced(conn)
+            # The next paced read's pause outlives the connection.
+            many = [asyncio.ensure_future(conn.fetch(BYTEA_SQL)) for _ in range(200)]
+            await asyncio.sleep(0.005)
+        finally:
+            await conn.close()
+        await asyncio.gather(*many, return_exceptions=True)
+        await asyncio.sleep(3 * surge.engine.PACE_DELAY)
+        assert errors == []
+        again = await pg.connect(dsn)
+        try:
+            assert await again.fetchval("SELECT 3") == 3
+        finally:
+            await again.close()
 
     arun(go())

@@ -31,6 +31,14 @@
 //! engine's `_on_tls_extra`. Before this the TLS reads went through Python
 //! (`data_received`, `_on_tls_data`, `_resolve`), and a bytes object per read.
 //!
+//! Read pacing (`surge.engine.PACE_DELAY`, for connections that ask for it:
+//! `set_pacing`) is decided here too, from what the reader knows of each read:
+//! a read under `read` bytes that finished at most one reply while more than
+//! `depth` were due pauses the transport's reading for `delay` seconds. It used
+//! to be a Python closure around ``buffer_updated``, one more Python call on
+//! every read of every paced connection; now a read that cannot be paced costs
+//! one comparison, one that may be two dict lookups.
+//!
 //! Why: at 10 coroutines on one connection a read brings a few replies, and the
 //! Python frames per read (`data_received`, `_on_data`, `_resolve`, the driver's
 //! hook) were several percent of the client's CPU per request; and with
@@ -45,6 +53,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{ffi, PyTraverseError};
 use std::cell::RefCell;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::lane::is_true;
 use crate::tls_client::TlsClientSession;
@@ -156,6 +165,17 @@ fn shared_slot(py: Python<'_>) -> PyResult<Py<ReadSlot>> {
     })
 }
 
+/// Read pacing's settings (`surge.engine.PACE_DELAY`, `PACE_READ`, `PACE_DEPTH`).
+#[derive(Clone, Copy)]
+struct Pacing {
+    /// Seconds reading stays paused.
+    delay: f64,
+    /// Reads of this many bytes or more are never paced.
+    read: usize,
+    /// Paced only while more than this many replies are due.
+    depth: usize,
+}
+
 /// The engine's read path (see the module's docs).
 #[pyclass(module = "surge._core")]
 pub struct EngineReader {
@@ -175,6 +195,10 @@ pub struct EngineReader {
     own: Option<Py<ReadSlot>>,
     /// Native TLS: the transport (for `_on_tls_extra`) and its session.
     tls: Option<(PyObject, Py<TlsClientSession>)>,
+    /// Read pacing, when asked for (`set_pacing`).
+    pacing: Option<Pacing>,
+    /// Reading is paused by pacing (until `_resume_reading`).
+    paused: AtomicBool,
 }
 
 fn codec_feed(codec: &Bound<'_, PyAny>) -> Option<Box<dyn NativeFeed>> {
@@ -221,6 +245,80 @@ impl EngineReader {
                 .call_method1(intern!(py, "_on_tls_extra"), (transport, out, error))?;
         }
         Ok(())
+    }
+
+    /// Replies due before a read that pacing may pause after it (a small read
+    /// while many are due, reading not paused yet), else None.
+    fn pace_due(&self, py: Python<'_>, nbytes: usize) -> PyResult<Option<usize>> {
+        let Some(p) = self.pacing else {
+            return Ok(None);
+        };
+        if nbytes >= p.read || self.paused.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let due = self.due(py)?;
+        Ok((due > p.depth).then_some(due))
+    }
+
+    /// Replies due on the engine (its pending table's size).
+    fn due(&self, py: Python<'_>) -> PyResult<usize> {
+        match self.state.bind(py).get_item(intern!(py, "_pending"))? {
+            Some(pending) => pending.len(),
+            None => Ok(0),
+        }
+    }
+
+    /// After a read that `pace_due` let through: pauses reading for the delay when
+    /// it finished at most one of the `due` replies and this protocol is still
+    /// the engine's (a read from a protocol left behind never pauses the next).
+    fn pace(&self, slf: &Bound<'_, Self>, due: usize) -> PyResult<()> {
+        let py = slf.py();
+        let Some(p) = self.pacing else {
+            return Ok(());
+        };
+        if due.saturating_sub(self.due(py)?) > 1 {
+            return Ok(());
+        }
+        let st = self.state.bind(py);
+        if !st
+            .get_item(intern!(py, "_protocol"))?
+            .is_some_and(|proto| proto.is(&self.protocol))
+        {
+            return Ok(());
+        }
+        let Some(transport) = self.open_transport(py)? else {
+            return Ok(());
+        };
+        let Some(event_loop) = st.get_item(intern!(py, "_loop"))?.filter(|l| !l.is_none()) else {
+            return Ok(());
+        };
+        transport.call_method0(intern!(py, "pause_reading"))?;
+        self.paused.store(true, Ordering::Relaxed);
+        let resume = slf.getattr(intern!(py, "_resume_reading"))?;
+        event_loop.call_method1(intern!(py, "call_later"), (p.delay, resume))?;
+        if let Some(counts) = st.get_item(intern!(py, "_counts"))? {
+            let key = intern!(py, "paced");
+            let n: u64 = counts.get_item(key)?.extract()?;
+            counts.set_item(key, n + 1)?;
+        }
+        Ok(())
+    }
+
+    /// The protocol's transport, when it is still open.
+    fn open_transport<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let proto = self.protocol.bind(py);
+        if is_true(py, Some(proto.getattr(intern!(py, "lost"))?)) {
+            return Ok(None);
+        }
+        let transport = proto.getattr(intern!(py, "transport"))?;
+        if transport.is_none()
+            || transport
+                .call_method0(intern!(py, "is_closing"))?
+                .is_truthy()?
+        {
+            return Ok(None);
+        }
+        Ok(Some(transport))
     }
 
     /// One read's bytes through the engine's read path.
@@ -334,6 +432,8 @@ impl EngineReader {
             current: None,
             own: None,
             tls: None,
+            pacing: None,
+            paused: AtomicBool::new(false),
         })
     }
 
@@ -345,6 +445,29 @@ impl EngineReader {
             .downcast_into::<TlsClientSession>()?
             .unbind();
         self.tls = Some((transport.unbind(), session));
+        Ok(())
+    }
+
+    /// Pace this connection's reads (see the module's docs): pause reading for
+    /// `delay` seconds after a read under `read` bytes that finished at most one
+    /// reply while more than `depth` were due.
+    fn set_pacing(&mut self, delay: f64, read: usize, depth: usize) {
+        self.pacing = Some(Pacing { delay, read, depth });
+    }
+
+    /// Whether reads are paced (`set_pacing`).
+    #[getter]
+    fn pacing(&self) -> bool {
+        self.pacing.is_some()
+    }
+
+    /// The end of a pause (`call_later`'s callback): reading resumes unless the
+    /// connection is gone.
+    fn _resume_reading(&self, py: Python<'_>) -> PyResult<()> {
+        self.paused.store(false, Ordering::Relaxed);
+        if let Some(transport) = self.open_transport(py)? {
+            transport.call_method0(intern!(py, "resume_reading"))?;
+        }
         Ok(())
     }
 
@@ -403,16 +526,25 @@ impl EngineReader {
     }
 
     /// The protocol's ``buffer_updated``: `nbytes` were read into the slot.
-    fn buffer_updated(&self, py: Python<'_>, nbytes: usize) -> PyResult<()> {
-        let Some(slot) = &self.current else {
+    fn buffer_updated(slf: &Bound<'_, Self>, nbytes: usize) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let Some(slot) = &this.current else {
             return Err(PyBufferError::new_err("buffer_updated before get_buffer"));
         };
-        // Held while the bytes are parsed: the slot counts as busy meanwhile.
-        let slot = slot.bind(py).try_borrow()?;
-        let data = &slot.buf[..nbytes.min(slot.buf.len())];
-        match &self.tls {
-            None => self.feed(py, data),
-            Some((transport, session)) => self.feed_records(py, transport, session, data),
+        let due = this.pace_due(py, nbytes)?;
+        {
+            // Held while the bytes are parsed: the slot counts as busy meanwhile.
+            let slot = slot.bind(py).try_borrow()?;
+            let data = &slot.buf[..nbytes.min(slot.buf.len())];
+            match &this.tls {
+                None => this.feed(py, data),
+                Some((transport, session)) => this.feed_records(py, transport, session, data),
+            }?;
+        }
+        match due {
+            Some(due) => this.pace(slf, due),
+            None => Ok(()),
         }
     }
 

@@ -24,17 +24,17 @@ from pathlib import Path
 from benchmarks.interfaces import run as suite
 
 
-def servers(workload: str, base: Path, peers: list[str]) -> list[suite.Server]:
-    """This build's surge, the base build's, then the named peers of `workload`."""
+def servers(
+    workload: str, base: Path, peers: list[str], base_first: bool = False
+) -> list[suite.Server]:
+    """This build's surge and the base build's (in this order unless `base_first`),
+    then the named peers of `workload`."""
     by_name = {s.name: s for s in suite.workloads()[workload]}
     new = by_name["surge"]
     python = str(suite.SURGE.parent / "python")
     old_argv = ["env", f"PYTHONPATH={base}:{suite.ROOT}", python, "-m", "surge", *new.argv[1:]]
-    return [
-        suite.Server("surge new", new.argv),
-        suite.Server("surge base", old_argv),
-        *(by_name[p] for p in peers),
-    ]
+    pair = [suite.Server("surge new", new.argv), suite.Server("surge base", old_argv)]
+    return [*(pair[::-1] if base_first else pair), *(by_name[p] for p in peers)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("workload", choices=("raw_asgi", "fastapi", "flask"))
     ap.add_argument("--base", type=Path, required=True, help="directory holding the other surge")
     ap.add_argument("--peers", default="", help="comma-separated peer names, e.g. uvicorn")
+    ap.add_argument(
+        "--base-first", action="store_true", help="run the base build first in each round"
+    )
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="surge-ab-") as logs:
         res = suite.measure(
             args.workload,
-            servers(args.workload, args.base, peers),
+            servers(args.workload, args.base, peers, args.base_first),
             args.runs,
             args.seconds,
             Path(logs),

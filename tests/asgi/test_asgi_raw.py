@@ -511,6 +511,37 @@ def test_repeated_header_list_changed_between_responses(raw_surge: AsgiServer) -
     assert conn.request("GET", "/same-headers").getall("x-version") == ["0"]
 
 
+def test_fresh_equal_header_lists_between_responses(raw_surge: AsgiServer) -> None:
+    """An app answering with a fresh list of fresh but equal tuples each time (as
+    Starlette does; the server may reuse the encoding of equal bytes): a changed
+    name, value or content-length shows in the next response, and a fresh
+    `connection: close` closes every connection it answers."""
+    conn = raw_surge.connect()
+    steps = [
+        ("x-value", "a", "ok"),
+        ("x-value", "a", "ok"),
+        ("x-value", "b", "ok"),
+        ("x-value", "b", "ok"),
+        ("x-other", "b", "ok"),
+        ("x-value", "b", "a-longer-body"),
+        ("x-value", "b", "a-longer-body"),
+        ("x-value", "a", "ok"),
+    ]
+    for name, value, body in steps:
+        resp = conn.request("GET", f"/fresh-headers?name={name}&value={value}&body={body}")
+        assert (resp.status, resp.body) == (200, body.encode())
+        assert resp.getall(name) == [value]
+        other = "x-other" if name == "x-value" else "x-value"
+        assert resp.getall(other) == []
+        assert resp.header("content-length") == str(len(body))
+    for _ in range(3):
+        closing = raw_surge.connect()
+        resp = closing.request("GET", "/fresh-headers?close=1")
+        assert (resp.body, resp.getall("connection")) == (b"ok", ["close"])
+        assert closing.is_closed()
+    assert conn.request("GET", "/fresh-headers").getall("connection") == []
+
+
 def test_many_pipelined_requests_mixed_framing(raw_surge: AsgiServer) -> None:
     """300 pipelined requests in one write, answered in order, whatever each
     response's framing and whether its app suspends."""

@@ -251,6 +251,18 @@ async def app(scope, receive, send):
             MUTABLE_VALUE[:] = query["value"][0].encode()
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": b"ok"})
+    elif path == "/fresh-headers":
+        # A fresh list of fresh tuples per response, as Starlette builds them: equal
+        # bytes from one response to the next unless the query changes them.
+        name = query.get("name", ["x-value"])[0].encode()
+        value = query.get("value", ["a"])[0].encode()
+        body = query.get("body", ["ok"])[0].encode()
+        headers = [(b"content-type", b"text/plain"), (name, value)]
+        headers.append((b"content-length", str(len(body)).encode()))
+        if "close" in query:
+            headers.insert(0, (b"connection", b"close"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
     elif path == "/state":
         await send_body(send, 200, json.dumps(scope["state"]).encode(), b"application/json")
     elif path == "/context":

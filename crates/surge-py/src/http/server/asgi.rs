@@ -441,6 +441,7 @@ impl AsgiCycle {
                 // tuples of exact bytes, none whose effect depends on the request.
                 let mut cacheable = list.is_some();
                 let lines_at = head.len();
+                let mut spans = Vec::new();
                 let mut one = |name: &Bound<'_, PyAny>,
                                value: &Bound<'_, PyAny>|
                  -> PyResult<bool> {
@@ -494,10 +495,14 @@ impl AsgiCycle {
                                 Kind::Date => has_date = true,
                             }
                             if !skip {
+                                let name = head.len() - lines_at;
                                 head.extend_from_slice(n);
                                 head.extend_from_slice(b": ");
+                                let value = head.len() - lines_at;
                                 head.extend_from_slice(v);
+                                let end = head.len() - lines_at;
                                 head.extend_from_slice(b"\r\n");
+                                spans.push(asgi_head::Span { name, value, end });
                             }
                             Ok(exact && kind != Kind::TransferEncoding && kind != Kind::Connection)
                         })?
@@ -532,7 +537,7 @@ impl AsgiCycle {
                         has_server,
                         has_date,
                     };
-                    asgi_head::remember(list, &head[lines_at..], learnt);
+                    asgi_head::remember(list, &head[lines_at..], &spans, learnt);
                 }
             }
         }

@@ -1,23 +1,24 @@
-//! The encoded response headers of an ASGI app that answers with the same
-//! header list again and again (a module-level list of constant tuples, as
-//! raw ASGI apps and many middlewares write them).
+//! The encoded response headers of the last ASGI response, reused when the
+//! next response carries the same header list.
 //!
 //! Encoding a header means checking every byte of its name and value and
 //! classifying the name for framing: ~0.55k instructions per header of a
-//! hello response (callgrind), done for every response. When a response's
-//! `headers` is a list holding the very tuple objects of the list encoded
-//! last, the bytes are the same (a tuple of `bytes` is immutable, and the
-//! cache holds references to the tuples, so their addresses cannot be reused
-//! by other objects): the lines and what framing learnt from them are taken
-//! from the cache after one pointer comparison per header.
+//! hello response (callgrind), done for every response. Most apps answer with
+//! the same headers again and again: raw ASGI apps and many middlewares with
+//! one module-level list of constant tuples, FastAPI and Starlette with a
+//! fresh list of fresh tuples of equal bytes (`Response.init_headers`). A
+//! response whose `headers` holds, item by item, either the very tuple
+//! encoded last (one pointer comparison: the cache holds a reference to it, so
+//! its address cannot be reused by another object, and a tuple of `bytes` is
+//! immutable) or an exact 2-tuple of exact `bytes` equal to the name and value
+//! encoded last (two short comparisons) encodes to the same lines: they and
+//! what framing learnt from them are taken from the cache.
 //!
 //! Only lists whose every item is an exact 2-tuple of exact `bytes` are
 //! cached, and only when no header depends on the request (`connection`,
 //! `transfer-encoding`: their effect differs for HTTP/1.0 and keep-alive).
-//! A list is cached the second time it is seen, so an app that makes a new
-//! list for every response (FastAPI, Starlette) pays one reference swap per
-//! response, not a copy of its headers. One entry per process: the loop
-//! thread serves every connection, and the usual app has one such list.
+//! One entry per process: the loop thread serves every connection, and the
+//! usual app has one such list.
 //!
 //! The entry is guarded by the GIL, which every caller holds, rather than by
 //! a lock of its own: a `Mutex` cost a lock and an unlock per response (~0.2k
@@ -31,7 +32,7 @@ use std::cell::RefCell;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILProtected;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyList, PyTuple};
 
 /// What framing learnt from a cached header list.
 #[derive(Clone, Copy, Default)]
@@ -42,13 +43,21 @@ pub(crate) struct Learnt {
     pub has_date: bool,
 }
 
+/// Where one header lies in `Entry::lines`: its name is `lines[name..value - 2]`
+/// (": " follows it), its value `lines[value..end]` ("\r\n" follows it).
+#[derive(Clone, Copy)]
+pub(crate) struct Span {
+    pub name: usize,
+    pub value: usize,
+    pub end: usize,
+}
+
 struct Entry {
-    /// The list last encoded (held so that its identity means something).
-    list: PyObject,
-    /// Its items when cached (empty until it was seen twice).
+    /// The tuples of the list encoded last.
     items: Vec<PyObject>,
     /// Their encoded lines ("name: value\r\n" each).
     lines: Vec<u8>,
+    spans: Vec<Span>,
     learnt: Learnt,
 }
 
@@ -57,8 +66,8 @@ static CACHE: GILProtected<RefCell<Option<Entry>>> = GILProtected::new(RefCell::
 /// The item `i` of `list` as a pointer (no reference taken), null past its end.
 fn item_ptr(list: &Bound<'_, PyList>, i: usize) -> *mut ffi::PyObject {
     // SAFETY: `list` is a live list; PyList_GetItem returns a borrowed reference
-    // (only compared here, never dereferenced) or null with IndexError set,
-    // which is cleared.
+    // (only compared or borrowed for the caller's check, while `list` holds it)
+    // or null with IndexError set, which is cleared.
     unsafe {
         let item = ffi::PyList_GetItem(list.as_ptr(), i as ffi::Py_ssize_t);
         if item.is_null() {
@@ -68,16 +77,54 @@ fn item_ptr(list: &Bound<'_, PyList>, i: usize) -> *mut ffi::PyObject {
     }
 }
 
-/// Appends the cached lines of `headers` to `head` when it holds the cached
-/// tuples: what framing learnt from them; None (and `head` untouched) otherwise.
+/// Whether `item` (a live object) is an exact `(bytes, bytes)` tuple holding
+/// exactly `name` and `value`.
+fn equal_pair(py: Python<'_>, item: *mut ffi::PyObject, name: &[u8], value: &[u8]) -> bool {
+    // SAFETY: `item` is a borrowed reference the caller's list keeps alive for
+    // this call; nothing here runs Python code that could change the list.
+    let item = unsafe { Borrowed::from_ptr(py, item) };
+    let Ok(pair) = item.downcast_exact::<PyTuple>() else {
+        return false;
+    };
+    if pair.len() != 2 {
+        return false;
+    }
+    let bytes_equal = |i: usize, want: &[u8]| {
+        pair.get_borrowed_item(i)
+            .ok()
+            .and_then(|b| {
+                b.downcast_exact::<PyBytes>()
+                    .ok()
+                    .map(|b| b.as_bytes() == want)
+            })
+            .unwrap_or(false)
+    };
+    bytes_equal(0, name) && bytes_equal(1, value)
+}
+
+/// Appends the cached lines of `headers` to `head` when it holds the headers
+/// encoded last: what framing learnt from them; None (and `head` untouched)
+/// otherwise.
 pub(crate) fn lookup(headers: &Bound<'_, PyList>, head: &mut Vec<u8>) -> Option<Learnt> {
-    let cache = CACHE.get(headers.py()).try_borrow().ok()?;
+    let py = headers.py();
+    let cache = CACHE.get(py).try_borrow().ok()?;
     let entry = cache.as_ref()?;
-    if entry.items.is_empty() || entry.items.len() != headers.len() {
+    if entry.items.len() != headers.len() {
         return None;
     }
-    for (i, item) in entry.items.iter().enumerate() {
-        if item_ptr(headers, i) != item.as_ptr() {
+    for (i, (item, span)) in entry.items.iter().zip(&entry.spans).enumerate() {
+        let got = item_ptr(headers, i);
+        if got == item.as_ptr() {
+            continue;
+        }
+        if got.is_null()
+            || !equal_pair(
+                py,
+                got,
+                &entry.lines[span.name..span.value - 2],
+                &entry.lines[span.value..span.end],
+            )
+        {
             return None;
         }
     }
@@ -86,32 +133,34 @@ pub(crate) fn lookup(headers: &Bound<'_, PyList>, head: &mut Vec<u8>) -> Option<
 }
 
 /// After `headers` (a list of exact `(bytes, bytes)` tuples, checked and
-/// encoded as `lines`) missed the cache: cached when it is the list seen
-/// last, else remembered as the list seen last.
-pub(crate) fn remember(headers: &Bound<'_, PyList>, lines: &[u8], learnt: Learnt) {
+/// encoded as `lines`, each header where `spans` says) missed the cache: it
+/// becomes the entry.
+pub(crate) fn remember(headers: &Bound<'_, PyList>, lines: &[u8], spans: &[Span], learnt: Learnt) {
     let Ok(mut cache) = CACHE.get(headers.py()).try_borrow_mut() else {
         return;
     };
-    let entry = match cache.as_mut() {
-        Some(e) if e.list.is(headers) => e,
-        _ => {
-            let last = cache.replace(Entry {
-                list: headers.clone().into_any().unbind(),
-                items: Vec::new(),
-                lines: Vec::new(),
+    let items = headers.iter().map(|item| item.unbind()).collect();
+    let last = match cache.as_mut() {
+        Some(entry) => {
+            entry.lines.clear();
+            entry.lines.extend_from_slice(lines);
+            entry.spans.clear();
+            entry.spans.extend_from_slice(spans);
+            entry.learnt = learnt;
+            Some(std::mem::replace(&mut entry.items, items))
+        }
+        None => {
+            *cache = Some(Entry {
+                items,
+                lines: lines.to_vec(),
+                spans: spans.to_vec(),
                 learnt,
             });
-            // Released after the borrow: freeing the old list may run Python code
-            // (whatever the app put in it since), which may send a response.
-            drop(cache);
-            drop(last);
-            return;
+            None
         }
     };
-    let items = headers.iter().map(|item| item.unbind()).collect();
-    let last = std::mem::replace(&mut entry.items, items);
-    entry.lines = lines.to_vec();
-    entry.learnt = learnt;
+    // Released after the borrow: freeing the old tuples may run Python code
+    // (none of `bytes`, but a tuple's release is not ours to reason about).
     drop(cache);
     drop(last);
 }

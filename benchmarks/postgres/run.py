@@ -342,9 +342,10 @@ def main(argv: list[str] | None = None) -> dict:
         _pin_tree(svc.pid, SERVER_CORE)
         _psql(svc.port, SETUP_SQL)
         settings = _server_settings(svc.port)
-        # Interleaved: a burst of background load hits every client alike.
+        # Interleaved: a burst of background load hits every client alike; the
+        # order flips every round, so no client always runs first in a round.
         for i in range(repeats):
-            for cfg, runs in list(plan):
+            for cfg, runs in plan if i % 2 == 0 else plan[::-1]:
                 env = {**modes, "PG_BENCH_ROUND": str(i)}
                 try:
                     runs.append(_run(_command(cfg, secs, svc.port, workloads), svc.pid, None, env))

@@ -202,8 +202,10 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"skip {_label(cfg)}: {BENCH_PY} missing", file=sys.stderr)
                 continue
             plan.append((cfg, cn, cmd, []))
-        for _ in range(repeats):
-            for _cfg, _cn, cmd, runs in plan:
+        for k in range(repeats):
+            # The order flips every round, so no client always runs first (or last)
+            # in a round while the machine's speed drifts.
+            for _cfg, _cn, cmd, runs in plan if k % 2 == 0 else plan[::-1]:
                 runs.append(_measured(cmd, svc.pid))
         for cfg, cn, cmd, runs in plan:
             row = {**cfg, "n": cn, "phases": {}}

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -162,20 +161,11 @@ def markdown(rows: list[dict], workloads: list[str], secs: float, repeats: int) 
 def main(argv: list[str] | None = None) -> dict:
     """Run the suite; write bench-results/postgres_tls.{json,md}; return the markdown."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.postgres_tls")
-    ap.add_argument("--quick", action="store_true", help="1 s per workload, 1 run, uvloop only")
-    ap.add_argument("--seconds", type=float, default=2.0, help="seconds per workload and mode")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--loops", default=None, help="event loops (default uvloop,asyncio)")
+    pgrun.add_run_args(ap, 2.0, "seconds per workload and mode")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of the reads")
     ap.add_argument("--no-peers", action="store_true", help="surge only (no asyncpg reference)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    secs = 1.0 if args.quick else args.seconds
-    repeats = 1 if args.quick else args.repeats
-    loops = (args.loops or ("uvloop" if args.quick else "uvloop,asyncio")).split(",")
-    workloads = [w for w in args.workloads.split(",") if w]
-    unknown = sorted(set(workloads) - set(WORKLOADS))
-    if unknown:
-        ap.error(f"unknown workloads {unknown}")
+    secs, repeats, loops, workloads = pgrun.run_settings(ap, args, WORKLOADS)
     peers = not args.no_peers
     if peers:
         bvenv.ensure(groups=["asyncpg"])
@@ -201,16 +191,8 @@ def main(argv: list[str] | None = None) -> dict:
                 svc.port, "SHOW ssl_prefer_server_ciphers"
             ).strip()
             settings["ssl_library"] = pgrun._psql(svc.port, "SHOW ssl_library").strip()
-            # interleaved: a burst of background load hits every client alike
-            for i in range(repeats):
-                for cfg, runs in plan:
-                    env = {"PG_BENCH_SSLMODES": f"disable,{SSLMODE}", "PG_BENCH_ROUND": str(i)}
-                    cmd = pgrun._command(cfg, secs, svc.port, workloads)
-                    try:
-                        runs.append(pgrun._run(cmd, svc.pid, None, env))
-                    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
-                        label = f"{cfg['driver']}/{cfg['loop']} ({cfg['shape']})"
-                        print(f"{label} run {i + 1} failed: {e}", file=sys.stderr)
+            env = {"PG_BENCH_SSLMODES": f"disable,{SSLMODE}"}
+            pgrun.run_rounds(plan, repeats, secs, svc, workloads, env)
 
     rows = []
     for cfg, runs in plan:

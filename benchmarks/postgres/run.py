@@ -288,13 +288,54 @@ def _make_tls(d: Path) -> services.PostgresTls:
     return services.PostgresTls(str(d / "server.crt"), str(d / "server.key"))
 
 
+def add_run_args(ap: argparse.ArgumentParser, seconds: float, seconds_help: str) -> None:
+    """The arguments every PostgreSQL suite takes (this one and postgres_tls)."""
+    ap.add_argument("--quick", action="store_true", help="1 s per workload, 1 run, uvloop only")
+    ap.add_argument("--seconds", type=float, default=seconds, help=seconds_help)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--loops", default=None, help="event loops (default uvloop,asyncio)")
+
+
+def run_settings(
+    ap: argparse.ArgumentParser, args: argparse.Namespace, known: tuple[str, ...] = WORKLOADS
+) -> tuple[float, int, list[str], list[str]]:
+    """Seconds per workload, rounds, event loops and workloads from `add_run_args`'s
+    arguments and ``--workloads`` (a workload not in ``known`` is a usage error)."""
+    secs = 1.0 if args.quick else args.seconds
+    repeats = 1 if args.quick else args.repeats
+    loops = (args.loops or ("uvloop" if args.quick else "uvloop,asyncio")).split(",")
+    workloads = [w for w in args.workloads.split(",") if w]
+    unknown = sorted(set(workloads) - set(known))
+    if unknown:
+        ap.error(f"unknown workloads {unknown}")
+    return secs, repeats, loops, workloads
+
+
+def run_rounds(
+    plan: list[tuple[dict, list[dict]]],
+    repeats: int,
+    secs: float,
+    svc: services.Service,
+    workloads: list[str],
+    env: dict[str, str],
+) -> None:
+    """Run every client of ``plan`` once per round, appending each run's figures to
+    its list; a failed run is reported and left out. Interleaved: a burst of
+    background load hits every client alike; the order flips every round, so no
+    client always runs first in a round."""
+    for i in range(repeats):
+        for cfg, runs in plan if i % 2 == 0 else plan[::-1]:
+            cmd = _command(cfg, secs, svc.port, workloads)
+            try:
+                runs.append(_run(cmd, svc.pid, None, {**env, "PG_BENCH_ROUND": str(i)}))
+            except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                print(f"{_label(cfg)} ({cfg['shape']}) run {i + 1} failed: {e}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the suite; write bench-results/postgres.{json,md,png}; return the markdown."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.postgres")
-    ap.add_argument("--quick", action="store_true", help="1 s per workload, 1 run, uvloop only")
-    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per workload and run")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--loops", default=None, help="event loops (default uvloop,asyncio)")
+    add_run_args(ap, 3.0, "seconds per workload and run")
     ap.add_argument(
         "--workloads", default=",".join(WORKLOADS), help=f"subset of {','.join(WORKLOADS)}"
     )
@@ -302,14 +343,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--sslmode", default=None, help="TLS for every client: require, ...")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    secs = 1.0 if args.quick else args.seconds
+    secs, repeats, loops, workloads = run_settings(ap, args)
     strace_secs = STRACE_SECS / 2 if args.quick else STRACE_SECS
-    repeats = 1 if args.quick else args.repeats
-    loops = (args.loops or ("uvloop" if args.quick else "uvloop,asyncio")).split(",")
-    workloads = [w for w in args.workloads.split(",") if w]
-    unknown = sorted(set(workloads) - set(WORKLOADS))
-    if unknown:
-        ap.error(f"unknown workloads {unknown}")
     have_strace = shutil.which("strace") is not None and not args.no_strace
     bvenv.ensure(groups=["asyncpg", "psycopg"])
 
@@ -342,17 +377,7 @@ def main(argv: list[str] | None = None) -> dict:
         _pin_tree(svc.pid, SERVER_CORE)
         _psql(svc.port, SETUP_SQL)
         settings = _server_settings(svc.port)
-        # Interleaved: a burst of background load hits every client alike; the
-        # order flips every round, so no client always runs first in a round.
-        for i in range(repeats):
-            for cfg, runs in plan if i % 2 == 0 else plan[::-1]:
-                env = {**modes, "PG_BENCH_ROUND": str(i)}
-                try:
-                    runs.append(_run(_command(cfg, secs, svc.port, workloads), svc.pid, None, env))
-                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
-                    print(
-                        f"{_label(cfg)} ({cfg['shape']}) run {i + 1} failed: {e}", file=sys.stderr
-                    )
+        run_rounds(plan, repeats, secs, svc, workloads, modes)
         for cfg, runs in plan:
             if not runs:
                 missing[f"{_label(cfg)}, {cfg['shape']}"] = "every run failed (see the log)"

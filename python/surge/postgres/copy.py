@@ -21,6 +21,7 @@ from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from surge.errors import InterfaceError, RequestTimeoutError
+from surge.postgres._sqlstate import InsufficientPrivilegeError
 from surge.postgres.errors import InvalidArgumentError, PostgresError
 from surge.postgres.session import RowMode
 from surge.postgres.types import type_oid
@@ -62,7 +63,7 @@ _COLUMN_TYPES = (
 )
 #: The statement whose columns are a COPY's (see `_probed_columns`).
 PROBE = "SELECT {} FROM {} LIMIT 0"
-#: Probes that failed, remembered per connection (then forgotten all at once).
+#: Probes the role may not run, remembered per connection (then forgotten all at once).
 MAX_FAILED_PROBES = 64
 #: bytea: the COPY stream carries no type ids, so a value the server already put
 #: in its binary form goes in as raw bytes.
@@ -212,9 +213,9 @@ async def _probed_columns(
     type, as the catalog query does. Not used in a transaction (a failed probe
     would abort it), for a query the statement cache does not keep, or when a
     column's type has no binary codec here (the catalog path has what the
-    server must encode then); a probe that failed (a missing column, no SELECT
-    privilege: COPY needs INSERT only) is not tried again on this connection,
-    and the catalog path gives the error."""
+    server must encode then). A probe that failed (no such table or column)
+    leaves the error to the catalog path; one that the role may not run (no
+    SELECT privilege) is not tried again on this connection."""
     if s.tx is not None or s.codec.transaction_status != "I":
         return None
     probe = PROBE.format(", ".join(_q(c) for c in columns) if columns else "*", rel)
@@ -222,11 +223,14 @@ async def _probed_columns(
         return None
     try:
         await s.run(probe, (), RowMode.STATUS, 0, timeout)
-    except PostgresError:
+    except InsufficientPrivilegeError:
+        # COPY needs INSERT only: this role goes to the catalog from now on.
         if len(s.failed_probes) >= MAX_FAILED_PROBES:
             s.failed_probes.clear()
         s.failed_probes.add(probe)
         return None
+    except PostgresError:
+        return None  # no such table or column: the catalog path says which
     stmt = s.cache.get(probe)
     if stmt is None:
         return None

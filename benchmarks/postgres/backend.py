@@ -16,8 +16,8 @@ from the server's sockets (``ss -ti``) the TCP segments per query each way and
 how many of them carried no data (ACKs and window updates); and the client's
 own CPU per query (user + system over the whole run). ``--vs`` alternates a
 second client with the first, round by round, the order flipping each round
-(repeat it for more). A "query"
-of a write workload is one executemany (10k rows) or one COPY (100k rows).
+(repeat it for more). A "query" of a write workload is one executemany (10k
+rows) or one COPY (100k rows).
 
 Why: with one connection shared by 1000 coroutines, surge's throughput is one
 backend's: 1 / (its CPU per query) while it holds its core. A ratio to a pool

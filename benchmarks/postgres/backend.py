@@ -15,8 +15,9 @@ core) and the share of its core the backends got (CPU seconds / wall seconds);
 from the server's sockets (``ss -ti``) the TCP segments per query each way and
 how many of them carried no data (ACKs and window updates); and the client's
 own CPU per query (user + system over the whole run). ``--vs`` alternates a
-second client with the first, round by round (repeat it for more). A "query"
-of a write workload is one executemany (10k rows) or one COPY (100k rows).
+second client with the first, round by round, the order flipping each round
+(repeat it for more). A "query" of a write workload is one executemany (10k
+rows) or one COPY (100k rows).
 
 Why: with one connection shared by 1000 coroutines, surge's throughput is one
 backend's: 1 / (its CPU per query) while it holds its core. A ratio to a pool
@@ -182,8 +183,11 @@ def main(argv: list[str] | None = None) -> None:
     with services.postgres() as svc:
         suite._pin_tree(svc.pid, suite.SERVER_CORE)
         suite._psql(svc.port, suite.SETUP_SQL)
-        for _ in range(args.rounds):
-            for cfg, out in zip(cfgs, runs, strict=True):
+        for r in range(args.rounds):
+            # the clients' order flips every round, as in the suite: the first
+            # and the last of a round run on a table and a machine in other states
+            pairs = list(zip(cfgs, runs, strict=True))
+            for cfg, out in pairs[::-1] if r % 2 else pairs:
                 out.append(measure(cfg, args.workload, args.seconds, svc))
                 print(cfg["driver"], json.dumps(out[-1]), file=sys.stderr)
     for cfg, out in zip(cfgs, runs, strict=True):

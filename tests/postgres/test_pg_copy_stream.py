@@ -195,3 +195,61 @@ def test_others_wait_for_the_stream(dsn: str, arun: Callable) -> None:
             await s.close()
 
     arun(go())
+
+
+def test_column_types_followed_after_alter(dsn: str, arun: Callable) -> None:
+    """The column types of each COPY are the table's at that moment: after a
+    float8 column becomes int8 (8 bytes both: a stale type would store 7.0's
+    bits as 4619567317775286272), after a column is dropped and another added,
+    and after a change made in the transaction the COPY runs in. A missing
+    column is still an InterfaceError, and a role that may INSERT but not
+    SELECT the table can COPY into it."""
+
+    async def go() -> None:
+        s = await pg.connect(dsn)
+        try:
+            await s.execute(
+                "DROP TABLE IF EXISTS cs_t, cs_later; CREATE TABLE cs_t (a int, b float8)"
+            )
+            for _ in range(2):  # the second COPY runs on what the first left cached
+                await s.copy_records_to_table("cs_t", records=[(1, 1.5)])
+            await s.execute("ALTER TABLE cs_t ALTER COLUMN b TYPE int8 USING b::int8")
+            await s.copy_records_to_table("cs_t", records=[(2, 7)])
+            await s.copy_records_to_table("cs_t", records=[(3, 8)], columns=["a", "b"])
+            assert await s.fetch("SELECT a, b FROM cs_t WHERE a > 1 ORDER BY a") == [(2, 7), (3, 8)]
+            # the types came from the probes, not from the catalog
+            for cols in ("*", '"a", "b"'):
+                assert s._session.cache.get(pg_copy.PROBE.format(cols, '"cs_t"')) is not None
+            await s.execute("ALTER TABLE cs_t DROP COLUMN b; ALTER TABLE cs_t ADD COLUMN c text")
+            assert await s.copy_records_to_table("cs_t", records=[(4, "four")]) == "COPY 1"
+            assert await s.fetchval("SELECT c FROM cs_t WHERE a = 4") == "four"
+            async with s.transaction():
+                await s.execute("ALTER TABLE cs_t ALTER COLUMN a TYPE int8")
+                await s.copy_records_to_table("cs_t", records=[(2**40, "big")])
+            assert await s.fetchval("SELECT c FROM cs_t WHERE a = $1", 2**40) == "big"
+            with pytest.raises(pg.InterfaceError, match="no column"):
+                await s.copy_records_to_table("cs_t", records=[(5,)], columns=["nope"])
+            with pytest.raises(pg.UndefinedTableError):
+                await s.copy_records_to_table("cs_later", records=[(1,)])
+            await s.execute("CREATE TABLE cs_later (a int)")
+            assert await s.copy_records_to_table("cs_later", records=[(1,)]) == "COPY 1"
+            assert s._session.cache.get(pg_copy.PROBE.format("*", '"cs_later"')) is not None
+            assert await s.copy_records_to_table("cs_t", records=[(5, "5")]) == "COPY 1"
+            await s.execute(
+                "DROP ROLE IF EXISTS cs_writer; CREATE ROLE cs_writer LOGIN;"
+                " GRANT INSERT ON cs_t TO cs_writer"
+            )
+            w = await pg.connect(dsn, user="cs_writer")
+            try:
+                for i in (6, 7):
+                    status = await w.copy_records_to_table("cs_t", records=[(i, "w")])
+                    assert status == "COPY 1"
+                assert len(w._session.failed_probes) == 1  # not tried again
+            finally:
+                await w.close()
+            assert await s.fetchval("SELECT count(*) FROM cs_t WHERE c = 'w'") == 2
+        finally:
+            await s.execute("DROP TABLE IF EXISTS cs_t, cs_later; DROP ROLE IF EXISTS cs_writer")
+            await s.close()
+
+    arun(go())

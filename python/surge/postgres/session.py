@@ -174,6 +174,8 @@ class Session:
         #: COPYs under way here, from their catalog lookup on (a pool sends the
         #: next one elsewhere).
         self.copies = 0
+        #: COPY column probes this role may not run (see `surge.postgres.copy`).
+        self.failed_probes: set[str] = set()
 
     # -- sending ------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::PyTraverseError;
 use std::cell::Cell;
 use std::ffi::CStr;
@@ -37,7 +36,7 @@ unsafe impl Send for Field {}
 unsafe impl Sync for Field {}
 
 impl Field {
-    const fn empty() -> Self {
+    pub const fn empty() -> Self {
         Field(Cell::new(std::ptr::null_mut()))
     }
 
@@ -71,13 +70,13 @@ impl Field {
         unsafe { ffi::Py_XDECREF(old) };
     }
 
-    fn clear(&self) {
+    pub fn clear(&self) {
         let old = self.0.replace(std::ptr::null_mut());
         // SAFETY: as in `set`; only called from the GC and dealloc, GIL held.
         unsafe { ffi::Py_XDECREF(old) };
     }
 
-    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+    pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         if self.0.get().is_null() {
             return Ok(());
         }
@@ -99,92 +98,128 @@ impl Drop for Field {
     }
 }
 
-/// The fields and the attribute names Python knows them by: one table.
-macro_rules! engine_fields {
-    ($($field:ident => $name:literal),* $(,)?) => {
-        /// The engine's hot state (see the module's docs).
+/// A native base class whose fields are slots (see the module's docs).
+pub trait SlotClass: pyo3::PyClass + Sized {
+    /// The attribute names, in field order.
+    const NAMES: &'static [&'static CStr];
+    /// Every field unset.
+    fn empty() -> Self;
+    /// The fields, in `NAMES`' order.
+    fn slots(&self) -> Vec<&Field>;
+}
+
+/// A class of slots: its fields and the attribute names Python knows them by,
+/// one table; `new`, `__traverse__` and `__clear__` come with it.
+macro_rules! slot_class {
+    ($(#[$doc:meta])* $class:ident { $($field:ident => $name:literal),* $(,)? }) => {
+        $(#[$doc])*
         #[pyclass(frozen, subclass, module = "surge._core")]
-        pub struct EngineState {
-            $(pub $field: Field,)*
+        pub struct $class {
+            $(pub $field: $crate::engine_state::Field,)*
         }
 
-        impl EngineState {
-            const NAMES: &'static [&'static CStr] = &[$($name,)*];
+        impl $crate::engine_state::SlotClass for $class {
+            const NAMES: &'static [&'static std::ffi::CStr] = &[$($name,)*];
 
             fn empty() -> Self {
-                EngineState { $($field: Field::empty(),)* }
+                $class { $($field: $crate::engine_state::Field::empty(),)* }
             }
 
-            fn fields(&self) -> [&Field; Self::NAMES.len()] {
-                [$(&self.$field,)*]
+            fn slots(&self) -> Vec<&$crate::engine_state::Field> {
+                vec![$(&self.$field,)*]
+            }
+        }
+
+        #[pymethods]
+        impl $class {
+            /// Every field unset; the subclass's ``__init__`` (which takes the
+            /// arguments) sets them.
+            #[new]
+            #[pyo3(signature = (*_args, **_kwargs))]
+            fn new(
+                _args: &Bound<'_, pyo3::types::PyTuple>,
+                _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+            ) -> Self {
+                <Self as $crate::engine_state::SlotClass>::empty()
+            }
+
+            fn __traverse__(
+                &self,
+                visit: pyo3::gc::PyVisit<'_>,
+            ) -> Result<(), pyo3::PyTraverseError> {
+                $crate::engine_state::traverse_all(self, &visit)
+            }
+
+            fn __clear__(&self) {
+                $crate::engine_state::clear_all(self);
             }
         }
     };
 }
+pub(crate) use slot_class;
 
-engine_fields! {
-    ready => c"_ready",
-    paused => c"_paused",
-    pending => c"_pending",
-    tbuf => c"_tbuf",
-    event_loop => c"_loop",
-    flush_scheduled => c"_flush_scheduled",
-    early => c"_early",
-    protocol => c"_protocol",
-    transport => c"_transport",
-    rx_at => c"_rx_at",
-    deadline_of => c"_deadline_of",
-    on_batch => c"_on_batch",
-    drain_waiter => c"_drain_waiter",
-    waiters => c"_waiters",
-    spinning => c"_spinning",
-    spin_read => c"_spin_read",
+/// For a slot class's `__traverse__`.
+pub fn traverse_all<T: SlotClass>(obj: &T, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+    for f in obj.slots() {
+        f.traverse(visit)?;
+    }
+    Ok(())
 }
 
-#[pymethods]
-impl EngineState {
-    /// Every field unset; the subclass's ``__init__`` (which takes the
-    /// arguments) sets them.
-    #[new]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        EngineState::empty()
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        for f in self.fields() {
-            f.traverse(&visit)?;
-        }
-        Ok(())
-    }
-
-    fn __clear__(&self) {
-        for f in self.fields() {
-            f.clear();
-        }
+/// For a slot class's `__clear__`.
+pub fn clear_all<T: SlotClass>(obj: &T) {
+    for f in obj.slots() {
+        f.clear();
     }
 }
 
-/// Gives `EngineState` a writable member descriptor per field (pyo3 makes
+slot_class! {
+    /// The engine's hot state (see the module's docs).
+    EngineState {
+        ready => c"_ready",
+        paused => c"_paused",
+        pending => c"_pending",
+        tbuf => c"_tbuf",
+        event_loop => c"_loop",
+        flush_scheduled => c"_flush_scheduled",
+        early => c"_early",
+        protocol => c"_protocol",
+        transport => c"_transport",
+        rx_at => c"_rx_at",
+        deadline_of => c"_deadline_of",
+        on_batch => c"_on_batch",
+        drain_waiter => c"_drain_waiter",
+        waiters => c"_waiters",
+        spinning => c"_spinning",
+        spin_read => c"_spin_read",
+    }
+}
+
+/// Gives slot class `T` a writable member descriptor per field (pyo3 makes
 /// read-only ones only), at the offset the field has in an instance: measured
 /// on one, so it is whatever pyo3's layout is. Called once, at module init.
-pub fn install_members(py: Python<'_>, ty: &Bound<'_, PyType>) -> PyResult<()> {
-    let probe = Bound::new(py, EngineState::empty())?;
+pub fn install_members<T: SlotClass>(py: Python<'_>) -> PyResult<()>
+where
+    T: Into<pyo3::PyClassInitializer<T>>,
+{
+    let ty = py.get_type::<T>();
+    let probe = Bound::new(py, T::empty())?;
     let base = probe.as_ptr() as usize;
-    for (name, field) in EngineState::NAMES.iter().zip(probe.get().fields()) {
+    let fields = probe.borrow();
+    for (name, field) in T::NAMES.iter().zip(fields.slots()) {
         let offset = field as *const Field as usize - base;
         // The descriptor keeps a pointer to its definition: made once and kept.
         let def = Box::leak(Box::new(ffi::PyMemberDef {
             name: name.as_ptr(),
             type_code: ffi::Py_T_OBJECT_EX,
             offset: ffi::Py_ssize_t::try_from(offset)
-                .map_err(|_| PyTypeError::new_err("EngineState field offset"))?,
+                .map_err(|_| PyTypeError::new_err("slot offset out of range"))?,
             flags: 0,
             doc: std::ptr::null(),
         }));
-        // SAFETY: `ty` is EngineState's type object; `def` lives forever and
-        // describes a `*mut PyObject` field (`Field` is transparent over one)
-        // at `offset` in every instance of it and of its subclasses.
+        // SAFETY: `ty` is T's type object; `def` lives forever and describes a
+        // `*mut PyObject` field (`Field` is transparent over one) at `offset`
+        // in every instance of T and of its subclasses.
         let descr = unsafe {
             Bound::from_owned_ptr_or_err(
                 py,

@@ -110,7 +110,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The drivers' shared engine: its native read path.
     m.add_class::<engine_reader::EngineReader>()?;
     m.add_class::<engine_state::EngineState>()?;
-    engine_state::install_members(py, &py.get_type::<engine_state::EngineState>())?;
+    engine_state::install_members::<engine_state::EngineState>(py)?;
     m.add_class::<engine_reader::ReadSlot>()?;
 
     // Redis.
@@ -124,6 +124,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Tarantool.
     m.add_class::<tarantool::IprotoCodec>()?;
     m.add_class::<tarantool::IprotoLane>()?;
+    m.add_class::<tarantool::IprotoConnState>()?;
+    engine_state::install_members::<tarantool::IprotoConnState>(py)?;
     m.add_class::<tarantool::Tuple>()?;
     m.add("TarantoolResponse", tarantool::response_type(py)?)?;
     m.add(

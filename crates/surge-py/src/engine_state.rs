@@ -99,7 +99,7 @@ impl Drop for Field {
 }
 
 /// A native base class whose fields are slots (see the module's docs).
-pub trait SlotClass: pyo3::PyClass + Sized {
+pub trait SlotClass: pyo3::PyClass + Into<pyo3::PyClassInitializer<Self>> + Sized {
     /// The attribute names, in field order.
     const NAMES: &'static [&'static CStr];
     /// Every field unset.
@@ -198,10 +198,7 @@ slot_class! {
 /// Gives slot class `T` a writable member descriptor per field (pyo3 makes
 /// read-only ones only), at the offset the field has in an instance: measured
 /// on one, so it is whatever pyo3's layout is. Called once, at module init.
-pub fn install_members<T: SlotClass>(py: Python<'_>) -> PyResult<()>
-where
-    T: Into<pyo3::PyClassInitializer<T>>,
-{
+pub fn install_members<T: SlotClass>(py: Python<'_>) -> PyResult<()> {
     let ty = py.get_type::<T>();
     let probe = Bound::new(py, T::empty())?;
     let base = probe.as_ptr() as usize;

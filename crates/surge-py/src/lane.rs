@@ -101,51 +101,28 @@ pub struct Admitted<'py> {
 enum FutureMaker {
     /// The loop's own `create_future`.
     Call(PyObject),
-    /// `asyncio.Future(loop=loop)`: what the `create_future` of asyncio's
-    /// loops and of uvloop's does, without their frame (Python's on asyncio,
-    /// Cython's on uvloop: a tenth of the lane's cost per request on asyncio,
-    /// ~550 of uvloop's ~13k instructions per Redis command). Made as
-    /// ``Future()`` when the running loop is that loop (a request is made from
-    /// a coroutine on it): the same future (a Future with no loop takes the
-    /// running one), without the keywords' parsing (~250 instructions of a
-    /// Tarantool request's ~20k); with the keywords, made once, otherwise.
-    Future {
-        future: PyObject,
-        kw: Py<PyDict>,
-        /// `asyncio._get_running_loop`.
-        running: PyObject,
-    },
+    /// `asyncio.Future(loop=loop)` with its keywords made once: what the
+    /// `create_future` of asyncio's loops and of uvloop's does, without their
+    /// frame (Python's on asyncio, Cython's on uvloop: a tenth of the lane's
+    /// cost per request on asyncio, ~550 of uvloop's ~13k instructions per
+    /// Redis command) and without a keywords dict per call.
+    Future(PyObject, Py<PyDict>),
 }
 
 impl FutureMaker {
-    fn make(&self, py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    fn make(&self, py: Python<'_>) -> PyResult<PyObject> {
         match self {
             FutureMaker::Call(c) => c.call0(py),
-            FutureMaker::Future {
-                future,
-                kw,
-                running,
-            } => {
-                if running.bind(py).call0()?.is(event_loop) {
-                    future.call0(py)
-                } else {
-                    future.call(py, (), Some(kw.bind(py)))
-                }
-            }
+            FutureMaker::Future(t, kw) => t.call(py, (), Some(kw.bind(py))),
         }
     }
 
     fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             FutureMaker::Call(c) => visit.call(c),
-            FutureMaker::Future {
-                future,
-                kw,
-                running,
-            } => {
-                visit.call(future)?;
-                visit.call(kw)?;
-                visit.call(running)
+            FutureMaker::Future(t, kw) => {
+                visit.call(t)?;
+                visit.call(kw)
             }
         }
     }
@@ -184,14 +161,12 @@ fn future_factory(event_loop: &Bound<'_, PyAny>) -> PyResult<FutureMaker> {
         let create = event_loop.getattr(intern!(py, "create_future"))?;
         return Ok(FutureMaker::Call(create.unbind()));
     }
-    let asyncio = py.import(intern!(py, "asyncio"))?;
+    let future = py
+        .import(intern!(py, "asyncio"))?
+        .getattr(intern!(py, "Future"))?;
     let kw = PyDict::new(py);
     kw.set_item(intern!(py, "loop"), event_loop)?;
-    Ok(FutureMaker::Future {
-        future: asyncio.getattr(intern!(py, "Future"))?.unbind(),
-        kw: kw.unbind(),
-        running: asyncio.getattr(intern!(py, "_get_running_loop"))?.unbind(),
-    })
+    Ok(FutureMaker::Future(future.unbind(), kw.unbind()))
 }
 
 /// A keyword argument as the caller gave it: left out, or a value, None
@@ -395,10 +370,10 @@ impl EngineLane {
             early,
         } = admitted;
         let fut = match &self.futures {
-            Some((l, maker)) if l.bind(py).is(&event_loop) => maker.make(py, &event_loop)?,
+            Some((l, maker)) if l.bind(py).is(&event_loop) => maker.make(py)?,
             _ => {
                 let maker = future_factory(&event_loop)?;
-                let fut = maker.make(py, &event_loop)?;
+                let fut = maker.make(py)?;
                 self.futures = Some((event_loop.clone().unbind(), maker));
                 fut
             }

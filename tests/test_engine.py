@@ -161,3 +161,26 @@ def test_lost_connection_fails_everything_at_once(redis_svc, arun):
         await killer.close()
 
     arun(main())
+
+
+def test_engine_state_slots_are_collected_in_cycles():
+    """The engine's per-request state lives in native slots (`EngineState`); the
+    garbage collector must see through them: an engine kept alive only by a cycle
+    through a slot (a pending future whose callback holds the engine) is freed."""
+    import gc
+    import weakref
+
+    loop = asyncio.new_event_loop()
+    try:
+        conn = PipelinedConnection("127.0.0.1", 1, RespCodec())
+        fut = loop.create_future()
+        fut.add_done_callback(lambda f, c=conn: c)
+        conn._pending[1] = fut
+        conn._loop = loop
+        assert "_pending" not in vars(conn) and conn._pending[1] is fut
+        gone = weakref.ref(conn)
+        del conn, fut
+        gc.collect()
+        assert gone() is None
+    finally:
+        loop.close()

@@ -616,6 +616,12 @@ class IprotoCodec:
     def rollback(self, stream_id: int) -> int: ...
     def watch(self, event_key: str, watch: bool = True) -> int: ...
 
+class IprotoConnState:
+    """The base of `surge.tarantool.Connection`: ``_names`` and ``_tx_open`` in
+    native slots, read by `IprotoLane` without a dict lookup."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
+
 @final
 class IprotoLane:
     def __new__(
@@ -671,6 +677,13 @@ def msgpack_unpackb(data: bytes) -> Any: ...
 # -- Redis (RESP2/RESP3) ---------------------------------------------------------
 
 class RespProtocolError(Exception): ...
+
+class EngineState:
+    """The base of `surge.engine.PipelinedConnection`: the state read per request
+    and per read (``_ready``, ``_pending``, ``_flush_scheduled``, ...) in native
+    slots, which the lanes and `EngineReader` read as fields."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
 
 @final
 class EngineReader:

@@ -101,7 +101,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from surge._core import EngineReader
+from surge._core import EngineReader, EngineState
 from surge.endpoint import Endpoint, NativeTlsTransport, Upgradable, connect_error, start_tls
 from surge.endpoint import Tls as Tls  # re-exported: drivers build endpoints from here
 from surge.errors import (
@@ -530,8 +530,13 @@ class _NativeReadProtocol(_EngineEvents, asyncio.BufferedProtocol):
         self._engine._on_lost(self, exc)
 
 
-class PipelinedConnection:
-    """One pipelined connection shared by any number of coroutines."""
+class PipelinedConnection(EngineState):
+    """One pipelined connection shared by any number of coroutines.
+
+    The state read per request and per read (``_ready``, ``_pending``,
+    ``_flush_scheduled``, ...) lives in `EngineState`'s slots, where the native
+    lanes and reader reach it without a dict lookup; Python sees plain attributes.
+    """
 
     def __init__(
         self,

@@ -151,6 +151,35 @@ def test_lane_keeps_the_engines_flush_rules(tnt, arun):
     arun(main())
 
 
+def test_lane_sees_the_engine_state_python_sets(tnt, arun):
+    """The state the lane reads per request lives in native slots (the engine's
+    `EngineState` base, the connection's `IprotoConnState`), one copy: what the
+    Python side sets (writing paused by the transport, here) shuts the lane's
+    gate at once, and the instance dicts hold no second copy that could drift."""
+
+    async def main():
+        c = st.connect(f"{tnt.host}:{tnt.port}")
+        try:
+            await c.eval("box.space.sorted:truncate()")
+            e = c.engine
+            slots = {"_ready", "_paused", "_pending", "_flush_scheduled", "_loop", "_tbuf"}
+            assert not slots & set(vars(e))
+            assert not {"_names", "_tx_open"} & set(vars(c))
+            sent = e.stats["requests"]
+            e._protocol.pause_writing()
+            assert e._paused is True
+            held = asyncio.ensure_future(c.insert("sorted", (1, "x", 1)))
+            await asyncio.sleep(0.05)
+            assert not held.done() and e.stats["requests"] == sent  # the lane did not send it
+            e._protocol.resume_writing()
+            assert [tuple(t) for t in await held] == [(1, "x", 1)]
+            assert e.stats["requests"] == sent + 1
+        finally:
+            await c.close()
+
+    arun(main())
+
+
 def test_explicit_none_index_and_offset_refused_like_asynctnt(tnt, arun):
     """index=None and offset=None raise TypeError at the call, as asynctnt's do,
     on the lane, on the Python path and before connecting; nothing is sent."""

@@ -49,12 +49,13 @@ use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict};
 use pyo3::{ffi, PyTraverseError};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::engine_state::EngineState;
 use crate::lane::is_true;
 use crate::tls_client::TlsClientSession;
 use crate::wire::{feed_resolve, EngineTables, ReplyParser, Resolved};
@@ -180,7 +181,9 @@ struct Pacing {
 #[pyclass(module = "surge._core")]
 pub struct EngineReader {
     engine: PyObject,
-    /// The engine's instance dict.
+    /// The engine's slots: the state a read works on.
+    core: Py<EngineState>,
+    /// The engine's instance dict (the rest of its state).
     state: Py<PyDict>,
     /// The protocol this reader serves (stale once the engine has another).
     protocol: PyObject,
@@ -262,7 +265,7 @@ impl EngineReader {
 
     /// Replies due on the engine (its pending table's size).
     fn due(&self, py: Python<'_>) -> PyResult<usize> {
-        match self.state.bind(py).get_item(intern!(py, "_pending"))? {
+        match self.core.get().pending.get(py) {
             Some(pending) => pending.len(),
             None => Ok(0),
         }
@@ -280,8 +283,10 @@ impl EngineReader {
             return Ok(());
         }
         let st = self.state.bind(py);
-        if !st
-            .get_item(intern!(py, "_protocol"))?
+        let core = self.core.get();
+        if !core
+            .protocol
+            .get(py)
             .is_some_and(|proto| proto.is(&self.protocol))
         {
             return Ok(());
@@ -289,7 +294,7 @@ impl EngineReader {
         let Some(transport) = self.open_transport(py)? else {
             return Ok(());
         };
-        let Some(event_loop) = st.get_item(intern!(py, "_loop"))?.filter(|l| !l.is_none()) else {
+        let Some(event_loop) = core.event_loop.get(py).filter(|l| !l.is_none()) else {
             return Ok(());
         };
         transport.call_method0(intern!(py, "pause_reading"))?;
@@ -324,27 +329,23 @@ impl EngineReader {
     /// One read's bytes through the engine's read path.
     fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<()> {
         let st = self.state.bind(py);
+        let core = self.core.get();
         let engine = self.engine.bind(py);
-        let item = |key: &Bound<'py, PyString>| st.get_item(key);
-        if !item(intern!(py, "_protocol"))?.is_some_and(|p| p.is(&self.protocol)) {
+        if !core.protocol.get(py).is_some_and(|p| p.is(&self.protocol)) {
             return Ok(()); // a protocol left behind: never the next codec's bytes
         }
         if st.contains(intern!(py, "_on_data"))? {
             engine.call_method1(intern!(py, "_on_data"), (PyBytes::new(py, data),))?;
             return Ok(());
         }
-        let Some(event_loop) = item(intern!(py, "_loop"))?.filter(|l| !l.is_none()) else {
+        let Some(event_loop) = core.event_loop.get(py).filter(|l| !l.is_none()) else {
             engine.call_method1(intern!(py, "_on_data"), (PyBytes::new(py, data),))?;
             return Ok(());
         };
-        st.set_item(
-            intern!(py, "_rx_at"),
-            event_loop.call_method0(intern!(py, "time"))?,
-        )?;
-        let (Some(pending), Some(deadlines)) = (
-            item(intern!(py, "_pending"))?,
-            item(intern!(py, "_deadline_of"))?,
-        ) else {
+        core.rx_at
+            .set(&event_loop.call_method0(intern!(py, "time"))?);
+        let (Some(pending), Some(deadlines)) = (core.pending.get(py), core.deadline_of.get(py))
+        else {
             return Err(PyTypeError::new_err("the engine has no pending table"));
         };
         let tables = EngineTables {
@@ -367,34 +368,34 @@ impl EngineReader {
         let n = resolved;
         if n > 1 {
             let early = (n >> 1).max(self.early_min).min(self.early_max);
-            st.set_item(intern!(py, "_early"), early)?;
+            core.early.set(early.into_pyobject(py)?.as_any());
         }
-        if n > 0 && !is_true(py, item(intern!(py, "_flush_scheduled"))?) {
-            st.set_item(intern!(py, "_flush_scheduled"), true)?;
+        if n > 0 && !core.flush_scheduled.is_true(py) {
+            core.flush_scheduled.set(PyBool::new(py, true).as_any());
             event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
         }
-        if item(intern!(py, "_tbuf"))?.map_or(Ok(false), |t| t.is_truthy())? {
-            if let Some(t) = item(intern!(py, "_transport"))?.filter(|t| !t.is_none()) {
+        if core.tbuf.truthy(py)? {
+            if let Some(t) = core.transport.get(py).filter(|t| !t.is_none()) {
                 let size = t.call_method0(intern!(py, "get_write_buffer_size"))?;
-                st.set_item(intern!(py, "_tbuf"), size)?;
+                core.tbuf.set(&size);
             }
         }
         if self.codec.batch_hook_due(py) {
-            if let Some(hook) = item(intern!(py, "_on_batch"))?.filter(|h| !h.is_none()) {
+            if let Some(hook) = core.on_batch.get(py).filter(|h| !h.is_none()) {
                 hook.call0()?;
             }
         }
-        if item(intern!(py, "_drain_waiter"))?.is_some_and(|w| !w.is_none()) {
+        if core.drain_waiter.get(py).is_some_and(|w| !w.is_none()) {
             engine.call_method0(intern!(py, "check_drained"))?;
         }
-        if item(intern!(py, "_waiters"))?.map_or(Ok(false), |w| w.is_truthy())? {
+        if core.waiters.truthy(py)? {
             engine.call_method0(intern!(py, "_wake_waiters"))?;
         }
         // Busy polling (`surge.engine.SPIN_WINDOW`): the read tells a running poll
         // that bytes came, and starts one when replies are still due (the rest of
         // a reply that comes in pieces).
-        if is_true(py, item(intern!(py, "_spinning"))?) {
-            st.set_item(intern!(py, "_spin_read"), true)?;
+        if core.spinning.is_true(py) {
+            core.spin_read.set(PyBool::new(py, true).as_any());
         } else if pending.is_truthy()? {
             engine.call_method0(intern!(py, "_poll_read"))?;
         }
@@ -421,7 +422,9 @@ impl EngineReader {
             .getattr(intern!(py, "__dict__"))?
             .downcast_into::<PyDict>()
             .map_err(|_| PyTypeError::new_err("the engine has no instance dict"))?;
+        let core = engine.downcast::<EngineState>()?.clone().unbind();
         Ok(EngineReader {
+            core,
             flush: engine.getattr(intern!(py, "_flush"))?.unbind(),
             engine: engine.unbind(),
             state: state.unbind(),
@@ -560,6 +563,7 @@ impl EngineReader {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.engine)?;
+        visit.call(&self.core)?;
         visit.call(&self.state)?;
         visit.call(&self.protocol)?;
         visit.call(self.codec.object())?;

@@ -9,8 +9,9 @@
 //! method and the codec (the method, its helpers, the engine's `request`) were a
 //! fifth of a Redis command's and a quarter of a Tarantool request's.
 //!
-//! The lane reads the engine's own state from its instance dict, so the engine
-//! stays the one owner of that state: the same gate (connected, not paused, under
+//! The lane reads the engine's own state (its `EngineState` slots for what is
+//! read per request, its instance dict for the limits), so the engine stays the
+//! one owner of that state: the same gate (connected, not paused, under
 //! the in-flight and byte limits, no per-request timeout; the limits, the timeout
 //! and the early-flush counts are read once per flushed batch, with the batch's
 //! first request), the flush scheduled once per loop iteration with
@@ -25,6 +26,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 use pyo3::PyTraverseError;
+
+use crate::engine_state::EngineState;
 
 /// The engine's public limits, read with the first request after each flush (a
 /// change takes effect from the next batch) rather than three lookups per call.
@@ -48,7 +51,12 @@ pub enum Early {
 }
 
 impl Knobs {
-    fn read(py: Python<'_>, st: &Bound<'_, PyDict>, early: Early) -> PyResult<Self> {
+    fn read(
+        py: Python<'_>,
+        st: &Bound<'_, PyDict>,
+        core: &EngineState,
+        early: Early,
+    ) -> PyResult<Self> {
         let limit = |key: &Bound<'_, PyString>| -> PyResult<usize> {
             match st.get_item(key)? {
                 Some(v) => v.extract(),
@@ -63,7 +71,10 @@ impl Knobs {
                 .is_some_and(|v| v.is_none()),
             early: match early {
                 Early::Fixed(n) => n,
-                Early::Engine => limit(intern!(py, "_early"))?,
+                Early::Engine => match core.early.get(py) {
+                    Some(v) => v.extract()?,
+                    None => 0,
+                },
             },
         })
     }
@@ -250,7 +261,9 @@ pub struct EngineLane {
     engine: PyObject,
     /// The engine's bound `_flush`, made once (scheduled or called per batch).
     flush: PyObject,
-    /// The engine's instance dict: its state, read per call without a getattr.
+    /// The engine's slots: the state read per request.
+    core: Py<EngineState>,
+    /// The engine's instance dict: its limits, read once per batch.
     state: Py<PyDict>,
     /// Requests sent through this lane, by encoder (see `LaneCounts`).
     sent: Py<LaneCounts>,
@@ -270,6 +283,7 @@ impl EngineLane {
             .getattr(intern!(py, "__dict__"))?
             .downcast_into::<PyDict>()
             .map_err(|_| PyTypeError::new_err("the engine has no instance dict"))?;
+        let core = engine.downcast::<EngineState>()?.clone().unbind();
         let sent = Py::new(py, LaneCounts { counts: Vec::new() })?;
         engine
             .getattr(intern!(py, "_lane_sent"))?
@@ -277,6 +291,7 @@ impl EngineLane {
         Ok(EngineLane {
             flush: engine.getattr(intern!(py, "_flush"))?.unbind(),
             engine: engine.unbind(),
+            core,
             state: state.unbind(),
             sent,
             flush_size,
@@ -295,16 +310,14 @@ impl EngineLane {
         py: Python<'py>,
         buffered: Buffered,
     ) -> PyResult<Option<Admitted<'py>>> {
-        let st = self.state.bind(py);
-        let item = |key: &Bound<'py, PyString>| st.get_item(key);
-        if !is_true(py, item(intern!(py, "_ready"))?) || is_true(py, item(intern!(py, "_paused"))?)
-        {
+        let core = self.core.get();
+        if !core.ready.is_true(py) || core.paused.is_true(py) {
             return Ok(None);
         }
         let knobs = match self.knobs {
             Some(k) if buffered.requests > 0 => k,
             _ => {
-                let k = Knobs::read(py, st, self.early)?;
+                let k = Knobs::read(py, self.state.bind(py), core, self.early)?;
                 self.knobs = Some(k);
                 k
             }
@@ -312,7 +325,7 @@ impl EngineLane {
         if !knobs.untimed {
             return Ok(None);
         }
-        let Some(pending) = item(intern!(py, "_pending"))? else {
+        let Some(pending) = core.pending.get(py) else {
             return Ok(None);
         };
         let pending = pending.downcast_into::<PyDict>()?;
@@ -320,14 +333,14 @@ impl EngineLane {
         if in_flight >= knobs.max_in_flight {
             return Ok(None);
         }
-        let tbuf: usize = match item(intern!(py, "_tbuf"))? {
+        let tbuf: usize = match core.tbuf.get(py) {
             Some(v) => v.extract()?,
             None => 0,
         };
         if buffered.bytes + tbuf >= knobs.max_bytes {
             return Ok(None);
         }
-        let Some(event_loop) = item(intern!(py, "_loop"))? else {
+        let Some(event_loop) = core.event_loop.get(py) else {
             return Ok(None);
         };
         Ok(Some(Admitted {
@@ -373,13 +386,13 @@ impl EngineLane {
                 None => sent.counts.push((key.clone_ref(py), 1)),
             }
         }
-        let st = self.state.bind(py);
+        let core = self.core.get();
         let encoded = buffered.requests + 1;
         // Requests sent whose replies were not read yet: the pending ones less
         // those still in the buffer.
         let on_wire = (in_flight + 1).saturating_sub(encoded);
-        if !is_true(py, st.get_item(intern!(py, "_flush_scheduled"))?) {
-            st.set_item(intern!(py, "_flush_scheduled"), true)?;
+        if !core.flush_scheduled.is_true(py) {
+            core.flush_scheduled.set(PyBool::new(py, true).as_any());
             event_loop.call_method1(intern!(py, "call_soon"), (&self.flush,))?;
         } else if buffered.bytes >= self.flush_size || (encoded == early && on_wire == 0) {
             self.flush.call0(py)?;
@@ -391,6 +404,7 @@ impl EngineLane {
     pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.engine)?;
         visit.call(&self.flush)?;
+        visit.call(&self.core)?;
         visit.call(&self.state)?;
         visit.call(&self.sent)?;
         if let Some((l, maker)) = &self.futures {

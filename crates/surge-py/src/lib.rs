@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod call;
 mod engine_reader;
+mod engine_state;
 mod ffi_type;
 mod http;
 mod lane;
@@ -108,6 +109,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     // The drivers' shared engine: its native read path.
     m.add_class::<engine_reader::EngineReader>()?;
+    m.add_class::<engine_state::EngineState>()?;
+    engine_state::install_members::<engine_state::EngineState>(py)?;
     m.add_class::<engine_reader::ReadSlot>()?;
 
     // Redis.
@@ -121,6 +124,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Tarantool.
     m.add_class::<tarantool::IprotoCodec>()?;
     m.add_class::<tarantool::IprotoLane>()?;
+    m.add_class::<tarantool::IprotoConnState>()?;
+    engine_state::install_members::<tarantool::IprotoConnState>(py)?;
     m.add_class::<tarantool::Tuple>()?;
     m.add("TarantoolResponse", tarantool::response_type(py)?)?;
     m.add(

@@ -27,7 +27,7 @@ import types
 from collections.abc import Awaitable, Generator, Mapping, Sequence
 from typing import Any
 
-from surge._core import IprotoCodec, IprotoLane
+from surge._core import IprotoCodec, IprotoConnState, IprotoLane
 from surge.engine import (
     _DEFAULT,  # the engine's "use request_timeout"
     DEFAULT_CONNECT_TIMEOUT,
@@ -100,7 +100,7 @@ def _key(key: Any) -> Any:
     return (key,)
 
 
-class Connection(AsynctntNames):
+class Connection(AsynctntNames, IprotoConnState):
     """A Tarantool connection; made outside a loop, it connects on first use.
 
     Request methods return awaitables. Bad input (a value MessagePack cannot hold)

@@ -24,7 +24,18 @@ use pyo3::types::{PyDict, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::codec::IprotoCodec;
+use crate::engine_state::slot_class;
 use crate::lane::{native_or_fallback, Early, EngineLane, Given};
+
+slot_class! {
+    /// The base class of `surge.tarantool.Connection`: the state every lane
+    /// call reads (`crate::engine_state`'s slots: two field loads rather than
+    /// two lookups in the connection's instance dict, ~270 instructions).
+    IprotoConnState {
+        names => c"_names",
+        tx_open => c"_tx_open",
+    }
+}
 
 /// select's limit when none is given (`surge.tarantool.connection.MAX_LIMIT`).
 const MAX_LIMIT: u64 = 0xFFFF_FFFF;
@@ -76,8 +87,8 @@ enum Op {
 pub struct IprotoLane {
     codec: Py<IprotoCodec>,
     lane: EngineLane,
-    /// The connection's instance dict (`_names`, `_tx_open`).
-    conn: Py<PyDict>,
+    /// The connection's slots (`_names`, `_tx_open`).
+    conn: Py<IprotoConnState>,
     /// The keys the engine counts requests under (the codec's bound methods):
     /// select, insert (and replace), update, upsert, delete.
     key_select: PyObject,
@@ -155,14 +166,11 @@ impl IprotoLane {
         if !space.is_instance_of::<PyString>() {
             return Ok(None);
         }
-        let conn = self.conn.bind(py);
-        if conn
-            .get_item(intern!(py, "_tx_open"))?
-            .map_or(Ok(true), |t| t.is_truthy())?
-        {
+        let conn = self.conn.get();
+        if conn.tx_open.get(py).map_or(Ok(true), |t| t.is_truthy())? {
             return Ok(None);
         }
-        let Some(table) = conn.get_item(intern!(py, "_names"))? else {
+        let Some(table) = conn.names.get(py) else {
             return Ok(None);
         };
         if let Some(last) = &self.last {
@@ -270,10 +278,7 @@ impl IprotoLane {
         fallback_delete: PyObject,
         flush_size: usize,
     ) -> PyResult<Self> {
-        let conn = connection
-            .getattr(intern!(py, "__dict__"))?
-            .downcast_into::<PyDict>()?
-            .unbind();
+        let conn = connection.downcast_into::<IprotoConnState>()?.unbind();
         let key = |name: &Bound<'_, PyString>| codec.getattr(name).map(Bound::unbind);
         Ok(IprotoLane {
             key_select: key(intern!(py, "select"))?,

@@ -9,6 +9,6 @@ mod tuple;
 mod unpack;
 
 pub(crate) use codec::{msgpack_packb, msgpack_unpackb, IprotoCodec, IprotoProtocolError};
-pub(crate) use lane::IprotoLane;
+pub(crate) use lane::{IprotoConnState, IprotoLane};
 pub(crate) use response::response_type;
 pub(crate) use tuple::Tuple;

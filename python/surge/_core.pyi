@@ -608,6 +608,7 @@ class IprotoCodec:
         stream_id: int = 0,
     ) -> int: ...
     def call(self, function: str, args: Any, stream_id: int = 0) -> int: ...
+    def call16(self, function: str, args: Any, stream_id: int = 0) -> int: ...
     def eval(self, expr: str, args: Any, stream_id: int = 0) -> int: ...
     def execute(self, query: str | int, params: Any, stream_id: int = 0) -> int: ...
     def prepare(self, sql: str, stream_id: int = 0) -> int: ...
@@ -642,19 +643,28 @@ class IprotoLane:
         iterator: int | str | None = None,
         timeout: float | None = None,
     ) -> Any: ...
-    def insert(self, space: int | str, t: Any, *, timeout: float | None = None) -> Any: ...
+    def insert(
+        self, space: int | str, t: Any, *, replace: bool = False, timeout: float | None = None
+    ) -> Any: ...
     def replace(self, space: int | str, t: Any, *, timeout: float | None = None) -> Any: ...
     def update(
         self,
         space: int | str,
         key: Any,
-        ops: Any,
+        ops: Any = None,
         *,
         index: int | str = ...,
         timeout: float | None = None,
+        operations: Any = None,
     ) -> Any: ...
     def upsert(
-        self, space: int | str, t: Any, ops: Any, *, timeout: float | None = None
+        self,
+        space: int | str,
+        t: Any,
+        ops: Any = None,
+        *,
+        timeout: float | None = None,
+        operations: Any = None,
     ) -> Any: ...
     def delete(
         self,

@@ -87,8 +87,10 @@ class SQLResult:
         self.stmt_id = reply.get("stmt_id") or 0
         #: The request's id on its connection (asynctnt's).
         self.sync: int = reply.get("sync", 0)
-        #: The schema version the connection had when the reply came.
-        self.schema_id = -1 if schema_id is None else schema_id
+        #: The schema version the reply carries (the new one after DDL, as
+        #: asynctnt's); else the connection's when the reply came.
+        sid = reply.get("schema_id", schema_id)
+        self.schema_id = -1 if sid is None else sid
 
     @property
     def columns(self) -> list[str]:

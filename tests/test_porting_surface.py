@@ -162,9 +162,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asynctnt.Connection", "stream"): "as `begin`",
     ("asynctnt.Connection", "connection_lost"): "asyncio plumbing of asynctnt's connection",
     ("asynctnt.Connection", "protocol_factory"): "asyncio plumbing of asynctnt's connection",
-    ("asynctnt.Connection", "prepare_iproto"): "surge's `prepare` is the low-level one"
-    " (it returns the statement id for `execute`)",
-    ("asynctnt.Connection", "unprepare_iproto"): "as `prepare_iproto`",
     # Parameters, as "<surface>.<function>()".
     ("asyncpg.connect()", "loop"): "deprecated in asyncpg: the running loop is used",
     ("asyncpg.create_pool()", "loop"): "as `connect()`'s",
@@ -175,7 +172,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asyncpg.connect()", "direct_tls"): "TLS starts with an SSLRequest, as libpq's default",
     ("asyncpg.connect()", "krbsrvname"): "no GSSAPI/Kerberos authentication",
     ("asyncpg.connect()", "gsslib"): "as `krbsrvname`",
-    ("asynctnt.Connection.prepare()", "query"): "surge's name is `sql`; pass it by position",
 }
 
 

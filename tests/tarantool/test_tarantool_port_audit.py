@@ -185,3 +185,30 @@ def test_sql_schema_id_is_the_replys(tnt: services.Service, arun: Callable) -> N
                 assert r.schema_id == after, type(conn)
 
     arun(main())
+
+
+def test_prepared_statements_as_asynctnts(tnt: services.Service, arun: Callable) -> None:
+    async def main() -> None:
+        async with _both(tnt) as (a, s):
+            q = f'select "grp" from "{SPACE}" where "id" = ?'
+            for conn in (a, s):
+                async with conn.prepare(q) as stmt:
+                    assert stmt.id > 0 and stmt.params_count == 1
+                    assert [f.name for f in stmt.params.fields] == ["?"]
+                    assert _plain(await stmt.execute([2])) == [["even"]]
+                    assert _plain(await conn.execute(stmt.id, [3])) == [["odd"]]
+                    sid = stmt.id
+                assert stmt.id is None
+                # Unprepared on the server: its id is gone.
+                errors = (asynctnt.exceptions.TarantoolDatabaseError, surge.tarantool.DatabaseError)
+                with pytest.raises(errors, match="does not exist"):
+                    await conn.execute(sid, [1])
+                stmt = conn.prepare(query=q)
+                assert await stmt.prepare() == stmt.id
+                await stmt.unprepare()
+            # surge's own way still gives the id.
+            sid = await s.prepare(q)
+            assert _plain(await s.execute(sid, [1])) == [["odd"]]
+            await s.unprepare_iproto(sid)
+
+    arun(main())

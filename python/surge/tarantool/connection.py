@@ -52,7 +52,7 @@ from surge.tarantool.errors import (
 from surge.tarantool.faults import describe, is_expected, log, traceback_of
 from surge.tarantool.push import PushFuture, encode_subscribed
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
-from surge.tarantool.sql import SQLResult
+from surge.tarantool.sql import PreparedStatement, SQLResult
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
 from surge.tarantool.types import ConnectionState, Iterator
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
@@ -964,10 +964,26 @@ class Connection(AsynctntNames):
             send(self._codec.execute, query, _sql_params(params), timeout=_timeout(timeout)), self
         )
 
-    def prepare(self, sql: str, *, timeout: float | None = None) -> Any:
-        """Prepare SQL on the server; awaits to the statement id for `execute`."""
+    def prepare(
+        self, sql: str | None = None, *, timeout: float | None = None, query: str | None = None
+    ) -> PreparedStatement:
+        """A `PreparedStatement` (asynctnt's; ``query`` is its name for ``sql``):
+        awaiting it prepares the SQL on the server and gives the statement id for
+        `execute`; ``async with`` prepares it and unprepares it after."""
+        if query is not None or sql is None:
+            sql = _renamed("sql", sql, "query", query)
+        return PreparedStatement(self, sql, timeout)
+
+    def prepare_iproto(self, query: str, timeout: float | None = None) -> Any:
+        """Prepare SQL now (asynctnt's low-level call): awaits to an `SQLResult`
+        whose ``stmt_id``, ``params`` and ``params_count`` describe the statement."""
         send = self._sender() if self._tx_open else self._req
-        return _stmt_id(send(self._codec.prepare, sql, timeout=_timeout(timeout)))
+        return _sql_result(send(self._codec.prepare, query, timeout=_timeout(timeout)), self)
+
+    def unprepare_iproto(self, stmt_id: int, timeout: float | None = None) -> Any:
+        """Drop a prepared statement on the server (asynctnt's low-level call)."""
+        send = self._sender() if self._tx_open else self._req
+        return send(self._codec.prepare, int(stmt_id), timeout=_timeout(timeout))
 
 
 def _renamed(name: str, value: Any, peer_name: str, peer_value: Any) -> Any:
@@ -1031,10 +1047,6 @@ def _left(deadline: float | None, timeout: Any) -> Any:
 async def _sql_result(reply: Any, conn: Connection) -> SQLResult:
     got = await reply
     return SQLResult(got, conn.schema_id)
-
-
-async def _stmt_id(reply: Any) -> int:
-    return (await reply)["stmt_id"]
 
 
 def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:

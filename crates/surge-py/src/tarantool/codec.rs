@@ -600,8 +600,13 @@ impl IprotoCodec {
         }
     }
 
+    /// PREPARE of SQL text (a str); of a statement id (an int), it unprepares it.
     #[pyo3(signature = (sql, stream_id=0))]
-    fn prepare(&mut self, sql: &str, stream_id: u64) -> PyResult<u64> {
+    fn prepare(&mut self, sql: &Bound<'_, PyAny>, stream_id: u64) -> PyResult<u64> {
+        if let Ok(id) = sql.extract::<u64>() {
+            return self.request(request::PREPARE, stream_id, &[Part::Uint(key::STMT_ID, id)]);
+        }
+        let sql: &str = sql.extract()?;
         self.request(
             request::PREPARE,
             stream_id,

@@ -6,11 +6,13 @@ Caught here: asynctnt's keyword names (``func_name``, ``expression``, ``args``,
 nil: the server answered "Invalid MsgPack") and a scalar there (was sent, now a
 TypeError at the call as asynctnt's), update operations on a JSON path (were
 refused as an unknown field name), dict keys laid out by the index's parts (were
-sent as a map), and an SQL reply's ``schema_id`` after DDL (was the connection's
-old one)."""
+sent as a map), an SQL reply's ``schema_id`` after DDL (was the connection's
+old one), asynctnt's `PreparedStatement`, and ``except TarantoolNotConnectedError``
+around a lost or closed connection (caught nothing: it was only `ConnectError`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -210,5 +212,42 @@ def test_prepared_statements_as_asynctnts(tnt: services.Service, arun: Callable)
             sid = await s.prepare(q)
             assert _plain(await s.execute(sid, [1])) == [["odd"]]
             await s.unprepare_iproto(sid)
+
+    arun(main())
+
+
+def test_not_connected_errors_caught_as_asynctnts(
+    tnt: services.Service, arun: Callable, proxy_cls: Any
+) -> None:
+    """``except TarantoolNotConnectedError`` catches a request cut by a lost
+    connection, one pending at ``disconnect()`` and one made after it, in both."""
+
+    async def main() -> None:
+        proxy = await proxy_cls(tnt.host, tnt.port).start()
+        try:
+            for lib, make in (
+                (asynctnt, asynctnt.Connection),
+                (surge.tarantool, surge.tarantool.Connection),
+            ):
+                not_connected = lib.exceptions.TarantoolNotConnectedError
+                conn = make(host="127.0.0.1", port=proxy.port)
+                await conn.connect()
+                slow = asyncio.ensure_future(conn.eval("require('fiber').sleep(5)"))
+                await asyncio.sleep(0.05)
+                proxy.cut()
+                with pytest.raises(not_connected):
+                    await slow
+                await conn.disconnect()
+                conn = make(host="127.0.0.1", port=proxy.port)
+                await conn.connect()
+                slow = asyncio.ensure_future(conn.eval("require('fiber').sleep(5)"))
+                await asyncio.sleep(0.05)
+                await conn.disconnect()
+                with pytest.raises(not_connected):
+                    await slow
+                with pytest.raises(not_connected):
+                    await conn.ping()
+        finally:
+            await proxy.stop()
 
     arun(main())

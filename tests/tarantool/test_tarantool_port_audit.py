@@ -251,3 +251,19 @@ def test_not_connected_errors_caught_as_asynctnts(
             await proxy.stop()
 
     arun(main())
+
+
+def test_tuples_answer_in_and_hash_as_asynctnts(tnt: services.Service, arun: Callable) -> None:
+    async def main() -> None:
+        async with _both(tnt) as (a, s):
+            for conn in (a, s):
+                [row] = await conn.select(SPACE, [1])
+                # `in` asks about field names, as a mapping's (and asyncpg's Record).
+                assert "grp" in row and "meta" in row
+                assert "odd" not in row and "nope" not in row and 1 not in row
+                # Hashable (rows of plain values): sets of rows work.
+                one, two = [(await conn.execute(f"select {i} as a, 'x' as b"))[0] for i in (1, 2)]
+                assert len({one, two, one}) == 2
+            assert hash(one) == hash((1, "x"))  # surge's equals its values' tuple
+
+    arun(main())

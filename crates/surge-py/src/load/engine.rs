@@ -187,7 +187,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
     loop {
         let now = now_ns();
         if shared.stop.load(Ordering::Relaxed) {
-            lp.abandon();
+            lp.abandon(Kind::Interrupted);
             break;
         }
         if interval.is_some() {
@@ -221,7 +221,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
                 drain_end = now + lp.s.timeout_ns;
             }
             if lp.outstanding() == 0 || now >= drain_end {
-                lp.abandon();
+                lp.abandon(Kind::Timeout);
                 break;
             }
         }
@@ -728,14 +728,15 @@ impl Loop {
         }
     }
 
-    /// The drain time is over: everything outstanding counts as a timeout.
-    fn abandon(&mut self) {
+    /// The drain time is over (everything outstanding counts as a timeout), or
+    /// the run was stopped (as interrupted).
+    fn abandon(&mut self, kind: Kind) {
         self.closed = true;
         while let Some(due) = self.queue.pop_front() {
-            self.rec.error(due, Kind::Timeout);
+            self.rec.error(due, kind);
         }
         for idx in 0..self.conns.len() {
-            self.kill(idx, Kind::Timeout);
+            self.kill(idx, kind);
         }
     }
 }

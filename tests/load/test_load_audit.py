@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import surge.load
 import surge.tarantool
 from surge import cli, services
+from rawservers import read_request
 from surge.load.runner import cpu_count
 
 pytestmark = pytest.mark.timeout(60)
@@ -121,3 +124,14 @@ def test_more_procs_than_cores_is_warned_of(capsys) -> None:
     assert cli.main([*args, "--procs", str(procs)]) == 0
     err = capsys.readouterr().err
     assert f"--procs {procs} > {cpu_count()} core(s)" in err
+
+
+def test_a_response_cut_short_is_a_disconnect(raw_server) -> None:
+    def dies_mid_response(sock: socket.socket) -> None:
+        read_request(sock)
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart of it")
+        sock.close()
+
+    srv = raw_server(dies_mid_response)
+    r = surge.load.run(srv.url(), rate=50, duration=0.5)
+    assert r.errors == {"disconnect": 25}

@@ -496,7 +496,7 @@ impl Loop {
                     } else {
                         conn.parser.feed(&self.scratch[..n]);
                     }
-                    if !self.responses(idx, now) {
+                    if !self.responses(idx, now, false) {
                         return;
                     }
                 }
@@ -512,13 +512,15 @@ impl Loop {
                 }
             }
         }
-        if eof && self.responses(idx, now) {
+        if eof && self.responses(idx, now, true) {
             self.kill(idx, Kind::Disconnect);
         }
     }
 
     /// Completes the responses the parser holds; false if the connection was dropped.
-    fn responses(&mut self, idx: usize, now: u64) -> bool {
+    /// `eof`: the server has closed; a response it cut short then is a disconnect
+    /// (a server dying mid-response sent nothing malformed).
+    fn responses(&mut self, idx: usize, now: u64, eof: bool) -> bool {
         let mut done = 0usize;
         loop {
             let Some(conn) = self.conns[idx].as_mut() else {
@@ -546,7 +548,7 @@ impl Loop {
                     }
                 }
                 Err(_) => {
-                    self.kill(idx, Kind::Malformed);
+                    self.kill(idx, if eof { Kind::Disconnect } else { Kind::Malformed });
                     return false;
                 }
             }

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import surge.load
 import surge.tarantool
-from surge import cli, services
 from rawservers import read_request
+from surge import cli, services
 from surge.load.runner import cpu_count
 
 pytestmark = pytest.mark.timeout(60)

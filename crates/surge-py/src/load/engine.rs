@@ -548,7 +548,14 @@ impl Loop {
                     }
                 }
                 Err(_) => {
-                    self.kill(idx, if eof { Kind::Disconnect } else { Kind::Malformed });
+                    self.kill(
+                        idx,
+                        if eof {
+                            Kind::Disconnect
+                        } else {
+                            Kind::Malformed
+                        },
+                    );
                     return false;
                 }
             }

@@ -135,3 +135,73 @@ def test_a_response_cut_short_is_a_disconnect(raw_server) -> None:
     srv = raw_server(dies_mid_response)
     r = surge.load.run(srv.url(), rate=50, duration=0.5)
     assert r.errors == {"disconnect": 25}
+
+
+#: The ``--json`` document's fields, by level: a program reading it breaks when one
+#: goes, so a change here is a change of the documented schema (docs/guides/load.md).
+JSON_SCHEMA = {
+    "": {
+        "achieved_rate",
+        "config",
+        "duration_s",
+        "error_reasons",
+        "errors",
+        "generator",
+        "hdr_histogram",
+        "interrupted",
+        "latency_ms",
+        "ops",
+        "replies",
+        "sent",
+        "series",
+        "started",
+        "status",
+        "target_rate",
+        "warnings",
+    },
+    "config": {
+        "connections",
+        "duration",
+        "method",
+        "mix",
+        "model",
+        "pipeline",
+        "procs",
+        "query",
+        "rate",
+        "target",
+        "timeout",
+    },
+    "generator": {
+        "cores",
+        "cpu_percent",
+        "cpu_seconds",
+        "procs",
+        "schedule_lag_ms",
+        "wall_seconds",
+    },
+    "latency_ms": {"p50", "p90", "p95", "p99", "p99.9", "max", "mean"},
+    "ops.*": {"replies", "rate", "latency_ms", "errors", "status"},
+    "series.*": {"t", "dt", "ops", "errors", "n", "p50_ms", "p99_ms", "max_ms"},
+}
+
+
+def test_json_schema_is_stable(surge_server, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    args = ["load", surge_server.url("/"), "--rate", "50", "-d", "1", "-q", "--json", str(out)]
+    assert cli.main(args) == 0
+    data = json.loads(out.read_text())
+    assert set(data) == JSON_SCHEMA[""]
+    for key in ("config", "generator", "latency_ms"):
+        assert set(data[key]) == JSON_SCHEMA[key], key
+    for op in data["ops"].values():
+        assert set(op) == JSON_SCHEMA["ops.*"]
+    for point in data["series"]:
+        assert set(point) == JSON_SCHEMA["series.*"]
+    assert data["interrupted"] is False and data["duration_s"] == 1.0
+    # A sweep writes one such document per rate.
+    args = ["load", surge_server.url("/"), "--rates", "20,40", "-d", "0.5", "-q"]
+    assert cli.main([*args, "--json", str(out)]) == 0
+    sweep = json.loads(out.read_text())
+    assert [set(d) for d in sweep] == [JSON_SCHEMA[""]] * 2
+    assert [d["target_rate"] for d in sweep] == [20, 40]

@@ -8,11 +8,13 @@ TypeError at the call as asynctnt's), update operations on a JSON path (were
 refused as an unknown field name), dict keys laid out by the index's parts (were
 sent as a map), an SQL reply's ``schema_id`` after DDL (was the connection's
 old one), asynctnt's `PreparedStatement`, and ``except TarantoolNotConnectedError``
-around a lost or closed connection (caught nothing: it was only `ConnectError`)."""
+around a lost or closed connection (caught nothing: it was only `ConnectError`),
+``reconnect_timeout=0`` (a refused connect was retried for ``connect_timeout``)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -265,5 +267,22 @@ def test_tuples_answer_in_and_hash_as_asynctnts(tnt: services.Service, arun: Cal
                 one, two = [(await conn.execute(f"select {i} as a, 'x' as b"))[0] for i in (1, 2)]
                 assert len({one, two, one}) == 2
             assert hash(one) == hash((1, "x"))  # surge's equals its values' tuple
+
+    arun(main())
+
+
+def test_reconnect_timeout_zero_fails_a_refused_connect_at_once(arun: Callable) -> None:
+    """asynctnt's ``reconnect_timeout=0``: no retry, the refusal is raised at once
+    (surge retried for the whole ``connect_timeout``)."""
+
+    async def main() -> None:
+        port = services.free_port()
+        for make in (asynctnt.Connection, surge.tarantool.Connection):
+            conn = make(host="127.0.0.1", port=port, connect_timeout=5, reconnect_timeout=0)
+            t0 = time.monotonic()
+            with pytest.raises(OSError):
+                await conn.connect()
+            assert time.monotonic() - t0 < 2.5, make
+            await conn.disconnect()
 
     arun(main())

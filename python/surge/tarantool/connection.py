@@ -153,6 +153,10 @@ class Connection(AsynctntNames):
         # requests to the wrong space).
         if request_timeout is not None and request_timeout <= 0:
             request_timeout = None
+        if reconnect_timeout is not None and reconnect_timeout <= 0:
+            # asynctnt's "do not retry": a refused connect fails at once, not
+            # after retrying for connect_timeout.
+            retry_connect = False
         if ping_timeout is not None:
             liveness_interval = ping_timeout or None
         if encoding is not None and codecs.lookup(encoding).name != "utf-8":

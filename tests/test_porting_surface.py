@@ -160,12 +160,8 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asynctnt.Connection", "commit"): "as `begin`",
     ("asynctnt.Connection", "rollback"): "as `begin`",
     ("asynctnt.Connection", "stream"): "as `begin`",
-    ("asynctnt.Connection", "call16"): "Tarantool 1.6's call, deprecated by Tarantool: use `call`",
     ("asynctnt.Connection", "connection_lost"): "asyncio plumbing of asynctnt's connection",
     ("asynctnt.Connection", "protocol_factory"): "asyncio plumbing of asynctnt's connection",
-    ("asynctnt.Connection", "prepare_iproto"): "surge's `prepare` is the low-level one"
-    " (it returns the statement id for `execute`)",
-    ("asynctnt.Connection", "unprepare_iproto"): "as `prepare_iproto`",
     # Parameters, as "<surface>.<function>()".
     ("asyncpg.connect()", "loop"): "deprecated in asyncpg: the running loop is used",
     ("asyncpg.create_pool()", "loop"): "as `connect()`'s",
@@ -176,14 +172,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asyncpg.connect()", "direct_tls"): "TLS starts with an SSLRequest, as libpq's default",
     ("asyncpg.connect()", "krbsrvname"): "no GSSAPI/Kerberos authentication",
     ("asyncpg.connect()", "gsslib"): "as `krbsrvname`",
-    ("asynctnt.Connection.call()", "func_name"): "surge's name is `function`; pass it by position",
-    ("asynctnt.Connection.eval()", "expression"): "surge's name is `expr`; pass it by position",
-    ("asynctnt.Connection.execute()", "args"): "surge's name is `params`; pass them by position",
-    ("asynctnt.Connection.execute()", "parse_metadata"): "column names are always read",
-    ("asynctnt.Connection.prepare()", "query"): "surge's name is `sql`; pass it by position",
-    ("asynctnt.Connection.insert()", "replace"): "use `replace()`",
-    ("asynctnt.Connection.update()", "operations"): "surge's name is `ops`; pass them by position",
-    ("asynctnt.Connection.upsert()", "operations"): "as `update()`'s",
 }
 
 

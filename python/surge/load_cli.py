@@ -145,6 +145,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         kw = _settings(args)
+        _check_outputs(args)
         rates = args.rates or ([args.rate] if args.rate else [None])
         results: list[Any] = []
         for rate in rates:
@@ -161,6 +162,8 @@ def main(args: argparse.Namespace) -> int:
             sys.stdout.write(load.render_table(r))
             sys.stdout.flush()
             results.append(r)
+            if r.interrupted:
+                break  # Ctrl-C: report what was measured, run no further rate
             p99 = r.latency["p99"]
             if args.stop_p99 and len(rates) > 1 and (p99 is None or p99 > args.stop_p99):
                 print(f"stopping the sweep: p99 {p99} ms > {args.stop_p99:g} ms")
@@ -182,7 +185,7 @@ def main(args: argparse.Namespace) -> int:
         else:
             chart.rate_over_time(results[0], args.chart)
         print(f"chart: {args.chart}")
-    return 0
+    return 130 if results[-1].interrupted else 0
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -219,6 +222,23 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before the run, files that could not be written after it (the run's
+    results would be lost); warn of more workers than cores."""
+    from surge.load.runner import cpu_count
+
+    for out in (args.json, args.chart):
+        if out is not None and not out.resolve().parent.is_dir():
+            raise _load_error(f"cannot write {out}: {out.parent} is not a directory")
+    cores = cpu_count()
+    if args.procs > cores:
+        print(
+            f"surge load: warning: --procs {args.procs} > {cores} core(s) this process may"
+            " use: the workers take turns on the cores, and their lag shows in the latencies",
+            file=sys.stderr,
+        )
+
+
 def _load_error(msg: str) -> Exception:
     from surge.load import LoadError
 
@@ -236,4 +256,7 @@ def _positive(text: str) -> float:
 
 
 def _rates(text: str) -> list[float]:
-    return [_positive(t) for t in text.split(",") if t.strip()]
+    rates = [_positive(t) for t in text.split(",") if t.strip()]
+    if not rates:
+        raise argparse.ArgumentTypeError(f"no rate in {text!r}: want R1,R2,...")
+    return rates

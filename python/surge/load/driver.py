@@ -225,12 +225,12 @@ class DriverTarget(Target):
     def outstanding(self) -> int:
         return sum(self._outstanding.values())
 
-    def abandon(self) -> None:
-        # Late replies are ignored from now on; what is left counts as timed out.
+    def abandon(self, kind: str = "timeout") -> None:
+        # Late replies are ignored from now on; what is left counts as `kind`.
         self._abandoned = True
         for op, n in self._outstanding.items():
             for _ in range(n):
-                self.recorder.error(op, "timeout")
+                self.recorder.error(op, kind)
             self._outstanding[op] = 0
 
     async def close(self) -> None:

@@ -25,6 +25,7 @@ counts from its due time) and a new connection is opened, up to
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import socket
 import ssl
@@ -34,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from surge._core import HttpLoad, TlsClientConfig, TlsConfigError
+from surge.load.interrupt import interrupted
 from surge.load.target import (
     DEFAULT_CLOSED_CONNECTIONS,
     DEFAULT_OPEN_CONNECTIONS,
@@ -122,8 +124,10 @@ class HttpTarget(Target):
         )
         cpu0 = time.process_time()
 
-        def pass_ticks() -> None:
+        def pass_ticks(upto: float | None = None) -> None:
             for tick in load.ticks():
+                if upto is not None and tick["t"] >= upto:
+                    continue  # interrupted: the seconds never run
                 if sink is not None:
                     sink(
                         {
@@ -134,15 +138,20 @@ class HttpTarget(Target):
                     )
 
         load.start()
+        stopped = False
         try:
             while not load.done():
                 pass_ticks()
                 await asyncio.sleep(TICK_POLL)
+        except asyncio.CancelledError:
+            if not interrupted():
+                raise
+            stopped = True  # Ctrl-C: what is in flight counts as "interrupted"
         finally:
             load.stop()  # a no-op once it has ended; ends it if we were cancelled
             final = load.join()
-        pass_ticks()
         wall = (time.monotonic_ns() - start_ns) / 1e9
+        pass_ticks(max(1, math.ceil(wall)) if stopped else None)
         return {
             "ops": {
                 _OP: {
@@ -157,8 +166,9 @@ class HttpTarget(Target):
             "lag": final["lag"] if config.open_model else b"",
             "cpu": time.process_time() - cpu0,
             "index": index,
-            "wall": max(wall, config.duration),
-            "duration": config.duration,
+            "wall": wall if stopped else max(wall, config.duration),
+            "duration": min(max(wall, 0.0), config.duration) if stopped else config.duration,
+            "interrupted": stopped,
         }
 
 

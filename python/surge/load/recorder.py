@@ -30,6 +30,7 @@ ERROR_KINDS = (
     "http_4xx",
     "http_5xx",
     "db_error",
+    "interrupted",
     "other",
 )
 

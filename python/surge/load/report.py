@@ -60,6 +60,8 @@ class Result:
     histogram: HdrHistogram | None = field(default=None, repr=False)
     #: Why connection attempts failed ("tls_handshake: <reason>": attempts).
     error_reasons: dict[str, int] = field(default_factory=dict)
+    #: Stopped by Ctrl-C: ``duration`` is the seconds measured before it.
+    interrupted: bool = False
 
     @property
     def target_rate(self) -> float | None:
@@ -88,6 +90,7 @@ class Result:
             "config": self.config,
             "started": self.started,
             "duration_s": round(self.duration, 3),
+            "interrupted": self.interrupted,
             "sent": self.sent,
             "replies": self.replies,
             "achieved_rate": round(self.achieved_rate, 2),
@@ -125,8 +128,12 @@ def build_result(
     status: Counter[str] = Counter()
     per_op: dict[str, dict[str, Any]] = {}
     duration = max((f["wall"] for f in finals), default=config.duration)
-    # Rates are per second of the scheduled duration (the drain is not load time).
+    # Rates are per second of the scheduled duration (the drain is not load time);
+    # of the seconds measured when the run was interrupted.
+    interrupted = any(f.get("interrupted") for f in finals)
     span = config.duration
+    if interrupted:
+        span = max(f.get("duration", config.duration) for f in finals) or config.duration
     for op in ops:
         h = new_histogram()
         e: Counter[str] = Counter()
@@ -177,8 +184,15 @@ def build_result(
         },
         histogram=total,
         error_reasons=dict(reasons.most_common()),
+        interrupted=interrupted,
     )
     result.warnings = judge(result, cpu)
+    if interrupted:
+        result.warnings.insert(
+            0,
+            f"interrupted after {span:.1f} s of {config.duration:g} s: the figures cover"
+            f" those {span:.1f} s (requests in flight then count as 'interrupted')",
+        )
     return result
 
 

@@ -5,6 +5,11 @@ Workers send a tick every second; the `Aggregator` merges the ticks of one
 second from every worker into one point of the time series and feeds the live
 progress line. The series is bounded: past `MAX_SERIES_POINTS` neighbouring
 points are merged, so a run of any length keeps a fixed amount of memory.
+
+Ctrl-C during the measured period ends the run early with what was recorded (see
+`surge.load.interrupt`): one process takes SIGINT itself; with ``procs`` > 1 the
+workers ignore SIGINT and the parent, on its KeyboardInterrupt, sends each of them
+SIGUSR1 and collects their partial results.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue
+import signal
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from surge.load.interrupt import INTERRUPT_DRAIN, stop_on
 from surge.load.recorder import decode_histogram, new_histogram
 from surge.load.report import Result, build_result
 from surge.load.target import LoadConfig, LoadError, ops_of
@@ -28,6 +35,9 @@ from surge.load.worker import run_worker
 MAX_SERIES_POINTS = 3600
 #: How long worker processes may take to start and set up before the run fails.
 STARTUP_TIMEOUT = 60.0
+#: After Ctrl-C, how long the workers may take to send their partial results
+#: (beyond `INTERRUPT_DRAIN`: their cleanup, e.g. deleting prefilled tuples).
+STOP_TIMEOUT = 15.0
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -137,15 +147,23 @@ def _run_here(config: LoadConfig, agg: Aggregator) -> dict[str, Any]:
     return _new_runner_run(run_worker(config, index=0, sink=sink))
 
 
-def _new_runner_run(coro: Any) -> Any:
+def _new_runner_run(coro: Any, stop_signal: int = signal.SIGINT) -> Any:
+    """Runs a worker in a new loop; ``stop_signal`` ends its measured period early."""
     try:
         import uvloop
 
         factory: Any = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         factory = None
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)
+    before = signal.getsignal(stop_signal)
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(stop_on(stop_signal, coro))
+    finally:
+        # The loop's handler is gone with the loop: Ctrl-C between runs (a sweep)
+        # is a KeyboardInterrupt again.
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(stop_signal, before)
 
 
 async def run_load_async(config: LoadConfig, progress: Progress | None = None) -> Result:
@@ -199,8 +217,20 @@ def _run_procs(config: LoadConfig, agg: Aggregator) -> list[dict[str, Any]]:
         start_at.value = time.time() + 0.05
         go.set()
         deadline = time.monotonic() + config.duration + config.timeout + STARTUP_TIMEOUT
+        stopping = False
         while len(finals) + len(errors) < len(procs):
-            msg = _get(q, procs, deadline)
+            try:
+                msg = _get(q, procs, deadline)
+            except KeyboardInterrupt:
+                if stopping:
+                    raise  # the second Ctrl-C: stop now
+                stopping = True
+                for p in procs:
+                    if p.pid is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(p.pid, signal.SIGUSR1)
+                deadline = time.monotonic() + INTERRUPT_DRAIN + STOP_TIMEOUT
+                continue
             if msg is None:
                 dead = [p.name for p in procs if not p.is_alive() and p.exitcode]
                 errors.append(f"workers lost: {', '.join(dead) or 'timed out'}")
@@ -218,6 +248,8 @@ def _run_procs(config: LoadConfig, agg: Aggregator) -> list[dict[str, Any]]:
             if p.is_alive():
                 p.kill()
                 p.join()
+    if stopping and not finals:
+        raise KeyboardInterrupt  # stopped before any worker measured anything
     if errors and not finals:
         raise LoadError("; ".join(errors))
     return [finals[i] for i in sorted(finals)]
@@ -236,6 +268,10 @@ def _get(q: Any, procs: list, deadline: float) -> Any:
 
 
 def _proc_main(config: LoadConfig, index: int, q: Any, go: Any, start_at: Any) -> None:
+    # Ctrl-C reaches every process of the terminal's group: the parent alone acts
+    # on it, and stops the workers with SIGUSR1 (see the module's docstring).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     async def ready() -> float:
         q.put(("ready", index, None))
         while not go.is_set():
@@ -244,10 +280,14 @@ def _proc_main(config: LoadConfig, index: int, q: Any, go: Any, start_at: Any) -
 
     try:
         final = _new_runner_run(
-            run_worker(config, index=index, sink=lambda t: q.put(("tick", index, t)), ready=ready)
+            run_worker(config, index=index, sink=lambda t: q.put(("tick", index, t)), ready=ready),
+            signal.SIGUSR1,
         )
     except LoadError as exc:  # a clear message of its own: no traceback
         q.put(("error", index, str(exc)))
+        return
+    except KeyboardInterrupt:  # stopped before measuring: nothing to report
+        q.put(("error", index, "interrupted"))
         return
     except BaseException:
         q.put(("error", index, traceback.format_exc()))

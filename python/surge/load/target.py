@@ -143,8 +143,9 @@ class Target:
     def expire(self, now_ns: int) -> None:
         """Count requests older than the timeout as timeouts."""
 
-    def abandon(self) -> None:
-        """The drain time is over: count every outstanding request as a timeout."""
+    def abandon(self, kind: str = "timeout") -> None:
+        """The drain time is over: count every outstanding request as ``kind`` (a
+        timeout; "interrupted" when the run was stopped by Ctrl-C)."""
 
     async def close(self) -> None:
         """Release connections."""

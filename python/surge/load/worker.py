@@ -8,6 +8,11 @@ being hidden by a client that waited (no coordinated omission). How late the
 scheduler itself issued requests is recorded apart: that is the generator's lag,
 not the server's.
 
+Interrupted (`surge.load.interrupt`): the measured period ends there, requests in
+flight get `INTERRUPT_DRAIN` seconds to end and then count as "interrupted", and
+the worker returns what it recorded with ``interrupted`` set and ``duration`` the
+seconds measured.
+
 Warm-up (``config.warmup`` seconds): the same load runs first with nothing
 recorded, so the connections a rate needs are open and the server is warm when
 the clock starts; the measured period follows without a gap (requests still in
@@ -22,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from surge.load.interrupt import INTERRUPT_DRAIN, interrupted
 from surge.load.recorder import Recorder
 from surge.load.target import LoadConfig, make_target, ops_of
 
@@ -86,23 +92,33 @@ async def run_worker(
             emit(k - 1)
 
     background = [asyncio.ensure_future(ticker()), asyncio.ensure_future(_sweep(target))]
+    stopped = False
     try:
-        if config.open_model:
-            assert config.rate is not None
-            await _schedule(target, recorder, config.rate / config.procs, start, end, index, config)
-        else:
-            if not config.warmup > 0:  # else the closed loops run since the warm-up
-                target.start_closed()
-            await asyncio.sleep(max(0.0, (end - time.monotonic_ns()) / 1e9))
+        try:
+            if config.open_model:
+                assert config.rate is not None
+                rate = config.rate / config.procs
+                await _schedule(target, recorder, rate, start, end, index, config)
+            else:
+                if not config.warmup > 0:  # else the closed loops run since the warm-up
+                    target.start_closed()
+                await asyncio.sleep(max(0.0, (end - time.monotonic_ns()) / 1e9))
+        except asyncio.CancelledError:
+            if not interrupted():
+                raise
+            stopped = True
+        measured = (time.monotonic_ns() - start) / 1e9
         target.stopping = True
-        drain_end = time.monotonic_ns() + int(config.timeout * 1e9)
+        drain = min(config.timeout, INTERRUPT_DRAIN) if stopped else config.timeout
+        drain_end = time.monotonic_ns() + int(drain * 1e9)
         while target.outstanding() and time.monotonic_ns() < drain_end:
             await asyncio.sleep(DRAIN_POLL)
-        target.abandon()
+        target.abandon("interrupted" if stopped else "timeout")
         wall = (time.monotonic_ns() - start) / 1e9
         cpu = time.process_time() - cpu0
         background[0].cancel()
-        for k in range(ticks[0], seconds):
+        last = max(1, math.ceil(measured)) if stopped else seconds
+        for k in range(ticks[0], max(ticks[0] + 1, last)):
             emit(k)  # the last second also holds what ended while draining
     finally:
         for t in background:
@@ -110,7 +126,8 @@ async def run_worker(
         await asyncio.gather(*background, return_exceptions=True)
         await target.close()
     out = recorder.final()
-    out.update(index=index, wall=wall, cpu=cpu, duration=config.duration)
+    duration = min(measured, config.duration) if stopped else config.duration
+    out.update(index=index, wall=wall, cpu=cpu, duration=duration, interrupted=stopped)
     return out
 
 

@@ -52,7 +52,7 @@ from surge.tarantool.errors import (
 from surge.tarantool.faults import describe, is_expected, log, traceback_of
 from surge.tarantool.push import PushFuture, encode_subscribed
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
-from surge.tarantool.sql import SQLResult
+from surge.tarantool.sql import PreparedStatement, SQLResult
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
 from surge.tarantool.types import ConnectionState, Iterator
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
@@ -97,7 +97,14 @@ def _key(key: Any) -> Any:
         return ()
     if isinstance(key, list | tuple):
         return key
+    if isinstance(key, Mapping):  # by field names: `_key_for` lays it out
+        return dict(key)
     return (key,)
+
+
+def _key_for(info: SpaceInfo, index: int | str, key: Any) -> Any:
+    """The key to send: a dict (by field names) laid out by the index's parts."""
+    return info.key_by_names(index, key) if key.__class__ is dict else key
 
 
 class Connection(AsynctntNames, IprotoConnState):
@@ -146,6 +153,10 @@ class Connection(AsynctntNames, IprotoConnState):
         # requests to the wrong space).
         if request_timeout is not None and request_timeout <= 0:
             request_timeout = None
+        if reconnect_timeout is not None and reconnect_timeout <= 0:
+            # asynctnt's "do not retry": a refused connect fails at once, not
+            # after retrying for connect_timeout.
+            retry_connect = False
         if ping_timeout is not None:
             liveness_interval = ping_timeout or None
         if encoding is not None and codecs.lookup(encoding).name != "utf-8":
@@ -705,7 +716,7 @@ class Connection(AsynctntNames, IprotoConnState):
         info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
-        if info is not None:
+        if info is not None and key.__class__ is not dict:
             idx = index if index.__class__ is int else info.indexes.get(index)  # type: ignore[arg-type]
             if idx is not None:
                 return send(
@@ -717,7 +728,7 @@ class Connection(AsynctntNames, IprotoConnState):
                 self._select,
                 i.id,
                 i.index_id(index),
-                key,
+                _key_for(i, index, key),
                 lim,
                 offset,
                 it,
@@ -727,9 +738,17 @@ class Connection(AsynctntNames, IprotoConnState):
             tmo,
         )
 
-    def insert(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
-        """Insert a tuple; returns [inserted tuple]."""
-        return self._store(space, t, False, timeout)
+    def insert(
+        self,
+        space: int | str,
+        t: Sequence[Any],
+        *,
+        replace: bool = False,
+        timeout: float | None = None,
+    ) -> Any:
+        """Insert a tuple; returns [inserted tuple] (``replace=True``: `replace`,
+        asynctnt's way)."""
+        return self._store(space, t, bool(replace), timeout)
 
     def replace(self, space: int | str, t: Sequence[Any], *, timeout: float | None = None) -> Any:
         """Insert or replace a tuple; returns [tuple]."""
@@ -761,12 +780,16 @@ class Connection(AsynctntNames, IprotoConnState):
         self,
         space: int | str,
         key: Any,
-        ops: Sequence[Any],
+        ops: Sequence[Any] | None = None,
         *,
         index: int | str = 0,
         timeout: float | None = None,
+        operations: Sequence[Any] | None = None,
     ) -> Any:
-        """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or []."""
+        """Update by key with ops like [('=', 1, 'x'), ('+', 'name', 1)]; returns [tuple] or [].
+        ``operations`` is asynctnt's name for ``ops``."""
+        if ops is None or operations is not None:
+            ops = _given_ops(ops, operations)
         if index.__class__ is not int and index.__class__ is not str:
             _check_index(index)
         if key.__class__ is not list and key.__class__ is not tuple:
@@ -776,7 +799,7 @@ class Connection(AsynctntNames, IprotoConnState):
         info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
-        if info is not None:
+        if info is not None and key.__class__ is not dict:
             idx = index if index.__class__ is int else info.indexes.get(index)  # type: ignore[arg-type]
             resolved = _ops_or_none(info, ops)
             if idx is not None and resolved is not None:
@@ -786,7 +809,13 @@ class Connection(AsynctntNames, IprotoConnState):
         return self._later(
             space,
             lambda i, t: send(
-                self._update, i.id, i.index_id(index), key, _ops(i, ops), i.field_names, timeout=t
+                self._update,
+                i.id,
+                i.index_id(index),
+                _key_for(i, index, key),
+                _ops(i, ops),
+                i.field_names,
+                timeout=t,
             ),
             tmo,
         )
@@ -795,11 +824,15 @@ class Connection(AsynctntNames, IprotoConnState):
         self,
         space: int | str,
         t: Sequence[Any],
-        ops: Sequence[Any],
+        ops: Sequence[Any] | None = None,
         *,
         timeout: float | None = None,
+        operations: Sequence[Any] | None = None,
     ) -> Any:
-        """Insert `t`, or apply `ops` to the existing tuple; returns []."""
+        """Insert `t`, or apply `ops` to the existing tuple; returns [] (``operations``
+        as in `update`)."""
+        if ops is None or operations is not None:
+            ops = _given_ops(ops, operations)
         send = self._sender() if self._tx_open else self._req
         tmo = _DEFAULT if timeout is None else _timeout(timeout)
         info = self._names.get(space) if self._engine._ready else None
@@ -832,46 +865,80 @@ class Connection(AsynctntNames, IprotoConnState):
         info = self._names.get(space) if self._engine._ready else None
         if info is None:
             info = self._space(space)
-        if info is not None:
+        if info is not None and key.__class__ is not dict:
             idx = index if index.__class__ is int else info.indexes.get(index)  # type: ignore[arg-type]
             if idx is not None:
                 return send(self._delete, info.id, idx, key, info.field_names, timeout=tmo)
         return self._later(
             space,
-            lambda i, t: send(self._delete, i.id, i.index_id(index), key, i.field_names, timeout=t),
+            lambda i, t: send(
+                self._delete,
+                i.id,
+                i.index_id(index),
+                _key_for(i, index, key),
+                i.field_names,
+                timeout=t,
+            ),
             tmo,
         )
 
     def call(
         self,
-        function: str,
-        args: Sequence[Any] = (),
+        function: str | None = None,
+        args: Sequence[Any] | None = (),
         *,
         timeout: float | None = None,
         push_subscribe: bool = False,
+        func_name: str | None = None,
     ) -> Any:
         """Call a stored (Lua) function; returns the list of its return values.
         ``push_subscribe``: a `PushFuture`, whose ``box.session.push`` messages
-        `PushIterator` yields (asynctnt's)."""
-        send = self._sender() if self._tx_open else self._req
-        if push_subscribe:
-            return self._subscribed(send, self._codec.call, function, args, timeout)
-        return send(self._codec.call, function, args, timeout=_timeout(timeout))
+        `PushIterator` yields (asynctnt's). ``func_name`` is asynctnt's name for
+        ``function``; ``args`` is a list or a tuple (None: none)."""
+        if func_name is not None or function is None:
+            function = _renamed("function", function, "func_name", func_name)
+        return self._call(self._codec.call, function, args, timeout, push_subscribe)
 
-    def eval(
+    def call16(
         self,
-        expr: str,
-        args: Sequence[Any] = (),
+        function: str | None = None,
+        args: Sequence[Any] | None = (),
         *,
         timeout: float | None = None,
         push_subscribe: bool = False,
+        func_name: str | None = None,
+    ) -> Any:
+        """`call` as Tarantool 1.6 made it (asynctnt's): each return value that is
+        not a table comes back wrapped in a list."""
+        if func_name is not None or function is None:
+            function = _renamed("function", function, "func_name", func_name)
+        return self._call(self._codec.call16, function, args, timeout, push_subscribe)
+
+    def eval(
+        self,
+        expr: str | None = None,
+        args: Sequence[Any] | None = (),
+        *,
+        timeout: float | None = None,
+        push_subscribe: bool = False,
+        expression: str | None = None,
     ) -> Any:
         """Evaluate Lua (`...` holds args); returns the list of its return values
-        (``push_subscribe`` as in `call`)."""
+        (``push_subscribe`` and ``args`` as in `call`; ``expression`` is asynctnt's
+        name for ``expr``)."""
+        if expression is not None or expr is None:
+            expr = _renamed("expr", expr, "expression", expression)
+        return self._call(self._codec.eval, expr, args, timeout, push_subscribe)
+
+    def _call(
+        self, encode: Any, what: str, args: Any, timeout: float | None, push_subscribe: bool
+    ) -> Any:
+        if args.__class__ is not tuple and args.__class__ is not list:
+            args = _args(args)
         send = self._sender() if self._tx_open else self._req
         if push_subscribe:
-            return self._subscribed(send, self._codec.eval, expr, args, timeout)
-        return send(self._codec.eval, expr, args, timeout=_timeout(timeout))
+            return self._subscribed(send, encode, what, args, timeout)
+        return send(encode, what, args, timeout=_timeout(timeout))
 
     def _subscribed(
         self, send: Any, encode: Any, what: str, args: Sequence[Any], timeout: float | None
@@ -882,18 +949,73 @@ class Connection(AsynctntNames, IprotoConnState):
         )
         return sub.track(reply, self._pushes)
 
-    def execute(self, query: str | int, params: Any = (), *, timeout: float | None = None) -> Any:
+    def execute(
+        self,
+        query: str | int,
+        params: Any = (),
+        *,
+        timeout: float | None = None,
+        args: Any = None,
+        parse_metadata: bool = True,
+    ) -> Any:
         """Run SQL (text or a prepared statement id) with positional or named params;
-        awaits to an `SQLResult`."""
+        awaits to an `SQLResult`. ``args`` is asynctnt's name for ``params``;
+        ``parse_metadata`` is taken and column names are always read."""
+        if args is not None:
+            params = _renamed("params", params or None, "args", args)
         send = self._sender() if self._tx_open else self._req
         return _sql_result(
             send(self._codec.execute, query, _sql_params(params), timeout=_timeout(timeout)), self
         )
 
-    def prepare(self, sql: str, *, timeout: float | None = None) -> Any:
-        """Prepare SQL on the server; awaits to the statement id for `execute`."""
+    def prepare(
+        self, sql: str | None = None, *, timeout: float | None = None, query: str | None = None
+    ) -> PreparedStatement:
+        """A `PreparedStatement` (asynctnt's; ``query`` is its name for ``sql``):
+        awaiting it prepares the SQL on the server and gives the statement id for
+        `execute`; ``async with`` prepares it and unprepares it after."""
+        if query is not None or sql is None:
+            sql = _renamed("sql", sql, "query", query)
+        return PreparedStatement(self, sql, timeout)
+
+    def prepare_iproto(self, query: str, timeout: float | None = None) -> Any:
+        """Prepare SQL now (asynctnt's low-level call): awaits to an `SQLResult`
+        whose ``stmt_id``, ``params`` and ``params_count`` describe the statement."""
         send = self._sender() if self._tx_open else self._req
-        return _stmt_id(send(self._codec.prepare, sql, timeout=_timeout(timeout)))
+        return _sql_result(send(self._codec.prepare, query, timeout=_timeout(timeout)), self)
+
+    def unprepare_iproto(self, stmt_id: int, timeout: float | None = None) -> Any:
+        """Drop a prepared statement on the server (asynctnt's low-level call)."""
+        send = self._sender() if self._tx_open else self._req
+        return send(self._codec.prepare, int(stmt_id), timeout=_timeout(timeout))
+
+
+def _renamed(name: str, value: Any, peer_name: str, peer_value: Any) -> Any:
+    """One argument given under surge's name or under asynctnt's, not both."""
+    if value is not None and peer_value is not None:
+        raise TypeError(f"give {name}= or {peer_name}=, not both")
+    if value is None and peer_value is None:
+        raise TypeError(f"missing required argument: {name!r}")
+    return peer_value if value is None else value
+
+
+def _given_ops(ops: Any, operations: Any) -> Any:
+    """Update operations under surge's name or asynctnt's (None: none, as asynctnt)."""
+    if operations is None:
+        return () if ops is None else ops
+    if ops is not None:
+        raise TypeError("give ops= or operations=, not both")
+    return operations
+
+
+def _args(args: Any) -> Any:
+    """Arguments of call/eval: a list or a tuple, None for none (asynctnt's rule;
+    anything else would reach the server as a malformed request)."""
+    if args is None:
+        return ()
+    if isinstance(args, list | tuple):
+        return args
+    raise TypeError(f"args must be a list or a tuple, not {type(args).__name__}")
 
 
 def _check_index(index: Any) -> None:
@@ -931,22 +1053,23 @@ async def _sql_result(reply: Any, conn: Connection) -> SQLResult:
     return SQLResult(got, conn.schema_id)
 
 
-async def _stmt_id(reply: Any) -> int:
-    return (await reply)["stmt_id"]
-
-
 def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:
-    """Update ops with field names resolved to positions."""
+    """Update ops with field names resolved to positions (a plain name the format
+    lacks raises `SchemaError`: on a missing key, or in an upsert, the server would
+    skip the operation without a word)."""
     out = []
     for op in ops:
         if not isinstance(op, list | tuple) or len(op) < 2:
             raise InterfaceError(f"bad update operation {op!r}: want (op, field, ...)")
         field = op[1]
         if isinstance(field, str):
-            names = info.field_names
-            if not names or field not in names:
+            pos = info.field_names.get(field) if info.field_names else None
+            if pos is not None:
+                op = (op[0], pos, *op[2:])
+            elif "." not in field and "[" not in field:
                 raise SchemaError(f"space {info.name!r} has no field named {field!r}")
-            op = (op[0], names[field], *op[2:])
+            # else a JSON path ("meta.tags[1]", "[3].x"): sent as it is, the server
+            # resolves it (Tarantool >= 2.3), as asynctnt does.
         out.append(op)
     return out
 
@@ -976,6 +1099,8 @@ def _ops_or_none(info: SpaceInfo, ops: Sequence[Any]) -> list | None:
 
 
 def _sql_params(params: Any) -> Any:
+    if params is None:  # asynctnt's default
+        return ()
     if isinstance(params, dict):
         return [{(k if k[:1] in ":@$" else ":" + k): v} for k, v in params.items()]
     return params

@@ -2,14 +2,17 @@
 TarantoolDatabaseError`` ports. Network faults are surge's own classes, shared by
 every driver (`surge.errors`): they are not `TarantoolError`s here."""
 
-from surge.errors import ConnectError, SurgeConnectionError
+from surge.errors import SurgeConnectionError
 from surge.tarantool.errors import TarantoolDatabaseError, TarantoolError, TarantoolSchemaError
 
 #: Any fault of the connection itself (asynctnt's `TarantoolNetworkError`).
 TarantoolNetworkError = SurgeConnectionError
-#: The server could not be reached (asynctnt's `TarantoolNotConnectedError`;
-#: surge connects, and reconnects, on the next request instead of refusing it).
-TarantoolNotConnectedError = ConnectError
+#: asynctnt raises its `TarantoolNotConnectedError` for every fault of the
+#: connection: not connected, refused, lost with requests in flight, closed by
+#: `disconnect()`. surge's classes for these (`ConnectError`, `ConnectionLostError`,
+#: `ClosedError`, `ConnectionDeadError`) share `SurgeConnectionError`, so a port's
+#: ``except TarantoolNotConnectedError`` catches what it caught there.
+TarantoolNotConnectedError = SurgeConnectionError
 
 __all__ = [
     "TarantoolDatabaseError",

@@ -9,6 +9,7 @@ the network: an unknown name raises `SchemaError` before anything is sent
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from surge.tarantool.errors import SchemaError
@@ -19,13 +20,15 @@ VINDEX_ID = 289
 
 @dataclasses.dataclass
 class SpaceInfo:
-    """One space: id, name, field names (name -> position) and indexes (name -> id)."""
+    """One space: id, name, field names (name -> position), indexes (name -> id)
+    and each index's parts (id -> field positions)."""
 
     id: int
     name: str
     engine: str = "memtx"
     field_names: dict[str, int] | None = None
     indexes: dict[str, int] = dataclasses.field(default_factory=dict)
+    parts: dict[int, list[int]] = dataclasses.field(default_factory=dict)
 
     def index_id(self, index: int | str) -> int:
         """The id of index `index` (a name or an id)."""
@@ -35,6 +38,32 @@ class SpaceInfo:
             return self.indexes[index]
         except KeyError:
             raise SchemaError(f"space {self.name!r} has no index {index!r}") from None
+
+    def key_by_names(self, index: int | str, key: Mapping[str, Any]) -> list:
+        """A key given as ``{field name: value}``, laid out by the parts of index
+        `index` (asynctnt's dict keys). The names must be a prefix of the parts:
+        a name not in the format, or a part left out before one given, raises
+        `SchemaError` (asynctnt drops the first and shifts the second: either
+        selects other tuples than asked for)."""
+        names = self.field_names or {}
+        parts = self.parts.get(self.index_id(index), [])
+        for name in key:
+            if name not in names:
+                raise SchemaError(f"space {self.name!r} has no field named {name!r}")
+        by_pos = {names[n]: v for n, v in key.items()}
+        out = []
+        for pos in parts:
+            if pos not in by_pos:
+                break
+            out.append(by_pos.pop(pos))
+        if by_pos:
+            field = {p: n for n, p in names.items()}
+            missing = [field.get(p, str(p)) for p in parts[len(out) : len(out) + 1]]
+            raise SchemaError(
+                f"key {dict(key)!r} is not a prefix of index {index!r} of space"
+                f" {self.name!r}: give {missing[0]!r} too, or a list"
+            )
+        return out
 
 
 class Schema:
@@ -65,6 +94,7 @@ class Schema:
             sp = s.by_id.get(sid)
             if sp is not None:
                 sp.indexes[iname] = iid
+                sp.parts[iid] = [_part_field(p) for p in (row[5] if len(row) > 5 else ())]
         return s
 
     def space(self, space: int | str) -> SpaceInfo:
@@ -81,3 +111,9 @@ class Schema:
         if info is None:
             raise SchemaError(f"no space named {space!r}")
         return info
+
+
+def _part_field(part: Any) -> int:
+    """An index part's field position: ``{field = n, ...}`` or ``[n, type]`` (the
+    format of indexes made before 1.7.6)."""
+    return part["field"] if isinstance(part, dict) else part[0]

@@ -1,11 +1,17 @@
 """`execute`'s result, `SQLResult`, readable under surge's names (`rows`,
 `columns`, `row_count`) and under asynctnt's `Response` names (`body`,
-`rowcount`, `metadata.fields`, `autoincrement_ids`, `code`, `sync`, ...)."""
+`rowcount`, `metadata.fields`, `autoincrement_ids`, `code`, `sync`, ...); and
+`prepare`'s `PreparedStatement`, asynctnt's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from surge.errors import InterfaceError
+
+if TYPE_CHECKING:
+    from surge.tarantool.connection import Connection
 
 # IPROTO_FIELD_* keys of a column's metadata map.
 _NAME, _TYPE, _COLLATION, _IS_NULLABLE, _IS_AUTOINCREMENT, _SPAN = range(6)
@@ -58,6 +64,8 @@ class SQLResult:
         "_has_rows",
         "autoincrement_ids",
         "metadata",
+        "params",
+        "params_count",
         "row_count",
         "rows",
         "schema_id",
@@ -72,9 +80,6 @@ class SQLResult:
     error = None
     #: asynctnt's: the encoding strings are decoded with.
     encoding = b"utf-8"
-    #: Set by `prepare` replies only (asynctnt's); `execute` never has them.
-    params = None
-    params_count = 0
 
     def __init__(self, reply: dict, schema_id: int | None = None) -> None:
         meta = reply.get("metadata")
@@ -85,10 +90,17 @@ class SQLResult:
         self.row_count = info.get(0, len(self.rows))
         self.autoincrement_ids = info.get(1)
         self.stmt_id = reply.get("stmt_id") or 0
+        #: A prepared statement's parameters (a `prepare_iproto` reply's only, as
+        #: asynctnt's; `execute` never has them).
+        bind = reply.get("bind_metadata")
+        self.params = None if bind is None else Metadata(bind)
+        self.params_count: int = reply.get("bind_count", 0)
         #: The request's id on its connection (asynctnt's).
         self.sync: int = reply.get("sync", 0)
-        #: The schema version the connection had when the reply came.
-        self.schema_id = -1 if schema_id is None else schema_id
+        #: The schema version the reply carries (the new one after DDL, as
+        #: asynctnt's); else the connection's when the reply came.
+        sid = reply.get("schema_id", schema_id)
+        self.schema_id = -1 if sid is None else sid
 
     @property
     def columns(self) -> list[str]:
@@ -120,3 +132,68 @@ class SQLResult:
 
     def __repr__(self) -> str:
         return f"<SQLResult rows={len(self.rows)} row_count={self.row_count}>"
+
+
+class PreparedStatement:
+    """An SQL statement to prepare on the server, asynctnt's (`Connection.prepare`):
+    ``async with`` prepares it and unprepares it after; `prepare`, `execute` and
+    `unprepare` one by one. Awaiting it prepares it and gives its id, as surge's
+    ``await conn.prepare(sql)`` always did."""
+
+    __slots__ = ("_conn", "_params", "_params_count", "_query", "_stmt_id", "_timeout")
+
+    def __init__(self, conn: Connection, query: str, timeout: float | None = None) -> None:
+        self._conn = conn
+        self._query = query
+        self._timeout = timeout
+        self._stmt_id: int | None = None
+        self._params: Metadata | None = None
+        self._params_count = 0
+
+    @property
+    def id(self) -> int | None:
+        """The statement's id on the server; None until prepared."""
+        return self._stmt_id
+
+    @property
+    def params(self) -> Metadata | None:
+        """The parameters' metadata, once prepared."""
+        return self._params
+
+    @property
+    def params_count(self) -> int:
+        """How many parameters the statement binds, once prepared."""
+        return self._params_count
+
+    async def prepare(self, timeout: float | None = None) -> int:
+        """Prepare the statement; its id."""
+        reply = await self._conn.prepare_iproto(self._query, timeout=timeout)
+        self._stmt_id = reply.stmt_id
+        self._params = reply.params
+        self._params_count = reply.params_count
+        return reply.stmt_id
+
+    async def execute(
+        self, args: Any = None, *, parse_metadata: bool = True, timeout: float | None = None
+    ) -> SQLResult:
+        """Run the prepared statement with ``args`` (positional or named)."""
+        if self._stmt_id is None:
+            raise InterfaceError("the statement is not prepared: await stmt.prepare() first")
+        return await self._conn.execute(self._stmt_id, args, timeout=timeout)
+
+    async def unprepare(self, timeout: float | None = None) -> None:
+        """Drop the statement on the server."""
+        if self._stmt_id is not None:
+            await self._conn.unprepare_iproto(self._stmt_id, timeout=timeout)
+            self._stmt_id = None
+
+    def __await__(self) -> Generator[Any, None, int]:
+        return self.prepare(self._timeout).__await__()
+
+    async def __aenter__(self) -> PreparedStatement:
+        if self._stmt_id is None:
+            await self.prepare(self._timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.unprepare(self._timeout)

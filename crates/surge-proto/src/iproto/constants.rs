@@ -7,6 +7,8 @@ pub mod request {
     pub const REPLACE: u32 = 0x03;
     pub const UPDATE: u32 = 0x04;
     pub const DELETE: u32 = 0x05;
+    /// Tarantool 1.6's call: every return value wrapped as a tuple.
+    pub const CALL_16: u32 = 0x06;
     pub const AUTH: u32 = 0x07;
     pub const EVAL: u32 = 0x08;
     pub const UPSERT: u32 = 0x09;

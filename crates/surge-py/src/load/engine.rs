@@ -187,7 +187,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
     loop {
         let now = now_ns();
         if shared.stop.load(Ordering::Relaxed) {
-            lp.abandon();
+            lp.abandon(Kind::Interrupted);
             break;
         }
         if interval.is_some() {
@@ -221,7 +221,7 @@ pub fn run(s: Settings, shared: Arc<Shared>) -> io::Result<Final> {
                 drain_end = now + lp.s.timeout_ns;
             }
             if lp.outstanding() == 0 || now >= drain_end {
-                lp.abandon();
+                lp.abandon(Kind::Timeout);
                 break;
             }
         }
@@ -496,7 +496,7 @@ impl Loop {
                     } else {
                         conn.parser.feed(&self.scratch[..n]);
                     }
-                    if !self.responses(idx, now) {
+                    if !self.responses(idx, now, false) {
                         return;
                     }
                 }
@@ -512,13 +512,15 @@ impl Loop {
                 }
             }
         }
-        if eof && self.responses(idx, now) {
+        if eof && self.responses(idx, now, true) {
             self.kill(idx, Kind::Disconnect);
         }
     }
 
     /// Completes the responses the parser holds; false if the connection was dropped.
-    fn responses(&mut self, idx: usize, now: u64) -> bool {
+    /// `eof`: the server has closed; a response it cut short then is a disconnect
+    /// (a server dying mid-response sent nothing malformed).
+    fn responses(&mut self, idx: usize, now: u64, eof: bool) -> bool {
         let mut done = 0usize;
         loop {
             let Some(conn) = self.conns[idx].as_mut() else {
@@ -546,7 +548,14 @@ impl Loop {
                     }
                 }
                 Err(_) => {
-                    self.kill(idx, Kind::Malformed);
+                    self.kill(
+                        idx,
+                        if eof {
+                            Kind::Disconnect
+                        } else {
+                            Kind::Malformed
+                        },
+                    );
                     return false;
                 }
             }
@@ -728,14 +737,15 @@ impl Loop {
         }
     }
 
-    /// The drain time is over: everything outstanding counts as a timeout.
-    fn abandon(&mut self) {
+    /// The drain time is over (everything outstanding counts as a timeout), or
+    /// the run was stopped (as interrupted).
+    fn abandon(&mut self, kind: Kind) {
         self.closed = true;
         while let Some(due) = self.queue.pop_front() {
-            self.rec.error(due, Kind::Timeout);
+            self.rec.error(due, kind);
         }
         for idx in 0..self.conns.len() {
-            self.kill(idx, Kind::Timeout);
+            self.kill(idx, kind);
         }
     }
 }

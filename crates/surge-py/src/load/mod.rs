@@ -143,7 +143,7 @@ impl HttpLoad {
         self.shared.done.load(Ordering::Acquire)
     }
 
-    /// Asks the loop to end now; what is outstanding counts as timed out.
+    /// Asks the loop to end now; what is outstanding counts as interrupted.
     fn stop(&self) {
         self.shared.stop.store(true, Ordering::Relaxed);
     }

@@ -29,10 +29,12 @@ pub enum Kind {
     Malformed,
     Http4xx,
     Http5xx,
+    /// In flight when the run was stopped early (`HttpLoad.stop`: Ctrl-C).
+    Interrupted,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::ConnectRefused,
         Kind::ConnectTimeout,
         Kind::ConnectError,
@@ -42,6 +44,7 @@ impl Kind {
         Kind::Malformed,
         Kind::Http4xx,
         Kind::Http5xx,
+        Kind::Interrupted,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +58,7 @@ impl Kind {
             Kind::Malformed => "malformed",
             Kind::Http4xx => "http_4xx",
             Kind::Http5xx => "http_5xx",
+            Kind::Interrupted => "interrupted",
         }
     }
 

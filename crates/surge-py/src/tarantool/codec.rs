@@ -129,7 +129,7 @@ impl IprotoCodec {
             return (code, message, stack).into_py_any(py);
         }
         if body.metadata.is_some() || body.sql_info.is_some() || body.stmt_id.is_some() {
-            return self.sql_reply(py, f.sync, &body);
+            return self.sql_reply(py, f.sync, f.schema_version, &body);
         }
         if let Some(v) = body.version {
             let d = PyDict::new(py);
@@ -157,9 +157,17 @@ impl IprotoCodec {
         }
     }
 
-    fn sql_reply(&self, py: Python<'_>, sync: u64, body: &iproto::Body<'_>) -> PyResult<PyObject> {
+    fn sql_reply(
+        &self,
+        py: Python<'_>,
+        sync: u64,
+        schema_id: u64,
+        body: &iproto::Body<'_>,
+    ) -> PyResult<PyObject> {
         let d = PyDict::new(py);
         d.set_item("sync", sync)?;
+        // The reply's own: after DDL it is the new version, as asynctnt reports it.
+        d.set_item("schema_id", schema_id)?;
         let mut names: Option<Py<PyDict>> = None;
         if let Some(meta) = body.metadata {
             let m = unpack(py, meta, &mut 0)?;
@@ -535,6 +543,20 @@ impl IprotoCodec {
         )
     }
 
+    /// CALL_16 (Tarantool 1.6's call, asynctnt's `call16`): the server wraps each
+    /// return value that is not a table in a tuple.
+    #[pyo3(signature = (function, args, stream_id=0))]
+    fn call16(&mut self, function: &str, args: &Bound<'_, PyAny>, stream_id: u64) -> PyResult<u64> {
+        self.request(
+            request::CALL_16,
+            stream_id,
+            &[
+                Part::Str(key::FUNCTION_NAME, function),
+                Part::Obj(key::TUPLE, args),
+            ],
+        )
+    }
+
     #[pyo3(signature = (expr, args, stream_id=0))]
     fn eval(&mut self, expr: &str, args: &Bound<'_, PyAny>, stream_id: u64) -> PyResult<u64> {
         self.request(
@@ -578,8 +600,13 @@ impl IprotoCodec {
         }
     }
 
+    /// PREPARE of SQL text (a str); of a statement id (an int), it unprepares it.
     #[pyo3(signature = (sql, stream_id=0))]
-    fn prepare(&mut self, sql: &str, stream_id: u64) -> PyResult<u64> {
+    fn prepare(&mut self, sql: &Bound<'_, PyAny>, stream_id: u64) -> PyResult<u64> {
+        if let Ok(id) = sql.extract::<u64>() {
+            return self.request(request::PREPARE, stream_id, &[Part::Uint(key::STMT_ID, id)]);
+        }
+        let sql: &str = sql.extract()?;
         self.request(
             request::PREPARE,
             stream_id,

@@ -102,16 +102,20 @@ pub struct IprotoLane {
 }
 
 /// `key` as the methods send it: None is no key, a list or tuple as it is, any
-/// other value a key of one part.
-fn key_of<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// other value a key of one part; None for a dict (by field names: the Python
+/// path lays it out by the index's parts).
+fn key_of<'py>(key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = key.py();
     if key.is_none() {
-        return Ok(PyTuple::empty(py).into_any());
+        return Ok(Some(PyTuple::empty(py).into_any()));
     }
     if key.is_instance_of::<PyList>() || key.is_instance_of::<PyTuple>() {
-        return Ok(key.clone());
+        return Ok(Some(key.clone()));
     }
-    Ok(PyTuple::new(py, [key])?.into_any())
+    if key.is_instance_of::<PyDict>() {
+        return Ok(None);
+    }
+    Ok(Some(PyTuple::new(py, [key])?.into_any()))
 }
 
 /// Whether update/upsert operations need nothing of the schema: a list or tuple
@@ -343,15 +347,17 @@ impl IprotoLane {
         )
     }
 
-    /// `Connection.insert`.
-    #[pyo3(signature = (space, t, *, timeout=None))]
+    /// `Connection.insert` (``replace=True``: `Connection.replace`, asynctnt's way).
+    #[pyo3(signature = (space, t, *, replace=false, timeout=None))]
     fn insert(
         slf: &Bound<'_, Self>,
         space: &Bound<'_, PyAny>,
         t: &Bound<'_, PyAny>,
+        replace: bool,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
-        Self::store(slf, space, t, Op::Insert, timeout)
+        let op = if replace { Op::Replace } else { Op::Insert };
+        Self::store(slf, space, t, op, timeout)
     }
 
     /// `Connection.replace`.
@@ -365,21 +371,26 @@ impl IprotoLane {
         Self::store(slf, space, t, Op::Replace, timeout)
     }
 
-    /// `Connection.update`.
-    #[pyo3(signature = (space, key, ops, *, index=Given::Missing, timeout=None))]
+    /// `Connection.update` (``operations`` is asynctnt's name for ``ops``: the
+    /// Python method takes it).
+    #[pyo3(signature = (space, key, ops=None, *, index=Given::Missing, timeout=None, operations=None))]
+    #[allow(clippy::too_many_arguments)]
     fn update<'py>(
         slf: &Bound<'py, Self>,
         space: &Bound<'py, PyAny>,
         key: &Bound<'py, PyAny>,
-        ops: &Bound<'py, PyAny>,
+        ops: Option<&Bound<'py, PyAny>>,
         index: Given<'py>,
         timeout: Option<&Bound<'py, PyAny>>,
+        operations: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
+        let none = py.None().into_bound(py);
+        let ops = ops.unwrap_or(&none);
         native_or_fallback(
             slf,
             |this| {
-                if timeout.is_some() || !plain_ops(ops)? {
+                if timeout.is_some() || operations.is_some() || !plain_ops(ops)? {
                     return Ok(None);
                 }
                 let rk = this.key_update.clone_ref(py);
@@ -390,26 +401,40 @@ impl IprotoLane {
             },
             |this| this.fallback(Op::Update),
             |f| {
-                let kw = keywords(py, &[("index", index.get()), ("timeout", timeout)])?;
+                let kw = keywords(
+                    py,
+                    &[
+                        ("index", index.get()),
+                        ("timeout", timeout),
+                        ("operations", operations),
+                    ],
+                )?;
                 Ok(f.call((space, key, ops), Some(&kw))?.unbind())
             },
         )
     }
 
-    /// `Connection.upsert`.
-    #[pyo3(signature = (space, t, ops, *, timeout=None))]
+    /// `Connection.upsert` (``operations`` as in `update`).
+    #[pyo3(signature = (space, t, ops=None, *, timeout=None, operations=None))]
     fn upsert(
         slf: &Bound<'_, Self>,
         space: &Bound<'_, PyAny>,
         t: &Bound<'_, PyAny>,
-        ops: &Bound<'_, PyAny>,
+        ops: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
+        operations: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyObject> {
         let py = slf.py();
+        let none = py.None().into_bound(py);
+        let ops = ops.unwrap_or(&none);
         native_or_fallback(
             slf,
             |this| {
-                if timeout.is_some() || t.is_instance_of::<PyDict>() || !plain_ops(ops)? {
+                if timeout.is_some()
+                    || operations.is_some()
+                    || t.is_instance_of::<PyDict>()
+                    || !plain_ops(ops)?
+                {
                     return Ok(None);
                 }
                 let Some(sp) = this.space(py, space)? else {
@@ -420,7 +445,7 @@ impl IprotoLane {
             },
             |this| this.fallback(Op::Upsert),
             |f| {
-                let kw = keywords(py, &[("timeout", timeout)])?;
+                let kw = keywords(py, &[("timeout", timeout), ("operations", operations)])?;
                 Ok(f.call((space, t, ops), Some(&kw))?.unbind())
             },
         )
@@ -510,7 +535,9 @@ impl IprotoLane {
         let (Some(limit), Some(offset)) = (arg(limit, MAX_LIMIT), arg(offset, 0)) else {
             return Ok(None);
         };
-        let key = key_of(key)?;
+        let Some(key) = key_of(key)? else {
+            return Ok(None);
+        };
         let it = match iterator {
             Some(i) if !i.is_none() => match uint(i) {
                 Some(i) => i,
@@ -538,7 +565,9 @@ impl IprotoLane {
         counted: &PyObject,
         encode: impl FnOnce(&mut IprotoCodec, Space, u64, &Bound<'_, PyAny>) -> PyResult<u64>,
     ) -> PyResult<Option<PyObject>> {
-        let key = key_of(key)?;
+        let Some(key) = key_of(key)? else {
+            return Ok(None);
+        };
         self.keyed_as(py, space, index, &key, counted, encode)
     }
 

@@ -59,8 +59,20 @@ impl Tuple {
         Ok(self.items.bind(py).as_any().try_iter()?.into_any())
     }
 
-    fn __contains__(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.items.bind(py).contains(v)
+    /// Whether `name` is a field name of the tuple's format, as asynctnt's
+    /// `TarantoolTuple` (and surge's PostgreSQL `Record`, as asyncpg's) answer
+    /// `in`: ``"email" in row`` asks about the field. Values: `as_tuple()`.
+    fn __contains__(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<bool> {
+        match (&self.names, name.downcast::<PyString>()) {
+            (Some(n), Ok(name)) => n.bind(py).contains(name),
+            _ => Ok(false),
+        }
+    }
+
+    /// The hash of its values as a tuple: it equals that tuple (asynctnt's
+    /// tuples are hashable too, so ported code may put them in sets).
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        self.items.bind(py).hash()
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from surge._core import Record, Statement
 from surge.errors import InterfaceError
+from surge.postgres.errors import CursorOutsideTransactionError
 
 if TYPE_CHECKING:
     from surge.postgres.session import Session
@@ -96,8 +97,10 @@ class Cursor:
 
     async def _open(self, query: str, args: Sequence[Any]) -> None:
         s = self._session
-        if not s.in_own_tx():
-            raise InterfaceError("a cursor needs a transaction: async with conn.transaction()")
+        # As asyncpg: in a transaction of this context, or in one begun by hand
+        # (``execute("BEGIN")``, on a connection held alone) and none of ours.
+        if not s.in_own_tx() and (s.tx is not None or s.codec.transaction_status == "I"):
+            raise CursorOutsideTransactionError("cursor cannot be created outside of a transaction")
         name = f"__surge_cursor_{next(_names)}"
         self._stmt = await s.send(s.codec.prepare, name, query, timeout=self._timeout)
         try:

@@ -333,7 +333,7 @@ class Pool:
         return await c.fetchrow(query, *args, timeout=timeout, record_class=record_class)
 
     async def fetchval(
-        self, query: str, *args: Any, column: int = 0, timeout: float | None = None
+        self, query: str, *args: Any, column: int | str = 0, timeout: float | None = None
     ) -> Any:
         """`Connection.fetchval` on the least busy free connection."""
         return await (await self._free(False)).fetchval(

@@ -153,3 +153,60 @@ def test_the_new_errors_keep_surge_classes() -> None:
     assert issubclass(pg.transaction.IsolationLevelError, pg.InterfaceError)
     assert issubclass(pg.errors.CursorOutsideTransactionError, pg.NoActiveSQLTransactionError)
     assert asyncpg.NoActiveSQLTransactionError.__name__ == "NoActiveSQLTransactionError"
+
+
+async def _close_waits_for_holders(mod: Any, dsn: str) -> list:
+    pool = await mod.create_pool(dsn, min_size=1, max_size=2)
+    c = await pool.acquire()
+    closing = asyncio.ensure_future(pool.close())
+    await asyncio.sleep(0.3)
+    # A graceful shutdown: the holder finishes its work on the connection.
+    out: list = [closing.done(), pool.is_closing(), await c.fetchval("SELECT 1")]
+    for use in (pool.acquire, lambda: pool.fetchval("SELECT 1")):
+        with pytest.raises(mod.InterfaceError):
+            await use()
+    await pool.release(c)
+    await asyncio.wait_for(closing, 10)
+    out.append(closing.done())
+    # A close bounded by wait_for that runs out terminates the pool.
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1)
+    c = await pool.acquire()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pool.close(), 0.3)
+    out.append(pool.is_closing())
+    with pytest.raises(mod.InterfaceError):
+        await c.fetchval("SELECT 1")
+    return out
+
+
+def test_pool_close_waits_for_held_connections_as_asyncpg(dsn: str, arun: Callable) -> None:
+    assert arun(same(dsn, _close_waits_for_holders)) == [False, True, 1, True, True]
+
+
+async def _release_foreign(mod: Any, dsn: str) -> list:
+    pool = await mod.create_pool(dsn, min_size=1, max_size=1)
+    other = await mod.create_pool(dsn, min_size=1, max_size=1)
+    lone = await mod.connect(dsn)
+    out: list = []
+    held = await other.acquire()
+    try:
+        for c in (lone, held):
+            with pytest.raises(mod.InterfaceError) as e:
+                await pool.release(c)
+            out.append(str(e.value).split(":")[0])
+        # The pool did not take them: its one connection is still its own.
+        async with pool.acquire() as mine:
+            out.append(mine is not lone and pool.get_size())
+        await pool.release(mine)  # twice: ignored, as asyncpg
+    finally:
+        await lone.close()
+        await other.release(held)
+        await other.close()
+        await pool.close()
+    return out
+
+
+def test_pool_release_of_a_foreign_connection_as_asyncpg(dsn: str, arun: Callable) -> None:
+    assert arun(same(dsn, _release_foreign)) == [
+        "Pool.release() received invalid connection",
+    ] * 2 + [1]

@@ -210,3 +210,61 @@ def test_pool_release_of_a_foreign_connection_as_asyncpg(dsn: str, arun: Callabl
     assert arun(same(dsn, _release_foreign)) == [
         "Pool.release() received invalid connection",
     ] * 2 + [1]
+
+
+@on_connection
+async def _ranges_from_sequences(mod: Any, c: Any) -> list:
+    import datetime
+
+    await c.execute(
+        "CREATE TEMP TABLE audit_r (i int4range, d daterange, n numrange,"
+        " m int4multirange, a int4range[])"
+    )
+    d1, d5 = datetime.date(2024, 1, 1), datetime.date(2024, 1, 5)
+    rows = [
+        ((1, 5), (d1, d5), (1.5, 2.5), [(1, 5), (7, 9)], [(1, 2), ()]),
+        ((None, 5), (d1,), (), [], [(3,)]),
+    ]
+    await c.executemany("INSERT INTO audit_r VALUES ($1, $2, $3, $4, $5)", rows)
+    await c.copy_records_to_table("audit_r", records=rows[:1])
+    got = await c.fetch("SELECT i::text, d::text, n::text, m::text, a::text FROM audit_r")
+    out: list = [tuple(r) for r in got]
+    # A WHERE on a range written as asyncpg writes it finds the rows.
+    out.append(await c.fetchval("SELECT count(*) FROM audit_r WHERE i = $1", (1, 5)))
+    with pytest.raises(mod.DataError):
+        await c.fetchval("SELECT $1::int4range", (1, 2, 3))
+    return out
+
+
+def test_ranges_from_sequences_as_asyncpg(dsn: str, arun: Callable) -> None:
+    got = arun(same(dsn, _ranges_from_sequences))
+    assert got[0][0] == "[1,6)" and got[-1] == 2
+
+
+@on_connection
+async def _listeners_added_twice(mod: Any, c: Any) -> list:
+    heard: list = []
+
+    async def on_notify(con: Any, pid: int, channel: str, payload: str) -> None:
+        heard.append(payload)
+
+    def on_log(con: Any, message: Any) -> None:
+        heard.append(message.message)
+
+    await c.add_listener("audit_ch", on_notify)
+    await c.add_listener("audit_ch", on_notify)
+    c.add_log_listener(on_log)
+    c.add_log_listener(on_log)
+    await c.execute("NOTIFY audit_ch, 'p1'")
+    await c.execute("DO $$BEGIN RAISE NOTICE 'n1'; END$$")
+    await asyncio.sleep(0.2)
+    await c.remove_listener("audit_ch", on_notify)
+    c.remove_log_listener(on_log)
+    await c.execute("NOTIFY audit_ch, 'p2'")
+    await c.execute("DO $$BEGIN RAISE NOTICE 'n2'; END$$")
+    await asyncio.sleep(0.2)
+    return sorted(heard)
+
+
+def test_a_listener_added_twice_is_called_once_as_asyncpg(dsn: str, arun: Callable) -> None:
+    assert arun(same(dsn, _listeners_added_twice)) == ["n1", "p1"]

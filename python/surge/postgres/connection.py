@@ -688,7 +688,9 @@ class Connection:
         """Call ``callback(connection, pid, channel, payload)`` on each NOTIFY to
         ``channel`` (a coroutine function's result is run as a task)."""
         first = channel not in self._listeners
-        self._listeners.setdefault(channel, []).append(callback)
+        cbs = self._listeners.setdefault(channel, [])
+        if callback not in cbs:  # asyncpg keeps a set: added twice, called once
+            cbs.append(callback)
         if first:
             try:
                 await self.execute(f"LISTEN {quote_ident(channel)}")
@@ -709,7 +711,8 @@ class Connection:
     def add_log_listener(self, callback: Callable[..., Any]) -> None:
         """Call ``callback(connection, message)`` for each NoticeResponse (RAISE NOTICE ...);
         ``message`` is a `PostgresError`-like object with the notice's fields."""
-        self._log_listeners.append(callback)
+        if callback not in self._log_listeners:  # once, as in asyncpg's set
+            self._log_listeners.append(callback)
 
     def remove_log_listener(self, callback: Callable[..., Any]) -> None:
         """Stop calling ``callback`` for notices."""

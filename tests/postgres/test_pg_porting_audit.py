@@ -268,3 +268,21 @@ async def _listeners_added_twice(mod: Any, c: Any) -> list:
 
 def test_a_listener_added_twice_is_called_once_as_asyncpg(dsn: str, arun: Callable) -> None:
     assert arun(same(dsn, _listeners_added_twice)) == ["n1", "p1"]
+
+
+@on_connection
+async def _cursor_counts(mod: Any, c: Any) -> list:
+    out: list = []
+    async with c.transaction():
+        cur = await c.cursor("SELECT generate_series(1, 3)")
+        out.append(await cur.forward(10))
+        for bad in (0, -1):
+            for call in (cur.forward, cur.fetch):
+                with pytest.raises(mod.InterfaceError):
+                    await call(bad)
+        out.append(await cur.fetch(2))
+    return out
+
+
+def test_cursor_counts_checked_at_the_end_too_as_asyncpg(dsn: str, arun: Callable) -> None:
+    assert arun(same(dsn, _cursor_counts)) == [3, []]

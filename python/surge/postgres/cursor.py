@@ -114,10 +114,10 @@ class Cursor:
         call, else the cursor's."""
         if self._closed:
             raise InterfaceError("the cursor is closed")
+        if n <= 0:  # checked first: a bad count is a bug even at the end (asyncpg)
+            raise InterfaceError(f"n must be positive, not {n}")
         if self.exhausted:
             return []
-        if n <= 0:
-            raise InterfaceError(f"n must be positive, not {n}")
         s = self._session
         stmt = self._stmt
         assert stmt is not None

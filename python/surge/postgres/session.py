@@ -361,8 +361,10 @@ class Session:
         `cancel_if_alone`, so the connection is not held by a query nobody awaits
         (a task cancelled on a client's disconnect, ``asyncio.wait_for``). Only a
         request that went out (a future; a coroutine may still have been waiting
-        at a gate, with a neighbour's query the one in flight)."""
-        if isinstance(reply, asyncio.Future):
+        at a gate, with a neighbour's query the one in flight) and whose reply
+        was not in yet (the cancellation cancelled its future): one already
+        answered is not the query in flight."""
+        if isinstance(reply, asyncio.Future) and reply.cancelled():
             self.cancel_if_alone()
 
     async def _cancel(self) -> None:

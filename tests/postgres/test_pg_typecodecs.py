@@ -233,7 +233,11 @@ def test_python_values_as_asyncpg_gives_them(dsn: str, arun: Callable) -> None:
             # A tuple path is closed and a list path open, as in asyncpg.
             assert await s.fetchval("SELECT $1::path::text", ((0, 0), (1, 1))) == "((0,0),(1,1))"
             assert await s.fetchval("SELECT $1::path::text", [(0, 0), (1, 1)]) == "[(0,0),(1,1)]"
-            assert await s.fetchval("SELECT $1::int4range::text", (1, 3)) == "[1,3)"
+            # A sequence's bounds are both included, as in asyncpg.
+            for seq in [(1, 3), [1, 3], (None, 3), (1,), ()]:
+                got = await s.fetchval("SELECT $1::int4range::text", seq)
+                assert got == await a.fetchval("SELECT $1::int4range::text", seq)
+            assert await s.fetchval("SELECT $1::int4range::text", (1, 3)) == "[1,4)"
             assert await s.fetchval("SELECT $1::inet::text", "10.1.2.3/16") == "10.1.2.3/16"
             assert await s.fetchval("SELECT $1::macaddr8::text", "08:00:2b:01:02:03") == (
                 "08:00:2b:ff:fe:01:02:03"

@@ -364,9 +364,13 @@ class Connection:
         return await self._run(query, args, RowMode.FIRST, 0, timeout, rc)  # type: ignore[no-any-return]
 
     async def fetchval(
-        self, query: str, *args: Any, column: int = 0, timeout: float | None = None
+        self, query: str, *args: Any, column: int | str = 0, timeout: float | None = None
     ) -> Any:
-        """Column ``column`` of the first row, or None when there is no row."""
+        """Column ``column`` (its position, or its name as in asyncpg) of the first
+        row, or None when there is no row."""
+        if isinstance(column, str):
+            row = await self._run(query, args, RowMode.FIRST, 0, timeout)
+            return None if row is None else row[column]
         return await self._run(query, args, RowMode.VALUE, column, timeout)
 
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
@@ -575,13 +579,14 @@ class Connection:
         """The part of `reset` a pool runs before a custom ``reset=`` callback."""
         self._listeners.clear()
         self._log_listeners.clear()
-        if self.is_in_transaction() or self._codec.transaction_status != "I":
+        if self.is_in_transaction():
             self._session.unclaim()
             await self.execute("ROLLBACK", timeout=timeout)
 
     def is_in_transaction(self) -> bool:
-        """True while a transaction made with `transaction` is open."""
-        return self._session.tx is not None
+        """True while a transaction is open: one made with `transaction`, or, as
+        asyncpg tells from the server's status, one begun with ``execute("BEGIN")``."""
+        return self._session.tx is not None or self._codec.transaction_status != "I"
 
     # -- COPY ---------------------------------------------------------------------
 
@@ -683,7 +688,9 @@ class Connection:
         """Call ``callback(connection, pid, channel, payload)`` on each NOTIFY to
         ``channel`` (a coroutine function's result is run as a task)."""
         first = channel not in self._listeners
-        self._listeners.setdefault(channel, []).append(callback)
+        cbs = self._listeners.setdefault(channel, [])
+        if callback not in cbs:  # asyncpg keeps a set: added twice, called once
+            cbs.append(callback)
         if first:
             try:
                 await self.execute(f"LISTEN {quote_ident(channel)}")
@@ -704,7 +711,8 @@ class Connection:
     def add_log_listener(self, callback: Callable[..., Any]) -> None:
         """Call ``callback(connection, message)`` for each NoticeResponse (RAISE NOTICE ...);
         ``message`` is a `PostgresError`-like object with the notice's fields."""
-        self._log_listeners.append(callback)
+        if callback not in self._log_listeners:  # once, as in asyncpg's set
+            self._log_listeners.append(callback)
 
     def remove_log_listener(self, callback: Callable[..., Any]) -> None:
         """Stop calling ``callback`` for notices."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from surge._core import Record, Statement
 from surge.errors import InterfaceError
+from surge.postgres.errors import CursorOutsideTransactionError
 
 if TYPE_CHECKING:
     from surge.postgres.session import Session
@@ -96,8 +97,10 @@ class Cursor:
 
     async def _open(self, query: str, args: Sequence[Any]) -> None:
         s = self._session
-        if not s.in_own_tx():
-            raise InterfaceError("a cursor needs a transaction: async with conn.transaction()")
+        # As asyncpg: in a transaction of this context, or in one begun by hand
+        # (``execute("BEGIN")``, on a connection held alone) and none of ours.
+        if not s.in_own_tx() and (s.tx is not None or s.codec.transaction_status == "I"):
+            raise CursorOutsideTransactionError("cursor cannot be created outside of a transaction")
         name = f"__surge_cursor_{next(_names)}"
         self._stmt = await s.send(s.codec.prepare, name, query, timeout=self._timeout)
         try:
@@ -111,10 +114,10 @@ class Cursor:
         call, else the cursor's."""
         if self._closed:
             raise InterfaceError("the cursor is closed")
+        if n <= 0:  # checked first: a bad count is a bug even at the end (asyncpg)
+            raise InterfaceError(f"n must be positive, not {n}")
         if self.exhausted:
             return []
-        if n <= 0:
-            raise InterfaceError(f"n must be positive, not {n}")
         s = self._session
         stmt = self._stmt
         assert stmt is not None

@@ -14,7 +14,12 @@ from typing import Any
 
 from surge import errors as _errors
 from surge.errors import InterfaceError
-from surge.postgres._sqlstate import BY_SQLSTATE, DataError, PostgresWarning
+from surge.postgres._sqlstate import (
+    BY_SQLSTATE,
+    DataError,
+    NoActiveSQLTransactionError,
+    PostgresWarning,
+)
 from surge.postgres.error_base import (
     FatalPostgresError,
     PostgresError,
@@ -88,8 +93,14 @@ class InvalidArgumentError(DataError, InterfaceError, TypeError):
     nothing was sent. A `DataError` as in asyncpg, and an `InterfaceError`."""
 
 
+class CursorOutsideTransactionError(NoActiveSQLTransactionError, InterfaceError):
+    """A cursor opened outside a transaction; nothing was sent. asyncpg's
+    `NoActiveSQLTransactionError`, and an `InterfaceError`."""
+
+
 __all__ = [
     "ClientConfigurationError",
+    "CursorOutsideTransactionError",
     "FatalPostgresError",
     "InterfaceError",
     "InterfaceWarning",

@@ -18,7 +18,9 @@ pool has more than ``min_size``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
@@ -36,6 +38,10 @@ DEFAULT_MAX_SIZE = 10
 DEFAULT_MAX_QUERIES = 50000
 #: Seconds an unused connection above ``min_size`` stays open (asyncpg's; 0: forever).
 DEFAULT_MAX_INACTIVE_CONNECTION_LIFETIME = 300.0
+#: Seconds `Pool.close` waits for held connections before it warns (asyncpg's).
+CLOSE_WARN_AFTER = 60.0
+
+log = logging.getLogger(__name__)
 
 #: A pool hook: a coroutine function taking the connection.
 Hook = Callable[[Connection], Awaitable[Any]]
@@ -101,6 +107,9 @@ class Pool:
         self._max_idle = max_inactive_connection_lifetime
         self._all: list[Connection] = []
         self._held: set[Connection] = set()
+        # Every connection this pool made (weakly): `release` tells a connection
+        # of another pool or of `connect` from one of its own already dropped.
+        self._made: weakref.WeakSet[Connection] = weakref.WeakSet()
         # Free, connected connections and when each was last used (loop time):
         # what the inactivity sweep looks at.
         self._idle_since: dict[Connection, float] = {}
@@ -127,6 +136,7 @@ class Pool:
     def _new(self) -> Connection:
         c = self._connection_class(self._params, **self._kwargs)
         self._all.append(c)
+        self._made.add(c)
         return c
 
     async def _open(self, c: Connection) -> None:
@@ -267,6 +277,13 @@ class Pool:
         past ``max_queries`` requests, or expired, is closed instead."""
         conn = connection
         if conn not in self._held:
+            if conn not in self._made:
+                # As asyncpg: giving it back would hand another pool's (or a
+                # lone) connection to this pool's users.
+                raise InterfaceError(
+                    f"Pool.release() received invalid connection: {conn!r} "
+                    "is not a member of this pool"
+                )
             return
         try:
             if conn in self._expired or conn.engine.stats["requests"] >= self._max_queries:
@@ -333,7 +350,7 @@ class Pool:
         return await c.fetchrow(query, *args, timeout=timeout, record_class=record_class)
 
     async def fetchval(
-        self, query: str, *args: Any, column: int = 0, timeout: float | None = None
+        self, query: str, *args: Any, column: int | str = 0, timeout: float | None = None
     ) -> Any:
         """`Connection.fetchval` on the least busy free connection."""
         return await (await self._free(False)).fetchval(
@@ -419,7 +436,26 @@ class Pool:
         return conns
 
     async def close(self) -> None:
-        """Close every connection; waiting acquirers fail with ClosedError."""
+        """Close the pool gracefully, as asyncpg: from now on `acquire` and the
+        shortcuts fail with ClosedError (so do the acquirers waiting), the
+        connections held are waited for until their holders release them, then
+        every connection is closed. An error or a cancellation meanwhile (bound
+        the wait with ``asyncio.wait_for``) terminates the pool."""
+        self._closed = True
+        self._wake()
+        loop = asyncio.get_running_loop()
+        # asyncpg's warning: a holder that never releases holds close() forever.
+        warn = loop.call_later(CLOSE_WARN_AFTER, _warn_long_close, self)
+        try:
+            while self._held:
+                fut = loop.create_future()
+                self._waiters.append(fut)
+                await fut
+        except BaseException:
+            self.terminate()
+            raise
+        finally:
+            warn.cancel()
         conns = self._forget_all()
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
@@ -433,6 +469,15 @@ class Pool:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _warn_long_close(pool: Pool) -> None:
+    log.warning(
+        "Pool.close() is waiting over %s s for %d connection(s) to be released; "
+        "bound it with asyncio.wait_for()",
+        CLOSE_WARN_AFTER,
+        len(pool._held),
+    )
 
 
 class _Acquire:

@@ -110,8 +110,13 @@ class PreparedStatement:
         """The first row, or None."""
         return await self._run(RowMode.FIRST, args, 0, timeout)  # type: ignore[no-any-return]
 
-    async def fetchval(self, *args: Any, column: int = 0, timeout: float | None = None) -> Any:
-        """Column ``column`` of the first row, or None."""
+    async def fetchval(
+        self, *args: Any, column: int | str = 0, timeout: float | None = None
+    ) -> Any:
+        """Column ``column`` (its position or its name) of the first row, or None."""
+        if isinstance(column, str):
+            row = await self._run(RowMode.FIRST, args, 0, timeout)
+            return None if row is None else row[column]
         return await self._run(RowMode.VALUE, args, column, timeout)
 
     async def execute(self, *args: Any, timeout: float | None = None) -> str:

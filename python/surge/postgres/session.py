@@ -9,9 +9,9 @@ minds two gates before handing it to the engine:
 * the **transaction gate**: while a coroutine's transaction holds the connection
   (`claim`), only requests made in that transaction's context go out (pinned to
   the connection it began on); everyone else's wait for it to end;
-* the **cancel gate**: after a timeout, a query that was alone in flight is
-  cancelled on the server (`cancel_if_alone`), and new requests wait until the
-  cancel has landed, so it cannot hit them;
+* the **cancel gate**: after a timeout or its caller's cancellation, a query
+  that was alone in flight is cancelled on the server (`cancel_if_alone`), and
+  new requests wait until the cancel has landed, so it cannot hit them;
 * the **alone gate**: a statement that may be a ``COPY ... FROM STDIN``
   (`PgCodec.may_copy_in`; `execute` cannot feed it data, so it is refused with
   CopyFail when the server asks for data) goes out with nothing behind it until
@@ -334,8 +334,9 @@ class Session:
     # -- the cancel gate ----------------------------------------------------------
 
     def cancel_if_alone(self) -> None:
-        """After a timeout: when the timed-out query is the only one in flight, ask
-        the server to cancel it (a CancelRequest on a connection of its own).
+        """After a timeout or a cancellation: when the query given up is the only
+        one in flight, ask the server to cancel it (a CancelRequest on a
+        connection of its own).
 
         Why only then: a cancel interrupts whatever the backend runs when the
         signal lands, and with pipelining that could be a neighbour's query. Alone,
@@ -355,6 +356,18 @@ class Session:
         task = loop.create_task(self._cancel())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _cancelled(self, reply: Any) -> None:
+        """The caller awaiting ``reply`` (what `send` returned) was cancelled: as
+        asyncpg does, the query is cancelled on the server too, under the rule of
+        `cancel_if_alone`, so the connection is not held by a query nobody awaits
+        (a task cancelled on a client's disconnect, ``asyncio.wait_for``). Only a
+        request that went out (a future; a coroutine may still have been waiting
+        at a gate, with a neighbour's query the one in flight) and whose reply
+        was not in yet (the cancellation cancelled its future): one already
+        answered is not the query in flight."""
+        if isinstance(reply, asyncio.Future) and reply.cancelled():
+            self.cancel_if_alone()
 
     async def _cancel(self) -> None:
         gen = self.engine.generation
@@ -500,8 +513,9 @@ class Session:
                 timeout = deadline - asyncio.get_running_loop().time()
                 if timeout <= 0:
                     raise NotSentTimeout("statement prepared but not run within the timeout")
+            reply = None
             try:
-                result = await self.send(
+                reply = self.send(
                     self._bind_execute,
                     stmt,
                     args,
@@ -511,6 +525,10 @@ class Session:
                     timeout=timeout,
                     alone=stmt.copy_in,
                 )
+                result = await reply
+            except asyncio.CancelledError:
+                self._cancelled(reply)
+                raise
             except StatementGone as exc:
                 if attempt:
                     raise _lost_again(exc) from exc
@@ -546,10 +564,15 @@ class Session:
 
     async def simple_query(self, query: str, timeout: float | None) -> str:
         """``query`` as a simple query (several statements allowed); its status."""
+        reply = None
         try:
-            status = await self.send(
+            reply = self.send(
                 self.codec.simple_query, query, timeout=timeout, alone=PgCodec.may_copy_in(query)
             )
+            status = await reply
+        except asyncio.CancelledError:
+            self._cancelled(reply)
+            raise
         except NotSentTimeout:
             raise
         except RequestTimeoutError:

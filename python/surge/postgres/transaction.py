@@ -23,7 +23,7 @@ from contextvars import Token
 from types import TracebackType
 
 from surge.errors import InterfaceError
-from surge.postgres.session import CURRENT, Session
+from surge.postgres.session import CURRENT, RowMode, Session
 
 ISOLATION_LEVELS = {
     "read_committed": "READ COMMITTED",
@@ -33,6 +33,11 @@ ISOLATION_LEVELS = {
 }
 
 _savepoints = itertools.count(1)
+
+
+class IsolationLevelError(InterfaceError, ValueError):
+    """An isolation level `Transaction` does not know (a ValueError, as asyncpg
+    raises, and an InterfaceError, as surge raised before)."""
 
 
 #: Why a transaction in this state cannot start, commit or roll back (asyncpg's words).
@@ -67,7 +72,7 @@ class Transaction:
         deferrable: bool = False,
     ) -> None:
         if isolation is not None and isolation not in ISOLATION_LEVELS:
-            raise InterfaceError(
+            raise IsolationLevelError(
                 f"isolation is one of {sorted(ISOLATION_LEVELS)}, not {isolation!r}"
             )
         self._session = session
@@ -96,13 +101,32 @@ class Transaction:
         s = self._session
         outer = s.tx
         if outer is not None and outer in CURRENT.get():
-            if self.isolation or self.readonly or self.deferrable:
-                raise InterfaceError("a nested transaction (savepoint) takes no options")
+            # asyncpg's rule: a savepoint ignores readonly and deferrable (they
+            # are the outer transaction's), and takes an isolation level only
+            # when it is the one already in force, so a helper that always asks
+            # for SERIALIZABLE runs inside a caller's SERIALIZABLE transaction.
+            if self.isolation:
+                current = getattr(outer, "isolation", None)
+                if current is None:
+                    shown = await s.run("SHOW transaction_isolation", (), RowMode.VALUE, 0, None)
+                    current = str(shown).replace(" ", "_")
+                if self.isolation != current:
+                    raise InterfaceError(
+                        "nested transaction has a different isolation level: "
+                        f"current {self.isolation!r} != outer {current!r}"
+                    )
             self._savepoint = f"surge_sp_{next(_savepoints)}"
             await s.simple_query(f"SAVEPOINT {self._savepoint}", None)
             self._state = "started"
             return
         await s.claim(self)
+        if s.codec.transaction_status != "I":
+            # A BEGIN sent through `execute`: a BEGIN here would only warn, and
+            # this transaction's COMMIT or ROLLBACK would end that one.
+            s.unclaim(self)
+            raise InterfaceError(
+                "cannot use Connection.transaction() in a manually started transaction"
+            )
         self._token = CURRENT.set((*CURRENT.get(), self))
         try:
             await s.simple_query(self._begin_sql(), None)

@@ -358,7 +358,8 @@ impl<'py> Encoder<'_, 'py> {
     }
 
     /// A Range (ours or asyncpg's: `lower`, `upper`, `lower_inc`, `upper_inc`,
-    /// `isempty`), or a (lower, upper) pair meaning [lower, upper).
+    /// `isempty`), or a sequence read as asyncpg reads it: (lower, upper) is
+    /// [lower, upper] (both bounds included), (lower,) is [lower,), () is empty.
     pub fn range(&self, sub: &Codec, v: &Bound<'py, PyAny>, buf: &mut Vec<u8>) -> PyResult<()> {
         let (empty, lower, upper, li, ui) = if v.hasattr("isempty")? {
             (
@@ -369,10 +370,17 @@ impl<'py> Encoder<'_, 'py> {
                 v.getattr("upper_inc")?.is_truthy()?,
             )
         } else if v.is_instance_of::<PyTuple>() || v.is_instance_of::<PyList>() {
-            if v.len()? != 2 {
-                return Err(self.fail("a range as a sequence is (lower, upper)".into()));
+            let none = || v.py().None().into_bound(v.py());
+            match v.len()? {
+                0 => (true, none(), none(), false, false),
+                1 => (false, v.get_item(0)?, none(), true, false),
+                2 => (false, v.get_item(0)?, v.get_item(1)?, true, true),
+                n => {
+                    return Err(self.fail(format!(
+                        "a range as a sequence is (lower, upper), (lower,) or (), not {n} elements"
+                    )))
+                }
             }
-            (false, v.get_item(0)?, v.get_item(1)?, true, false)
         } else {
             return Err(self.mismatch(v, "Range or a (lower, upper) tuple"));
         };

@@ -125,6 +125,14 @@ class Config:
     tracing: bool = False
     #: ``--proxy-protocol``: every connection opens with a PROXY v1/v2 header.
     proxy_protocol: bool = False
+    #: ``--factory``: the target is called (no argument) to make the app.
+    factory: bool = False
+    #: ``--app-dir``: where the import string is looked up first (None: the
+    #: current directory).
+    app_dir: str | None = None
+    #: ``--reload-dir``: the directories watched by --reload (empty: the app's
+    #: project, see `reload.watch_roots`).
+    reload_dirs: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -180,6 +188,8 @@ async def _serve(
         root_path=cfg.root_path,
         threads=cfg.threads,
         workers=cfg.workers,
+        factory=cfg.factory,
+        app_dir=cfg.app_dir,
     )
     if cfg.websocket:
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]

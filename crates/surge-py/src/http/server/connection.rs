@@ -221,8 +221,11 @@ impl HttpConnection {
                     self.continue_owed = false;
                     let streaming = self.streaming.take();
                     if let Some(s) = &streaming {
-                        // The handler reading this body sees it end early.
-                        s.borrow_mut(py).eof = true;
+                        // The handler reading this body sees it end early
+                        // (never complete: see `Request::body_whole`).
+                        let mut r = s.borrow_mut(py);
+                        r.eof = true;
+                        r.truncated = true;
                     }
                     let err = ParseError {
                         status: e.status(),

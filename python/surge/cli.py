@@ -197,9 +197,11 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     )
     ops.add_argument(
         "--proxy-headers",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="take the client address, scheme and host from Forwarded / X-Forwarded-* "
-        "headers sent by a trusted proxy",
+        "headers sent by a trusted proxy (--forwarded-allow-ips); on by default, as "
+        "uvicorn's",
     )
     ops.add_argument(
         "--forwarded-allow-ips",

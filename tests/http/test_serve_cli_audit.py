@@ -10,6 +10,7 @@ the apps are written to the test's directory, as a project would hold them.
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
@@ -258,3 +259,45 @@ def test_uvicorn_options_surge_lacks_are_refused(
 def test_log_level_names_are_uvicorns(level: str) -> None:
     args = cli.build_parser(["serve"]).parse_args(["serve", "m:app", "--log-level", level])
     assert args.log_level == level
+
+
+SCOPE_APP = """
+    import json
+
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = json.dumps({"scheme": scope["scheme"], "client": scope["client"][0]}).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+"""
+
+FORWARDED = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # uvicorn trusts a proxy on 127.0.0.1 without being asked: an app behind a
+        # local nginx builds https URLs. `surge serve` once needed --proxy-headers.
+        ((), {"scheme": "https", "client": "203.0.113.7"}),
+        (("--proxy-headers",), {"scheme": "https", "client": "203.0.113.7"}),
+        (("--no-proxy-headers",), {"scheme": "http", "client": "127.0.0.1"}),
+        # A peer outside --forwarded-allow-ips is never believed.
+        (("--forwarded-allow-ips", "10.0.0.1"), {"scheme": "http", "client": "127.0.0.1"}),
+    ],
+)
+def test_proxy_headers_default_as_uvicorn(
+    start: Callable[..., PeerServer],
+    tmp_path: Path,
+    kind: str,
+    options: tuple[str, ...],
+    expected: dict[str, str],
+) -> None:
+    _write(tmp_path / "scope_app.py", SCOPE_APP)
+    server = start(kind, "scope_app:app", tmp_path, *options)
+    resp = server.fetch("GET", "/", FORWARDED)
+    assert json.loads(resp.body) == expected

@@ -56,7 +56,7 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``surge serve``."""
-    from surge.http.config import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_THREADS
+    from surge.http.config import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_THREADS
     from surge.serve import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
     from surge.serve.listeners import DEFAULT_UDS_MODE
     from surge.serve.main import LOG_LEVELS
@@ -173,6 +173,14 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         metavar="N",
         help="connections each worker serves at once; a connection opened beyond them "
         "gets 503 Service Unavailable and is closed (default: no limit)",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=_int_in(1, 1 << 62),
+        default=None,
+        metavar="BYTES",
+        help="largest request body; a larger one gets 413 (default: the app's "
+        f"max_body, {DEFAULT_MAX_BODY >> 20} MiB for ASGI and WSGI apps; uvicorn has no limit)",
     )
     serve.add_argument(
         "--timeout-keep-alive",
@@ -369,6 +377,7 @@ def _serve(args: argparse.Namespace) -> int:
             app_dir=args.app_dir,
             log_level=args.log_level,
             reload_dirs=tuple(args.reload_dir),
+            max_body=args.max_body,
         )
     except StartupError as exc:
         if exc.detail:

@@ -9,6 +9,7 @@ the apps are written to the test's directory, as a project would hold them.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -301,3 +302,53 @@ def test_proxy_headers_default_as_uvicorn(
     server = start(kind, "scope_app:app", tmp_path, *options)
     resp = server.fetch("GET", "/", FORWARDED)
     assert json.loads(resp.body) == expected
+
+
+UPLOAD_APP = """
+    import hashlib
+
+    from fastapi import FastAPI, UploadFile
+
+    app = FastAPI()
+
+
+    @app.post("/up")
+    async def up(f: UploadFile):
+        data = await f.read()
+        return {"n": len(data), "sha": hashlib.sha256(data).hexdigest()}
+"""
+
+
+def _multipart(data: bytes) -> tuple[dict[str, str], bytes]:
+    boundary = "audit-boundary"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="f"; filename="x.bin"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    body += data + f"\r\n--{boundary}--\r\n".encode()
+    return {"Content-Type": f"multipart/form-data; boundary={boundary}"}, body
+
+
+@pytest.mark.parametrize(("kind", "options"), [("uvicorn", ()), ("surge", ("--max-body", "8M"))])
+def test_max_body_lets_uploads_through_as_uvicorn(
+    start: Callable[..., PeerServer], tmp_path: Path, kind: str, options: tuple[str, ...]
+) -> None:
+    # uvicorn has no body limit; surge's default (1 MiB) is raised with --max-body.
+    options = tuple(o.replace("8M", str(8 << 20)) for o in options)
+    _write(tmp_path / "upload_app.py", UPLOAD_APP)
+    server = start(kind, "upload_app:app", tmp_path, *options)
+    data = bytes(range(256)) * (12 << 10)  # 3 MiB
+    headers, body = _multipart(data)
+    resp = server.fetch("POST", "/up", headers, body)
+    assert resp.status == 200, resp.body[:200]
+    assert json.loads(resp.body) == {"n": len(data), "sha": hashlib.sha256(data).hexdigest()}
+
+
+def test_max_body_default_refuses_a_larger_body(
+    start: Callable[..., PeerServer], tmp_path: Path
+) -> None:
+    _write(tmp_path / "upload_app.py", UPLOAD_APP)
+    server = start("surge", "upload_app:app", tmp_path, "--max-body", "1000")
+    headers, body = _multipart(b"x" * 5000)
+    resp = server.fetch("POST", "/up", headers, body)
+    assert resp.status != 200

@@ -71,6 +71,7 @@ def run(
     app_dir: str | None = None,
     log_level: str | None = None,
     reload_dirs: tuple[str, ...] = (),
+    max_body: int | None = None,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -123,7 +124,9 @@ def run(
     the "surge" logger: "critical", "error", "warning", "info", "debug" or
     "trace", which logs as "debug"; ``debug`` implies "debug").
     ``reload_dirs`` (uvicorn's --reload-dir) are the directories ``reload``
-    watches instead of the app's project.
+    watches instead of the app's project. ``max_body`` (bytes) replaces the
+    app's `Limits.max_body` (1 MiB by default, as nginx's client_max_body_size;
+    uvicorn has no limit): a larger body is refused with 413.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -153,6 +156,8 @@ def run(
         raise ValueError(f"workers_max_rss must be >= 1 (MiB) or None, got {workers_max_rss}")
     if log_level is not None and log_level not in LOG_LEVELS:
         raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+    if max_body is not None and max_body < 1:
+        raise ValueError(f"max_body must be >= 1 or None, got {max_body}")
     if reload_dirs and not reload:
         raise StartupError("--reload-dir needs --reload")
     for directory in reload_dirs:
@@ -221,6 +226,7 @@ def run(
         factory=factory,
         app_dir=app_dir,
         reload_dirs=tuple(os.path.abspath(d) for d in reload_dirs),
+        max_body=max_body,
     )
     if workers == 1 and not reload and not cfg.needs_master:
         run_single(cfg)

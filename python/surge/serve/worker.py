@@ -133,6 +133,8 @@ class Config:
     #: ``--reload-dir``: the directories watched by --reload (empty: the app's
     #: project, see `reload.watch_roots`).
     reload_dirs: tuple[str, ...] = ()
+    #: ``--max-body``: the largest request body (`Limits.max_body`); None keeps the app's.
+    max_body: int | None = None
 
     @property
     def where(self) -> str:
@@ -193,6 +195,8 @@ async def _serve(
     )
     if cfg.websocket:
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
+    if cfg.max_body is not None:
+        app.limits = dataclasses.replace(app.limits, max_body=cfg.max_body)  # type: ignore[attr-defined]
     if cfg.tracing:
         from surge.tracing import instrument
 

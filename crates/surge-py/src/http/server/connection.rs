@@ -411,6 +411,12 @@ impl HttpConnection {
                 self.continue_owed = true;
             }
         }
+        if !fits {
+            // Never handed to the app: a streaming one (ASGI, WSGI) would read a
+            // body cut at once and answer that its own way (a 400 or 500)
+            // instead of the server's 413.
+            return Ok(());
+        }
         if stream {
             request.streaming = true;
             let req = Py::new(py, request)?;

@@ -85,6 +85,7 @@ class Request:
     _result: Any
     _outcome: int
     _eof: bool
+    _whole: bool
     _stream: Any
     def json(self) -> Any: ...
     def form(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -55,9 +56,10 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds ``surge serve``."""
-    from surge.http.config import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_THREADS
+    from surge.http.config import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_THREADS
     from surge.serve import DEFAULT_BACKLOG, DEFAULT_GC_THRESHOLD, DEFAULT_GRACE
     from surge.serve.listeners import DEFAULT_UDS_MODE
+    from surge.serve.main import LOG_LEVELS
 
     serve = subparsers.add_parser(
         "serve",
@@ -82,14 +84,44 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "--reload", action="store_true", help="restart the workers when a .py file changes"
     )
     serve.add_argument(
+        "--reload-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --reload: watch DIR instead of the app's project (repeatable)",
+    )
+    serve.add_argument(
         "--debug", action="store_true", help="tracebacks in 500 responses, debug logging"
     )
     serve.add_argument(
         "--grace",
+        "--timeout-graceful-shutdown",
         type=_non_negative_float,
         default=DEFAULT_GRACE,
         metavar="S",
         help="seconds in-flight requests get to finish on SIGTERM/SIGINT (default %(default)s)",
+    )
+    serve.add_argument(
+        "--factory",
+        action="store_true",
+        help="MODULE:APP is a function taking no argument that returns the app "
+        "(called in each worker)",
+    )
+    serve.add_argument(
+        "--app-dir",
+        metavar="DIR",
+        help="look MODULE up in DIR first (default: the current directory)",
+    )
+    serve.add_argument(
+        "--env-file",
+        metavar="FILE",
+        help="set environment variables from FILE before loading the app (needs "
+        "python-dotenv, as uvicorn; variables already set are kept)",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=list(LOG_LEVELS),
+        help="level of surge's log (default info; --debug implies debug)",
     )
     serve.add_argument(
         "--backlog",
@@ -143,6 +175,14 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "gets 503 Service Unavailable and is closed (default: no limit)",
     )
     serve.add_argument(
+        "--max-body",
+        type=_int_in(1, 1 << 62),
+        default=None,
+        metavar="BYTES",
+        help="largest request body; a larger one gets 413 (default: the app's "
+        f"max_body, {DEFAULT_MAX_BODY >> 20} MiB for ASGI and WSGI apps; uvicorn has no limit)",
+    )
+    serve.add_argument(
         "--timeout-keep-alive",
         type=_positive_float,
         default=None,
@@ -165,9 +205,11 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     )
     ops.add_argument(
         "--proxy-headers",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="take the client address, scheme and host from Forwarded / X-Forwarded-* "
-        "headers sent by a trusted proxy",
+        "headers sent by a trusted proxy (--forwarded-allow-ips); on by default, as "
+        "uvicorn's",
     )
     ops.add_argument(
         "--forwarded-allow-ips",
@@ -295,6 +337,8 @@ def _serve(args: argparse.Namespace) -> int:
             check_access_log(args.access_log, args.access_log_format)
         if (args.proxy_headers or args.proxy_protocol) and args.forwarded_allow_ips:
             ProxyTrust(args.forwarded_allow_ips)
+        if args.env_file is not None:
+            _load_env_file(args.env_file)
     except (ValueError, OSError) as exc:
         print(f"surge: error: {exc}", file=sys.stderr)
         return 2
@@ -329,6 +373,11 @@ def _serve(args: argparse.Namespace) -> int:
             workers_max_rss=args.workers_max_rss,
             tracing=args.tracing,
             proxy_protocol=args.proxy_protocol,
+            factory=args.factory,
+            app_dir=args.app_dir,
+            log_level=args.log_level,
+            reload_dirs=tuple(args.reload_dir),
+            max_body=args.max_body,
         )
     except StartupError as exc:
         if exc.detail:
@@ -336,6 +385,18 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"surge: error: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def _load_env_file(path: str) -> None:
+    """uvicorn's --env-file: python-dotenv reads `path` into os.environ (before the
+    workers fork, so each sees it); a missing file or package is an error, not a no-op."""
+    try:
+        from dotenv import load_dotenv
+    except ImportError:
+        raise ValueError("--env-file needs the python-dotenv package") from None
+    if not os.path.isfile(path):
+        raise ValueError(f"--env-file {path!r}: no such file")
+    load_dotenv(dotenv_path=path)
 
 
 def _plug_in(

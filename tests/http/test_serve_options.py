@@ -268,6 +268,12 @@ UVICORN_NAMES = (
     "--ssl-ca-certs",
     "--ssl-cert-reqs",
     "--ssl-ciphers",
+    "--reload-dir",
+    "--factory",
+    "--app-dir",
+    "--env-file",
+    "--log-level",
+    "--timeout-graceful-shutdown",
 )
 
 

@@ -111,6 +111,9 @@ class BodyStream:
             if self._protocol._stream_failed or (self._protocol._closed and not self._request._eof):
                 raise ClientDisconnected("the request body ended early")
             if self._request._eof:
+                if not self._request._whole:
+                    # Cut by a framing error: never end it as if complete.
+                    raise ClientDisconnected("the request body ended early")
                 if self._protocol._body_stream is self:
                     self._protocol._body_stream = None
                 raise StopAsyncIteration
@@ -140,7 +143,9 @@ class BodyStream:
         if chunks:
             parts.extend(chunks)
             self._protocol._stream_drained()
-        more = not self._request._eof
+        # A body cut by a framing error reports more to come: the next read
+        # raises ClientDisconnected rather than the app taking it as complete.
+        more = not self._request._whole
         if not more and self._protocol._body_stream is self:
             self._protocol._body_stream = None
         return (b"".join(parts) if len(parts) > 1 else first), more
@@ -440,7 +445,7 @@ class HttpProtocol(asyncio.Protocol):
         follows its pace), or None when the whole body has arrived already: then
         `req._take_chunks()` holds all of it (or `req.body`, for a target no route
         matches, such as `OPTIONS *`) and nothing waits on this connection."""
-        if req._eof or req._route < 0:
+        if req._whole or req._route < 0:
             return None
         return self._open_stream(req)
 

@@ -46,21 +46,31 @@ def load_app(
     root_path: str = "",
     threads: int = DEFAULT_THREADS,
     workers: int = 1,
+    factory: bool = False,
+    app_dir: str | None = None,
 ) -> Servable:
     """The dispatcher serving ``target`` (or what an import string names): a surge
     App as it is, an ASGI 3 application wrapped in an `AsgiApp`, a WSGI one in a
     `WsgiApp` running it in ``threads`` threads.
 
-    ``interface`` is "auto" (detect), "surge", "asgi" or "wsgi".
+    ``interface`` is "auto" (detect), "surge", "asgi" or "wsgi". ``factory``
+    (uvicorn's --factory): the target is a function taking no argument that
+    returns the app. An import string is looked up from ``app_dir`` (uvicorn's
+    --app-dir; default the current directory) first.
     """
     if interface not in INTERFACES:
         raise ValueError(f"interface must be one of {', '.join(INTERFACES)}, got {interface!r}")
     if isinstance(target, str):
-        obj = _import(target)
-        what = f"{target!r} is {_describe(obj)}"
+        obj = _import(target, app_dir)
+        what = f"{target!r}"
     else:
         obj = target
-        what = _describe(target)
+        what = "the target"
+    if factory:
+        obj = _call_factory(obj, what)
+        what = f"{what} called (--factory) returned {_describe(obj)}"
+    else:
+        what = f"{what} is {_describe(obj)}" if isinstance(target, str) else _describe(obj)
     if interface == "wsgi" or (interface == "auto" and _is_wsgi(obj)):
         from surge.asgi.detect import asgi_version
         from surge.wsgi import WsgiApp
@@ -88,11 +98,30 @@ def _is_wsgi(obj: object) -> bool:
     return not isinstance(obj, _surge_app()) and asgi_version(obj) == "wsgi"
 
 
-def _import(target: str) -> Any:
+def _call_factory(factory: Any, what: str) -> Any:
+    """What the app factory returns (``--factory``); its failure is the app's, told in one line."""
+    if not callable(factory):
+        raise AppLoadError(f"{what} is {_describe(factory)}, not a factory (--factory)")
+    try:
+        return factory()
+    except Exception as exc:
+        raise AppLoadError(
+            f"error while calling the factory {what}: {type(exc).__name__}: {exc}",
+            _app_traceback(exc),
+        ) from exc
+
+
+def _import(target: str, app_dir: str | None = None) -> Any:
     module_name, attr = parse_import_string(target)
-    cwd = os.getcwd()
-    if "" not in sys.path and cwd not in sys.path:
-        sys.path.insert(0, cwd)  # like `python -m`: the app lives in the current project
+    if app_dir is not None:
+        # uvicorn's --app-dir: searched before anything else.
+        first = os.path.abspath(app_dir)
+        if sys.path[:1] != [first]:
+            sys.path.insert(0, first)
+    else:
+        cwd = os.getcwd()
+        if "" not in sys.path and cwd not in sys.path:
+            sys.path.insert(0, cwd)  # like `python -m`: the app lives in the current project
     global _importing_app
     _importing_app = True
     try:

@@ -22,7 +22,18 @@ from .worker import DEFAULT_FORWARDED_ALLOW_IPS, DEFAULT_GRACE, Config, run_sing
 if TYPE_CHECKING:
     from surge.http.app import App
 
-__all__ = ["run"]
+__all__ = ["LOG_LEVELS", "run"]
+
+#: uvicorn's --log-level names and the "surge" logger's level for each (uvicorn's
+#: "trace" adds a level below debug; surge logs nothing finer than debug).
+LOG_LEVELS = {
+    "critical": logging.CRITICAL,
+    "error": logging.ERROR,
+    "warning": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": logging.DEBUG,
+}
 
 
 def run(
@@ -56,6 +67,11 @@ def run(
     workers_max_rss: int | None = None,
     tracing: bool = False,
     proxy_protocol: bool = False,
+    factory: bool = False,
+    app_dir: str | None = None,
+    log_level: str | None = None,
+    reload_dirs: tuple[str, ...] = (),
+    max_body: int | None = None,
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -101,6 +117,16 @@ def run(
     peer in ``forwarded_allow_ips`` (`surge.serve.proxy_protocol`).
     ``tracing`` gives every request an OpenTelemetry span (`surge.tracing`; needs
     the opentelemetry-api package).
+
+    ``factory``, ``app_dir`` and ``log_level`` are uvicorn's --factory (the
+    target is called with no argument, in each worker, to make the app),
+    --app-dir (the import string is looked up there first) and --log-level (of
+    the "surge" logger: "critical", "error", "warning", "info", "debug" or
+    "trace", which logs as "debug"; ``debug`` implies "debug").
+    ``reload_dirs`` (uvicorn's --reload-dir) are the directories ``reload``
+    watches instead of the app's project. ``max_body`` (bytes) replaces the
+    app's `Limits.max_body` (1 MiB by default, as nginx's client_max_body_size;
+    uvicorn has no limit): a larger body is refused with 413.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -128,6 +154,17 @@ def run(
         raise ValueError(f"limit_max_requests_jitter must be >= 0, got {limit_max_requests_jitter}")
     if workers_max_rss is not None and workers_max_rss < 1:
         raise ValueError(f"workers_max_rss must be >= 1 (MiB) or None, got {workers_max_rss}")
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+    if max_body is not None and max_body < 1:
+        raise ValueError(f"max_body must be >= 1 or None, got {max_body}")
+    if reload_dirs and not reload:
+        raise StartupError("--reload-dir needs --reload")
+    for directory in reload_dirs:
+        if not os.path.isdir(directory):
+            raise StartupError(f"--reload-dir {directory!r} is not a directory")
+    if app_dir is not None and not os.path.isdir(app_dir):
+        raise StartupError(f"--app-dir {app_dir!r} is not a directory")
     if forwarded_allow_ips is None:
         forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", DEFAULT_FORWARDED_ALLOW_IPS)
     if proxy_headers or proxy_protocol:
@@ -155,7 +192,7 @@ def run(
         target = import_string_of(target)
     if tls is not None:
         tls.check()
-    _configure_logging(debug)
+    _configure_logging(debug, log_level)
     addr = resolve(host, port)
     cfg = Config(
         target,
@@ -186,6 +223,10 @@ def run(
         workers_max_rss=workers_max_rss,
         tracing=tracing,
         proxy_protocol=proxy_protocol,
+        factory=factory,
+        app_dir=app_dir,
+        reload_dirs=tuple(os.path.abspath(d) for d in reload_dirs),
+        max_body=max_body,
     )
     if workers == 1 and not reload and not cfg.needs_master:
         run_single(cfg)
@@ -195,11 +236,13 @@ def run(
     Master(cfg).run()
 
 
-def _configure_logging(debug: bool) -> None:
+def _configure_logging(debug: bool, log_level: str | None = None) -> None:
     """Makes the "surge" logger print to stderr unless the application configured logging."""
     logger = logging.getLogger("surge")
     if debug:
         logger.setLevel(logging.DEBUG)
+    elif log_level is not None:
+        logger.setLevel(LOG_LEVELS[log_level])
     elif logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO)
     if logger.handlers or logging.getLogger().handlers:

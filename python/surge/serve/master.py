@@ -48,6 +48,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from surge.stats import multiprocess
@@ -179,7 +180,10 @@ class Master:
             error = AppLoadError if report.get("kind") == "load" else StartupError
             raise error(report.get("message", "worker failed to start"), report.get("detail", ""))
         if self.cfg.reload:
-            roots = watch_roots(report["module"], report["file"]) if report["file"] else []
+            if self.cfg.reload_dirs:
+                roots = [Path(d) for d in self.cfg.reload_dirs]
+            else:
+                roots = watch_roots(report["module"], report["file"]) if report["file"] else []
             # Edits made while the first worker was importing the app count as changes.
             self.watcher = FileWatcher(roots, since_ns=report["loading_since"])
             where = ", ".join(map(str, self.watcher.roots))

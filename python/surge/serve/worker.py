@@ -125,6 +125,16 @@ class Config:
     tracing: bool = False
     #: ``--proxy-protocol``: every connection opens with a PROXY v1/v2 header.
     proxy_protocol: bool = False
+    #: ``--factory``: the target is called (no argument) to make the app.
+    factory: bool = False
+    #: ``--app-dir``: where the import string is looked up first (None: the
+    #: current directory).
+    app_dir: str | None = None
+    #: ``--reload-dir``: the directories watched by --reload (empty: the app's
+    #: project, see `reload.watch_roots`).
+    reload_dirs: tuple[str, ...] = ()
+    #: ``--max-body``: the largest request body (`Limits.max_body`); None keeps the app's.
+    max_body: int | None = None
 
     @property
     def where(self) -> str:
@@ -180,9 +190,13 @@ async def _serve(
         root_path=cfg.root_path,
         threads=cfg.threads,
         workers=cfg.workers,
+        factory=cfg.factory,
+        app_dir=cfg.app_dir,
     )
     if cfg.websocket:
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
+    if cfg.max_body is not None:
+        app.limits = dataclasses.replace(app.limits, max_body=cfg.max_body)  # type: ignore[attr-defined]
     if cfg.tracing:
         from surge.tracing import instrument
 

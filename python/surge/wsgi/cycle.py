@@ -298,7 +298,7 @@ def body_input(
 
 def _prefetch(request: Request, stream: BodyStream) -> tuple[bytes, bool]:
     """The whole body when it has already arrived, else (b"", True)."""
-    if not request._eof:
+    if not request._whole:
         return b"", True
     # With the body complete, read_some never suspends: run it to its end here.
     coro = stream.read_some()

@@ -304,7 +304,7 @@ impl AsgiDispatch {
                 return Ok(false);
             }
         }
-        if !request.borrow().eof
+        if !request.borrow().body_whole()
             || (!from_reader
                 && (!protocol.getattr(intern!(py, "_body_stream"))?.is_none()
                     || protocol.getattr(intern!(py, "_closed"))?.is_truthy()?))
@@ -380,7 +380,7 @@ impl AsgiDispatch {
             true,
         )?;
         // `conn.body_stream(request)`, without the call when the body is all here.
-        let stream = if request.borrow().eof {
+        let stream = if request.borrow().body_whole() {
             None
         } else {
             Some(

@@ -221,8 +221,11 @@ impl HttpConnection {
                     self.continue_owed = false;
                     let streaming = self.streaming.take();
                     if let Some(s) = &streaming {
-                        // The handler reading this body sees it end early.
-                        s.borrow_mut(py).eof = true;
+                        // The handler reading this body sees it end early
+                        // (never complete: see `Request::body_whole`).
+                        let mut r = s.borrow_mut(py);
+                        r.eof = true;
+                        r.truncated = true;
                     }
                     let err = ParseError {
                         status: e.status(),
@@ -407,6 +410,12 @@ impl HttpConnection {
                 // Python sends it once the responses owed before it are out.
                 self.continue_owed = true;
             }
+        }
+        if !fits {
+            // Never handed to the app: a streaming one (ASGI, WSGI) would read a
+            // body cut at once and answer that its own way (a 400 or 500)
+            // instead of the server's 413.
+            return Ok(());
         }
         if stream {
             request.streaming = true;

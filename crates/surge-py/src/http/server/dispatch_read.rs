@@ -39,7 +39,7 @@ pub(crate) fn usual_request<'py>(
             return Ok(None);
         }
     }
-    if !request.borrow().eof
+    if !request.borrow().body_whole()
         || !protocol.getattr(intern!(py, "_body_stream"))?.is_none()
         || protocol.getattr(intern!(py, "_held"))?.is_truthy()?
         || protocol

@@ -101,6 +101,21 @@ fn joined(head: &RequestHead, name: &[u8]) -> Option<String> {
     out
 }
 
+/// Whether a header may be a forwarding one. One pass over the names, mostly
+/// their lengths: with `--proxy-headers` on by default (as uvicorn), every
+/// request of a local proxy, health check or benchmark client is asked, and
+/// the four lookups of `resolve` each walked every header.
+fn any_forwarding(head: &RequestHead) -> bool {
+    head.headers.iter().any(|h| {
+        let n = head.header_name(h);
+        match n.len() {
+            9 => n.eq_ignore_ascii_case(b"forwarded"),
+            15..=17 => n[..12].eq_ignore_ascii_case(b"x-forwarded-"),
+            _ => false,
+        }
+    })
+}
+
 /// The last occurrence of a header (uvicorn keeps the last `X-Forwarded-Proto`).
 fn last(head: &RequestHead, name: &[u8]) -> Option<String> {
     head.headers
@@ -210,6 +225,9 @@ impl ProxyTrust {
     /// What a request from a trusted peer reports.
     pub fn resolve(&self, head: &RequestHead) -> Forwarded {
         let mut out = Forwarded::default();
+        if !any_forwarding(head) {
+            return out;
+        }
         if let Some(value) = joined(head, b"forwarded") {
             let elements: Vec<[Option<String>; 3]> = split_elements(&value)
                 .into_iter()

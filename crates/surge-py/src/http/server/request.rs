@@ -80,6 +80,9 @@ pub struct Request {
     pub chunks: Vec<Bytes>,
     pub chunk_bytes: usize,
     pub eof: bool,
+    /// The body ended on a framing error (a bad chunk): `eof` is set, so no
+    /// reader waits for more, but what arrived is not the whole body.
+    pub truncated: bool,
     #[pyo3(get, set, name = "_stream")]
     pub stream: Option<PyObject>,
     /// When the head was parsed; only read while an access log is on.
@@ -103,6 +106,13 @@ pub struct Request {
 }
 
 impl Request {
+    /// The body has all arrived: an app may be handed it as complete. A body
+    /// cut short by a bad chunk has `eof` too, and must reach the app as a
+    /// disconnect, never as a shorter complete body.
+    pub fn body_whole(&self) -> bool {
+        self.eof && !self.truncated
+    }
+
     pub fn new(head: RequestHead, route: isize, client: Option<PyObject>) -> Self {
         Request {
             head,
@@ -117,6 +127,7 @@ impl Request {
             chunks: Vec::new(),
             chunk_bytes: 0,
             eof: false,
+            truncated: false,
             stream: None,
             started: None,
             scheme: "http",
@@ -672,10 +683,16 @@ impl Request {
         Ok(env)
     }
 
-    /// True once the whole streamed body has arrived.
+    /// True once the streamed body has ended: whole, or cut by a framing error.
     #[getter]
     fn _eof(&self) -> bool {
         self.eof
+    }
+
+    /// True once the whole body has arrived (ended, and not on a framing error).
+    #[getter]
+    fn _whole(&self) -> bool {
+        self.body_whole()
     }
 
     /// 0: handler not run yet, 1: it raised `_result`, 2: it returned `_result`,

@@ -77,7 +77,7 @@ impl WsgiDispatch {
         // `conn.body_stream(request)`, without the call when the body is all here.
         let (stream, has_body) = {
             let r = request.borrow();
-            (!r.eof, r.has_body())
+            (!r.body_whole(), r.has_body())
         };
         let stream = if stream {
             conn.call_method1(intern!(py, "body_stream"), (request,))?

@@ -205,3 +205,38 @@ def test_json_schema_is_stable(surge_server, tmp_path: Path) -> None:
     sweep = json.loads(out.read_text())
     assert [set(d) for d in sweep] == [JSON_SCHEMA[""]] * 2
     assert [d["target_rate"] for d in sweep] == [20, 40]
+
+
+def test_a_stop_signal_outside_the_run_is_ignored_not_fatal() -> None:
+    # A --procs worker ignores SIGUSR1 outside its run; `stop_on` used to leave it at
+    # SIG_DFL (the loop's remove_signal_handler), so the parent's stop signal landing
+    # just as a worker finished killed it before it handed its result over.
+    script = (
+        "import asyncio, os, signal\n"
+        "from surge.load.interrupt import stop_on\n"
+        "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+        "asyncio.run(stop_on(signal.SIGUSR1, asyncio.sleep(0)))\n"
+        "assert signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "print('alive')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "alive"
+
+
+def test_ctrl_c_during_setup_of_many_workers_exits_promptly(tmp_path: Path) -> None:
+    # Two workers stuck connecting to a server that never greets: Ctrl-C in the
+    # parent ends the run at once (the workers ignore SIGINT and were waited for
+    # 5 s each).
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        url = f"tarantool://127.0.0.1:{port}"
+        args = [url, "--rate", "10", "-d", "5", "--procs", "2", "--connect-timeout", "30", "-q"]
+        done, took = _interrupted_run(args, after=2.0)
+    assert done.returncode != 0
+    assert took < 4, (took, done.stderr)

@@ -10,6 +10,8 @@ there and returns its partial result. A second signal stops at once
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from typing import Any
 
 #: After an interrupt, how long requests in flight may take to end (seconds) before
@@ -39,6 +41,7 @@ async def stop_on(sig: int, coro: Any) -> Any:
         _Stop.requested = True
         task.cancel()
 
+    before = signal.getsignal(sig)
     try:
         loop.add_signal_handler(sig, on_signal)
     except (NotImplementedError, RuntimeError, ValueError):
@@ -50,8 +53,31 @@ async def stop_on(sig: int, coro: Any) -> Any:
             raise KeyboardInterrupt from None
         raise
     finally:
-        loop.remove_signal_handler(sig)
+        _restore(loop, sig, before)
         _Stop.requested = False
+
+
+def _restore(loop: asyncio.AbstractEventLoop, sig: int, before: Any) -> None:
+    """Gives ``sig`` back to the disposition it had before `stop_on`.
+
+    The loop's remove_signal_handler sets SIG_DFL (SIGUSR1's default kills the
+    process): a worker that ignores SIGUSR1 outside its run, and is signalled just as
+    its run ends, would die before it hands its result over. The signal stays blocked
+    from the removal until the old disposition is back, so it is never delivered to
+    SIG_DFL in between.
+    """
+    blocked = False
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+        blocked = True
+    try:
+        loop.remove_signal_handler(sig)
+        if before is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, before)
+    finally:
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
 
 
 def interrupted() -> bool:

@@ -242,6 +242,14 @@ def _run_procs(config: LoadConfig, agg: Aggregator) -> list[dict[str, Any]]:
                 finals[idx] = payload
             elif kind == "error":
                 errors.append(f"worker {idx}: {payload}")
+    except BaseException:
+        # Ctrl-C during setup, a second Ctrl-C, a setup error: the workers have
+        # nothing left to report (they ignore SIGINT and may wait for `go`), so
+        # they are killed at once rather than waited for one by one.
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        raise
     finally:
         for p in procs:
             p.join(timeout=5)
@@ -271,6 +279,10 @@ def _proc_main(config: LoadConfig, index: int, q: Any, go: Any, start_at: Any) -
     # Ctrl-C reaches every process of the terminal's group: the parent alone acts
     # on it, and stops the workers with SIGUSR1 (see the module's docstring).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGUSR1 means "end the measured period" only while the run's handler is in
+    # place (`stop_on`); before it is (setup) and after (handing the result over),
+    # its default action would kill the worker and lose what it measured.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
     async def ready() -> float:
         q.put(("ready", index, None))

@@ -180,6 +180,44 @@ def test_lane_sees_the_engine_state_python_sets(tnt, arun):
     arun(main())
 
 
+def test_lane_reads_the_limits_python_sets(tnt, arun):
+    """The engine's limits are native slots as well (one copy, none in the
+    instance dict): a new ``max_in_flight`` or ``request_timeout`` set between
+    batches gates the lane's next batch."""
+
+    async def main():
+        c = st.connect(f"{tnt.host}:{tnt.port}")
+        try:
+            await c.eval("box.space.sorted:truncate()")
+            await c.insert("sorted", (1, "x", 1))
+            e = c.engine
+            limits = {"max_in_flight", "max_in_flight_bytes", "request_timeout"}
+            assert not limits & set(vars(e))
+            e.max_in_flight = 2
+            calls = [c.select("sorted", 1) for _ in range(3)]
+            # Two admitted by the lane (futures in the pending table); the third
+            # is over the limit: the Python path, which waits for room.
+            assert len(e._pending) == 2
+            assert [isinstance(x, asyncio.Future) for x in calls] == [True, True, False]
+            got = await asyncio.gather(*calls)
+            assert [[tuple(t) for t in r] for r in got] == [[(1, "x", 1)]] * 3
+            e.max_in_flight = engine.DEFAULT_MAX_IN_FLIGHT
+            # A timed request takes the engine's own path, which gives it a
+            # deadline (the lane never does).
+            e.request_timeout = 30.0
+            timed = c.select("sorted", 1)
+            assert len(e._deadline_of) == 1
+            assert [tuple(t) for t in await timed] == [(1, "x", 1)]
+            e.request_timeout = None
+            untimed = c.select("sorted", 1)
+            assert not e._deadline_of
+            assert [tuple(t) for t in await untimed] == [(1, "x", 1)]
+        finally:
+            await c.close()
+
+    arun(main())
+
+
 def test_explicit_none_index_and_offset_refused_like_asynctnt(tnt, arun):
     """index=None and offset=None raise TypeError at the call, as asynctnt's do,
     on the lane, on the Python path and before connecting; nothing is sent."""

@@ -5,6 +5,7 @@ errors and the same request counts, whether the lane serves them or hands them o
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any
 
 import asynctnt
@@ -13,6 +14,8 @@ import surge.tarantool as st
 from surge import engine
 from surge.errors import ConnectionLostError
 from surge.tarantool import connection as tconn
+
+from tests.loops import new_loop
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -216,6 +219,34 @@ def test_lane_reads_the_limits_python_sets(tnt, arun):
             await c.close()
 
     arun(main())
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_lane_futures_belong_to_the_engines_loop(tnt, kind):
+    """Inside its running loop the lane makes futures with `asyncio.Future()`
+    (which takes the running loop); a call made while no loop runs still gets
+    a future of the engine's loop (given by keyword), and no warning about a
+    missing current loop."""
+    loop = new_loop(kind)
+    c = st.connect(f"{tnt.host}:{tnt.port}")
+    try:
+        loop.run_until_complete(c.eval("box.space.sorted:truncate()"))
+        loop.run_until_complete(c.insert("sorted", (1, "x", 1)))
+
+        async def inside() -> asyncio.Future[Any]:
+            return c.select("sorted", 1)
+
+        fut = loop.run_until_complete(inside())
+        assert fut.get_loop() is loop
+        assert [tuple(t) for t in loop.run_until_complete(fut)] == [(1, "x", 1)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fut = c.select("sorted", 1)  # no loop running
+        assert isinstance(fut, asyncio.Future) and fut.get_loop() is loop
+        assert [tuple(t) for t in loop.run_until_complete(fut)] == [(1, "x", 1)]
+    finally:
+        loop.run_until_complete(c.close())
+        loop.close()
 
 
 def test_explicit_none_index_and_offset_refused_like_asynctnt(tnt, arun):

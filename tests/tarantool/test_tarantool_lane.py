@@ -223,10 +223,9 @@ def test_lane_reads_the_limits_python_sets(tnt, arun):
 
 @pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
 def test_lane_futures_belong_to_the_engines_loop(tnt, kind):
-    """Inside its running loop the lane makes futures with `asyncio.Future()`
-    (which takes the running loop); a call made while no loop runs still gets
-    a future of the engine's loop (given by keyword), and no warning about a
-    missing current loop."""
+    """A lane call inside the engine's running loop and one made while no loop
+    runs both get a future of the engine's loop, and no warning about a
+    missing current loop (the lane never asks for the running loop)."""
     loop = new_loop(kind)
     c = st.connect(f"{tnt.host}:{tnt.port}")
     try:

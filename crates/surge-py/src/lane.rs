@@ -95,37 +95,23 @@ enum FutureMaker {
     /// frame (Python's on asyncio, Cython's on uvloop: a tenth of the lane's
     /// cost per request on asyncio, ~550 of uvloop's ~13k instructions per
     /// Redis command) and without a keywords dict per call.
-    ///
-    /// With the running-loop getter (C asyncio's `_get_running_loop`, when
-    /// there is one): while the running loop is the engine's, plain
-    /// `asyncio.Future()`, which takes the running loop itself: a keyword
-    /// argument costs the Future's argument parser ~250 instructions per
-    /// request (a select's ~18.3k), the check ~50. Outside the engine's
-    /// running loop (never on the hot path) the keyword is given as before.
-    Future(PyObject, Py<PyDict>, Option<PyObject>),
+    Future(PyObject, Py<PyDict>),
 }
 
 impl FutureMaker {
-    fn make(&self, py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    fn make(&self, py: Python<'_>) -> PyResult<PyObject> {
         match self {
             FutureMaker::Call(c) => c.call0(py),
-            FutureMaker::Future(t, kw, running) => match running {
-                Some(r) if r.call0(py)?.bind(py).is(event_loop) => t.call0(py),
-                _ => t.call(py, (), Some(kw.bind(py))),
-            },
+            FutureMaker::Future(t, kw) => t.call(py, (), Some(kw.bind(py))),
         }
     }
 
     fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             FutureMaker::Call(c) => visit.call(c),
-            FutureMaker::Future(t, kw, running) => {
+            FutureMaker::Future(t, kw) => {
                 visit.call(t)?;
-                visit.call(kw)?;
-                if let Some(r) = running {
-                    visit.call(r)?;
-                }
-                Ok(())
+                visit.call(kw)
             }
         }
     }
@@ -169,14 +155,7 @@ fn future_factory(event_loop: &Bound<'_, PyAny>) -> PyResult<FutureMaker> {
         .getattr(intern!(py, "Future"))?;
     let kw = PyDict::new(py);
     kw.set_item(intern!(py, "loop"), event_loop)?;
-    // Only C asyncio's pair: its Future() asks its own running-loop getter.
-    let running = match py.import(intern!(py, "_asyncio")) {
-        Ok(m) if future.is(&m.getattr(intern!(py, "Future"))?) => {
-            Some(m.getattr(intern!(py, "_get_running_loop"))?.unbind())
-        }
-        _ => None,
-    };
-    Ok(FutureMaker::Future(future.unbind(), kw.unbind(), running))
+    Ok(FutureMaker::Future(future.unbind(), kw.unbind()))
 }
 
 /// A keyword argument as the caller gave it: left out, or a value, None
@@ -374,10 +353,10 @@ impl EngineLane {
             early,
         } = admitted;
         let fut = match &self.futures {
-            Some((l, maker)) if l.bind(py).is(&event_loop) => maker.make(py, &event_loop)?,
+            Some((l, maker)) if l.bind(py).is(&event_loop) => maker.make(py)?,
             _ => {
                 let maker = future_factory(&event_loop)?;
-                let fut = maker.make(py, &event_loop)?;
+                let fut = maker.make(py)?;
                 self.futures = Some((event_loop.clone().unbind(), maker));
                 fut
             }

@@ -693,8 +693,12 @@ class RespProtocolError(Exception): ...
 class EngineState:
     """The base of `surge.engine.PipelinedConnection`: the state read per request
     and per read (``_ready``, ``_pending``, ``_flush_scheduled``, ...) in native
-    slots, which the lanes and `EngineReader` read as fields."""
+    slots, which the lanes and `EngineReader` read as fields; the public limits
+    too, which the lanes read with each batch's first request."""
 
+    max_in_flight: int
+    max_in_flight_bytes: int
+    request_timeout: float | None
     def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
 
 @final

@@ -5,6 +5,7 @@ errors and the same request counts, whether the lane serves them or hands them o
 from __future__ import annotations
 
 import asyncio
+import warnings
 from typing import Any
 
 import asynctnt
@@ -13,6 +14,8 @@ import surge.tarantool as st
 from surge import engine
 from surge.errors import ConnectionLostError
 from surge.tarantool import connection as tconn
+
+from tests.loops import new_loop
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,6 +181,71 @@ def test_lane_sees_the_engine_state_python_sets(tnt, arun):
             await c.close()
 
     arun(main())
+
+
+def test_lane_reads_the_limits_python_sets(tnt, arun):
+    """The engine's limits are native slots as well (one copy, none in the
+    instance dict): a new ``max_in_flight`` or ``request_timeout`` set between
+    batches gates the lane's next batch."""
+
+    async def main():
+        c = st.connect(f"{tnt.host}:{tnt.port}")
+        try:
+            await c.eval("box.space.sorted:truncate()")
+            await c.insert("sorted", (1, "x", 1))
+            e = c.engine
+            limits = {"max_in_flight", "max_in_flight_bytes", "request_timeout"}
+            assert not limits & set(vars(e))
+            e.max_in_flight = 2
+            calls = [c.select("sorted", 1) for _ in range(3)]
+            # Two admitted by the lane (futures in the pending table); the third
+            # is over the limit: the Python path, which waits for room.
+            assert len(e._pending) == 2
+            assert [isinstance(x, asyncio.Future) for x in calls] == [True, True, False]
+            got = await asyncio.gather(*calls)
+            assert [[tuple(t) for t in r] for r in got] == [[(1, "x", 1)]] * 3
+            e.max_in_flight = engine.DEFAULT_MAX_IN_FLIGHT
+            # A timed request takes the engine's own path, which gives it a
+            # deadline (the lane never does).
+            e.request_timeout = 30.0
+            timed = c.select("sorted", 1)
+            assert len(e._deadline_of) == 1
+            assert [tuple(t) for t in await timed] == [(1, "x", 1)]
+            e.request_timeout = None
+            untimed = c.select("sorted", 1)
+            assert not e._deadline_of
+            assert [tuple(t) for t in await untimed] == [(1, "x", 1)]
+        finally:
+            await c.close()
+
+    arun(main())
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_lane_futures_belong_to_the_engines_loop(tnt, kind):
+    """A lane call inside the engine's running loop and one made while no loop
+    runs both get a future of the engine's loop, and no warning about a
+    missing current loop (the lane never asks for the running loop)."""
+    loop = new_loop(kind)
+    c = st.connect(f"{tnt.host}:{tnt.port}")
+    try:
+        loop.run_until_complete(c.eval("box.space.sorted:truncate()"))
+        loop.run_until_complete(c.insert("sorted", (1, "x", 1)))
+
+        async def inside() -> asyncio.Future[Any]:
+            return c.select("sorted", 1)
+
+        fut = loop.run_until_complete(inside())
+        assert fut.get_loop() is loop
+        assert [tuple(t) for t in loop.run_until_complete(fut)] == [(1, "x", 1)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fut = c.select("sorted", 1)  # no loop running
+        assert isinstance(fut, asyncio.Future) and fut.get_loop() is loop
+        assert [tuple(t) for t in loop.run_until_complete(fut)] == [(1, "x", 1)]
+    finally:
+        loop.run_until_complete(c.close())
+        loop.close()
 
 
 def test_explicit_none_index_and_offset_refused_like_asynctnt(tnt, arun):

@@ -9,7 +9,10 @@
 //! seven dict lookups per request (~800 of a Tarantool select's ~21k client
 //! instructions, ~120 each through pyo3's `get_item`) and a dozen more per read.
 //! A field read is a load. The slots are the one place the state lives: no copy
-//! that could drift from what the Python methods see.
+//! that could drift from what the Python methods see. The public limits
+//! (`max_in_flight`, `max_in_flight_bytes`, `request_timeout`) are slots too:
+//! the lanes read them with each batch's first request, a user sets them as
+//! plain attributes.
 //!
 //! Each field is a `*mut PyObject` (NULL while unset: reading it from Python
 //! raises AttributeError, as an unset slot does), written by Python's member
@@ -192,6 +195,9 @@ slot_class! {
         waiters => c"_waiters",
         spinning => c"_spinning",
         spin_read => c"_spin_read",
+        max_in_flight => c"max_in_flight",
+        max_in_flight_bytes => c"max_in_flight_bytes",
+        request_timeout => c"request_timeout",
     }
 }
 

@@ -9,8 +9,8 @@
 //! method and the codec (the method, its helpers, the engine's `request`) were a
 //! fifth of a Redis command's and a quarter of a Tarantool request's.
 //!
-//! The lane reads the engine's own state (its `EngineState` slots for what is
-//! read per request, its instance dict for the limits), so the engine stays the
+//! The lane reads the engine's own state (its `EngineState` slots, the limits
+//! among them), so the engine stays the
 //! one owner of that state: the same gate (connected, not paused, under
 //! the in-flight and byte limits, no per-request timeout; the limits, the timeout
 //! and the early-flush counts are read once per flushed batch, with the batch's
@@ -20,14 +20,13 @@
 //! the caller takes its Python path, which behaves exactly as the lane would
 //! have (and waits, connects or raises where the lane cannot).
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyDict};
 use pyo3::PyTraverseError;
 
-use crate::engine_state::EngineState;
+use crate::engine_state::{EngineState, Field};
 
 /// The engine's public limits, read with the first request after each flush (a
 /// change takes effect from the next batch) rather than three lookups per call.
@@ -51,30 +50,20 @@ pub enum Early {
 }
 
 impl Knobs {
-    fn read(
-        py: Python<'_>,
-        st: &Bound<'_, PyDict>,
-        core: &EngineState,
-        early: Early,
-    ) -> PyResult<Self> {
-        let limit = |key: &Bound<'_, PyString>| -> PyResult<usize> {
-            match st.get_item(key)? {
+    fn read(py: Python<'_>, core: &EngineState, early: Early) -> PyResult<Self> {
+        let count = |f: &Field| -> PyResult<usize> {
+            match f.get(py) {
                 Some(v) => v.extract(),
                 None => Ok(0),
             }
         };
         Ok(Knobs {
-            max_in_flight: limit(intern!(py, "max_in_flight"))?,
-            max_bytes: limit(intern!(py, "max_in_flight_bytes"))?,
-            untimed: st
-                .get_item(intern!(py, "request_timeout"))?
-                .is_some_and(|v| v.is_none()),
+            max_in_flight: count(&core.max_in_flight)?,
+            max_bytes: count(&core.max_in_flight_bytes)?,
+            untimed: core.request_timeout.get(py).is_some_and(|v| v.is_none()),
             early: match early {
                 Early::Fixed(n) => n,
-                Early::Engine => match core.early.get(py) {
-                    Some(v) => v.extract()?,
-                    None => 0,
-                },
+                Early::Engine => count(&core.early)?,
             },
         })
     }
@@ -261,10 +250,9 @@ pub struct EngineLane {
     engine: PyObject,
     /// The engine's bound `_flush`, made once (scheduled or called per batch).
     flush: PyObject,
-    /// The engine's slots: the state read per request.
+    /// The engine's slots: the state read per request, and its limits (read
+    /// once per batch).
     core: Py<EngineState>,
-    /// The engine's instance dict: its limits, read once per batch.
-    state: Py<PyDict>,
     /// Requests sent through this lane, by encoder (see `LaneCounts`).
     sent: Py<LaneCounts>,
     flush_size: usize,
@@ -279,10 +267,6 @@ impl EngineLane {
     /// `FLUSH_SIZE`.
     pub fn new(engine: Bound<'_, PyAny>, flush_size: usize, early: Early) -> PyResult<Self> {
         let py = engine.py();
-        let state = engine
-            .getattr(intern!(py, "__dict__"))?
-            .downcast_into::<PyDict>()
-            .map_err(|_| PyTypeError::new_err("the engine has no instance dict"))?;
         let core = engine.downcast::<EngineState>()?.clone().unbind();
         let sent = Py::new(py, LaneCounts { counts: Vec::new() })?;
         engine
@@ -292,7 +276,6 @@ impl EngineLane {
             flush: engine.getattr(intern!(py, "_flush"))?.unbind(),
             engine: engine.unbind(),
             core,
-            state: state.unbind(),
             sent,
             flush_size,
             early,
@@ -317,7 +300,7 @@ impl EngineLane {
         let knobs = match self.knobs {
             Some(k) if buffered.requests > 0 => k,
             _ => {
-                let k = Knobs::read(py, self.state.bind(py), core, self.early)?;
+                let k = Knobs::read(py, core, self.early)?;
                 self.knobs = Some(k);
                 k
             }
@@ -405,7 +388,6 @@ impl EngineLane {
         visit.call(&self.engine)?;
         visit.call(&self.flush)?;
         visit.call(&self.core)?;
-        visit.call(&self.state)?;
         visit.call(&self.sent)?;
         if let Some((l, maker)) = &self.futures {
             visit.call(l)?;

@@ -105,6 +105,8 @@ pub fn decode_frame(buf: &[u8]) -> Result<Status<Frame<'_>>, Error> {
 }
 
 /// The parts of a body this client uses, as undecoded MessagePack values.
+/// `data`, when it is the body's last key (a DML or call reply's only one),
+/// runs to the end of the body: its decoder reads the one value it starts with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Body<'a> {
     pub data: Option<&'a [u8]>,
@@ -131,9 +133,18 @@ pub fn decode_body(body: &[u8]) -> Result<Body<'_>, Error> {
     let Token::Map(n) = read_token(body, &mut p)? else {
         return Err(Error::BadHeader);
     };
-    for _ in 0..n {
+    for i in 0..n {
         let k = as_u64(read_token(body, &mut p)?)?;
         let start = p;
+        // The data of a reply is the body's last (most often only) value and
+        // the one its caller decodes anyway, item by item: taken as the rest of
+        // the body rather than walked twice (~200 of a select's ~19k client
+        // instructions for one 2-field tuple; the walk grows with the rows).
+        // Its decoder reads one value and judges it, truncation included.
+        if k == key::DATA && i + 1 == n {
+            out.data = Some(&body[start..]);
+            break;
+        }
         skip_value(body, &mut p)?;
         let v = &body[start..p];
         match k {
@@ -195,5 +206,24 @@ mod tests {
         );
         assert_eq!(decode_frame(&[0x02, 0x91, 0x00]), Err(Error::BadHeader));
         assert_eq!(decode_frame(&[0x01, 0x80]), Err(Error::BadHeader));
+    }
+
+    #[test]
+    fn data_last_is_the_rest_of_the_body() {
+        // {DATA: [[1, "a"]]}: the value, as it is.
+        let only = [0x81, 0x30, 0x91, 0x92, 0x01, 0xa1, b'a'];
+        assert_eq!(decode_body(&only).unwrap().data, Some(&only[2..]));
+        // {DATA: [1], ERROR_24: "e"}: DATA not last, cut at its end as before.
+        let first = [0x82, 0x30, 0x91, 0x01, 0x31, 0xa1, b'e'];
+        let b = decode_body(&first).unwrap();
+        assert_eq!(
+            (b.data, b.error_24),
+            (Some(&first[2..4]), Some(&first[5..]))
+        );
+        // A truncated last DATA is its decoder's to refuse (it reads one value).
+        let cut = [0x81, 0x30, 0x92, 0x01];
+        assert_eq!(decode_body(&cut).unwrap().data, Some(&cut[2..]));
+        // Anything else that is truncated still fails here.
+        assert!(decode_body(&[0x82, 0x31, 0x92, 0x01]).is_err());
     }
 }

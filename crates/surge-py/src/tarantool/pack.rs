@@ -35,7 +35,18 @@ fn pack_depth(buf: &mut Vec<u8>, obj: &Bound<'_, PyAny>, depth: usize) -> PyResu
     if depth > ext::MAX_DEPTH {
         return Err(too_deep());
     }
-    if obj.is_none() {
+    // Exact ints, lists and tuples first: a request's keys, tuples and update
+    // operations are mostly these, and each test is a type pointer compare
+    // (the subclass checks below are calls into the interpreter under abi3,
+    // ~100 instructions for a one-int key that passed them all). An exact int
+    // is never a bool.
+    if obj.downcast_exact::<PyInt>().is_ok() {
+        pack_int(buf, obj)?;
+    } else if let Ok(l) = obj.downcast_exact::<PyList>() {
+        pack_items(buf, l.len(), l.iter(), depth)?;
+    } else if let Ok(t) = obj.downcast_exact::<PyTuple>() {
+        pack_items(buf, t.len(), t.iter(), depth)?;
+    } else if obj.is_none() {
         mp::write_nil(buf);
     } else if let Ok(s) = obj.downcast_exact::<PyString>() {
         mp::write_str(buf, s.to_str()?);
@@ -50,15 +61,9 @@ fn pack_depth(buf: &mut Vec<u8>, obj: &Bound<'_, PyAny>, depth: usize) -> PyResu
     } else if let Ok(s) = obj.downcast::<PyString>() {
         mp::write_str(buf, s.to_str()?);
     } else if let Ok(t) = obj.downcast::<PyTuple>() {
-        mp::write_array_len(buf, t.len());
-        for item in t.iter() {
-            pack_depth(buf, &item, depth + 1)?;
-        }
+        pack_items(buf, t.len(), t.iter(), depth)?;
     } else if let Ok(l) = obj.downcast::<PyList>() {
-        mp::write_array_len(buf, l.len());
-        for item in l.iter() {
-            pack_depth(buf, &item, depth + 1)?;
-        }
+        pack_items(buf, l.len(), l.iter(), depth)?;
     } else if let Ok(d) = obj.downcast::<PyDict>() {
         mp::write_map_len(buf, d.len());
         for (k, v) in d.iter() {
@@ -74,14 +79,25 @@ fn pack_depth(buf: &mut Vec<u8>, obj: &Bound<'_, PyAny>, depth: usize) -> PyResu
         mp::write_bin(buf, b.downcast::<PyBytes>()?.as_bytes());
     } else if let Ok(t) = obj.downcast::<Tuple>() {
         let items = t.get().items.bind(obj.py());
-        mp::write_array_len(buf, items.len());
-        for item in items.iter() {
-            pack_depth(buf, &item, depth + 1)?;
-        }
+        pack_items(buf, items.len(), items.iter(), depth)?;
     } else if let Ok(dt) = obj.downcast::<PyDateTime>() {
         pack_datetime(buf, dt)?;
     } else {
         pack_ext(buf, obj)?;
+    }
+    Ok(())
+}
+
+/// An array of `len` items, at nesting `depth`.
+fn pack_items<'py>(
+    buf: &mut Vec<u8>,
+    len: usize,
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    depth: usize,
+) -> PyResult<()> {
+    mp::write_array_len(buf, len);
+    for item in items {
+        pack_depth(buf, &item, depth + 1)?;
     }
     Ok(())
 }

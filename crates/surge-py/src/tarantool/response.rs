@@ -41,6 +41,9 @@ struct ResponseType {
     info_offset: usize,
     /// `list`'s own `tp_dealloc` (ours calls it, then releases the type).
     list_dealloc: ffi::destructor,
+    /// The type's `tp_alloc`, read once (`PyType_GetSlot` per reply was a
+    /// call and a slot table walk for a pointer that never changes).
+    alloc: ffi::allocfunc,
 }
 
 static RESPONSE: GILOnceCell<ResponseType> = GILOnceCell::new();
@@ -63,12 +66,11 @@ fn kind(py: Python<'_>) -> PyResult<&ResponseType> {
 pub fn new_response<'py>(py: Python<'py>, info: ReplyInfo) -> PyResult<Bound<'py, PyList>> {
     let k = kind(py)?;
     // SAFETY: `k.ty` is a live type object (kept for the process's life);
-    // tp_alloc returns a new reference, zeroed past the list's fields, or NULL
-    // with an exception set.
+    // its tp_alloc returns a new reference, zeroed past the list's fields, or
+    // NULL with an exception set.
     let obj = unsafe {
         let tp = k.ty.as_ptr().cast::<ffi::PyTypeObject>();
-        let alloc: ffi::allocfunc = type_slot(tp, ffi::Py_tp_alloc);
-        Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?
+        Bound::from_owned_ptr_or_err(py, (k.alloc)(tp, 0))?
     };
     // SAFETY: the object was made with the type's basicsize, which leaves room
     // for a `ReplyInfo` at `info_offset` (see `make_type`).
@@ -137,10 +139,14 @@ fn make_type(py: Python<'_>) -> PyResult<ResponseType> {
         slots: vec![slot(ffi::Py_tp_dealloc, dealloc as *mut c_void)],
     }
     .make(py)?;
+    // SAFETY: `ty` is the type just made; its tp_alloc is set (inherited).
+    let alloc: ffi::allocfunc =
+        unsafe { type_slot(ty.as_ptr().cast::<ffi::PyTypeObject>(), ffi::Py_tp_alloc) };
     Ok(ResponseType {
         ty,
         info_offset,
         list_dealloc,
+        alloc,
     })
 }
 

@@ -555,6 +555,7 @@ class PipelinedConnection(EngineState):
         max_in_flight_bytes: int = DEFAULT_MAX_IN_FLIGHT_BYTES,
         reconnect: bool = True,
         retry_connect: bool = True,
+        reconnect_on_request: bool = True,
         tcp_keepalive: bool = True,
         liveness: Liveness | None = None,
         keep_connected: Callable[[], bool] | None = None,
@@ -599,6 +600,12 @@ class PipelinedConnection(EngineState):
         self.max_in_flight_bytes = max_in_flight_bytes
         self.reconnect = reconnect
         self.retry_connect = retry_connect
+        #: False: once a connection is lost nothing reconnects until `connect` is
+        #: called, and requests fail at once with `ConnectionLostError` (asynctnt's
+        #: ``reconnect_timeout=0``). True: the next request reconnects.
+        self.reconnect_on_request = reconnect_on_request
+        # Why requests fail while a lost connection is held down (see above).
+        self._held: str | None = None
         self.tcp_keepalive = tcp_keepalive
         #: The watchdog's settings; None turns it off (see the module docstring).
         self.liveness = liveness
@@ -875,7 +882,14 @@ class PipelinedConnection(EngineState):
         await self._connect()
 
     async def connect(self) -> None:
-        """Connect now instead of on the first request."""
+        """Connect now instead of on the first request (also after a loss that
+        ``reconnect_on_request=False`` holds down)."""
+        self._held = None
+        await self._ensure_ready()
+
+    async def ensure_connected(self) -> None:
+        """Wait until connected, connecting if need be, as a request does (a loss
+        held down by ``reconnect_on_request=False`` raises `ConnectionLostError`)."""
         await self._ensure_ready()
 
     async def close(self) -> None:
@@ -1113,6 +1127,8 @@ class PipelinedConnection(EngineState):
             raise ClosedError("connection closed")
         if self._ready:
             return
+        if self._held is not None:
+            raise ConnectionLostError(f"{self._held}; not reconnecting until connect() is called")
         loop = asyncio.get_running_loop()
         if self._loop is not loop and self._transport is None:
             self._loop = loop
@@ -1422,6 +1438,8 @@ class PipelinedConnection(EngineState):
         err: ConnectionLostError = self._dead or ConnectionLostError(
             f"{msg}: {exc!r}" if exc else f"{msg}: the server closed it"
         )
+        if not self.reconnect_on_request and not self._closed:
+            self._held = str(err)
         self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():
             self._lost_waiter.set_result(None)

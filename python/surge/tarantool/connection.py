@@ -47,6 +47,8 @@ from surge.tarantool.errors import (
     DatabaseError,
     FeatureNotSupportedError,
     SchemaError,
+    UpdateOperationError,
+    UpdateOperationLengthError,
     make_error,
 )
 from surge.tarantool.faults import describe, is_expected, log, traceback_of
@@ -153,10 +155,13 @@ class Connection(AsynctntNames, IprotoConnState):
         # requests to the wrong space).
         if request_timeout is not None and request_timeout <= 0:
             request_timeout = None
+        reconnect_on_request = True
         if reconnect_timeout is not None and reconnect_timeout <= 0:
-            # asynctnt's "do not retry": a refused connect fails at once, not
-            # after retrying for connect_timeout.
+            # asynctnt's "do not reconnect": a refused connect fails at once, not
+            # after retrying for connect_timeout, and a lost connection stays down
+            # (requests fail at once) until connect() is called.
             retry_connect = False
+            reconnect_on_request = False
         if ping_timeout is not None:
             liveness_interval = ping_timeout or None
         if encoding is not None and codecs.lookup(encoding).name != "utf-8":
@@ -226,6 +231,7 @@ class Connection(AsynctntNames, IprotoConnState):
             max_in_flight=max_in_flight,
             reconnect=reconnect,
             retry_connect=retry_connect,
+            reconnect_on_request=reconnect_on_request,
             tcp_keepalive=tcp_keepalive,
             # Tarantool answers IPROTO_PING at once even while a long call runs
             # (requests run in fibers); the probe reads a new connection's greeting.
@@ -444,7 +450,7 @@ class Connection(AsynctntNames, IprotoConnState):
         """
         if not isinstance(key, str):
             raise InterfaceError(f"watch key must be a str, not {type(key).__name__}")
-        await self.connect()
+        await self._engine.ensure_connected()
         self.require_feature(FEATURE_WATCHERS, "watchers")
         return self._watches.add(key, callback)
 
@@ -465,7 +471,9 @@ class Connection(AsynctntNames, IprotoConnState):
         # Nothing else would reconnect a connection nobody sends requests on, yet
         # user watchers expect their events: reconnect in the background.
         idle = self._rewatch is None or self._rewatch.done()
-        if self._user_watches() and idle and self._engine.reconnect and not self._closing:
+        e = self._engine
+        wanted = e.reconnect and e.reconnect_on_request and not self._closing
+        if wanted and idle and self._user_watches():
             self._rewatch = asyncio.get_running_loop().create_task(self._reconnect_for_watches(err))
 
     def _user_watches(self) -> bool:
@@ -611,7 +619,7 @@ class Connection(AsynctntNames, IprotoConnState):
 
     async def reload_schema(self) -> None:
         """Fetch space, index and field names again (one load shared by concurrent calls)."""
-        await self.connect()
+        await self._engine.ensure_connected()
         await self._fresh_reload()
 
     async def refetch_schema(self) -> None:
@@ -644,7 +652,7 @@ class Connection(AsynctntNames, IprotoConnState):
         """
         e = self._engine
         if not e._ready and not e.is_draining:
-            await e.connect()
+            await e.ensure_connected()
         t = e.request_timeout if timeout is _DEFAULT else timeout
         deadline = None if t is None else time.monotonic() + t
         fresh = False  # waited for a reload that read the schema after this call
@@ -1053,25 +1061,71 @@ async def _sql_result(reply: Any, conn: Connection) -> SQLResult:
     return SQLResult(got, conn.schema_id)
 
 
+#: Update operators, as Tarantool knows them (``:`` is splice: five items).
+UPDATE_OPERATORS = frozenset("+-&^|#!=:")
+
+
 def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:
-    """Update ops with field names resolved to positions (a plain name the format
-    lacks raises `SchemaError`: on a missing key, or in an upsert, the server would
-    skip the operation without a word)."""
-    out = []
-    for op in ops:
-        if not isinstance(op, list | tuple) or len(op) < 2:
-            raise InterfaceError(f"bad update operation {op!r}: want (op, field, ...)")
-        field = op[1]
-        if isinstance(field, str):
-            pos = info.field_names.get(field) if info.field_names else None
-            if pos is not None:
-                op = (op[0], pos, *op[2:])
-            elif "." not in field and "[" not in field:
-                raise SchemaError(f"space {info.name!r} has no field named {field!r}")
-            # else a JSON path ("meta.tags[1]", "[3].x"): sent as it is, the server
-            # resolves it (Tarantool >= 2.3), as asynctnt does.
-        out.append(op)
-    return out
+    """Update ops checked, field names resolved to positions (a plain name the
+    format lacks raises `SchemaError`: on a missing key, or in an upsert, the server
+    would skip the operation without a word). A malformed operation raises
+    `UpdateOperationError`, a `TypeError` (or, too short, `IndexError`/`ValueError`)
+    where asynctnt raises one, before anything is sent."""
+    if not isinstance(ops, list | tuple):
+        raise UpdateOperationError(
+            f"update operations must be a list or a tuple, not {type(ops).__name__}"
+        )
+    return [_op(info, op) for op in ops]
+
+
+def _op(info: SpaceInfo, op: Any) -> Any:
+    if not isinstance(op, list | tuple):
+        raise UpdateOperationError(
+            f"an update operation is a list or a tuple, not {type(op).__name__}: {op!r}"
+        )
+    if len(op) < 3:
+        raise UpdateOperationLengthError(
+            f"update operation {op!r}: want (operator, field, value), at least 3 items"
+        )
+    kind, field = op[0], op[1]
+    if isinstance(kind, bytes):  # asynctnt takes b"=" too
+        kind = kind.decode("latin-1")
+    if not isinstance(kind, str):
+        raise UpdateOperationError(
+            f"update operator must be a str or bytes, not {type(kind).__name__}: {op!r}"
+        )
+    if len(kind) != 1 or kind not in UPDATE_OPERATORS:
+        raise UpdateOperationError(
+            f"unknown update operator {kind!r} in {op!r}: one of + - & ^ | # ! = :"
+        )
+    if kind == ":":
+        if len(op) < 5:
+            raise UpdateOperationLengthError(
+                f"splice {op!r}: want (':', field, position, length, string), 5 items"
+            )
+        if not (_plain_int(op[2]) and _plain_int(op[3])):
+            raise UpdateOperationError(f"splice {op!r}: position and length must be ints")
+    if isinstance(field, str):
+        pos = info.field_names.get(field) if info.field_names else None
+        if pos is not None:
+            field = pos
+        elif "." not in field and "[" not in field:
+            raise SchemaError(f"space {info.name!r} has no field named {field!r}")
+        # else a JSON path ("meta.tags[1]", "[3].x"): sent as it is, the server
+        # resolves it (Tarantool >= 2.3), as asynctnt does.
+    elif not _plain_int(field):
+        # (asynctnt sends True as field 1: a bool here is a bug, not a field number.)
+        raise UpdateOperationError(
+            f"update field must be a field number (int) or name (str), not"
+            f" {type(field).__name__}: {op!r}"
+        )
+    if field is op[1] and kind is op[0]:
+        return op
+    return (kind, field, *op[2:])
+
+
+def _plain_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _by_format(info: SpaceInfo, t: Mapping[str, Any]) -> list:

@@ -894,20 +894,45 @@ class PipelinedConnection(EngineState):
 
     async def close(self) -> None:
         """Close the connection; pending requests fail with `ClosedError`."""
+        await self.closing()()
+
+    def closing(self) -> Callable[[], Awaitable[None]]:
+        """`close`, its first step done now (nothing goes out after it; pending
+        requests fail with `ClosedError`); returns the rest to await: the wait
+        until the connection is gone (a driver whose close need not be awaited
+        may drop it: the transport closes by itself)."""
         self._closed = True
         for task in (self._keeper, self._watchdog):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
         self._fail_all(ClosedError("connection closed"))
         t = self._transport
+        waiter = self._lost_waiter
         if t is not None:
-            waiter = self._lost_waiter
             t.close()
-            if waiter is not None and not waiter.done():
+            # Until its connection_lost, nothing more goes out on it (a request
+            # now fails with ClosedError rather than with the loss to come).
+            self._ready = False
+
+        async def gone() -> None:
+            if t is not None and waiter is not None and not waiter.done():
                 try:
                     await asyncio.wait_for(asyncio.shield(waiter), 1.0)
                 except (TimeoutError, asyncio.CancelledError):
                     t.abort()
+
+        return gone
+
+    def reopen(self) -> None:
+        """Take requests again after `close`: the next request, or `connect`,
+        connects anew (asynctnt's ``connect()`` after ``disconnect()``)."""
+        if self._transport is not None:
+            # Closed but not yet gone (its close was not awaited): gone now, and
+            # its late connection_lost is not this connection's news.
+            self._drop_transport()
+            self._protocol = None
+        self._closed = False
+        self._held = None
 
     def abort(self) -> None:
         """Drop the connection at once (pending requests fail with ConnectionLostError)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -438,5 +439,46 @@ def test_reconnect_timeout_zero_stays_down_after_a_loss(arun: Callable) -> None:
         theirs = await story(asynctnt, port)
         assert await story(surge.tarantool, port) == theirs
         assert theirs == [(5, False), True, (2, True, [7])]
+
+    arun(main())
+
+
+def test_connect_close_and_disconnect_as_asynctnts(tnt: services.Service, arun: Callable) -> None:
+    """connect/disconnect twice in a row, ``connect()`` after ``disconnect()`` (surge
+    refused it: ClosedError for good), asynctnt's plain ``close()`` not awaited (a
+    never-awaited coroutine in surge: the connection stayed open), a request on a
+    closed connection, ``async with``, ``await connect(host=, port=)`` (surge's
+    ``connect`` took them twice: TypeError), the connection's ``repr``."""
+
+    async def story(lib: Any) -> list:
+        out: list = []
+        conn = lib.Connection(host=tnt.host, port=tnt.port)
+        await conn.connect()
+        await conn.connect()
+        out.append(int(conn.state))
+        assert conn.close() is None or lib is surge.tarantool  # a plain call in asynctnt
+        out.append(int(conn.state))
+        with pytest.raises(lib.exceptions.TarantoolNotConnectedError):
+            await conn.ping()
+        await conn.disconnect()
+        await conn.disconnect()
+        out.append((int(conn.state), conn.is_connected))
+        await conn.connect()
+        out += [int(conn.state), plain(await conn.eval("return 1"))]
+        await conn.disconnect()
+        async with lib.Connection(host=tnt.host, port=tnt.port) as c:
+            out += [int(c.state), plain(await c.eval("return 2"))]
+        out.append(int(c.state))
+        c = await lib.connect(host=tnt.host, port=tnt.port)
+        out += [int(c.state), repr(c).split(" ", 1)[1]]
+        await c.disconnect()
+        return out
+
+    async def main() -> None:
+        theirs = await story(asynctnt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # "never awaited"
+            assert await story(surge.tarantool) == theirs
+        assert theirs[:4] == [2, 5, (5, False), 2]
 
     arun(main())

@@ -78,6 +78,9 @@ SHUTDOWN_KEY = "box.shutdown"
 #: request path step for step) and take the Python methods whenever that is not all
 #: the call needs; False: the Python methods (a switch for comparisons).
 NATIVE_LANE = True
+#: call's and eval's first argument under surge's name and asynctnt's.
+_CALL_NAMES = ("function", "func_name")
+_EVAL_NAMES = ("expr", "expression")
 #: The methods the lane serves.
 _LANE_METHODS = ("select", "insert", "replace", "update", "upsert", "delete")
 
@@ -272,6 +275,10 @@ class Connection(AsynctntNames, IprotoConnState):
 
     # -- lifecycle --------------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        e = self._engine
+        return f"<surge.tarantool.Connection host={e.host} port={e.port} state={self.state!r}>"
+
     @property
     def engine(self) -> PipelinedConnection:
         """The pipelined connection underneath (stats, limits)."""
@@ -313,15 +320,21 @@ class Connection(AsynctntNames, IprotoConnState):
         return self.greeting["version_tuple"] if self.greeting else None
 
     async def connect(self) -> Connection:
-        """Connect (authenticate, load the schema) now rather than on first use."""
-        await self._engine.connect()
+        """Connect (authenticate, load the schema) now rather than on first use;
+        after `close`, connect anew (asynctnt's ``connect()`` after ``disconnect()``)."""
+        e = self._engine
+        if e.is_closed:
+            e.reopen()
+            self._closing = False
+        await e.connect()
         return self
 
     def __await__(self) -> Generator[Any, None, Connection]:
         return self.connect().__await__()
 
-    async def close(self) -> None:
-        """Close; pending requests fail with ClosedError."""
+    def close(self) -> Awaitable[None]:
+        """Close; pending requests fail with ClosedError. Done at once, as asynctnt's
+        ``close()`` (a plain call); awaiting it also waits until the connection is gone."""
         self._closing = True
         if self._reload is not None:
             self._reload.cancel()
@@ -330,7 +343,7 @@ class Connection(AsynctntNames, IprotoConnState):
             # own connect task would fail later with nobody to read its error. Out
             # of the sleep, it sees `_closing` and stops.
             self._rewatch.cancel()
-        await self._engine.close()
+        return _Closing(self._engine.closing())
 
     async def disconnect(self) -> None:
         """`close` under asynctnt's name."""
@@ -903,9 +916,7 @@ class Connection(AsynctntNames, IprotoConnState):
         ``push_subscribe``: a `PushFuture`, whose ``box.session.push`` messages
         `PushIterator` yields (asynctnt's). ``func_name`` is asynctnt's name for
         ``function``; ``args`` is a list or a tuple (None: none)."""
-        if func_name is not None or function is None:
-            function = _renamed("function", function, "func_name", func_name)
-        return self._call(self._codec.call, function, args, timeout, push_subscribe)
+        return self._call(self._codec.call, function, func_name, args, timeout, push_subscribe)
 
     def call16(
         self,
@@ -918,9 +929,7 @@ class Connection(AsynctntNames, IprotoConnState):
     ) -> Any:
         """`call` as Tarantool 1.6 made it (asynctnt's): each return value that is
         not a table comes back wrapped in a list."""
-        if func_name is not None or function is None:
-            function = _renamed("function", function, "func_name", func_name)
-        return self._call(self._codec.call16, function, args, timeout, push_subscribe)
+        return self._call(self._codec.call16, function, func_name, args, timeout, push_subscribe)
 
     def eval(
         self,
@@ -934,13 +943,25 @@ class Connection(AsynctntNames, IprotoConnState):
         """Evaluate Lua (`...` holds args); returns the list of its return values
         (``push_subscribe`` and ``args`` as in `call`; ``expression`` is asynctnt's
         name for ``expr``)."""
-        if expression is not None or expr is None:
-            expr = _renamed("expr", expr, "expression", expression)
-        return self._call(self._codec.eval, expr, args, timeout, push_subscribe)
+        return self._call(
+            self._codec.eval, expr, expression, args, timeout, push_subscribe, _EVAL_NAMES
+        )
 
     def _call(
-        self, encode: Any, what: str, args: Any, timeout: float | None, push_subscribe: bool
+        self,
+        encode: Any,
+        what: str | None,
+        peer_what: str | None,
+        args: Any,
+        timeout: float | None,
+        push_subscribe: bool,
+        names: tuple[str, str] = _CALL_NAMES,
     ) -> Any:
+        """call, call16 and eval: ``what`` (the function or the expression) is
+        given under surge's name or asynctnt's (``peer_what``), not both; ``names``
+        are the two names, for the error."""
+        if peer_what is not None or what is None:
+            what = _renamed(names[0], what, names[1], peer_what)
         if args.__class__ is not tuple and args.__class__ is not list:
             args = _args(args)
         send = self._sender() if self._tx_open else self._req
@@ -996,6 +1017,20 @@ class Connection(AsynctntNames, IprotoConnState):
         """Drop a prepared statement on the server (asynctnt's low-level call)."""
         send = self._sender() if self._tx_open else self._req
         return send(self._codec.prepare, int(stmt_id), timeout=_timeout(timeout))
+
+
+class _Closing:
+    """What `Connection.close` returns: the close is under way; awaiting this waits
+    until the connection is gone. Left unawaited (a port of asynctnt's plain
+    ``close()``) it warns of nothing: no coroutine exists until it is awaited."""
+
+    __slots__ = ("_gone",)
+
+    def __init__(self, gone: Any) -> None:
+        self._gone = gone
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._gone().__await__()
 
 
 def _renamed(name: str, value: Any, peer_name: str, peer_value: Any) -> Any:
@@ -1167,11 +1202,15 @@ def connect(
     password: str | None = None,
     **kwargs: Any,
 ) -> Connection:
-    """A lazy `Connection` to `host:port` (await it, or just use it, to connect)."""
+    """A lazy `Connection` to `host:port` (await it, or just use it, to connect).
+    ``host=`` and ``port=`` (asynctnt's ``await asynctnt.connect(host=, port=)``)
+    stand for the address's."""
     if "://" in address and "@" in address:
         creds = address.split("://", 1)[1].rsplit("@", 1)[0]
         u, _, p = creds.partition(":")
         user = user or u
         password = password or p
     host, port = parse_address(address)
+    host = kwargs.pop("host", host)
+    port = kwargs.pop("port", port)
     return Connection(host, port, user=user, password=password, **kwargs)

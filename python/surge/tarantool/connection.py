@@ -56,7 +56,7 @@ from surge.tarantool.push import PushFuture, encode_subscribed
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
 from surge.tarantool.sql import PreparedStatement, SQLResult
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
-from surge.tarantool.types import ConnectionState, Iterator
+from surge.tarantool.types import ConnectionState, IProtoFeatures, Iterator
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
 
 #: Select iterators by name, as box.index has them.
@@ -188,7 +188,7 @@ class Connection(AsynctntNames, IprotoConnState):
         self.schema = Schema()
         self.greeting: dict | None = None
         #: IPROTO_FEATURES bits of the server (empty before 2.10 or before connecting).
-        self.features: frozenset[int] = frozenset()
+        self.features = IProtoFeatures()
         #: The server's IPROTO protocol version (None when it does not know IPROTO_ID).
         self.protocol_version: int | None = None
         self._watches = Watches(self._send_watch)
@@ -371,12 +371,12 @@ class Connection(AsynctntNames, IprotoConnState):
         if isinstance(id_reply, DatabaseError):
             # ER_UNKNOWN_REQUEST_TYPE from a server older than 2.10: no features.
             self.protocol_version = None
-            self.features = frozenset()
+            self.features = IProtoFeatures()
         elif isinstance(id_reply, BaseException):
             raise id_reply
         else:
             self.protocol_version = id_reply["version"]
-            self.features = frozenset(id_reply["features"])
+            self.features = IProtoFeatures(id_reply["features"])
         if auth and isinstance(auth[0], BaseException):
             raise auth[0]
         if self.fetch_schema:

@@ -887,10 +887,20 @@ class PipelinedConnection(EngineState):
         self._held = None
         await self._ensure_ready()
 
-    async def ensure_connected(self) -> None:
+    async def ensure_connected(self, deadline: float | None = None) -> None:
         """Wait until connected, connecting if need be, as a request does (a loss
-        held down by ``reconnect_on_request=False`` raises `ConnectionLostError`)."""
-        await self._ensure_ready()
+        held down by ``reconnect_on_request=False`` raises `ConnectionLostError`);
+        `RequestTimeoutError` if not connected by ``deadline`` (`time.monotonic`)."""
+        if deadline is None or self._ready:
+            await self._ensure_ready()
+            return
+        try:
+            await asyncio.wait_for(self._ensure_ready(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            # (The connect goes on, shielded, for whoever waits next.)
+            raise RequestTimeoutError(
+                f"not connected to {self.endpoint} within the request's timeout"
+            ) from None
 
     async def close(self) -> None:
         """Close the connection; pending requests fail with `ClosedError`."""
@@ -992,6 +1002,9 @@ class PipelinedConnection(EngineState):
         return fut
 
     async def _request_slow(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
+        # A timeout given with the call bounds its wait for a (re)connect too; the
+        # connection's default does not (that wait has `connect_timeout`).
+        given = timeout is not _DEFAULT
         if timeout is _DEFAULT:
             timeout = self.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -1006,7 +1019,7 @@ class PipelinedConnection(EngineState):
                         f"cannot connect to {self.endpoint}: the connection"
                         " was lost each time right after it opened"
                     )
-                await self._ensure_ready()
+                await self.ensure_connected(deadline if given else None)
                 # The connection may be gone again by the time this runs: the
                 # loop looks once more before anything is encoded.
                 if not self._ready:

@@ -664,10 +664,13 @@ class Connection(AsynctntNames, IprotoConnState):
         once more. The wait for a reload counts against ``timeout``.
         """
         e = self._engine
-        if not e._ready and not e.is_draining:
-            await e.ensure_connected()
         t = e.request_timeout if timeout is _DEFAULT else timeout
-        deadline = None if t is None else time.monotonic() + t
+        # A per-call timeout bounds the wait for a connection too (the default
+        # one starts once connected, as for any request).
+        given = None if timeout is _DEFAULT or t is None else time.monotonic() + t
+        if not e._ready and not e.is_draining:
+            await e.ensure_connected(given)
+        deadline = given if given is not None or t is None else time.monotonic() + t
         fresh = False  # waited for a reload that read the schema after this call
         if self._schema_due() and self.fetch_schema:
             task = self._reload

@@ -485,3 +485,37 @@ def test_connect_close_and_disconnect_as_asynctnts(tnt: services.Service, arun: 
         assert theirs[0] == 2 and theirs[2:5] == [5, (5, False), 2]
 
     arun(main())
+
+
+def test_server_errors_read_as_asynctnts(tnt: services.Service, arun: Callable) -> None:
+    """``code``, ``message`` and ``error.trace`` (each frame's ``error_type``,
+    ``message``, ``code``, ``file``, ``line``, ``err_no``, ``fields``) of a server
+    error (surge's had ``info`` only: ``e.error`` raised AttributeError)."""
+
+    async def story(c: Any, db_error: type) -> list:
+        out = []
+        for expr in (
+            "error('boom')",
+            "box.error{code = 777, reason = 'custom'}",
+            f"box.space.{SPACE}:insert{{1, 'dup'}}",
+            "local e = box.error.new{code = 5, reason = 'inner'}"
+            " local o = box.error.new{code = 6, reason = 'outer'} o:set_prev(e) o:raise()",
+        ):
+            with pytest.raises(db_error) as got:
+                await c.eval(expr)
+            e = got.value
+            frames = [
+                # (no fields: asynctnt's are None, surge's {}, as ErrorInfo always had)
+                (f.error_type, f.message, f.code, f.file, f.line, f.err_no, f.fields or None)
+                for f in e.error.trace
+            ]
+            out.append((e.code, e.message, frames))
+        return out
+
+    async def main() -> None:
+        async with _both(tnt) as (a, s):
+            theirs = await story(a, asynctnt.exceptions.TarantoolDatabaseError)
+            assert await story(s, surge.tarantool.TarantoolDatabaseError) == theirs
+            assert [len(frames) for _, _, frames in theirs] == [1, 1, 1, 2]
+
+    arun(main())

@@ -40,6 +40,12 @@ class DatabaseError(TarantoolError):
         self.message = message
         self.info = info
 
+    @property
+    def error(self) -> ErrorInfo | None:
+        """`info` under asynctnt's name (its ``IProtoError``: ``.trace`` lists the
+        error and its causes, each with ``error_type``, ``message``, ``code``, ...)."""
+        return self.info
+
 
 class DuplicateKeyError(DatabaseError):
     """ER_TUPLE_FOUND: a tuple with this key exists."""

@@ -104,6 +104,26 @@ class ErrorInfo:
     fields: dict = dataclasses.field(default_factory=dict)
     cause: ErrorInfo | None = None
 
+    @property
+    def trace(self) -> list[ErrorInfo]:
+        """This error, then its causes, outermost first (asynctnt's ``IProtoError.trace``)."""
+        out: list[ErrorInfo] = []
+        e: ErrorInfo | None = self
+        while e is not None:
+            out.append(e)
+            e = e.cause
+        return out
+
+    @property
+    def error_type(self) -> str:
+        """`type` under asynctnt's name (``IProtoErrorStackFrame.error_type``)."""
+        return self.type
+
+    @property
+    def err_no(self) -> int:
+        """`errno` under asynctnt's name."""
+        return self.errno
+
     @classmethod
     def from_stack(cls, stack: list[dict[str, Any]]) -> ErrorInfo | None:
         """Build from the wire's list of entries, the first being the outermost."""

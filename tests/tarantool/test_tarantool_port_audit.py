@@ -519,3 +519,20 @@ def test_server_errors_read_as_asynctnts(tnt: services.Service, arun: Callable) 
             assert [len(frames) for _, _, frames in theirs] == [1, 1, 1, 2]
 
     arun(main())
+
+
+def test_streams_refused_before_2_10_as_asynctnts(tnt: services.Service, arun: Callable) -> None:
+    """``async with conn.stream()`` on Tarantool 2.6 (no streams): a `TarantoolError`
+    naming 2.10 in both, nothing sent (surge had no ``stream()``)."""
+
+    async def main() -> None:
+        for lib in (asynctnt, surge.tarantool):
+            conn = lib.Connection(host=tnt.host, port=tnt.port)
+            await conn.connect()
+            with pytest.raises(lib.exceptions.TarantoolError, match=r"2\.10"):
+                async with conn.stream() as s:
+                    await s.insert("tester", (1, "never"))
+            assert plain(await conn.select("tester", [1])) == []
+            await conn.disconnect()
+
+    arun(main())

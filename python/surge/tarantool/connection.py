@@ -453,6 +453,13 @@ class Connection(AsynctntNames, IprotoConnState):
         self._stream_ids += 1
         return Transaction(self, self._stream_ids, isolation=isolation, timeout=timeout)
 
+    def stream(self) -> Transaction:
+        """asynctnt's name for `transaction` (its `Stream`): ``async with conn.stream()
+        as s`` begins, then commits or rolls back; ``s.insert(...)``, ``s.begin()``,
+        ``s.commit()``, ``s.stream_id`` (isolation and timeout are `transaction`'s
+        keywords here, not `begin`'s)."""
+        return self.transaction()
+
     async def watch(self, key: str, callback: WatchCallback) -> Watcher:
         """Call ``callback(key, value)`` with the key's value now and on each
         `box.broadcast` of it; returns a `Watcher` (``.unregister()`` stops it).

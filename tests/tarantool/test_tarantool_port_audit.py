@@ -531,8 +531,42 @@ def test_streams_refused_before_2_10_as_asynctnts(tnt: services.Service, arun: C
             await conn.connect()
             with pytest.raises(lib.exceptions.TarantoolError, match=r"2\.10"):
                 async with conn.stream() as s:
-                    await s.insert("tester", (1, "never"))
-            assert plain(await conn.select("tester", [1])) == []
+                    await s.insert("tester", (987654, "never"))
+            assert plain(await conn.select("tester", [987654])) == []
             await conn.disconnect()
+
+    arun(main())
+
+
+def test_unix_socket_as_asynctnts(tnt: services.Service, arun: Callable, tmp_path: Any) -> None:
+    """asynctnt's Unix socket: ``host="unix/"``, ``port`` the socket's path (surge
+    raised ValueError: ``int(port)``). A relay on a Unix socket stands for the
+    server's own (Debian's Tarantool 2.6 listens on one address)."""
+
+    async def relay(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        ur, uw = await asyncio.open_connection(tnt.host, tnt.port)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(65536):
+                dst.write(data)
+            dst.close()
+
+        await asyncio.gather(pump(r, uw), pump(ur, w), return_exceptions=True)
+
+    async def main() -> None:
+        path = str(tmp_path / "tnt.sock")
+        server = await asyncio.start_unix_server(relay, path)
+        try:
+            out = []
+            for lib in (asynctnt, surge.tarantool):
+                conn = lib.Connection(host="unix/", port=path)
+                await conn.connect()
+                got = plain(await conn.eval("return 5"))
+                out.append((got, conn.host, conn.port, repr(conn).split(" ", 1)[1]))
+                await conn.disconnect()
+            assert out[0] == out[1]
+            assert out[0][:3] == ([5], "unix/", path)
+        finally:
+            server.close()
 
     arun(main())

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Generator, Mapping, Sequence
 from typing import Any
 
 from surge._core import IprotoCodec, IprotoConnState, IprotoLane
+from surge.endpoint import Endpoint
 from surge.engine import (
     _DEFAULT,  # the engine's "use request_timeout"
     DEFAULT_CONNECT_TIMEOUT,
@@ -173,7 +174,9 @@ class Connection(AsynctntNames, IprotoConnState):
             if user is not None and user != username:
                 raise InterfaceError("give user= or username=, not both")
             user = username
-        port = int(port)  # asynctnt takes "3301" too
+        # asynctnt's Unix socket: host "unix/", port the socket's path.
+        unix = str(port) if host.startswith("unix/") else None
+        port = 0 if unix is not None else int(port)  # asynctnt takes "3301" too
         self._asynctnt_opts = {
             "reconnect_timeout": (
                 (ASYNCTNT_RECONNECT_TIMEOUT if reconnect_timeout is None else reconnect_timeout)
@@ -239,6 +242,7 @@ class Connection(AsynctntNames, IprotoConnState):
             # Tarantool answers IPROTO_PING at once even while a long call runs
             # (requests run in fibers); the probe reads a new connection's greeting.
             liveness=liveness(liveness_interval, liveness_timeout, self._codec.ping, b""),
+            endpoints=None if unix is None else [Endpoint(host, 0, path=unix)],
             driver="tarantool",
         )
         c = self._codec
@@ -276,8 +280,8 @@ class Connection(AsynctntNames, IprotoConnState):
     # -- lifecycle --------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        e = self._engine
-        return f"<surge.tarantool.Connection host={e.host} port={e.port} state={self.state!r}>"
+        where = f"host={self.host} port={self.port}"
+        return f"<surge.tarantool.Connection {where} state={self.state!r}>"
 
     @property
     def engine(self) -> PipelinedConnection:

@@ -97,9 +97,9 @@ import ssl
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from surge._core import EngineReader, EngineState
 from surge.endpoint import Endpoint, NativeTlsTransport, Upgradable, connect_error, start_tls
@@ -530,6 +530,20 @@ class _NativeReadProtocol(_EngineEvents, asyncio.BufferedProtocol):
         self._engine._on_lost(self, exc)
 
 
+_T = TypeVar("_T")
+
+
+def started(coro: Coroutine[Any, Any, _T]) -> Awaitable[_T]:
+    """``coro`` as a task running on the current loop, so what it does happens
+    whether or not anyone awaits it; outside a running loop (``asyncio.run(conn.
+    ping())`` builds it first), the coroutine itself."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return coro
+    return loop.create_task(coro)
+
+
 class PipelinedConnection(EngineState):
     """One pipelined connection shared by any number of coroutines.
 
@@ -606,6 +620,11 @@ class PipelinedConnection(EngineState):
         self.reconnect_on_request = reconnect_on_request
         # Why requests fail while a lost connection is held down (see above).
         self._held: str | None = None
+        #: True: a request that must wait (to connect, for capacity) is returned as
+        #: a running task (`started`), so it goes out whether or not it is
+        #: awaited, as one on the fast path does (a driver whose peer returns
+        #: futures, asynctnt, sets it); False: as a coroutine.
+        self.start_waiting = False
         self.tcp_keepalive = tcp_keepalive
         #: The watchdog's settings; None turns it off (see the module docstring).
         self.liveness = liveness
@@ -749,7 +768,8 @@ class PipelinedConnection(EngineState):
             or len(self._pending) >= self.max_in_flight
             or (buffered := self.codec.pending()) + self._tbuf >= self.max_in_flight_bytes
         ):
-            return self._request_slow(encode, args, timeout)
+            slow = self._request_slow(encode, args, timeout)
+            return started(slow) if self.start_waiting else slow
         rid = encode(*args)
         fut = self._loop.create_future()  # type: ignore[union-attr]
         self._pending[rid] = fut

@@ -571,3 +571,52 @@ def test_unix_socket_as_asynctnts(tnt: services.Service, arun: Callable, tmp_pat
             server.close()
 
     arun(main())
+
+
+def test_requests_not_awaited_still_go_out_as_asynctnts(
+    tnt: services.Service, arun: Callable
+) -> None:
+    """asynctnt's requests are futures: one never awaited (fire and forget) is
+    still sent. surge's were too on the fast path, but never `execute` (a
+    coroutine, never run: a "never awaited" warning), nor a call that had to wait
+    (a name the cached schema lacks, the in-flight limit)."""
+
+    async def story(c: Any, other: Any, name: str) -> list:
+        await other.eval(
+            f"if box.space.{name} then box.space.{name}:drop() end "
+            f"local s = box.schema.space.create('{name}', {{format = {{"
+            "{'id', 'unsigned'}, {'v', 'string'}}}) s:create_index('pk')"
+        )
+        await c.refetch_schema()
+        c.insert(name, [1, "insert"])
+        c.execute(f"""insert into "{name}" values (2, 'sql')""")
+        c.eval(f"box.space.{name}:insert{{3, 'eval'}}")
+        await asyncio.sleep(0.3)
+        return plain(await other.select(name))
+
+    async def main() -> None:
+        async with _both(tnt) as (a, s):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                theirs = await story(a, a, "port_audit_ff")
+                assert await story(s, a, "port_audit_ff") == theirs
+                assert theirs == [[1, "insert"], [2, "sql"], [3, "eval"]]
+                # A space another connection made: surge waits for its name (asynctnt
+                # raises at the call) and sends the insert, awaited or not.
+                await a.eval(
+                    "local s = box.schema.space.create('port_audit_ff2') s:create_index('pk')"
+                )
+                s.insert("port_audit_ff2", [1, "after a reload"])
+                # Over the in-flight limit (the engine's wait): sent once there is room.
+                tight = surge.tarantool.Connection(host=tnt.host, port=tnt.port, max_in_flight=1)
+                await tight.connect()
+                slow = tight.eval("require('fiber').sleep(0.1)")
+                tight.replace(SPACE, [9, "queued"])
+                await slow
+                await asyncio.sleep(0.3)
+                assert plain(await a.select("port_audit_ff2")) == [[1, "after a reload"]]
+                assert plain(await a.select(SPACE, [9])) == [[9, "queued"]]
+                await tight.close()
+            await a.eval("box.space.port_audit_ff:drop() box.space.port_audit_ff2:drop()")
+
+    arun(main())

@@ -40,6 +40,7 @@ from surge.engine import (
     RECONNECT_DELAY_MIN,
     PipelinedConnection,
     liveness,
+    started,
 )
 from surge.errors import ConnectError, ConnectionLostError, InterfaceError, RequestTimeoutError
 from surge.tarantool import transaction as _tx
@@ -245,6 +246,9 @@ class Connection(AsynctntNames, IprotoConnState):
             endpoints=None if unix is None else [Endpoint(host, 0, path=unix)],
             driver="tarantool",
         )
+        # A request that must wait runs as a task: it goes out even if not awaited,
+        # as asynctnt's requests (futures) do.
+        self._engine.start_waiting = True
         c = self._codec
         self._req = self._engine.request
         self._select, self._insert, self._update = c.select, c.insert, c.update
@@ -667,7 +671,12 @@ class Connection(AsynctntNames, IprotoConnState):
             return self.schema.by_name.get(space)  # type: ignore[arg-type]
         return self.schema.space(space)
 
-    async def _later(self, space: int | str, build: Any, timeout: Any) -> Any:
+    def _later(self, space: int | str, build: Any, timeout: Any) -> Awaitable[Any]:
+        """`_wait_then_send`, running already: it goes out whether or not it is
+        awaited (asynctnt's requests are futures; a port may not await one)."""
+        return started(self._wait_then_send(space, build, timeout))
+
+    async def _wait_then_send(self, space: int | str, build: Any, timeout: Any) -> Any:
         """A request that must wait for the connection or the schema first.
 
         ``build(info, timeout)`` sends the request, or raises `SchemaError` for a
@@ -1105,7 +1114,29 @@ def _left(deadline: float | None, timeout: Any) -> Any:
     return max(0.001, deadline - time.monotonic())
 
 
-async def _sql_result(reply: Any, conn: Connection) -> SQLResult:
+def _sql_result(reply: Any, conn: Connection) -> Awaitable[SQLResult]:
+    """The reply as an `SQLResult`, in a future resolved by the reply's (no task,
+    no extra loop step): like asynctnt's execute, a future, so the request goes out
+    whether or not it is awaited."""
+    if not isinstance(reply, asyncio.Future):  # built outside a running loop
+        return _as_sql_result(reply, conn)
+    out = reply.get_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif (exc := f.exception()) is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(SQLResult(f.result(), conn.schema_id))
+
+    reply.add_done_callback(done)
+    return out
+
+
+async def _as_sql_result(reply: Any, conn: Connection) -> SQLResult:
     got = await reply
     return SQLResult(got, conn.schema_id)
 

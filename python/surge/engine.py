@@ -544,6 +544,30 @@ def started(coro: Coroutine[Any, Any, _T]) -> Awaitable[_T]:
     return loop.create_task(coro)
 
 
+def chain(
+    src: asyncio.Future, dst: asyncio.Future, convert: Callable[[Any], Any] | None = None
+) -> None:
+    """``dst`` gets ``src``'s outcome (its result through ``convert``); cancelling
+    ``dst`` cancels ``src``. A future for a future, with no task between them."""
+
+    def done(f: asyncio.Future) -> None:
+        if dst.done():
+            return
+        if f.cancelled():
+            dst.cancel()
+        elif (e := f.exception()) is not None:
+            dst.set_exception(e)
+        else:
+            dst.set_result(f.result() if convert is None else convert(f.result()))
+
+    def cancelled(f: asyncio.Future) -> None:
+        if f.cancelled():
+            src.cancel()
+
+    src.add_done_callback(done)
+    dst.add_done_callback(cancelled)
+
+
 class PipelinedConnection(EngineState):
     """One pipelined connection shared by any number of coroutines.
 

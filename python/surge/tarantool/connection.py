@@ -39,6 +39,7 @@ from surge.engine import (
     RECONNECT_DELAY_MAX,
     RECONNECT_DELAY_MIN,
     PipelinedConnection,
+    chain,
     liveness,
     started,
 )
@@ -1121,18 +1122,7 @@ def _sql_result(reply: Any, conn: Connection) -> Awaitable[SQLResult]:
     if not isinstance(reply, asyncio.Future):  # built outside a running loop
         return _as_sql_result(reply, conn)
     out = reply.get_loop().create_future()
-
-    def done(f: asyncio.Future) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-        elif (exc := f.exception()) is not None:
-            out.set_exception(exc)
-        else:
-            out.set_result(SQLResult(f.result(), conn.schema_id))
-
-    reply.add_done_callback(done)
+    chain(reply, out, lambda rows: SQLResult(rows, conn.schema_id))
     return out
 
 

@@ -12,7 +12,9 @@ around a lost or closed connection (caught nothing: it was only `ConnectError`),
 ``reconnect_timeout=0`` (a refused connect was retried for ``connect_timeout``;
 a lost connection was reconnected by the next request), malformed update
 operations (surge raised `InterfaceError` or sent them: ``except TypeError``
-caught nothing), `Tuple` reads (``get(1)`` raised TypeError, no ordering)."""
+caught nothing), `Tuple` reads (``get(1)`` raised TypeError, no ordering),
+connect/close/disconnect in any order, server errors' ``error.trace``, streams
+before 2.10, a Unix socket, requests not awaited."""
 
 from __future__ import annotations
 

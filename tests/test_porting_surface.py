@@ -159,7 +159,6 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("asynctnt.Connection", "begin"): "asynctnt's run on a stream: `conn.transaction()`",
     ("asynctnt.Connection", "commit"): "as `begin`",
     ("asynctnt.Connection", "rollback"): "as `begin`",
-    ("asynctnt.Connection", "stream"): "as `begin`",
     ("asynctnt.Connection", "connection_lost"): "asyncio plumbing of asynctnt's connection",
     ("asynctnt.Connection", "protocol_factory"): "asyncio plumbing of asynctnt's connection",
     # Parameters, as "<surface>.<function>()".
@@ -187,6 +186,10 @@ def _parameters(f: Any) -> tuple[set[str], bool] | None:
     except (TypeError, ValueError):
         return None
     names = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    # asynctnt swaps its Connection.stream for a one-argument stub, class-wide, once
+    # it has connected to a server without streams (any test before this one may).
+    if getattr(f, "__name__", "") == "stream_stub":
+        names = {"self"}
     return names - {"self"}, any(p.kind is p.VAR_KEYWORD for p in params)
 
 

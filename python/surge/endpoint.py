@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from surge._core import TlsClientConfig, TlsClientSession, TlsConfigError
-from surge.errors import ConnectError, ConnectionLostError, EndpointRejectedError, SurgeError
+from surge.errors import (
+    ConnectError,
+    ConnectionLostError,
+    ConnectRefusedError,
+    EndpointRejectedError,
+    SurgeError,
+)
 
 
 class Upgradable(asyncio.Protocol):
@@ -273,7 +279,8 @@ def connect_error(failures: list[tuple[Endpoint, BaseException]]) -> ConnectErro
     if not failures:
         return ConnectError("cannot connect: the connect timeout passed")
     why = "; ".join(f"{ep}: {describe(exc)}" for ep, exc in failures)
-    err = ConnectError(f"cannot connect to {why}")
+    refused = all(isinstance(exc, ConnectionRefusedError) for _, exc in failures)
+    err = (ConnectRefusedError if refused else ConnectError)(f"cannot connect to {why}")
     err.__cause__ = failures[-1][1]
     return err
 

@@ -97,9 +97,9 @@ import ssl
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from surge._core import EngineReader, EngineState
 from surge.endpoint import Endpoint, NativeTlsTransport, Upgradable, connect_error, start_tls
@@ -530,6 +530,44 @@ class _NativeReadProtocol(_EngineEvents, asyncio.BufferedProtocol):
         self._engine._on_lost(self, exc)
 
 
+_T = TypeVar("_T")
+
+
+def started(coro: Coroutine[Any, Any, _T]) -> Awaitable[_T]:
+    """``coro`` as a task running on the current loop, so what it does happens
+    whether or not anyone awaits it; outside a running loop (``asyncio.run(conn.
+    ping())`` builds it first), the coroutine itself."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return coro
+    return loop.create_task(coro)
+
+
+def chain(
+    src: asyncio.Future, dst: asyncio.Future, convert: Callable[[Any], Any] | None = None
+) -> None:
+    """``dst`` gets ``src``'s outcome (its result through ``convert``); cancelling
+    ``dst`` cancels ``src``. A future for a future, with no task between them."""
+
+    def done(f: asyncio.Future) -> None:
+        if dst.done():
+            return
+        if f.cancelled():
+            dst.cancel()
+        elif (e := f.exception()) is not None:
+            dst.set_exception(e)
+        else:
+            dst.set_result(f.result() if convert is None else convert(f.result()))
+
+    def cancelled(f: asyncio.Future) -> None:
+        if f.cancelled():
+            src.cancel()
+
+    src.add_done_callback(done)
+    dst.add_done_callback(cancelled)
+
+
 class PipelinedConnection(EngineState):
     """One pipelined connection shared by any number of coroutines.
 
@@ -555,6 +593,7 @@ class PipelinedConnection(EngineState):
         max_in_flight_bytes: int = DEFAULT_MAX_IN_FLIGHT_BYTES,
         reconnect: bool = True,
         retry_connect: bool = True,
+        reconnect_on_request: bool = True,
         tcp_keepalive: bool = True,
         liveness: Liveness | None = None,
         keep_connected: Callable[[], bool] | None = None,
@@ -599,6 +638,17 @@ class PipelinedConnection(EngineState):
         self.max_in_flight_bytes = max_in_flight_bytes
         self.reconnect = reconnect
         self.retry_connect = retry_connect
+        #: False: once a connection is lost nothing reconnects until `connect` is
+        #: called, and requests fail at once with `ConnectionLostError` (asynctnt's
+        #: ``reconnect_timeout=0``). True: the next request reconnects.
+        self.reconnect_on_request = reconnect_on_request
+        # Why requests fail while a lost connection is held down (see above).
+        self._held: str | None = None
+        #: True: a request that must wait (to connect, for capacity) is returned as
+        #: a running task (`started`), so it goes out whether or not it is
+        #: awaited, as one on the fast path does (a driver whose peer returns
+        #: futures, asynctnt, sets it); False: as a coroutine.
+        self.start_waiting = False
         self.tcp_keepalive = tcp_keepalive
         #: The watchdog's settings; None turns it off (see the module docstring).
         self.liveness = liveness
@@ -742,7 +792,8 @@ class PipelinedConnection(EngineState):
             or len(self._pending) >= self.max_in_flight
             or (buffered := self.codec.pending()) + self._tbuf >= self.max_in_flight_bytes
         ):
-            return self._request_slow(encode, args, timeout)
+            slow = self._request_slow(encode, args, timeout)
+            return started(slow) if self.start_waiting else slow
         rid = encode(*args)
         fut = self._loop.create_future()  # type: ignore[union-attr]
         self._pending[rid] = fut
@@ -875,25 +926,67 @@ class PipelinedConnection(EngineState):
         await self._connect()
 
     async def connect(self) -> None:
-        """Connect now instead of on the first request."""
+        """Connect now instead of on the first request (also after a loss that
+        ``reconnect_on_request=False`` holds down)."""
+        self._held = None
         await self._ensure_ready()
+
+    async def ensure_connected(self, deadline: float | None = None) -> None:
+        """Wait until connected, connecting if need be, as a request does (a loss
+        held down by ``reconnect_on_request=False`` raises `ConnectionLostError`);
+        `RequestTimeoutError` if not connected by ``deadline`` (`time.monotonic`)."""
+        if deadline is None or self._ready:
+            await self._ensure_ready()
+            return
+        try:
+            await asyncio.wait_for(self._ensure_ready(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            # (The connect goes on, shielded, for whoever waits next.)
+            raise RequestTimeoutError(
+                f"not connected to {self.endpoint} within the request's timeout"
+            ) from None
 
     async def close(self) -> None:
         """Close the connection; pending requests fail with `ClosedError`."""
+        await self.closing()()
+
+    def closing(self) -> Callable[[], Awaitable[None]]:
+        """`close`, its first step done now (nothing goes out after it; pending
+        requests fail with `ClosedError`); returns the rest to await: the wait
+        until the connection is gone (a driver whose close need not be awaited
+        may drop it: the transport closes by itself)."""
         self._closed = True
         for task in (self._keeper, self._watchdog):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
         self._fail_all(ClosedError("connection closed"))
         t = self._transport
+        waiter = self._lost_waiter
         if t is not None:
-            waiter = self._lost_waiter
             t.close()
-            if waiter is not None and not waiter.done():
+            # Until its connection_lost, nothing more goes out on it (a request
+            # now fails with ClosedError rather than with the loss to come).
+            self._ready = False
+
+        async def gone() -> None:
+            if t is not None and waiter is not None and not waiter.done():
                 try:
                     await asyncio.wait_for(asyncio.shield(waiter), 1.0)
                 except (TimeoutError, asyncio.CancelledError):
                     t.abort()
+
+        return gone
+
+    def reopen(self) -> None:
+        """Take requests again after `close`: the next request, or `connect`,
+        connects anew (asynctnt's ``connect()`` after ``disconnect()``)."""
+        if self._transport is not None:
+            # Closed but not yet gone (its close was not awaited): gone now, and
+            # its late connection_lost is not this connection's news.
+            self._drop_transport()
+            self._protocol = None
+        self._closed = False
+        self._held = None
 
     def abort(self) -> None:
         """Drop the connection at once (pending requests fail with ConnectionLostError)."""
@@ -953,6 +1046,9 @@ class PipelinedConnection(EngineState):
         return fut
 
     async def _request_slow(self, encode: Callable[..., int], args: tuple, timeout: Any) -> Any:
+        # A timeout given with the call bounds its wait for a (re)connect too; the
+        # connection's default does not (that wait has `connect_timeout`).
+        given = timeout is not _DEFAULT
         if timeout is _DEFAULT:
             timeout = self.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -967,7 +1063,7 @@ class PipelinedConnection(EngineState):
                         f"cannot connect to {self.endpoint}: the connection"
                         " was lost each time right after it opened"
                     )
-                await self._ensure_ready()
+                await self.ensure_connected(deadline if given else None)
                 # The connection may be gone again by the time this runs: the
                 # loop looks once more before anything is encoded.
                 if not self._ready:
@@ -1113,6 +1209,8 @@ class PipelinedConnection(EngineState):
             raise ClosedError("connection closed")
         if self._ready:
             return
+        if self._held is not None:
+            raise ConnectionLostError(f"{self._held}; not reconnecting until connect() is called")
         loop = asyncio.get_running_loop()
         if self._loop is not loop and self._transport is None:
             self._loop = loop
@@ -1422,6 +1520,8 @@ class PipelinedConnection(EngineState):
         err: ConnectionLostError = self._dead or ConnectionLostError(
             f"{msg}: {exc!r}" if exc else f"{msg}: the server closed it"
         )
+        if not self.reconnect_on_request and not self._closed:
+            self._held = str(err)
         self._fail_all(err)
         if self._lost_waiter is not None and not self._lost_waiter.done():
             self._lost_waiter.set_result(None)

@@ -20,6 +20,11 @@ class ConnectError(SurgeConnectionError):
     """Could not connect (or handshake) within the connect timeout."""
 
 
+class ConnectRefusedError(ConnectError, ConnectionRefusedError):
+    """Every address tried refused the connection: also a `ConnectionRefusedError`,
+    which asynctnt and asyncpg let through, so a port's ``except`` still catches it."""
+
+
 class ConnectionLostError(SurgeConnectionError):
     """The connection dropped while the request was in flight; it may or may not have run."""
 

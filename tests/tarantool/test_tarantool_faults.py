@@ -257,7 +257,8 @@ def test_pool_logs_one_line_per_state_change(tnt, arun, caplog):
             assert live.healthy and not dead.healthy
             [down] = lines("down")
             assert down.levelno == logging.WARNING
-            assert "ConnectError" in down.getMessage(), down.getMessage()
+            # (a refused connect: `ConnectRefusedError`, a `ConnectError`)
+            assert "ConnectRefusedError" in down.getMessage(), down.getMessage()
             assert services.TARANTOOL_PASSWORD not in down.getMessage()
             await _assert_quiet(calls, caplog)
 

@@ -5,13 +5,13 @@ names, its exception names."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import asynctnt
 import pytest
 import surge.tarantool
+from asynctnt_peer import both
 from surge import services
 
 SPACE = "porting"
@@ -23,36 +23,24 @@ _CREATE = (
 )
 
 
-@asynccontextmanager
-async def _both(tnt: services.Service) -> AsyncIterator[tuple[Any, Any]]:
+def _both(tnt: services.Service) -> Any:
     """asynctnt's connection and surge's, made with asynctnt's keywords (the same
     call for both), to a fresh space with a format."""
-    kw = {
-        "host": tnt.host,
-        "port": str(tnt.port),
-        "username": None,
-        "password": None,
-        "connect_timeout": 3,
-        "request_timeout": -1,
-        "reconnect_timeout": 1,
-        "ping_timeout": 5,
-        "encoding": "utf-8",
-        "fetch_schema": True,
-        "auto_refetch_schema": True,
-    }
-    a = asynctnt.Connection(**kw)
-    await a.connect()
-    s = surge.tarantool.Connection(**kw)
-    await s.connect()
-    try:
-        await a.eval(_CREATE)
-        await a.refetch_schema()
-        await s.refetch_schema()
-        yield a, s
-    finally:
-        await a.eval(f"box.space.{SPACE}:drop()")
-        await a.disconnect()
-        await s.disconnect()
+    return both(
+        tnt,
+        SPACE,
+        _CREATE,
+        port=str(tnt.port),
+        username=None,
+        password=None,
+        connect_timeout=3,
+        request_timeout=-1,
+        reconnect_timeout=1,
+        ping_timeout=5,
+        encoding="utf-8",
+        fetch_schema=True,
+        auto_refetch_schema=True,
+    )
 
 
 def _body(reply: Any) -> list:

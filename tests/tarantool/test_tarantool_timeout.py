@@ -132,3 +132,27 @@ def test_timeout_covers_the_wait_for_a_schema_reload(tnt, arun):
             assert await c.select("tester", 1, index="primary", timeout=1) is not None
 
     arun(main())
+
+
+def test_a_per_call_timeout_bounds_the_wait_for_a_connection(arun):
+    """A server that refuses: the engine retries within ``connect_timeout`` (5 s),
+    but a call's own ``timeout`` ends its wait sooner, on the plain path and on the
+    one that waits for the schema (a space by name before connecting); without
+    one, the call waits out the connect and gets its error."""
+
+    async def main():
+        from surge import services
+
+        c = st.Connection("127.0.0.1", services.free_port(), connect_timeout=5)
+        for call in (lambda: c.ping(timeout=SHORT), lambda: c.select("tester", timeout=SHORT)):
+            t0 = time.monotonic()
+            with pytest.raises(RequestTimeoutError, match="not connected"):
+                await call()
+            assert time.monotonic() - t0 < 2.0
+        c2 = st.Connection("127.0.0.1", services.free_port(), connect_timeout=0.5)
+        with pytest.raises(ConnectionError):
+            await c2.ping()
+        await c.close()
+        await c2.close()
+
+    arun(main())

@@ -115,6 +115,29 @@ def test_transaction_commit_rollback_and_streams(arun):
     arun(main())
 
 
+def test_stream_is_asynctnts_name_for_a_transaction(arun):
+    """asynctnt's ``async with conn.stream() as s``: BEGIN, the requests made through
+    ``s`` on its stream, COMMIT (and ``begin``/``commit`` called by hand)."""
+
+    async def main():
+        srv = await FakeTarantool().start()
+        try:
+            async with st.connect(f"127.0.0.1:{srv.port}") as c:
+                async with c.stream() as s:
+                    assert await s.insert(SPACE, (1, "a")) == [(1, "a")]
+                assert srv.of(BEGIN)[0][3] == s.stream_id == srv.of(INSERT)[0][3] != 0
+                assert srv.of(COMMIT)[0][3] == s.stream_id
+                s2 = c.stream()
+                await s2.begin()
+                await s2.insert(SPACE, (2, "b"))
+                await s2.commit()
+                assert srv.of(COMMIT)[1][3] == s2.stream_id == srv.of(INSERT)[1][3] != s.stream_id
+        finally:
+            await srv.stop()
+
+    arun(main())
+
+
 def test_transaction_does_not_outlive_its_connection(arun):
     async def main():
         srv = await FakeTarantool().start()

@@ -49,6 +49,7 @@ from binascii import crc_hqx
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from surge.engine import chain
 from surge.errors import ConnectError, ConnectionLostError, SurgeError
 from surge.redis import replies
 from surge.redis.blocking import is_blocking
@@ -604,7 +605,7 @@ class RedisCluster(Commands):
         task = asyncio.get_running_loop().create_task(
             self._send(reply, args, slot, False, False, node=node, redirected=exc)
         )
-        _chain(task, fut)
+        chain(task, fut)
 
     def _learn(self, name: Any) -> tuple[int, int, int] | None:
         """The fixed key positions of a command named ``name`` as sent (None: no
@@ -930,27 +931,6 @@ class RedisCluster(Commands):
 
     def __repr__(self) -> str:
         return f"<surge.redis.RedisCluster {len(self._shards)} shards>"
-
-
-def _chain(task: asyncio.Task, fut: asyncio.Future) -> None:
-    """``fut`` gets ``task``'s outcome; cancelling ``fut`` cancels ``task``."""
-
-    def done(t: asyncio.Task) -> None:
-        if fut.done():
-            return
-        if t.cancelled():
-            fut.cancel()
-        elif (e := t.exception()) is not None:
-            fut.set_exception(e)
-        else:
-            fut.set_result(t.result())
-
-    def cancelled(f: asyncio.Future) -> None:
-        if f.cancelled():
-            task.cancel()
-
-    task.add_done_callback(done)
-    fut.add_done_callback(cancelled)
 
 
 async def _value(v: Any) -> Any:

@@ -17,6 +17,8 @@ from surge.tarantool.errors import (
     TarantoolDatabaseError,
     TarantoolError,
     TarantoolSchemaError,
+    UpdateOperationError,
+    UpdateOperationLengthError,
 )
 from surge.tarantool.pool import NoHealthyInstanceError, Pool
 from surge.tarantool.push import PushFuture, PushIterator
@@ -57,6 +59,8 @@ __all__ = [
     "TarantoolTuple",
     "Transaction",
     "Tuple",
+    "UpdateOperationError",
+    "UpdateOperationLengthError",
     "Watcher",
     "connect",
     "exceptions",

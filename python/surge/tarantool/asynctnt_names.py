@@ -34,9 +34,10 @@ class AsynctntNames:
         return self._engine.host
 
     @property
-    def port(self) -> int:
-        """The server's port."""
-        return self._engine.port
+    def port(self) -> int | str:
+        """The server's port (a Unix socket's path, as asynctnt's)."""
+        e = self._engine
+        return e.port if e.endpoint.path is None else e.endpoint.path
 
     @property
     def username(self) -> str | None:

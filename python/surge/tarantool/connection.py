@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Generator, Mapping, Sequence
 from typing import Any
 
 from surge._core import IprotoCodec, IprotoConnState, IprotoLane
+from surge.endpoint import Endpoint
 from surge.engine import (
     _DEFAULT,  # the engine's "use request_timeout"
     DEFAULT_CONNECT_TIMEOUT,
@@ -38,7 +39,9 @@ from surge.engine import (
     RECONNECT_DELAY_MAX,
     RECONNECT_DELAY_MIN,
     PipelinedConnection,
+    chain,
     liveness,
+    started,
 )
 from surge.errors import ConnectError, ConnectionLostError, InterfaceError, RequestTimeoutError
 from surge.tarantool import transaction as _tx
@@ -47,6 +50,8 @@ from surge.tarantool.errors import (
     DatabaseError,
     FeatureNotSupportedError,
     SchemaError,
+    UpdateOperationError,
+    UpdateOperationLengthError,
     make_error,
 )
 from surge.tarantool.faults import describe, is_expected, log, traceback_of
@@ -54,7 +59,7 @@ from surge.tarantool.push import PushFuture, encode_subscribed
 from surge.tarantool.schema import VINDEX_ID, VSPACE_ID, Schema, SpaceInfo
 from surge.tarantool.sql import PreparedStatement, SQLResult
 from surge.tarantool.transaction import FEATURE_STREAMS, FEATURE_TRANSACTIONS, Transaction
-from surge.tarantool.types import ConnectionState, Iterator
+from surge.tarantool.types import ConnectionState, IProtoFeatures, Iterator
 from surge.tarantool.watch import WatchCallback, Watcher, Watches
 
 #: Select iterators by name, as box.index has them.
@@ -76,6 +81,9 @@ SHUTDOWN_KEY = "box.shutdown"
 #: request path step for step) and take the Python methods whenever that is not all
 #: the call needs; False: the Python methods (a switch for comparisons).
 NATIVE_LANE = True
+#: call's and eval's first argument under surge's name and asynctnt's.
+_CALL_NAMES = ("function", "func_name")
+_EVAL_NAMES = ("expr", "expression")
 #: The methods the lane serves.
 _LANE_METHODS = ("select", "insert", "replace", "update", "upsert", "delete")
 
@@ -153,10 +161,13 @@ class Connection(AsynctntNames, IprotoConnState):
         # requests to the wrong space).
         if request_timeout is not None and request_timeout <= 0:
             request_timeout = None
+        reconnect_on_request = True
         if reconnect_timeout is not None and reconnect_timeout <= 0:
-            # asynctnt's "do not retry": a refused connect fails at once, not
-            # after retrying for connect_timeout.
+            # asynctnt's "do not reconnect": a refused connect fails at once, not
+            # after retrying for connect_timeout, and a lost connection stays down
+            # (requests fail at once) until connect() is called.
             retry_connect = False
+            reconnect_on_request = False
         if ping_timeout is not None:
             liveness_interval = ping_timeout or None
         if encoding is not None and codecs.lookup(encoding).name != "utf-8":
@@ -165,7 +176,9 @@ class Connection(AsynctntNames, IprotoConnState):
             if user is not None and user != username:
                 raise InterfaceError("give user= or username=, not both")
             user = username
-        port = int(port)  # asynctnt takes "3301" too
+        # asynctnt's Unix socket: host "unix/", port the socket's path.
+        unix = str(port) if host.startswith("unix/") else None
+        port = 0 if unix is not None else int(port)  # asynctnt takes "3301" too
         self._asynctnt_opts = {
             "reconnect_timeout": (
                 (ASYNCTNT_RECONNECT_TIMEOUT if reconnect_timeout is None else reconnect_timeout)
@@ -180,7 +193,7 @@ class Connection(AsynctntNames, IprotoConnState):
         self.schema = Schema()
         self.greeting: dict | None = None
         #: IPROTO_FEATURES bits of the server (empty before 2.10 or before connecting).
-        self.features: frozenset[int] = frozenset()
+        self.features = IProtoFeatures()
         #: The server's IPROTO protocol version (None when it does not know IPROTO_ID).
         self.protocol_version: int | None = None
         self._watches = Watches(self._send_watch)
@@ -226,12 +239,17 @@ class Connection(AsynctntNames, IprotoConnState):
             max_in_flight=max_in_flight,
             reconnect=reconnect,
             retry_connect=retry_connect,
+            reconnect_on_request=reconnect_on_request,
             tcp_keepalive=tcp_keepalive,
             # Tarantool answers IPROTO_PING at once even while a long call runs
             # (requests run in fibers); the probe reads a new connection's greeting.
             liveness=liveness(liveness_interval, liveness_timeout, self._codec.ping, b""),
+            endpoints=None if unix is None else [Endpoint(host, 0, path=unix)],
             driver="tarantool",
         )
+        # A request that must wait runs as a task: it goes out even if not awaited,
+        # as asynctnt's requests (futures) do.
+        self._engine.start_waiting = True
         c = self._codec
         self._req = self._engine.request
         self._select, self._insert, self._update = c.select, c.insert, c.update
@@ -265,6 +283,10 @@ class Connection(AsynctntNames, IprotoConnState):
                 self.__dict__[name] = getattr(lane, name)
 
     # -- lifecycle --------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        where = f"host={self.host} port={self.port}"
+        return f"<surge.tarantool.Connection {where} state={self.state!r}>"
 
     @property
     def engine(self) -> PipelinedConnection:
@@ -307,15 +329,21 @@ class Connection(AsynctntNames, IprotoConnState):
         return self.greeting["version_tuple"] if self.greeting else None
 
     async def connect(self) -> Connection:
-        """Connect (authenticate, load the schema) now rather than on first use."""
-        await self._engine.connect()
+        """Connect (authenticate, load the schema) now rather than on first use;
+        after `close`, connect anew (asynctnt's ``connect()`` after ``disconnect()``)."""
+        e = self._engine
+        if e.is_closed:
+            e.reopen()
+            self._closing = False
+        await e.connect()
         return self
 
     def __await__(self) -> Generator[Any, None, Connection]:
         return self.connect().__await__()
 
-    async def close(self) -> None:
-        """Close; pending requests fail with ClosedError."""
+    def close(self) -> Awaitable[None]:
+        """Close; pending requests fail with ClosedError. Done at once, as asynctnt's
+        ``close()`` (a plain call); awaiting it also waits until the connection is gone."""
         self._closing = True
         if self._reload is not None:
             self._reload.cancel()
@@ -324,7 +352,7 @@ class Connection(AsynctntNames, IprotoConnState):
             # own connect task would fail later with nobody to read its error. Out
             # of the sleep, it sees `_closing` and stops.
             self._rewatch.cancel()
-        await self._engine.close()
+        return _Closing(self._engine.closing())
 
     async def disconnect(self) -> None:
         """`close` under asynctnt's name."""
@@ -352,12 +380,12 @@ class Connection(AsynctntNames, IprotoConnState):
         if isinstance(id_reply, DatabaseError):
             # ER_UNKNOWN_REQUEST_TYPE from a server older than 2.10: no features.
             self.protocol_version = None
-            self.features = frozenset()
+            self.features = IProtoFeatures()
         elif isinstance(id_reply, BaseException):
             raise id_reply
         else:
             self.protocol_version = id_reply["version"]
-            self.features = frozenset(id_reply["features"])
+            self.features = IProtoFeatures(id_reply["features"])
         if auth and isinstance(auth[0], BaseException):
             raise auth[0]
         if self.fetch_schema:
@@ -434,6 +462,13 @@ class Connection(AsynctntNames, IprotoConnState):
         self._stream_ids += 1
         return Transaction(self, self._stream_ids, isolation=isolation, timeout=timeout)
 
+    def stream(self) -> Transaction:
+        """asynctnt's name for `transaction` (its `Stream`): ``async with conn.stream()
+        as s`` begins, then commits or rolls back; ``s.insert(...)``, ``s.begin()``,
+        ``s.commit()``, ``s.stream_id`` (isolation and timeout are `transaction`'s
+        keywords here, not `begin`'s)."""
+        return self.transaction()
+
     async def watch(self, key: str, callback: WatchCallback) -> Watcher:
         """Call ``callback(key, value)`` with the key's value now and on each
         `box.broadcast` of it; returns a `Watcher` (``.unregister()`` stops it).
@@ -444,7 +479,7 @@ class Connection(AsynctntNames, IprotoConnState):
         """
         if not isinstance(key, str):
             raise InterfaceError(f"watch key must be a str, not {type(key).__name__}")
-        await self.connect()
+        await self._engine.ensure_connected()
         self.require_feature(FEATURE_WATCHERS, "watchers")
         return self._watches.add(key, callback)
 
@@ -465,7 +500,9 @@ class Connection(AsynctntNames, IprotoConnState):
         # Nothing else would reconnect a connection nobody sends requests on, yet
         # user watchers expect their events: reconnect in the background.
         idle = self._rewatch is None or self._rewatch.done()
-        if self._user_watches() and idle and self._engine.reconnect and not self._closing:
+        e = self._engine
+        wanted = e.reconnect and e.reconnect_on_request and not self._closing
+        if wanted and idle and self._user_watches():
             self._rewatch = asyncio.get_running_loop().create_task(self._reconnect_for_watches(err))
 
     def _user_watches(self) -> bool:
@@ -611,7 +648,7 @@ class Connection(AsynctntNames, IprotoConnState):
 
     async def reload_schema(self) -> None:
         """Fetch space, index and field names again (one load shared by concurrent calls)."""
-        await self.connect()
+        await self._engine.ensure_connected()
         await self._fresh_reload()
 
     async def refetch_schema(self) -> None:
@@ -635,7 +672,12 @@ class Connection(AsynctntNames, IprotoConnState):
             return self.schema.by_name.get(space)  # type: ignore[arg-type]
         return self.schema.space(space)
 
-    async def _later(self, space: int | str, build: Any, timeout: Any) -> Any:
+    def _later(self, space: int | str, build: Any, timeout: Any) -> Awaitable[Any]:
+        """`_wait_then_send`, running already: it goes out whether or not it is
+        awaited (asynctnt's requests are futures; a port may not await one)."""
+        return started(self._wait_then_send(space, build, timeout))
+
+    async def _wait_then_send(self, space: int | str, build: Any, timeout: Any) -> Any:
         """A request that must wait for the connection or the schema first.
 
         ``build(info, timeout)`` sends the request, or raises `SchemaError` for a
@@ -643,10 +685,13 @@ class Connection(AsynctntNames, IprotoConnState):
         once more. The wait for a reload counts against ``timeout``.
         """
         e = self._engine
-        if not e._ready and not e.is_draining:
-            await e.connect()
         t = e.request_timeout if timeout is _DEFAULT else timeout
-        deadline = None if t is None else time.monotonic() + t
+        # A per-call timeout bounds the wait for a connection too (the default
+        # one starts once connected, as for any request).
+        given = None if timeout is _DEFAULT or t is None else time.monotonic() + t
+        if not e._ready and not e.is_draining:
+            await e.ensure_connected(given)
+        deadline = given if given is not None or t is None else time.monotonic() + t
         fresh = False  # waited for a reload that read the schema after this call
         if self._schema_due() and self.fetch_schema:
             task = self._reload
@@ -895,9 +940,7 @@ class Connection(AsynctntNames, IprotoConnState):
         ``push_subscribe``: a `PushFuture`, whose ``box.session.push`` messages
         `PushIterator` yields (asynctnt's). ``func_name`` is asynctnt's name for
         ``function``; ``args`` is a list or a tuple (None: none)."""
-        if func_name is not None or function is None:
-            function = _renamed("function", function, "func_name", func_name)
-        return self._call(self._codec.call, function, args, timeout, push_subscribe)
+        return self._call(self._codec.call, function, func_name, args, timeout, push_subscribe)
 
     def call16(
         self,
@@ -910,9 +953,7 @@ class Connection(AsynctntNames, IprotoConnState):
     ) -> Any:
         """`call` as Tarantool 1.6 made it (asynctnt's): each return value that is
         not a table comes back wrapped in a list."""
-        if func_name is not None or function is None:
-            function = _renamed("function", function, "func_name", func_name)
-        return self._call(self._codec.call16, function, args, timeout, push_subscribe)
+        return self._call(self._codec.call16, function, func_name, args, timeout, push_subscribe)
 
     def eval(
         self,
@@ -926,13 +967,25 @@ class Connection(AsynctntNames, IprotoConnState):
         """Evaluate Lua (`...` holds args); returns the list of its return values
         (``push_subscribe`` and ``args`` as in `call`; ``expression`` is asynctnt's
         name for ``expr``)."""
-        if expression is not None or expr is None:
-            expr = _renamed("expr", expr, "expression", expression)
-        return self._call(self._codec.eval, expr, args, timeout, push_subscribe)
+        return self._call(
+            self._codec.eval, expr, expression, args, timeout, push_subscribe, _EVAL_NAMES
+        )
 
     def _call(
-        self, encode: Any, what: str, args: Any, timeout: float | None, push_subscribe: bool
+        self,
+        encode: Any,
+        what: str | None,
+        peer_what: str | None,
+        args: Any,
+        timeout: float | None,
+        push_subscribe: bool,
+        names: tuple[str, str] = _CALL_NAMES,
     ) -> Any:
+        """call, call16 and eval: ``what`` (the function or the expression) is
+        given under surge's name or asynctnt's (``peer_what``), not both; ``names``
+        are the two names, for the error."""
+        if peer_what is not None or what is None:
+            what = _renamed(names[0], what, names[1], peer_what)
         if args.__class__ is not tuple and args.__class__ is not list:
             args = _args(args)
         send = self._sender() if self._tx_open else self._req
@@ -988,6 +1041,20 @@ class Connection(AsynctntNames, IprotoConnState):
         """Drop a prepared statement on the server (asynctnt's low-level call)."""
         send = self._sender() if self._tx_open else self._req
         return send(self._codec.prepare, int(stmt_id), timeout=_timeout(timeout))
+
+
+class _Closing:
+    """What `Connection.close` returns: the close is under way; awaiting this waits
+    until the connection is gone. Left unawaited (a port of asynctnt's plain
+    ``close()``) it warns of nothing: no coroutine exists until it is awaited."""
+
+    __slots__ = ("_gone",)
+
+    def __init__(self, gone: Any) -> None:
+        self._gone = gone
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._gone().__await__()
 
 
 def _renamed(name: str, value: Any, peer_name: str, peer_value: Any) -> Any:
@@ -1048,30 +1115,87 @@ def _left(deadline: float | None, timeout: Any) -> Any:
     return max(0.001, deadline - time.monotonic())
 
 
-async def _sql_result(reply: Any, conn: Connection) -> SQLResult:
+def _sql_result(reply: Any, conn: Connection) -> Awaitable[SQLResult]:
+    """The reply as an `SQLResult`, in a future resolved by the reply's (no task,
+    no extra loop step): like asynctnt's execute, a future, so the request goes out
+    whether or not it is awaited."""
+    if not isinstance(reply, asyncio.Future):  # built outside a running loop
+        return _as_sql_result(reply, conn)
+    out = reply.get_loop().create_future()
+    chain(reply, out, lambda rows: SQLResult(rows, conn.schema_id))
+    return out
+
+
+async def _as_sql_result(reply: Any, conn: Connection) -> SQLResult:
     got = await reply
     return SQLResult(got, conn.schema_id)
 
 
+#: Update operators, as Tarantool knows them (``:`` is splice: five items).
+UPDATE_OPERATORS = frozenset("+-&^|#!=:")
+
+
 def _ops(info: SpaceInfo, ops: Sequence[Any]) -> list:
-    """Update ops with field names resolved to positions (a plain name the format
-    lacks raises `SchemaError`: on a missing key, or in an upsert, the server would
-    skip the operation without a word)."""
-    out = []
-    for op in ops:
-        if not isinstance(op, list | tuple) or len(op) < 2:
-            raise InterfaceError(f"bad update operation {op!r}: want (op, field, ...)")
-        field = op[1]
-        if isinstance(field, str):
-            pos = info.field_names.get(field) if info.field_names else None
-            if pos is not None:
-                op = (op[0], pos, *op[2:])
-            elif "." not in field and "[" not in field:
-                raise SchemaError(f"space {info.name!r} has no field named {field!r}")
-            # else a JSON path ("meta.tags[1]", "[3].x"): sent as it is, the server
-            # resolves it (Tarantool >= 2.3), as asynctnt does.
-        out.append(op)
-    return out
+    """Update ops checked, field names resolved to positions (a plain name the
+    format lacks raises `SchemaError`: on a missing key, or in an upsert, the server
+    would skip the operation without a word). A malformed operation raises
+    `UpdateOperationError`, a `TypeError` (or, too short, `IndexError`/`ValueError`)
+    where asynctnt raises one, before anything is sent."""
+    if not isinstance(ops, list | tuple):
+        raise UpdateOperationError(
+            f"update operations must be a list or a tuple, not {type(ops).__name__}"
+        )
+    return [_op(info, op) for op in ops]
+
+
+def _op(info: SpaceInfo, op: Any) -> Any:
+    if not isinstance(op, list | tuple):
+        raise UpdateOperationError(
+            f"an update operation is a list or a tuple, not {type(op).__name__}: {op!r}"
+        )
+    if len(op) < 3:
+        raise UpdateOperationLengthError(
+            f"update operation {op!r}: want (operator, field, value), at least 3 items"
+        )
+    kind, field = op[0], op[1]
+    if isinstance(kind, bytes):  # asynctnt takes b"=" too
+        kind = kind.decode("latin-1")
+    if not isinstance(kind, str):
+        raise UpdateOperationError(
+            f"update operator must be a str or bytes, not {type(kind).__name__}: {op!r}"
+        )
+    if len(kind) != 1 or kind not in UPDATE_OPERATORS:
+        raise UpdateOperationError(
+            f"unknown update operator {kind!r} in {op!r}: one of + - & ^ | # ! = :"
+        )
+    if kind == ":":
+        if len(op) < 5:
+            raise UpdateOperationLengthError(
+                f"splice {op!r}: want (':', field, position, length, string), 5 items"
+            )
+        if not (_plain_int(op[2]) and _plain_int(op[3])):
+            raise UpdateOperationError(f"splice {op!r}: position and length must be ints")
+    if isinstance(field, str):
+        pos = info.field_names.get(field) if info.field_names else None
+        if pos is not None:
+            field = pos
+        elif "." not in field and "[" not in field:
+            raise SchemaError(f"space {info.name!r} has no field named {field!r}")
+        # else a JSON path ("meta.tags[1]", "[3].x"): sent as it is, the server
+        # resolves it (Tarantool >= 2.3), as asynctnt does.
+    elif not _plain_int(field):
+        # (asynctnt sends True as field 1: a bool here is a bug, not a field number.)
+        raise UpdateOperationError(
+            f"update field must be a field number (int) or name (str), not"
+            f" {type(field).__name__}: {op!r}"
+        )
+    if field is op[1] and kind is op[0]:
+        return op
+    return (kind, field, *op[2:])
+
+
+def _plain_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _by_format(info: SpaceInfo, t: Mapping[str, Any]) -> list:
@@ -1113,11 +1237,15 @@ def connect(
     password: str | None = None,
     **kwargs: Any,
 ) -> Connection:
-    """A lazy `Connection` to `host:port` (await it, or just use it, to connect)."""
+    """A lazy `Connection` to `host:port` (await it, or just use it, to connect).
+    ``host=`` and ``port=`` (asynctnt's ``await asynctnt.connect(host=, port=)``)
+    stand for the address's."""
     if "://" in address and "@" in address:
         creds = address.split("://", 1)[1].rsplit("@", 1)[0]
         u, _, p = creds.partition(":")
         user = user or u
         password = password or p
     host, port = parse_address(address)
+    host = kwargs.pop("host", host)
+    port = kwargs.pop("port", port)
     return Connection(host, port, user=user, password=password, **kwargs)

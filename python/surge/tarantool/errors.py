@@ -14,6 +14,16 @@ class SchemaError(TarantoolError, InterfaceError, LookupError):
     """A space, index or field name the server's schema does not have (nothing was sent)."""
 
 
+class UpdateOperationError(TarantoolError, InterfaceError, TypeError):
+    """A malformed update or upsert operation (nothing was sent). A `TypeError`, as
+    asynctnt raises for one, so a port's ``except TypeError`` still catches it."""
+
+
+class UpdateOperationLengthError(UpdateOperationError, IndexError, ValueError):
+    """An update operation with too few items: (op, field, value), or five for a
+    splice (asynctnt raises `IndexError`, and `ValueError` for a splice)."""
+
+
 class FeatureNotSupportedError(TarantoolError, InterfaceError):
     """The server lacks a protocol feature (IPROTO_ID said so, or the server does not
     know IPROTO_ID at all: Tarantool < 2.10); nothing was sent."""
@@ -29,6 +39,12 @@ class DatabaseError(TarantoolError):
         self.code = code
         self.message = message
         self.info = info
+
+    @property
+    def error(self) -> ErrorInfo | None:
+        """`info` under asynctnt's name (its ``IProtoError``: ``.trace`` lists the
+        error and its causes, each with ``error_type``, ``message``, ``code``, ...)."""
+        return self.info
 
 
 class DuplicateKeyError(DatabaseError):

@@ -93,7 +93,7 @@ class Transaction:
         if self.active:
             raise InterfaceError("transaction already begun")
         conn = self.conn
-        await conn.connect()
+        await conn.engine.ensure_connected()
         conn.require_feature(FEATURE_STREAMS, "streams (interactive transactions)")
         conn.require_feature(FEATURE_TRANSACTIONS, "interactive transactions")
         engine = conn.engine

@@ -17,6 +17,36 @@ class ConnectionState(enum.IntEnum):
     DISCONNECTED = 5
 
 
+#: IPROTO_FEATURES bits by asynctnt's attribute names (Tarantool's numbering).
+FEATURE_NAMES = (
+    "streams",
+    "transactions",
+    "error_extension",
+    "watchers",
+    "pagination",
+    "space_and_index_names",
+    "watch_once",
+    "dml_tuple_extension",
+    "call_ret_tuple_extension",
+    "call_arg_tuple_extension",
+)
+
+
+class IProtoFeatures(frozenset[int]):
+    """The feature bits a server announced in IPROTO_ID (``bit in features``),
+    each also a bool attribute under asynctnt's name (``features.watchers``)."""
+
+    def __getattr__(self, name: str) -> bool:
+        try:
+            return FEATURE_NAMES.index(name) in self
+        except ValueError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        flags = " ".join(f"{n}={i in self}" for i, n in enumerate(FEATURE_NAMES))
+        return f"<IProtoFeatures {flags}>"
+
+
 class Iterator(enum.IntEnum):
     """Index iterators for `Connection.select` (asynctnt's names and Tarantool's
     values); ``iterator=`` also takes their names as strings."""
@@ -73,6 +103,26 @@ class ErrorInfo:
     errno: int = 0
     fields: dict = dataclasses.field(default_factory=dict)
     cause: ErrorInfo | None = None
+
+    @property
+    def trace(self) -> list[ErrorInfo]:
+        """This error, then its causes, outermost first (asynctnt's ``IProtoError.trace``)."""
+        out: list[ErrorInfo] = []
+        e: ErrorInfo | None = self
+        while e is not None:
+            out.append(e)
+            e = e.cause
+        return out
+
+    @property
+    def error_type(self) -> str:
+        """`type` under asynctnt's name (``IProtoErrorStackFrame.error_type``)."""
+        return self.type
+
+    @property
+    def err_no(self) -> int:
+        """`errno` under asynctnt's name."""
+        return self.errno
 
     @classmethod
     def from_stack(cls, stack: list[dict[str, Any]]) -> ErrorInfo | None:

@@ -20,7 +20,7 @@
 use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PySequence, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PySequence, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::codec::IprotoCodec;
@@ -118,9 +118,11 @@ fn key_of<'py>(key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
     Ok(Some(PyTuple::new(py, [key])?.into_any()))
 }
 
-/// Whether update/upsert operations need nothing of the schema: a list or tuple
-/// of operations, each a list or tuple of at least two items whose field is not
-/// a name (names, and anything malformed, take the Python path).
+/// Whether update/upsert operations need nothing of the schema and nothing of
+/// Python's checks: a list or tuple of operations, each a list or tuple whose
+/// operator is one of Tarantool's, with its items all there (three; five for a
+/// splice) and a field number (an int, not a bool). Names, and anything malformed
+/// (which the Python path refuses with asynctnt's error classes), take that path.
 fn plain_ops(ops: &Bound<'_, PyAny>) -> PyResult<bool> {
     if !(ops.is_instance_of::<PyList>() || ops.is_instance_of::<PyTuple>()) {
         return Ok(false);
@@ -132,11 +134,26 @@ fn plain_ops(ops: &Bound<'_, PyAny>) -> PyResult<bool> {
             return Ok(false);
         }
         let op = op.downcast::<PySequence>()?;
-        if op.len()? < 2 || op.get_item(1)?.is_instance_of::<PyString>() {
+        let n = op.len()?;
+        if n < 3 || !plain_field(&op.get_item(1)?) {
             return Ok(false);
+        }
+        let kind = op.get_item(0)?;
+        let Ok(kind) = kind.downcast::<PyString>() else {
+            return Ok(false);
+        };
+        match kind.to_str()? {
+            "+" | "-" | "&" | "^" | "|" | "#" | "!" | "=" => {}
+            ":" if n >= 5 && plain_field(&op.get_item(2)?) && plain_field(&op.get_item(3)?) => {}
+            _ => return Ok(false),
         }
     }
     Ok(true)
+}
+
+/// An int that is not a bool (asynctnt would take True as 1; surge refuses it).
+fn plain_field(v: &Bound<'_, PyAny>) -> bool {
+    v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>()
 }
 
 /// The keyword arguments given (those left out are not passed on).

@@ -3,6 +3,7 @@
 
 use pyo3::exceptions::{PyIndexError, PyKeyError};
 use pyo3::prelude::*;
+use pyo3::pyclass::CompareOp;
 use pyo3::types::{PyDict, PyList, PySlice, PyString, PyTuple};
 
 #[pyclass(frozen, sequence, module = "surge._core", name = "Tuple")]
@@ -75,31 +76,61 @@ impl Tuple {
         self.items.bind(py).hash()
     }
 
-    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+    /// `==` with a Tuple, a tuple or a list of the same values; `<`, `<=`, `>`,
+    /// `>=` with a Tuple or a tuple, as tuples order (asynctnt's sort too).
+    fn __richcmp__(&self, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+        let py = other.py();
         let mine = self.items.bind(py);
-        if let Ok(t) = other.downcast::<Tuple>() {
-            return mine.eq(t.get().items.bind(py));
-        }
-        if other.is_instance_of::<PyTuple>() || other.is_instance_of::<PyList>() {
-            let theirs = PyTuple::new(py, other.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
-            return mine.eq(theirs);
-        }
-        Ok(false)
+        let theirs = if let Ok(t) = other.downcast::<Tuple>() {
+            t.get().items.bind(py).clone()
+        } else if other.is_instance_of::<PyTuple>() {
+            other.downcast::<PyTuple>()?.clone()
+        } else if other.is_instance_of::<PyList>() && matches!(op, CompareOp::Eq | CompareOp::Ne) {
+            PyTuple::new(py, other.try_iter()?.collect::<PyResult<Vec<_>>>()?)?
+        } else {
+            return Ok(py.NotImplemented());
+        };
+        Ok(mine.rich_compare(theirs, op)?.unbind())
     }
 
+    /// `<Tuple id=1 name='a'>`: each value after its field name (its position
+    /// when the format has none for it), as asynctnt's `TarantoolTuple`.
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("<Tuple {}>", self.items.bind(py).repr()?))
+        let items = self.items.bind(py);
+        let mut labels: Vec<Option<Bound<'_, PyAny>>> = vec![None; items.len()];
+        if let Some(n) = &self.names {
+            for (k, v) in n.bind(py).iter() {
+                let i: usize = v.extract()?;
+                if i < labels.len() {
+                    labels[i] = Some(k);
+                }
+            }
+        }
+        let mut out = String::from("<Tuple");
+        for (i, (v, label)) in items.iter().zip(labels).enumerate() {
+            match label {
+                Some(k) => out.push_str(&format!(" {}={}", k.str()?, v.repr()?)),
+                None => out.push_str(&format!(" {i}={}", v.repr()?)),
+            }
+        }
+        out.push('>');
+        Ok(out)
     }
 
-    /// The value of field `name`, or `default` when the format lacks it.
+    /// The value of field `name`, or `default` when the format lacks it (or
+    /// `name` is not a str: asynctnt's `get(1)` is None too, not field 1).
     #[pyo3(signature = (name, default=None))]
     fn get<'py>(
         &self,
-        name: &Bound<'py, PyString>,
+        name: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = name.py();
-        match self.position(py, name)? {
+        let pos = match name.downcast::<PyString>() {
+            Ok(name) => self.position(py, name)?,
+            Err(_) => None,
+        };
+        match pos {
             Some(i) if i < self.items.bind(py).len() => self.items.bind(py).get_item(i),
             _ => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
         }

@@ -5,9 +5,12 @@ as tuples, a prepared statement's status, the statement cache's bounds."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import json
+import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -113,6 +116,79 @@ async def _ordering(mod: Any, dsn: str) -> list:
             _ = a < other  # type: ignore[operator]
     await c.close()
     return out
+
+
+_ROW = "SELECT 1 AS a, 'x'::text AS b, NULL::int AS c, 2 AS a2, ARRAY[1] AS l"
+
+
+def _outcome(f: Callable[[], Any]) -> Any:
+    """What ``f()`` gives, or the name of what it raises (asyncpg's and surge's
+    messages name their own modules)."""
+    try:
+        return f()
+    except Exception as e:
+        return ("raises", type(e).__name__)
+
+
+async def _record_surface(mod: Any, dsn: str) -> list:
+    c = await mod.connect(dsn)
+    try:
+        r = await c.fetchrow(_ROW)
+        empty = await c.fetchrow("SELECT")
+        dup = await c.fetchrow("SELECT 1 AS id, 2 AS id")
+    finally:
+        await c.close()
+    probes: list[Callable[[], Any]] = [
+        lambda: dict(r),
+        lambda: (list(r.keys()), list(r.values()), list(r.items())),
+        lambda: (r.get("a"), r.get("zz"), r.get("zz", 5)),
+        # get() looks names up only (surge's took positions too)
+        lambda: (r.get(0), r.get(0, "d"), r.get(-1, "d"), r.get(1.0, "d"), r.get([], "d")),
+        lambda: (r[1:3], r[::-1], r[-1], r[-5:], r[True]),
+        lambda: r[-6],
+        lambda: r[5],
+        lambda: r[2**70],
+        lambda: r["zz"],
+        # a key that is neither a position nor a name: KeyError (surge's: TypeError)
+        lambda: r[1.0],
+        lambda: r[None],
+        lambda: r[b"a"],
+        lambda: ("a" in r, "x" in r, 1 in r, None in r, [] in r, ("a", 1) in r.items()),
+        lambda: (r == (1, "x", None, 2, [1]), r != (1, "x", None, 2, [1]), r == [1]),
+        lambda: (len(r), len(empty), bool(empty), list(reversed(r)), tuple(r)),
+        lambda: hash(r),
+        lambda: (repr(r), str(r), repr(empty)),
+        lambda: (dict(dup), dup["id"], dup.get("id"), list(dup.keys()), repr(dup)),
+        lambda: [isinstance(r, t) for t in (Mapping, Sequence, tuple, Hashable)],
+        lambda: pickle.dumps(r),
+        lambda: copy.copy(r),
+        lambda: copy.deepcopy(r),
+        lambda: json.dumps(r),
+        lambda: r.zz,  # type: ignore[attr-defined]
+        lambda: setattr(r, "a", 1),
+        lambda: r.get(),
+        lambda: r.get("a", 1, 2),
+        lambda: mod.Record(),
+    ]
+    out = [_outcome(p) for p in probes]
+    with pytest.raises(IndexError) as e:
+        r[9]
+    out.append(str(e.value))
+    return out
+
+
+def test_record_mapping_and_sequence_surface_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """A row as a port uses it: dict(), get, keys/values/items, slices, negative
+    positions, ``in`` (names), equality and hash as a tuple, repr, what raises
+    and with which class (neither pickles, copies nor is a Mapping)."""
+
+    async def go() -> None:
+        theirs = await _record_surface(asyncpg, dsn)
+        assert await _record_surface(pg, dsn) == theirs
+        assert theirs[3] == (None, "d", "d", "d", "d")
+        assert theirs[9] == ("raises", "KeyError")
+
+    arun(go())
 
 
 def test_record_ordering_and_equality_as_asyncpg(dsn: str, arun: Callable) -> None:

@@ -8,11 +8,15 @@ one holder alone (for transactions, LISTEN, session settings) until released;
 when all are held, acquirers wait, and the pool grows up to ``max_size``.
 
 asyncpg's hooks run as in asyncpg: ``init(conn)`` once per new connection,
-``setup(conn)`` on each `acquire`, ``reset(conn)`` on each `release` (after an
-open transaction is rolled back; by default `Connection.reset`); a connection
-that served ``max_queries`` requests is closed on release, and one that sat
-unused for ``max_inactive_connection_lifetime`` seconds is closed while the
-pool has more than ``min_size``.
+and again before a connection is handed out when it has a new server session
+(it reconnects by itself after a loss, e.g. a failover; asyncpg makes a new
+connection then, which runs ``init``, so what ``init`` made in the session, a
+temp table or a prepared plan, is there again); ``setup(conn)`` on each
+`acquire`, ``reset(conn)`` on each `release` (after an open transaction is
+rolled back; by default `Connection.reset`); a connection that served
+``max_queries`` requests is closed on release, and one that sat unused for
+``max_inactive_connection_lifetime`` seconds is closed while the pool has more
+than ``min_size``.
 """
 
 from __future__ import annotations
@@ -119,6 +123,10 @@ class Pool:
         # Connections `expire_connections` found held: closed on release.
         self._expired: set[Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
+        # The server session each connection last ran ``init`` in, and the
+        # re-runs under way (shared by the callers that want the connection).
+        self._inited: weakref.WeakKeyDictionary[Connection, int] = weakref.WeakKeyDictionary()
+        self._reiniting: dict[Connection, asyncio.Future[None]] = {}
         self._opening = 0
         self._closed = False
 
@@ -145,6 +153,7 @@ class Pool:
             await c.connect()
             if self._init_hook is not None:
                 await self._init_hook(c)
+                self._inited[c] = c._codec.session
                 if c.engine.in_flight:
                     # What init left behind (set_type_codec closes the cached
                     # statements in the background) ends before this query's
@@ -233,6 +242,8 @@ class Pool:
                 best = min(free, key=load)
                 if not exclusive or best.engine.in_flight == 0 or len(self._all) >= self.max_size:
                     self._touch(best)
+                    if self._init_hook is not None and self._new_session(best):
+                        await self._reinit(best)
                     return best
             if len(self._all) < self.max_size:
                 c = self._new()
@@ -241,6 +252,34 @@ class Pool:
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             await fut
+
+    def _new_session(self, c: Connection) -> bool:
+        """True when ``c`` lost the server session ``init`` ran in (it is not
+        connected now, or reconnected since)."""
+        return not c.engine.is_connected or c._codec.session != self._inited.get(c)
+
+    async def _reinit(self, c: Connection) -> None:
+        """Reconnect ``c`` now and run ``init`` in its new session; callers that
+        want it meanwhile wait for the same run. A failure (no server yet) goes to
+        them; the connection stays in the pool and the next caller tries again."""
+        fut = self._reiniting.get(c)
+        if fut is None:
+            fut = self._reiniting[c] = asyncio.ensure_future(self._run_init(c))
+
+            def done(f: asyncio.Future[None]) -> None:
+                self._reiniting.pop(c, None)
+                if not f.cancelled():
+                    f.exception()  # retrieved: its callers got it (or left)
+
+            fut.add_done_callback(done)
+        await asyncio.shield(fut)
+
+    async def _run_init(self, c: Connection) -> None:
+        await c.connect()
+        session = c._codec.session
+        assert self._init_hook is not None
+        await self._init_hook(c)
+        self._inited[c] = session
 
     def acquire(self, *, timeout: float | None = None) -> _Acquire:
         """A connection for the caller alone: ``async with pool.acquire() as conn``

@@ -14,6 +14,8 @@ import asyncpg
 import pytest
 import surge.postgres as pg
 
+from tests.postgres.peers import on_connection, plain, same, tenfold_int4
+
 _SETUP = """
 DROP TYPE IF EXISTS porting_cc_outer, porting_cc_row, porting_cc_mood CASCADE;
 DROP DOMAIN IF EXISTS porting_cc_pos CASCADE;
@@ -24,36 +26,18 @@ CREATE TYPE porting_cc_outer AS (inner_ porting_cc_row, n int8);
 """
 
 
-def _plain(v: Any) -> Any:
-    """Rows and composites as tuples, ranges as their bounds, recursively
-    (asyncpg's and surge's Records and Ranges are different classes)."""
-    if isinstance(v, (asyncpg.Range, pg.Range)):
-        return ("range", v.lower, v.upper, v.lower_inc, v.upper_inc, v.isempty)
-    if isinstance(v, (asyncpg.Record, pg.Record, tuple)):
-        return tuple(_plain(x) for x in v)
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
-
-
 async def _run(c: Any, queries: list[tuple[str, tuple]]) -> list:
     out = []
     for q, args in queries:
-        out.append(_plain(await c.fetchval(q, *args)))
+        out.append(plain(await c.fetchval(q, *args)))
     return out
 
 
-async def _text_codecs_in_catalog_arrays(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _text_codecs_in_catalog_arrays(mod: Any, c: Any) -> list:
     await c.execute(_SETUP)
     await c.set_type_codec("porting_cc_mood", encoder=str.lower, decoder=str.upper, format="text")
-    await c.set_type_codec(
-        "int4",
-        schema="pg_catalog",
-        encoder=lambda v: str(v // 10),
-        decoder=lambda s: int(s) * 10,
-        format="text",
-    )
+    await tenfold_int4(c)
     out = await _run(
         c,
         [
@@ -68,7 +52,6 @@ async def _text_codecs_in_catalog_arrays(mod: Any, dsn: str) -> list:
             ("SELECT '{}'::porting_cc_pos[]", ()),
         ],
     )
-    await c.close()
     return out
 
 
@@ -80,23 +63,16 @@ def test_text_codec_runs_inside_arrays_of_enums_and_domains_as_asyncpg(
     type's codec for a domain). Before: the built-in values came back."""
 
     async def go() -> None:
-        theirs = await _text_codecs_in_catalog_arrays(asyncpg, dsn)
-        assert await _text_codecs_in_catalog_arrays(pg, dsn) == theirs
+        theirs = await same(dsn, _text_codecs_in_catalog_arrays)
         assert theirs[1] == ["SAD", None, "OK"] and theirs[5] == [10, 20, None]
 
     arun(go())
 
 
-async def _binary_codecs_in_containers(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _binary_codecs_in_containers(mod: Any, c: Any) -> list:
     await c.execute(_SETUP)
-    await c.set_type_codec(
-        "int4",
-        schema="pg_catalog",
-        encoder=lambda v: struct.pack("!i", v // 10),
-        decoder=lambda b: struct.unpack("!i", b)[0] * 10,
-        format="binary",
-    )
+    await tenfold_int4(c, "binary")
     await c.set_type_codec(
         "timestamp",
         schema="pg_catalog",
@@ -130,7 +106,6 @@ async def _binary_codecs_in_containers(mod: Any, dsn: str) -> list:
             ("SELECT int4range(1, 5)", ()),
         ],
     )
-    await c.close()
     return out
 
 
@@ -143,15 +118,14 @@ def test_binary_and_tuple_codecs_run_inside_composites_records_and_arrays_as_asy
     timestamp field as a datetime, a jsonb field as its text)."""
 
     async def go() -> None:
-        theirs = await _binary_codecs_in_containers(asyncpg, dsn)
-        assert await _binary_codecs_in_containers(pg, dsn) == theirs
+        theirs = await same(dsn, _binary_codecs_in_containers)
         assert theirs[1] == (150, 1_000_000, {"a": 1}) and theirs[7] == [10, None, 20]
 
     arun(go())
 
 
-async def _tuple_codec_on_a_composite(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _tuple_codec_on_a_composite(mod: Any, c: Any) -> list:
     await c.execute(_SETUP)
     await c.set_type_codec(
         "porting_cc_row",
@@ -169,7 +143,6 @@ async def _tuple_codec_on_a_composite(mod: Any, dsn: str) -> list:
             ("SELECT ROW(ROW(3, NULL, NULL)::porting_cc_row, 4)::porting_cc_outer", ()),
         ],
     )
-    await c.close()
     return out
 
 
@@ -181,21 +154,17 @@ def test_tuple_codec_on_a_composite_runs_inside_arrays_and_composites_as_asyncpg
     of its type."""
 
     async def go() -> None:
-        theirs = await _tuple_codec_on_a_composite(asyncpg, dsn)
-        assert await _tuple_codec_on_a_composite(pg, dsn) == theirs
+        theirs = await same(dsn, _tuple_codec_on_a_composite)
         assert theirs[3] == [("row", 2), None, ("row", 6)]
 
     arun(go())
 
 
-async def _text_codec_on_a_field(mod: Any, dsn: str) -> Any:
-    c = await mod.connect(dsn)
-    try:
-        await c.execute(_SETUP)
-        await c.set_type_codec("jsonb", schema="pg_catalog", encoder=json.dumps, decoder=json.loads)
-        return _plain(await c.fetchval("SELECT ROW(1, NULL, '{\"a\": 1}')::porting_cc_row"))
-    finally:
-        await c.close()
+@on_connection
+async def _text_codec_on_a_field(mod: Any, c: Any) -> Any:
+    await c.execute(_SETUP)
+    await c.set_type_codec("jsonb", schema="pg_catalog", encoder=json.dumps, decoder=json.loads)
+    return plain(await c.fetchval("SELECT ROW(1, NULL, '{\"a\": 1}')::porting_cc_row"))
 
 
 def test_a_text_codec_on_a_composite_field_keeps_the_builtin_codec(
@@ -261,11 +230,11 @@ async def _codec_kinds(mod: Any, dsn: str) -> list:
                 except mod.InterfaceError as e:
                     out.append((typ, fmt, type(e).__name__))
                     continue
-                out.append((typ, fmt, _plain(await c.fetchval(sql))))
+                out.append((typ, fmt, plain(await c.fetchval(sql))))
                 if fmt == "tuple":  # the tuple encoder hands the value on as it is
                     out.append(await c.fetchval(f"SELECT $1::{typ}::text", value))
                 await c.reset_type_codec(typ, schema=schema)
-                out.append(_plain(await c.fetchval(sql)))
+                out.append(plain(await c.fetchval(sql)))
         for typ, schema, name, fmt in _BUILTIN_ALIASES:
             sql = f"SELECT {dict((k[0], k[3]) for k in _KINDS)[typ]}::{typ}"
             try:
@@ -273,7 +242,7 @@ async def _codec_kinds(mod: Any, dsn: str) -> list:
             except mod.InterfaceError as e:
                 out.append((typ, name, fmt, type(e).__name__))
                 continue
-            out.append((typ, name, fmt, _plain(await c.fetchval(sql))))
+            out.append((typ, name, fmt, plain(await c.fetchval(sql))))
             await c.reset_type_codec(typ, schema=schema)
         for bad in ("porting_cc_nope", "nope"):
             with pytest.raises(ValueError, match=f"unknown type: public.{bad}"):

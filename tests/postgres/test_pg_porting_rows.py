@@ -17,6 +17,8 @@ import asyncpg
 import pytest
 import surge.postgres as pg
 
+from tests.postgres.peers import on_connection, same, tenfold_int4
+
 
 def _attr_record(base: type) -> type:
     """The subclass asyncpg's docs show: columns as attributes."""
@@ -104,8 +106,8 @@ def test_record_class_rows_are_freed(dsn: str, arun: Callable) -> None:
     arun(go())
 
 
-async def _ordering(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _ordering(mod: Any, c: Any) -> list:
     a = await c.fetchrow("SELECT 1 AS x, 'a' AS y")
     b = await c.fetchrow("SELECT 2 AS x, 'a' AS y")
     out: list = [a < b, a <= b, a > b, a >= b, a == b, a != b, a == a]
@@ -114,7 +116,6 @@ async def _ordering(mod: Any, dsn: str) -> list:
     for other in (1, "s", None):
         with pytest.raises(TypeError):
             _ = a < other  # type: ignore[operator]
-    await c.close()
     return out
 
 
@@ -130,14 +131,11 @@ def _outcome(f: Callable[[], Any]) -> Any:
         return ("raises", type(e).__name__)
 
 
-async def _record_surface(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
-    try:
-        r = await c.fetchrow(_ROW)
-        empty = await c.fetchrow("SELECT")
-        dup = await c.fetchrow("SELECT 1 AS id, 2 AS id")
-    finally:
-        await c.close()
+@on_connection
+async def _record_surface(mod: Any, c: Any) -> list:
+    r = await c.fetchrow(_ROW)
+    empty = await c.fetchrow("SELECT")
+    dup = await c.fetchrow("SELECT 1 AS id, 2 AS id")
     probes: list[Callable[[], Any]] = [
         lambda: dict(r),
         lambda: (list(r.keys()), list(r.values()), list(r.items())),
@@ -183,8 +181,7 @@ def test_record_mapping_and_sequence_surface_as_asyncpg(dsn: str, arun: Callable
     and with which class (neither pickles, copies nor is a Mapping)."""
 
     async def go() -> None:
-        theirs = await _record_surface(asyncpg, dsn)
-        assert await _record_surface(pg, dsn) == theirs
+        theirs = await same(dsn, _record_surface)
         assert theirs[3] == (None, "d", "d", "d", "d")
         assert theirs[9] == ("raises", "KeyError")
 
@@ -196,13 +193,13 @@ def test_record_ordering_and_equality_as_asyncpg(dsn: str, arun: Callable) -> No
     every operator (surge's compared ``==``/``!=`` only: ``sorted(rows)`` failed)."""
 
     async def go() -> None:
-        assert await _ordering(pg, dsn) == await _ordering(asyncpg, dsn)
+        await same(dsn, _ordering)
 
     arun(go())
 
 
-async def _statusmsg(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _statusmsg(mod: Any, c: Any) -> list:
     await c.execute("CREATE TEMP TABLE porting_st (x int)")
     st = await c.prepare("SELECT generate_series(1, $1::int)")
     out: list = [st.get_statusmsg()]
@@ -219,14 +216,12 @@ async def _statusmsg(mod: Any, dsn: str) -> list:
     out.append(ins.get_statusmsg())
     await ins.executemany([(1,), (2,)])  # does not report a status
     out.append(ins.get_statusmsg())
-    await c.close()
     return out
 
 
 def test_prepared_statement_statusmsg_as_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
-        theirs = await _statusmsg(asyncpg, dsn)
-        assert await _statusmsg(pg, dsn) == theirs
+        theirs = await same(dsn, _statusmsg)
         assert theirs[1] == "SELECT 3"
 
     arun(go())
@@ -286,17 +281,11 @@ def test_cached_statement_lifetime_is_honoured(dsn: str, arun: Callable) -> None
     arun(go())
 
 
-async def _codec_in_arrays(mod: Any, dsn: str) -> list:
+@on_connection
+async def _codec_in_arrays(mod: Any, c: Any) -> list:
     """A text codec on a built-in type also runs on the elements of its arrays
     (NULLs stay None), both ways, one and two dimensions, empty arrays."""
-    c = await mod.connect(dsn)
-    await c.set_type_codec(
-        "int4",
-        schema="pg_catalog",
-        encoder=lambda v: str(v // 10),
-        decoder=lambda s: int(s) * 10,
-        format="text",
-    )
+    await tenfold_int4(c)
     await c.set_type_codec(
         "numeric", schema="pg_catalog", encoder=str, decoder=lambda s: "n:" + s, format="text"
     )
@@ -312,7 +301,6 @@ async def _codec_in_arrays(mod: Any, dsn: str) -> list:
     ]
     await c.reset_type_codec("int4", schema="pg_catalog")
     out.append(await c.fetchval("SELECT ARRAY[1, NULL, 3]::int4[]"))
-    await c.close()
     return out
 
 
@@ -323,8 +311,7 @@ def test_text_codec_runs_inside_arrays_of_any_builtin_type_as_asyncpg(
     came back as built-in ints, not through the decoder.)"""
 
     async def go() -> None:
-        theirs = await _codec_in_arrays(asyncpg, dsn)
-        assert await _codec_in_arrays(pg, dsn) == theirs
+        theirs = await same(dsn, _codec_in_arrays)
         assert theirs[0] == [10, None, 30]
 
     arun(go())

@@ -294,8 +294,11 @@ unsafe extern "C" fn contains(slf: *mut ffi::PyObject, key: *mut ffi::PyObject) 
         let (_, desc) = unsafe { parts(slf) };
         // SAFETY: a live key handed in by the interpreter, borrowed for the call.
         let key = unsafe { Bound::from_borrowed_ptr(py, key) };
-        // Only a name is in a Record (an unhashable key is simply not, as in asyncpg).
-        Ok(c_int::from(by_name(py, desc, &key)?.is_some()))
+        // Only a name is in a Record (an unhashable key is simply not, as in
+        // asyncpg); a membership test, not a lookup: no position is extracted.
+        Ok(c_int::from(
+            key.is_instance_of::<PyString>() && desc.index.bind(py).contains(key)?,
+        ))
     })
 }
 

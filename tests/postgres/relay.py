@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
 #: A connection's reply hook: (bytes to pass on, whether to cut after them).
 ReplyHook = Callable[[bytes], tuple[bytes, bool]]
@@ -19,6 +20,8 @@ class RelayProxy:
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
         self.server: asyncio.Server | None = None
+        #: Connections accepted so far (a driver's own, and any CancelRequest's).
+        self.accepted = 0
 
     def replies(self) -> ReplyHook:
         """The hook for one new connection's reply bytes (default: pass them on)."""
@@ -30,6 +33,7 @@ class RelayProxy:
         return self.server.sockets[0].getsockname()[1]
 
     async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        self.accepted += 1
         sr, sw = await asyncio.open_connection(self.host, self.port)
         hook = self.replies()
 
@@ -54,3 +58,28 @@ class RelayProxy:
         """Stop listening (relayed connections end with their peers)."""
         if self.server is not None:
             self.server.close()
+
+
+@contextlib.contextmanager
+def in_thread(proxy: RelayProxy) -> Iterator[int]:
+    """Runs ``proxy`` on a loop of its own in a thread, so it keeps relaying while
+    the test's loop is blocked on purpose; yields its port."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield asyncio.run_coroutine_threadsafe(proxy.start(), loop).result(10)
+    finally:
+        asyncio.run_coroutine_threadsafe(_stop(proxy), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+async def _stop(proxy: RelayProxy) -> None:
+    """Stops listening and ends the relayed connections still open."""
+    proxy.close()
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in others:
+        t.cancel()
+    await asyncio.gather(*others, return_exceptions=True)

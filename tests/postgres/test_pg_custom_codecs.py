@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 import surge.postgres as pg
 
-asyncpg = pytest.importorskip("asyncpg")
+from tests.postgres.peers import both
 
 #: SQL values per type with a tuple format, ±infinity and edges included.
 TUPLE_VALUES = {
@@ -30,12 +30,6 @@ CREATE TYPE _cc_pair AS (x int, y text, z float8[]);
 """
 
 
-async def both(dsn: str) -> tuple[object, object]:
-    a = await asyncpg.connect(dsn)
-    s = await pg.connect(dsn)
-    return a, s
-
-
 async def set_both(conns: tuple, *args: object, **kw: object) -> None:
     for c in conns:
         await c.set_type_codec(*args, **kw)
@@ -43,9 +37,8 @@ async def set_both(conns: tuple, *args: object, **kw: object) -> None:
 
 def test_tuple_format_equals_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
-        conns = await both(dsn)
-        a, s = conns
-        try:
+        async with both(dsn) as (s, a):
+            conns = (a, s)
             for typ, values in TUPLE_VALUES.items():
                 await set_both(
                     conns, typ, schema="pg_catalog", encoder=tuple, decoder=tuple, format="tuple"
@@ -59,57 +52,54 @@ def test_tuple_format_equals_asyncpg(dsn: str, arun: Callable) -> None:
                     back = f"SELECT $1::{typ}::text"
                     assert await s.fetchval(back, got) == await a.fetchval(back, want), (typ, v)
                 assert await s.fetchval(f"SELECT NULL::{typ}") is None
-        finally:
-            await a.close()
-            await s.close()
 
     arun(go())
 
 
 def test_tuple_format_of_a_composite_equals_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
-        conns = await both(dsn)
-        a, s = conns
-        try:
-            await s.execute(SETUP)
-            seen: dict[str, list] = {"a": [], "s": []}
+        async with both(dsn) as (s, a):
+            try:
+                await s.execute(SETUP)
+                seen: dict[str, list] = {"a": [], "s": []}
 
-            def decoder(who: str) -> Callable[[tuple], complex]:
-                def dec(t: tuple) -> complex:
-                    seen[who].append(t)
-                    return complex(t[0], len(t[1] or ""))
+                def decoder(who: str) -> Callable[[tuple], complex]:
+                    def dec(t: tuple) -> complex:
+                        seen[who].append(t)
+                        return complex(t[0], len(t[1] or ""))
 
-                return dec
+                    return dec
 
-            for who, c in (("a", a), ("s", s)):
-                await c.set_type_codec(
-                    "_cc_pair",
-                    encoder=lambda z: (int(z.real), "x" * int(z.imag), [1.5, None]),
-                    decoder=decoder(who),
-                    format="tuple",
+                for who, c in (("a", a), ("s", s)):
+                    await c.set_type_codec(
+                        "_cc_pair",
+                        encoder=lambda z: (int(z.real), "x" * int(z.imag), [1.5, None]),
+                        decoder=decoder(who),
+                        format="tuple",
+                    )
+                sql = "SELECT ROW(7, 'abc', ARRAY[2.5, NULL])::_cc_pair"
+                assert await s.fetchval(sql) == await a.fetchval(sql) == complex(7, 3)
+                # the fields come as a Record (by name too), as asyncpg hands them
+                # (surge's were a plain tuple)
+                fields = {w: [(type(t).__name__, dict(t)) for t in ts] for w, ts in seen.items()}
+                assert fields["s"] == fields["a"]
+                assert seen["s"] == [(7, "abc", [2.5, None])] and seen["s"][0]["y"] == "abc"
+                back = "SELECT $1::_cc_pair::text"
+                assert await s.fetchval(back, 4 + 2j) == await a.fetchval(back, 4 + 2j)
+                rows = await s.fetch(
+                    "SELECT ROW(i, NULL, NULL)::_cc_pair AS p FROM generate_series(1, 3) i"
                 )
-            sql = "SELECT ROW(7, 'abc', ARRAY[2.5, NULL])::_cc_pair"
-            assert await s.fetchval(sql) == await a.fetchval(sql) == complex(7, 3)
-            assert seen["s"] == seen["a"] == [(7, "abc", [2.5, None])]
-            back = "SELECT $1::_cc_pair::text"
-            assert await s.fetchval(back, 4 + 2j) == await a.fetchval(back, 4 + 2j)
-            rows = await s.fetch(
-                "SELECT ROW(i, NULL, NULL)::_cc_pair AS p FROM generate_series(1, 3) i"
-            )
-            assert [r["p"] for r in rows] == [1, 2, 3]
-        finally:
-            await s.execute("DROP TYPE IF EXISTS _cc_pair CASCADE")
-            await a.close()
-            await s.close()
+                assert [r["p"] for r in rows] == [1, 2, 3]
+            finally:
+                await s.execute("DROP TYPE IF EXISTS _cc_pair CASCADE")
 
     arun(go())
 
 
 def test_binary_format_sees_the_wire_bytes_as_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
-        conns = await both(dsn)
-        a, s = conns
-        try:
+        async with both(dsn) as (s, a):
+            conns = (a, s)
             # int8 as raw big-endian bytes, both ways
             await set_both(
                 conns,
@@ -147,52 +137,49 @@ def test_binary_format_sees_the_wire_bytes_as_asyncpg(dsn: str, arun: Callable) 
             with pytest.raises(pg.DataError, match="must return bytes"):
                 await s.fetchval("SELECT $1::int8", 5)
             assert await s.fetchval("SELECT 1") == 1
-        finally:
-            await a.close()
-            await s.close()
 
     arun(go())
 
 
 def test_bad_formats_are_refused_as_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
-        a, s = await both(dsn)
-        try:
-            with pytest.raises(Exception) as want:
-                await a.set_type_codec(
-                    "int4", schema="pg_catalog", encoder=tuple, decoder=tuple, format="tuple"
-                )
-            with pytest.raises(pg.InterfaceError) as got:
-                await s.set_type_codec(
-                    "int4", schema="pg_catalog", encoder=tuple, decoder=tuple, format="tuple"
-                )
-            assert type(got.value).__name__ == type(want.value).__name__
-            # a composite takes the tuple format only, a domain none (asyncpg's rules)
-            await s.execute(SETUP + "CREATE DOMAIN _cc_dom AS int CHECK (VALUE > 0);")
-            for typ, fmt in (("_cc_pair", "binary"), ("_cc_dom", "text")):
+        async with both(dsn) as (s, a):
+            try:
                 with pytest.raises(Exception) as want:
-                    await a.set_type_codec(typ, encoder=str, decoder=str, format=fmt)
+                    await a.set_type_codec(
+                        "int4", schema="pg_catalog", encoder=tuple, decoder=tuple, format="tuple"
+                    )
                 with pytest.raises(pg.InterfaceError) as got:
-                    await s.set_type_codec(typ, encoder=str, decoder=str, format=fmt)
+                    await s.set_type_codec(
+                        "int4", schema="pg_catalog", encoder=tuple, decoder=tuple, format="tuple"
+                    )
                 assert type(got.value).__name__ == type(want.value).__name__
-            with pytest.raises(pg.InterfaceError):
+                # a composite takes the tuple format only, a domain none (asyncpg's rules)
+                await s.execute(SETUP + "CREATE DOMAIN _cc_dom AS int CHECK (VALUE > 0);")
+                for typ, fmt in (("_cc_pair", "binary"), ("_cc_dom", "text")):
+                    with pytest.raises(Exception) as want:
+                        await a.set_type_codec(typ, encoder=str, decoder=str, format=fmt)
+                    with pytest.raises(pg.InterfaceError) as got:
+                        await s.set_type_codec(typ, encoder=str, decoder=str, format=fmt)
+                    assert type(got.value).__name__ == type(want.value).__name__
+                with pytest.raises(pg.InterfaceError):
+                    await s.set_type_codec(
+                        "int4", schema="pg_catalog", encoder=str, decoder=str, format="hex"
+                    )
+                # a bad tuple from an encoder: a clear error, the connection goes on
                 await s.set_type_codec(
-                    "int4", schema="pg_catalog", encoder=str, decoder=str, format="hex"
+                    "date",
+                    schema="pg_catalog",
+                    encoder=lambda v: (1, 2),
+                    decoder=tuple,
+                    format="tuple",
                 )
-            # a bad tuple from an encoder: a clear error, the connection goes on
-            await s.set_type_codec(
-                "date",
-                schema="pg_catalog",
-                encoder=lambda v: (1, 2),
-                decoder=tuple,
-                format="tuple",
-            )
-            with pytest.raises(pg.DataError, match="tuple of 1"):
-                await s.fetchval("SELECT $1::date", 0)
-            assert await s.fetchval("SELECT 2") == 2
-        finally:
-            await s.execute("DROP TYPE IF EXISTS _cc_pair CASCADE; DROP DOMAIN IF EXISTS _cc_dom")
-            await a.close()
-            await s.close()
+                with pytest.raises(pg.DataError, match="tuple of 1"):
+                    await s.fetchval("SELECT $1::date", 0)
+                assert await s.fetchval("SELECT 2") == 2
+            finally:
+                await s.execute(
+                    "DROP TYPE IF EXISTS _cc_pair CASCADE; DROP DOMAIN IF EXISTS _cc_dom"
+                )
 
     arun(go())

@@ -11,14 +11,17 @@ import asyncio
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
+import asyncpg
 import pytest
 import surge.postgres as pg
 from surge import services
 from surge.errors import ConnectError, ConnectionLostError, InterfaceError
 
 from tests.loops import runner
+from tests.postgres.peers import same
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -181,9 +184,62 @@ def test_default_read_only_is_read_only(arun, pair):
     arun(main())
 
 
+async def _pool_hosts(mod: Any, dsn: str) -> list:
+    """A pool over a host list: where each connection is, and its hooks' calls."""
+    seen: dict[str, list] = {"init": [], "setup": []}
+
+    async def init(c: Any) -> None:
+        seen["init"].append(await c.fetchval("SELECT inet_server_port()"))
+
+    async def setup(c: Any) -> None:
+        seen["setup"].append(await c.fetchval("SELECT pg_is_in_recovery()"))
+
+    pool = await mod.create_pool(dsn, min_size=3, max_size=3, init=init, setup=setup)
+    try:
+        held = [await pool.acquire() for _ in range(3)]
+        where = [await _where(c) for c in held]
+        for c in held:
+            await pool.release(c)
+        hooks = {k: list(v) for k, v in seen.items()}
+        # (a shortcut runs setup in asyncpg, not in surge: docs/migration/asyncpg.md)
+        return [where, await pool.fetchval("SELECT inet_server_port()"), hooks]
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize(
+    ("attrs", "want"),
+    [("primary", "p"), ("read-write", "p"), ("standby", "s"), ("prefer-standby", "s")],
+)
+def test_pool_over_a_host_list_as_asyncpg(arun, pair, attrs, want):
+    """create_pool with a multi-host DSN and target_session_attrs: every connection
+    of both drivers' pools is on the same server, init and setup run as often."""
+    primary, standby = pair
+    by = {"p": primary, "s": standby}
+    hosts = f"127.0.0.1:{DEAD_PORT},{standby.host}:{standby.port},{primary.host}:{primary.port}"
+    dsn = f"postgresql://postgres@{hosts}/postgres?target_session_attrs={attrs}"
+
+    async def main() -> None:
+        got = await same(dsn, _pool_hosts)
+        port = by[want].port
+        assert got[0] == [(port, want == "s")] * 3 and got[1] == port
+        assert got[2] == {"init": [port] * 3, "setup": [want == "s"] * 3}
+
+    arun(main())
+
+
 def test_pool_follows_failover(pair):
     """Last: the primary is crash-stopped, the standby promoted."""
     primary, standby = pair
+
+    inits: dict[str, list[int]] = {"surge": [], "asyncpg": []}
+
+    def init_of(who: str) -> Callable[[Any], Awaitable[None]]:
+        async def init(c: Any) -> None:
+            inits[who].append(await c.fetchval("SELECT inet_server_port()"))
+            await c.execute("CREATE TEMP TABLE failover_init AS SELECT 1 AS x")
+
+        return init
 
     async def main():
         pool = await pg.create_pool(
@@ -193,6 +249,15 @@ def test_pool_follows_failover(pair):
             target_session_attrs="primary",
             min_size=3,
             max_size=3,
+            init=init_of("surge"),
+        )
+        # asyncpg's pool beside it, from the same host list
+        apool = await asyncpg.create_pool(
+            f"postgresql://postgres@{primary.host}:{primary.port},{standby.host}:{standby.port}"
+            "/postgres?target_session_attrs=primary",
+            min_size=3,
+            max_size=3,
+            init=init_of("asyncpg"),
         )
         patient = await pg.connect(
             host=[primary.host, standby.host],
@@ -206,6 +271,12 @@ def test_pool_follows_failover(pair):
             assert await pool.fetchval("SELECT inet_server_port()") == primary.port
             assert await patient.fetchval("SELECT inet_server_port()") == primary.port
             await pool.execute("CREATE TABLE failover (n int)")
+            # The standby has replayed the table before the crash (replication is
+            # asynchronous: on a loaded machine it lagged by a second).
+            sc = await pg.connect(standby.url)
+            while await sc.fetchval("SELECT to_regclass('failover')") is None:
+                await asyncio.sleep(0.05)
+            await sc.close()
             # Queries in flight on the primary when it dies.
             sleepers = [
                 asyncio.ensure_future(pool.fetchval("SELECT pg_sleep(60)")) for _ in range(3)
@@ -245,6 +316,22 @@ def test_pool_follows_failover(pair):
             )
             assert set(ports) == {standby.port}
             assert await pool.execute("INSERT INTO failover VALUES (1)") == "INSERT 0 1"
+            # init ran again on the new primary (its temp table is there) ...
+            async with pool.acquire() as c:
+                assert await c.fetchval("SELECT x FROM failover_init") == 1
+            # ... as asyncpg's pool, which follows the failover the same way
+            while True:
+                try:
+                    async with apool.acquire() as c:
+                        aport = await c.fetchval("SELECT inet_server_port()")
+                        assert await c.fetchval("SELECT x FROM failover_init") == 1
+                    break
+                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                    assert time.monotonic() - promoted < 20, "asyncpg: no new primary"
+                    await asyncio.sleep(0.1)
+            assert aport == standby.port
+            assert inits["surge"][:3] == inits["asyncpg"][:3] == [primary.port] * 3
+            assert standby.port in inits["surge"] and standby.port in inits["asyncpg"]
             print(
                 f"in-flight queries failed {failed_in:.2f} s after the crash stop began"
                 f" ({lost.value}); new primary reached {took:.2f} s after pg_ctl promote"
@@ -253,5 +340,6 @@ def test_pool_follows_failover(pair):
         finally:
             await pool.close()
             await patient.close()
+            apool.terminate()
 
     runner("uvloop", 60)(main())

@@ -183,6 +183,31 @@ def test_pool_close_waits_for_held_connections_as_asyncpg(dsn: str, arun: Callab
     assert arun(same(dsn, _close_waits_for_holders)) == [False, True, 1, True, True]
 
 
+async def _shortcuts_in_flight(mod: Any, dsn: str) -> list:
+    """Shortcut queries running when the pool's connections are expired, and
+    when the pool is closed: they finish (surge's failed with ClosedError)."""
+    pool = await mod.create_pool(dsn, min_size=2, max_size=2)
+    out: list = []
+    # (as many as the connections: asyncpg's close() cancels queries still
+    # waiting for a connection, where surge's shortcuts do not wait)
+    for end in (pool.expire_connections, pool.close):
+        running = [
+            asyncio.ensure_future(pool.fetchval("SELECT $1::int FROM pg_sleep(0.3)", i))
+            for i in range(2)
+        ]
+        await asyncio.sleep(0.1)
+        await end()
+        out.append(await asyncio.gather(*running, return_exceptions=True))
+        if end == pool.expire_connections:  # new connections serve the next ones
+            out.append(await pool.fetchval("SELECT 5"))
+    out.append(pool.is_closing())
+    return out
+
+
+def test_pool_lets_shortcut_queries_finish_as_asyncpg(dsn: str, arun: Callable) -> None:
+    assert arun(same(dsn, _shortcuts_in_flight)) == [[0, 1], 5, [0, 1], True]
+
+
 async def _release_foreign(mod: Any, dsn: str) -> list:
     pool = await mod.create_pool(dsn, min_size=1, max_size=1)
     other = await mod.create_pool(dsn, min_size=1, max_size=1)

@@ -5,14 +5,19 @@ as tuples, a prepared statement's status, the statement cache's bounds."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import json
+import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
 import pytest
 import surge.postgres as pg
+
+from tests.postgres.peers import on_connection, same, tenfold_int4
 
 
 def _attr_record(base: type) -> type:
@@ -101,8 +106,8 @@ def test_record_class_rows_are_freed(dsn: str, arun: Callable) -> None:
     arun(go())
 
 
-async def _ordering(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _ordering(mod: Any, c: Any) -> list:
     a = await c.fetchrow("SELECT 1 AS x, 'a' AS y")
     b = await c.fetchrow("SELECT 2 AS x, 'a' AS y")
     out: list = [a < b, a <= b, a > b, a >= b, a == b, a != b, a == a]
@@ -111,8 +116,76 @@ async def _ordering(mod: Any, dsn: str) -> list:
     for other in (1, "s", None):
         with pytest.raises(TypeError):
             _ = a < other  # type: ignore[operator]
-    await c.close()
     return out
+
+
+_ROW = "SELECT 1 AS a, 'x'::text AS b, NULL::int AS c, 2 AS a2, ARRAY[1] AS l"
+
+
+def _outcome(f: Callable[[], Any]) -> Any:
+    """What ``f()`` gives, or the name of what it raises (asyncpg's and surge's
+    messages name their own modules)."""
+    try:
+        return f()
+    except Exception as e:
+        return ("raises", type(e).__name__)
+
+
+@on_connection
+async def _record_surface(mod: Any, c: Any) -> list:
+    r = await c.fetchrow(_ROW)
+    empty = await c.fetchrow("SELECT")
+    dup = await c.fetchrow("SELECT 1 AS id, 2 AS id")
+    probes: list[Callable[[], Any]] = [
+        lambda: dict(r),
+        lambda: (list(r.keys()), list(r.values()), list(r.items())),
+        lambda: (r.get("a"), r.get("zz"), r.get("zz", 5)),
+        # get() looks names up only (surge's took positions too)
+        lambda: (r.get(0), r.get(0, "d"), r.get(-1, "d"), r.get(1.0, "d"), r.get([], "d")),
+        lambda: (r[1:3], r[::-1], r[-1], r[-5:], r[True]),
+        lambda: r[-6],
+        lambda: r[5],
+        lambda: r[2**70],
+        lambda: r["zz"],
+        # a key that is neither a position nor a name: KeyError (surge's: TypeError)
+        lambda: r[1.0],
+        lambda: r[None],
+        lambda: r[b"a"],
+        lambda: ("a" in r, "x" in r, 1 in r, None in r, [] in r, ("a", 1) in r.items()),
+        lambda: (r == (1, "x", None, 2, [1]), r != (1, "x", None, 2, [1]), r == [1]),
+        lambda: (len(r), len(empty), bool(empty), list(reversed(r)), tuple(r)),
+        lambda: hash(r),
+        lambda: (repr(r), str(r), repr(empty)),
+        lambda: (dict(dup), dup["id"], dup.get("id"), list(dup.keys()), repr(dup)),
+        lambda: [isinstance(r, t) for t in (Mapping, Sequence, tuple, Hashable)],
+        lambda: pickle.dumps(r),
+        lambda: copy.copy(r),
+        lambda: copy.deepcopy(r),
+        lambda: json.dumps(r),
+        lambda: r.zz,  # type: ignore[attr-defined]
+        lambda: setattr(r, "a", 1),
+        lambda: r.get(),
+        lambda: r.get("a", 1, 2),
+        lambda: mod.Record(),
+    ]
+    out = [_outcome(p) for p in probes]
+    with pytest.raises(IndexError) as e:
+        r[9]
+    out.append(str(e.value))
+    return out
+
+
+def test_record_mapping_and_sequence_surface_as_asyncpg(dsn: str, arun: Callable) -> None:
+    """A row as a port uses it: dict(), get, keys/values/items, slices, negative
+    positions, ``in`` (names), equality and hash as a tuple, repr, what raises
+    and with which class (neither pickles, copies nor is a Mapping)."""
+
+    async def go() -> None:
+        theirs = await same(dsn, _record_surface)
+        assert theirs[3] == (None, "d", "d", "d", "d")
+        assert theirs[9] == ("raises", "KeyError")
+
+    arun(go())
 
 
 def test_record_ordering_and_equality_as_asyncpg(dsn: str, arun: Callable) -> None:
@@ -120,13 +193,13 @@ def test_record_ordering_and_equality_as_asyncpg(dsn: str, arun: Callable) -> No
     every operator (surge's compared ``==``/``!=`` only: ``sorted(rows)`` failed)."""
 
     async def go() -> None:
-        assert await _ordering(pg, dsn) == await _ordering(asyncpg, dsn)
+        await same(dsn, _ordering)
 
     arun(go())
 
 
-async def _statusmsg(mod: Any, dsn: str) -> list:
-    c = await mod.connect(dsn)
+@on_connection
+async def _statusmsg(mod: Any, c: Any) -> list:
     await c.execute("CREATE TEMP TABLE porting_st (x int)")
     st = await c.prepare("SELECT generate_series(1, $1::int)")
     out: list = [st.get_statusmsg()]
@@ -143,14 +216,12 @@ async def _statusmsg(mod: Any, dsn: str) -> list:
     out.append(ins.get_statusmsg())
     await ins.executemany([(1,), (2,)])  # does not report a status
     out.append(ins.get_statusmsg())
-    await c.close()
     return out
 
 
 def test_prepared_statement_statusmsg_as_asyncpg(dsn: str, arun: Callable) -> None:
     async def go() -> None:
-        theirs = await _statusmsg(asyncpg, dsn)
-        assert await _statusmsg(pg, dsn) == theirs
+        theirs = await same(dsn, _statusmsg)
         assert theirs[1] == "SELECT 3"
 
     arun(go())
@@ -210,17 +281,11 @@ def test_cached_statement_lifetime_is_honoured(dsn: str, arun: Callable) -> None
     arun(go())
 
 
-async def _codec_in_arrays(mod: Any, dsn: str) -> list:
+@on_connection
+async def _codec_in_arrays(mod: Any, c: Any) -> list:
     """A text codec on a built-in type also runs on the elements of its arrays
     (NULLs stay None), both ways, one and two dimensions, empty arrays."""
-    c = await mod.connect(dsn)
-    await c.set_type_codec(
-        "int4",
-        schema="pg_catalog",
-        encoder=lambda v: str(v // 10),
-        decoder=lambda s: int(s) * 10,
-        format="text",
-    )
+    await tenfold_int4(c)
     await c.set_type_codec(
         "numeric", schema="pg_catalog", encoder=str, decoder=lambda s: "n:" + s, format="text"
     )
@@ -236,7 +301,6 @@ async def _codec_in_arrays(mod: Any, dsn: str) -> list:
     ]
     await c.reset_type_codec("int4", schema="pg_catalog")
     out.append(await c.fetchval("SELECT ARRAY[1, NULL, 3]::int4[]"))
-    await c.close()
     return out
 
 
@@ -247,8 +311,7 @@ def test_text_codec_runs_inside_arrays_of_any_builtin_type_as_asyncpg(
     came back as built-in ints, not through the decoder.)"""
 
     async def go() -> None:
-        theirs = await _codec_in_arrays(asyncpg, dsn)
-        assert await _codec_in_arrays(pg, dsn) == theirs
+        theirs = await same(dsn, _codec_in_arrays)
         assert theirs[0] == [10, None, 30]
 
     arun(go())

@@ -14,7 +14,9 @@ import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
 import surge.postgres as pg
 from surge import services
@@ -261,6 +263,70 @@ def test_ssl_argument(arun, tls_svc, certs, monkeypatch):
             await _tls_of(tls_svc, ssl="on")
         with pytest.raises(InterfaceError, match="verify-full"):
             await _tls_of(tls_svc, sslmode="require", sslrootcert="system")
+
+    arun(main())
+
+
+async def _tls_pool(mod: Any, how: dict) -> list:
+    """A pool made as ``how`` says: whether each connection runs TLS, who it is,
+    and what init saw."""
+    inits: list = []
+
+    async def init(c: Any) -> None:
+        inits.append(await c.fetchval(SSL_QUERY))
+
+    kw = dict(how)
+    dsn = kw.pop("dsn", None)
+    if "ssl" in kw and kw["ssl"] == "context":
+        kw["ssl"] = ssl.create_default_context(cafile=kw.pop("cafile"))
+    try:
+        pool = await mod.create_pool(dsn, min_size=2, max_size=2, init=init, **kw)
+    except Exception:
+        return ["refused"]  # asyncpg: ssl/OSError; surge: ConnectError
+    try:
+        held = [await pool.acquire() for _ in range(2)]
+        out = [[await c.fetchval(SSL_QUERY) for c in held]]
+        out.append([await c.fetchval("SELECT current_user") for c in held])
+        for c in held:
+            await pool.release(c)
+        out.append(await pool.fetchval(SSL_QUERY))
+        return [*out, inits]
+    finally:
+        await pool.close()
+
+
+def test_pool_over_tls_as_asyncpg(arun, tls_svc, certs):
+    """create_pool over TLS as asyncpg takes it (sslmode with a CA made here, an
+    SSLContext, a client certificate): every connection of both pools runs TLS
+    (or both refuse), init runs in each."""
+    base = f"postgresql://{{user}}@{{host}}:{tls_svc.port}/postgres"
+    cases: list[dict] = [
+        {"dsn": base + f"?sslmode=verify-full&sslrootcert={certs['ca']}"},
+        {"dsn": base + "?sslmode=require"},
+        {"dsn": base + "?sslmode=disable", "user": "surge_nossl"},
+        {"dsn": base + "?sslmode=disable", "user": "surge_sslonly"},
+        {"dsn": base, "ssl": "context", "cafile": certs["ca"]},
+        {"dsn": base, "ssl": "context", "cafile": certs["other_ca"]},
+        {"dsn": base, "ssl": "context", "cafile": certs["ca"], "host": "127.0.0.1"},
+        {
+            "dsn": base + f"?sslmode=verify-ca&sslrootcert={certs['ca']}"
+            f"&sslcert={certs['client_crt']}&sslkey={certs['client_key']}",
+            "user": "surge_cert",
+        },
+    ]
+
+    async def main() -> None:
+        refused = []
+        for case in cases:
+            how = dict(case)
+            user, host = how.pop("user", "postgres"), how.pop("host", "localhost")
+            how["dsn"] = how["dsn"].format(user=user, host=host)
+            theirs = await _tls_pool(asyncpg, how)
+            assert await _tls_pool(pg, how) == theirs, case
+            refused.append(theirs == ["refused"])
+        # plaintext refused by pg_hba, an unknown CA, a name not in the certificate
+        assert refused == [False, False, False, True, False, True, True, False]
+        assert theirs == [[True, True], ["surge_cert"] * 2, True, [True, True]]
 
     arun(main())
 

@@ -20,7 +20,7 @@ import contextlib
 import inspect
 import re
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from surge._core import PgCodec, Record
 from surge.engine import (
@@ -38,6 +38,7 @@ from surge.postgres.dsn import ConnectParams
 from surge.postgres.endpoints import SSL_REQUEST, endpoints
 from surge.postgres.errors import (
     InvalidArgumentError,
+    UnknownTypeError,
     UnsupportedClientFeatureError,
     make_error,
     make_log_message,
@@ -59,6 +60,46 @@ from surge.postgres.types import type_oid
 _TUPLE_OIDS = frozenset(
     type_oid(n) for n in ("date", "time", "timetz", "timestamp", "timestamptz", "interval")
 )
+
+#: asyncpg's built-in codecs that give a type's values as str both ways: the
+#: `set_builtin_type_codec` aliases of enums and extension types surge keeps.
+_TEXT_CODECS = frozenset({"text", "varchar", "bpchar", "name"})
+
+
+#: SQL's names for pg_catalog types that asyncpg's `set_type_codec` and its kin
+#: take beside the catalog's (any case), as asyncpg spells them.
+_SQL_NAMES = {
+    "int": "int4",
+    "integer": "int4",
+    "smallint": "int2",
+    "bigint": "int8",
+    "real": "float4",
+    "double precision": "float8",
+    "decimal": "numeric",
+    "char": "bpchar",
+    "character": "bpchar",
+    "character varying": "varchar",
+    "bit varying": "varbit",
+    "time without timezone": "time",
+    "time with timezone": "timetz",
+    "timestamp without timezone": "timestamp",
+    "timestamp with timezone": "timestamptz",
+}
+
+
+class _TypeInfo(NamedTuple):
+    """A type as `set_type_codec` and its kin see it (asyncpg's checks)."""
+
+    oid: int
+    #: pg_type.typtype: 'b' base, 'c' composite, 'd' domain, 'e' enum, 'r' range ...
+    kind: str
+    #: asyncpg's "scalar": a base type, domain or enum that is not an array
+    scalar: bool
+    #: a domain's base type name (None for other kinds)
+    base: str | None
+    #: its values are str both ways here: an enum, or an extension type with no codec
+    as_text: bool
+
 
 #: What `Connection.reset` runs to give the next user a clean session, as
 #: asyncpg's (prepared statements stay: they belong to the connection's cache).
@@ -179,6 +220,9 @@ class Connection:
         self._types: dict[int, Type] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
+        #: A pool's shortcut calls under way here (`Pool` closes this connection
+        #: only once they are done).
+        self._pool_calls = 0
         self._run = self._session.run
 
     # -- lifecycle ----------------------------------------------------------------
@@ -500,17 +544,27 @@ class Connection:
         field keeps the built-in codec."""
         if format not in ("text", "binary", "tuple"):
             raise InterfaceError(f"format must be 'text', 'binary' or 'tuple', not {format!r}")
-        oid, kind = await self._type_info(typename, schema)
+        info = await self._type_info(typename, schema)
+        oid, kind = info.oid, info.kind
+        # asyncpg's checks, in its order and with its exception classes.
+        if kind == "c":
+            if format != "tuple":
+                raise UnsupportedClientFeatureError(
+                    f"only tuple-format codecs can be used on composite types ({schema}.{typename})"
+                )
+        elif not info.scalar:
+            # arrays, ranges, multiranges, pseudo-types: their codecs are made of
+            # their parts' (set the codec on the element or subtype instead)
+            raise InterfaceError(
+                f"cannot use custom codec on type {schema}.{typename}:"
+                " it is neither a scalar type nor a composite type"
+            )
         if kind == "d":
             # a domain's values come back under its base type's oid: a codec on
             # the domain would never run (asyncpg refuses it too)
             raise UnsupportedClientFeatureError(
                 f"custom codecs on domain types are not supported ({schema}.{typename}):"
                 " set the codec on the base type"
-            )
-        if kind == "c" and format != "tuple":
-            raise UnsupportedClientFeatureError(
-                f"only tuple-format codecs can be used on composite types ({schema}.{typename})"
             )
         if format == "tuple" and kind != "c" and oid not in _TUPLE_OIDS:
             raise InterfaceError(
@@ -528,11 +582,32 @@ class Connection:
         codec_name: str,
         format: str | None = None,
     ) -> None:
-        """asyncpg's call for extension types. hstore needs none here (it is a dict
-        both ways without asking), so ``codec_name="pg_contrib.hstore"`` on it is
-        accepted as is; other pairings raise rather than be ignored."""
-        await self._type_info(typename, schema)  # raises for a type that is not there
-        if codec_name in ("pg_contrib.hstore", "hstore") and typename == "hstore":
+        """asyncpg's call for extension types, for the pairings whose values
+        surge already gives as the named built-in codec would: hstore (a dict
+        both ways), an enum or a type without a codec here (citext, ...) as
+        text, a domain as its base type, a type as itself. Other pairings raise rather than be
+        ignored; what asyncpg refuses (a non-scalar type, the tuple format) is
+        refused with its exception."""
+        info = await self._type_info(typename, schema)  # raises for a type that is not there
+        if not info.scalar:
+            raise InterfaceError(f"cannot alias non-scalar type {schema}.{typename}")
+        if format not in (None, "text", "binary"):
+            raise InterfaceError(
+                f"invalid `format` argument, expected 'text' or 'binary', got {format!r}"
+            )
+        name = codec_name
+        if name not in ("pg_contrib.hstore", "hstore"):
+            try:
+                type_oid(name)
+            except KeyError:
+                raise InterfaceError(
+                    f"cannot alias {typename} to {name}: there is no built-in codec named {name}"
+                ) from None
+        if (
+            (name in ("pg_contrib.hstore", "hstore") and typename == "hstore")
+            or (name in _TEXT_CODECS and info.as_text)
+            or name == (info.base if info.kind == "d" else typename)
+        ):
             return
         raise UnsupportedClientFeatureError(
             f"set_builtin_type_codec({typename!r}, codec_name={codec_name!r}) is not"
@@ -542,22 +617,40 @@ class Connection:
 
     async def reset_type_codec(self, typename: str, *, schema: str = "public") -> None:
         """Undo `set_type_codec` for the type."""
-        oid, _ = await self._type_info(typename, schema)
-        self._codec.reset_type_codec(oid)
+        self._codec.reset_type_codec((await self._type_info(typename, schema)).oid)
         self._session.cache.evict_all()
 
-    async def _type_info(self, typename: str, schema: str) -> tuple[int, str]:
-        """The oid and the typtype ('b' base, 'c' composite, 'd' domain ...) of a type."""
+    async def _type_info(self, typename: str, schema: str) -> _TypeInfo:
+        """What `set_type_codec` and its kin need to know of a type."""
+        name = typename
+        if schema == "pg_catalog":
+            name = _SQL_NAMES.get(typename.lower(), typename.lower())
         row = await self._internal(
-            "SELECT t.oid, t.typtype::text FROM pg_catalog.pg_type t"
+            # asyncpg's "scalar": a base type, domain or enum that is not an
+            # array; pg_catalog's own types are all scalar to it, but arrays and
+            # ranges (so point, whose typelem is float8, takes a codec)
+            "SELECT t.oid, t.typtype::text,"
+            " t.typtype IN ('b', 'd', 'e') AND (t.typelem = 0"
+            "  OR (n.nspname = 'pg_catalog' AND t.typcategory <> 'A')),"
+            " b.typname::text,"
+            " t.typtype = 'e' OR (t.typtype = 'b' AND t.typelem = 0"
+            "  AND t.oid >= 16384 AND t.typname <> 'hstore')"
+            " FROM pg_catalog.pg_type t"
             " JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"
+            " LEFT JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype"
             " WHERE t.typname = $1 AND n.nspname = $2",
-            (typename, schema),
+            (name, schema),
             RowMode.FIRST,
         )
         if row is None:
-            raise InterfaceError(f"no type {schema}.{typename}")
-        return int(row[0]), str(row[1])
+            raise UnknownTypeError(f"unknown type: {schema}.{typename}")
+        return _TypeInfo(
+            oid=int(row[0]),
+            kind=str(row[1]),
+            scalar=bool(row[2]),
+            base=row[3],
+            as_text=bool(row[4]),
+        )
 
     async def reload_schema_state(self) -> None:
         """Forget the types looked up in the catalog and the cached statements

@@ -37,6 +37,11 @@ class ClientConfigurationError(InterfaceError, ValueError):
     """A connection option or DSN is wrong."""
 
 
+class UnknownTypeError(InterfaceError, ValueError):
+    """A type named to `set_type_codec` and its kin is not in the catalog (a
+    `ValueError` as asyncpg raises, and an `InterfaceError` as surge did)."""
+
+
 class UnsupportedClientFeatureError(InterfaceError):
     """The server asks for something this client does not do."""
 

@@ -8,7 +8,8 @@
 //!   composite's fields), asyncpg's layouts: date `(days from 2000-01-01,)`,
 //!   timestamp and timestamptz `(microseconds from 2000-01-01,)`, time
 //!   `(microseconds,)`, timetz `(microseconds, offset in seconds west of UTC)`,
-//!   interval `(months, days, microseconds)`, a composite its field values.
+//!   interval `(months, days, microseconds)`, a composite its field values (a
+//!   `Record` when decoded, as asyncpg's; any sequence when encoded).
 //!   ±infinity are the integer limits, as on the wire.
 
 use std::collections::HashMap;
@@ -139,10 +140,9 @@ fn to_tuple(py: Python<'_>, codec: Option<&Codec>, b: &[u8]) -> PyResult<PyObjec
             }
             _ => return Err(no_tuple()),
         },
-        Some(c @ Codec::Composite { .. }) => {
-            let rec = decode(py, c, b)?;
-            PyTuple::new(py, rec.bind(py).try_iter()?.collect::<PyResult<Vec<_>>>()?)?
-        }
+        // The fields as a Record, as asyncpg hands them: a decoder may read them
+        // by name (`t["a"]`) as well as by position.
+        Some(c @ Codec::Composite { .. }) => return decode(py, c, b),
         _ => return Err(no_tuple()),
     };
     Ok(t.into_any().unbind())

@@ -171,29 +171,55 @@ fn obj_ptr(o: PyObject) -> *mut ffi::PyObject {
     o.into_ptr()
 }
 
-/// The position `key` names (an int, negative from the end, or a column name).
+/// What `key` names in a Record, looked up as asyncpg's Record does.
+enum Key {
+    /// A position (an int, negative from the end) in range.
+    At(usize),
+    /// An int out of range (or too large for an index).
+    OutOfRange,
+    /// Anything else that is not a column name: a missing name, a float, None...
+    Missing,
+}
+
+/// The value position a column name names; None for anything else (a Record's
+/// names are all str, so no other key can be one).
+fn by_name(py: Python<'_>, desc: &Desc, key: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    match key.downcast::<PyString>() {
+        Ok(s) => desc
+            .index
+            .bind(py)
+            .get_item(s)?
+            .map(|i| i.extract())
+            .transpose(),
+        Err(_) => Ok(None),
+    }
+}
+
+/// What `key` names: a column name, an int position (negative from the end);
+/// as in asyncpg, any other key is a missing name (`KeyError`), not a `TypeError`.
 fn position(
     py: Python<'_>,
     vals: &[*mut ffi::PyObject],
     desc: &Desc,
     key: &Bound<'_, PyAny>,
-) -> PyResult<Option<usize>> {
-    if let Ok(s) = key.downcast::<PyString>() {
-        return match desc.index.bind(py).get_item(s)? {
-            Some(i) => Ok(Some(i.extract()?)),
-            None => Ok(None),
-        };
-    }
+) -> PyResult<Key> {
     if key.is_instance_of::<PyInt>() {
-        let i: isize = key.extract()?;
+        let Ok(i) = key.extract::<isize>() else {
+            return Ok(Key::OutOfRange);
+        };
         let n = vals.len() as isize;
         let j = if i < 0 { i + n } else { i };
-        return Ok((0..n).contains(&j).then_some(j as usize));
+        return Ok(if (0..n).contains(&j) {
+            Key::At(j as usize)
+        } else {
+            Key::OutOfRange
+        });
     }
-    Err(PyTypeError::new_err(
-        "a Record is indexed by position (int) or column name (str)",
-    ))
+    Ok(by_name(py, desc, key)?.map_or(Key::Missing, Key::At))
 }
+
+/// asyncpg's text for a position out of range.
+const OUT_OF_RANGE: &str = "record index out of range";
 
 fn value(py: Python<'_>, v: *mut ffi::PyObject) -> PyObject {
     // SAFETY: a live value the Record holds; a new reference for the caller.
@@ -244,9 +270,9 @@ unsafe extern "C" fn subscript(
             return Ok(obj_ptr(t.as_any().get_item(&key)?.unbind()));
         }
         match position(py, vals, desc, &key)? {
-            Some(i) => Ok(obj_ptr(value(py, vals[i]))),
-            None if key.is_instance_of::<PyString>() => Err(PyKeyError::new_err(key.unbind())),
-            None => Err(PyIndexError::new_err("Record index out of range")),
+            Key::At(i) => Ok(obj_ptr(value(py, vals[i]))),
+            Key::OutOfRange => Err(PyIndexError::new_err(OUT_OF_RANGE)),
+            Key::Missing => Err(PyKeyError::new_err(key.unbind())),
         }
     })
 }
@@ -257,7 +283,7 @@ unsafe extern "C" fn item(slf: *mut ffi::PyObject, i: ffi::Py_ssize_t) -> *mut f
         let (vals, _) = unsafe { parts(slf) };
         match usize::try_from(i).ok().and_then(|i| vals.get(i)) {
             Some(&v) => Ok(obj_ptr(value(py, v))),
-            None => Err(PyIndexError::new_err("Record index out of range")),
+            None => Err(PyIndexError::new_err(OUT_OF_RANGE)),
         }
     })
 }
@@ -268,7 +294,11 @@ unsafe extern "C" fn contains(slf: *mut ffi::PyObject, key: *mut ffi::PyObject) 
         let (_, desc) = unsafe { parts(slf) };
         // SAFETY: a live key handed in by the interpreter, borrowed for the call.
         let key = unsafe { Bound::from_borrowed_ptr(py, key) };
-        Ok(c_int::from(desc.index.bind(py).contains(key)?))
+        // Only a name is in a Record (an unhashable key is simply not, as in
+        // asyncpg); a membership test, not a lookup: no position is extracted.
+        Ok(c_int::from(
+            key.is_instance_of::<PyString>() && desc.index.bind(py).contains(key)?,
+        ))
     })
 }
 
@@ -398,9 +428,10 @@ unsafe extern "C" fn get(
         } else {
             py.None()
         };
-        Ok(obj_ptr(match position(py, vals, desc, &key) {
-            Ok(Some(i)) => value(py, vals[i]),
-            _ => default,
+        // By column name only, as asyncpg's (and a Mapping's): `get(0)` is the default.
+        Ok(obj_ptr(match by_name(py, desc, &key)? {
+            Some(i) => value(py, vals[i]),
+            None => default,
         }))
     })
 }

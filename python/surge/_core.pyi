@@ -18,9 +18,15 @@ DEFAULT_MAX_BODY: int
 def http_date() -> str: ...
 def http_stats() -> dict[str, Any]: ...
 def wsgi_response_head(
-    status: str, headers: list[tuple[str, str]], head_only: bool, http10: bool, keep_alive: bool
+    status: str,
+    headers: list[tuple[str, str]],
+    head_only: bool,
+    http10: bool,
+    keep_alive: bool,
+    ours: HeadDefaults | None = None,
 ) -> tuple[bytes, int, int, bool]: ...
 def encode_response_head(
+    ours: HeadDefaults,
     status: int,
     headers: Iterable[tuple[str, str]] | Mapping[str, str] | None,
     content_type: str | None,
@@ -28,6 +34,13 @@ def encode_response_head(
     keep_alive: bool,
     http10: bool = False,
 ) -> bytes: ...
+
+@final
+class HeadDefaults:
+    def __new__(
+        cls, server: bool = True, date: bool = True, headers: list[tuple[str, str]] = ...
+    ) -> Self: ...
+    def lines(self) -> bytes: ...
 
 @final
 class Router:
@@ -426,6 +439,7 @@ class HttpConnection:
         access_log: AccessLog | None = None,
         proxy: ProxyTrust | None = None,
         scheme: str = "http",
+        head_defaults: HeadDefaults | None = None,
     ) -> Self: ...
     def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
     def take_rest(self) -> bytes: ...

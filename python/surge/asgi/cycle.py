@@ -34,9 +34,9 @@ from functools import partial
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
-from surge._core import AsgiCycle, http_date
+from surge._core import AsgiCycle
 from surge.http.errors import ClientDisconnected
-from surge.http.response import WriterResponse
+from surge.http.response import WriterResponse, server_error_answer
 
 if TYPE_CHECKING:
     from surge.http.protocol import HttpProtocol
@@ -51,8 +51,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_SERVER = b"server: surge\r\n"
-_ERROR_500 = b"Internal Server Error"
 
 #: The tasks running apps (see `HttpCycle.start`).
 _running: set[asyncio.Task[None]] = set()
@@ -238,12 +236,7 @@ class HttpCycle(AsgiCycle, WriterResponse):
     def _answer_500(self) -> None:
         self._started = self._complete = True
         self._keep_alive = False
-        answer = (
-            b"HTTP/1.1 500 Internal Server Error\r\n"
-            b"date: %s\r\n%scontent-type: text/plain; charset=utf-8\r\n"
-            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-            % (http_date().encode(), _SERVER, len(_ERROR_500), _ERROR_500)
-        )
+        answer = server_error_answer(self._conn._plan.head_defaults)
         self._set_pending(answer)
         if self._conn.access_log is not None:
             self._conn.access_log.log_rendered(self._request, answer)

@@ -268,6 +268,7 @@ class HttpProtocol(asyncio.Protocol):
             access_log=self.access_log,
             proxy=self._server.proxy_trust,
             scheme="https" if transport.get_extra_info("sslcontext") is not None else "http",
+            head_defaults=self._plan.head_defaults,
         )
         self._server.connection_opened(self)
 
@@ -1002,7 +1003,13 @@ class HttpProtocol(asyncio.Protocol):
     ) -> bool:
         write = self._transport.write
         head = encode_response_head(
-            body.status, body.headers, body.content_type, None, keep_alive, http10
+            self._plan.head_defaults,
+            body.status,
+            body.headers,
+            body.content_type,
+            None,
+            keep_alive,
+            http10,
         )
         write(head)
         if head_only:
@@ -1066,7 +1073,13 @@ class HttpProtocol(asyncio.Protocol):
                 whole: list[Any] = [(0, st.st_size)] if st.st_size else []
                 reply = FileReply(body.status, body.headers, body.content_type, whole)
             head = encode_response_head(
-                reply.status, reply.headers, reply.content_type, reply.length, keep_alive, http10
+                self._plan.head_defaults,
+                reply.status,
+                reply.headers,
+                reply.content_type,
+                reply.length,
+                keep_alive,
+                http10,
             )
             self._transport.write(head)
             if self.access_log is not None:

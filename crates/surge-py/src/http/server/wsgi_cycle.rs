@@ -334,13 +334,19 @@ impl WsgiCycle {
                 }
             }
         }
-        let (head_only, http10, keep_alive) = {
+        let (head_only, http10, keep_alive, ours) = {
             let this = slf.borrow();
+            let native = this.native.borrow(py);
             // The server shutting down: this response is the connection's last.
-            let draining = this.native.borrow(py).draining;
-            (this.head_only, this.http10, this.keep_alive && !draining)
+            let keep_alive = this.keep_alive && !native.draining;
+            (
+                this.head_only,
+                this.http10,
+                keep_alive,
+                native.ours.clone_ref(py),
+            )
         };
-        let head = encode_head(status, headers, head_only, http10, keep_alive)?;
+        let head = encode_head(status, headers, head_only, http10, keep_alive, ours.get())?;
         {
             let mut this = slf.borrow_mut();
             this.head = head.bytes;

@@ -26,13 +26,13 @@ def wsgi_response_head(
     ours: HeadDefaults | None = None,
 ) -> tuple[bytes, int, int, bool]: ...
 def encode_response_head(
-    ours: HeadDefaults,
     status: int,
     headers: Iterable[tuple[str, str]] | Mapping[str, str] | None,
     content_type: str | None,
     length: int | None,
     keep_alive: bool,
     http10: bool = False,
+    ours: HeadDefaults | None = None,
 ) -> bytes: ...
 
 @final

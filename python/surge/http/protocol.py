@@ -1003,13 +1003,13 @@ class HttpProtocol(asyncio.Protocol):
     ) -> bool:
         write = self._transport.write
         head = encode_response_head(
-            self._plan.head_defaults,
             body.status,
             body.headers,
             body.content_type,
             None,
             keep_alive,
             http10,
+            ours=self._plan.head_defaults,
         )
         write(head)
         if head_only:
@@ -1073,13 +1073,13 @@ class HttpProtocol(asyncio.Protocol):
                 whole: list[Any] = [(0, st.st_size)] if st.st_size else []
                 reply = FileReply(body.status, body.headers, body.content_type, whole)
             head = encode_response_head(
-                self._plan.head_defaults,
                 reply.status,
                 reply.headers,
                 reply.content_type,
                 reply.length,
                 keep_alive,
                 http10,
+                ours=self._plan.head_defaults,
             )
             self._transport.write(head)
             if self.access_log is not None:

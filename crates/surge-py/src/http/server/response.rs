@@ -464,20 +464,29 @@ pub fn encode_result(
 }
 
 /// Encodes a response head for Python-framed bodies (streaming, files):
-/// `length` None means chunked; `ours` the server's own headers (the plan's).
+/// `length` None means chunked; `ours` the server's own headers (the plan's
+/// `head_defaults`; surge's standard ones when None).
 #[pyfunction]
-#[pyo3(signature = (ours, status, headers, content_type, length, keep_alive, http10=false))]
+#[pyo3(signature = (status, headers, content_type, length, keep_alive, http10=false, ours=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn encode_response_head<'py>(
     py: Python<'py>,
-    ours: &HeadDefaults,
     status: u16,
     headers: &Bound<'py, PyAny>,
     content_type: Option<String>,
     length: Option<usize>,
     keep_alive: bool,
     http10: bool,
+    ours: Option<&HeadDefaults>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let standard;
+    let ours = match ours {
+        Some(ours) => ours,
+        None => {
+            standard = HeadDefaults::standard();
+            &standard
+        }
+    };
     let mut pairs = if headers.is_none() {
         Vec::new()
     } else {

@@ -295,6 +295,12 @@ class HttpProtocol(asyncio.Protocol):
 
     def _after_feed(self, deferred: list[Any] | None) -> None:
         conn = self._conn
+        if deferred and type(deferred[-1]) is ParseError and deferred[-1].streaming:
+            # The streamed body broke a rule (its ParseError comes last): known
+            # before its reader wakes or its request is dispatched (an ASGI app's
+            # first step runs then), so a dispatcher whose response has not begun
+            # answers with it (413, 400) rather than the app's own answer.
+            self._stream_error = deferred[-1]
         if self._body_stream is not None:
             self._body_stream._wake()
             if conn.stream_buffered > self._plan.limits.stream_buffer:

@@ -139,11 +139,21 @@ class WsgiCycle(_WsgiCycle, WriterResponse):
         return True
 
     def _app_failed(self, exc: BaseException) -> None:
-        log.error("Exception in WSGI application", exc_info=exc)
+        error = self._conn._stream_error
+        if isinstance(exc, ClientDisconnected) and error is not None:
+            # `wsgi.input` raised because the body broke the server's rules (over
+            # the limit, bad chunk framing): answered as such (413, 400), not 500.
+            log.debug("WSGI request body refused: %s", error.message)
+        else:
+            error = None
+            log.error("Exception in WSGI application", exc_info=exc)
         if self._head_sent:
             self._end(b"", failed=True)
         else:
-            answer = server_error_answer(self._conn._plan.head_defaults)
+            if error is not None:
+                answer = self._conn._conn.render_error(error.status, error.message, close=True)
+            else:
+                answer = server_error_answer(self._conn._plan.head_defaults)
             access_log = self._conn.access_log
             if access_log is not None:
                 access_log.log_rendered(self._request, answer)

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from peer_servers import PeerServer, surge_command
 from rawhttp import RawResponse
+from surge._core import HeadDefaults, encode_response_head, wsgi_response_head
+from surge.http import App, Limits
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -167,11 +169,17 @@ def test_a_header_the_app_sets_replaces_ours(
     assert theirs.getall("server") == ["uvicorn", "app"]
     assert theirs.getall("date")[1] == "mine"
     assert theirs.getall("x-a") == ["b", "app"]
-    # surge sends the app's only; the headers the app did not set stay.
-    assert mine.getall("server") == ["app"]
-    assert mine.getall("date") == ["mine"]
-    assert mine.getall("x-a") == ["app"]
-    assert mine.getall("x-b") == theirs.getall("x-b")
+    # surge sends the app's only; the headers the app did not set stay. The
+    # second time the ASGI head comes from its cache (equal header list): the same.
+    for resp in (mine, surge.fetch("GET", "/own")):
+        assert resp.getall("server") == ["app"]
+        assert resp.getall("date") == ["mine"]
+        assert resp.getall("x-a") == ["app"]
+        assert resp.getall("x-b") == theirs.getall("x-b")
+    # And a response without them right after gets all of ours again.
+    plain = surge.fetch("GET", "/")
+    assert (plain.getall("server"), plain.getall("x-a")) == (["surge"], ["b"])
+    assert len(plain.getall("date")) == 1
 
 
 def test_surge_app(start: Callable[..., PeerServer]) -> None:
@@ -244,3 +252,33 @@ def test_invalid_header_is_refused(tmp_path: Path, value: str, message: str) -> 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("surge: error: --header"), done.stderr
     assert message in lines[0]
+
+
+def test_head_defaults_block() -> None:
+    # The encoded block itself: date first, then server, then the added headers
+    # (names lowercased, blanks around values dropped); a `server` given replaces ours.
+    lines = HeadDefaults(True, True, [("X-A", " b "), ("x-c", "d")]).lines()
+    assert lines.startswith(b"date: ") and lines[35:37] == b"\r\n"
+    assert lines[37:] == b"server: surge\r\nx-a: b\r\nx-c: d\r\n"
+    assert HeadDefaults(True, False, [("Server", "mine")]).lines() == b"server: mine\r\n"
+    assert HeadDefaults(False, False).lines() == b""
+    for bad in [("x a", "b"), ("x", "b\r\nc: d"), ("x", "b\x00"), ("date", "x"), ("x", "\u20ac")]:
+        with pytest.raises(ValueError):
+            HeadDefaults(True, True, [bad])
+
+
+def test_app_headers_replace_ours_in_every_encoder() -> None:
+    ours = HeadDefaults(True, True, [("X-A", "b"), ("X-C", "d")])
+    head = encode_response_head(200, [("x-a", "app"), ("Date", "mine")], None, 0, True, ours=ours)
+    wsgi, *_ = wsgi_response_head(
+        "200 OK", [("X-A", "app"), ("date", "mine")], False, False, True, ours
+    )
+    for data in (head, wsgi):
+        lines = data.lower().split(b"\r\n")
+        assert lines.count(b"x-a: app") == 1 and b"x-a: b" not in lines
+        assert [line for line in lines if line.startswith(b"date:")] == [b"date: mine"]
+        assert b"x-c: d" in lines and b"server: surge" in lines
+    with pytest.raises(ValueError, match="limit max_body must be positive"):
+        Limits(max_body=0)
+    with pytest.raises(ValueError, match="CR, LF or NUL"):
+        App(default_headers=[("X-A", "b\nc")])

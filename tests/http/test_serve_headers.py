@@ -28,6 +28,15 @@ pytestmark = pytest.mark.timeout(90)
 
 ASGI_APP = """
     async def app(scope, receive, send):
+        if scope["type"] == "websocket":
+            await receive()
+            if scope["path"] == "/deny":
+                await send({"type": "websocket.close"})
+                return
+            own = [(b"x-a", b"app")] if scope["path"] == "/own" else []
+            await send({"type": "websocket.accept", "headers": own})
+            await send({"type": "websocket.close"})
+            return
         if scope["type"] != "http":
             return
         if scope["path"] == "/boom":
@@ -180,6 +189,34 @@ def test_a_header_the_app_sets_replaces_ours(
     plain = surge.fetch("GET", "/")
     assert (plain.getall("server"), plain.getall("x-a")) == (["surge"], ["b"])
     assert len(plain.getall("date")) == 1
+
+
+def _upgrade(server: PeerServer, path: str) -> RawResponse:
+    conn = server.connect()
+    try:
+        conn.send(
+            f"GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n".encode()
+            + b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            + b"Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        return conn.read_response("HEAD")  # the head only: a 101 has no body to frame
+    finally:
+        conn.sock.close()
+
+
+def test_websocket_handshake_as_uvicorn(start: Callable[..., PeerServer]) -> None:
+    uvicorn = start("uvicorn", "hdr_asgi:app", *TWO_HEADERS)
+    surge = start("surge", "hdr_asgi:app", *TWO_HEADERS)
+    theirs, mine = _upgrade(uvicorn, "/"), _upgrade(surge, "/")
+    assert mine.status == theirs.status == 101
+    assert _ours(mine) == _ours(theirs), (mine, theirs)
+    # The app's own header in its accept replaces ours (uvicorn sends both).
+    assert _upgrade(uvicorn, "/own").getall("x-a") == ["b", "app"]
+    assert _upgrade(surge, "/own").getall("x-a") == ["app"]
+    # A denial is a response of the server's too (uvicorn's, from the websockets
+    # library, leaves its own headers out).
+    denied = _upgrade(surge, "/deny")
+    assert (denied.status, denied.getall("server"), denied.getall("x-a")) == (403, ["surge"], ["b"])
 
 
 def test_surge_app(start: Callable[..., PeerServer]) -> None:

@@ -191,6 +191,39 @@ impl HeadDefaults {
         PyBytes::new(py, &out)
     }
 
+    /// `response` (a whole response, head and body) with these headers after
+    /// its status line, less those its own header lines replace: for the
+    /// responses written whole outside the encoders (WebSocket handshakes and
+    /// denials).
+    fn insert<'py>(&self, py: Python<'py>, response: &[u8]) -> Bound<'py, PyBytes> {
+        let Some(at) = response
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map(|i| i + 2)
+        else {
+            return PyBytes::new(py, response);
+        };
+        // The header lines: from after the status line to the blank line.
+        let head_end = response[at - 2..]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(response.len(), |i| at + i);
+        let mut replaced = 0;
+        for line in response[at..head_end].split(|&b| b == b'\n') {
+            if let Some(colon) = line.iter().position(|&b| b == b':') {
+                replaced |= self.which(&line[..colon]);
+            }
+        }
+        let mut out = Vec::with_capacity(response.len() + DATE_LINE + self.block.len());
+        out.extend_from_slice(&response[..at]);
+        self.write(&mut out);
+        if replaced != 0 {
+            self.remove(&mut out, at, replaced);
+        }
+        out.extend_from_slice(&response[at..]);
+        PyBytes::new(py, &out)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<HeadDefaults date={} {:?}>",

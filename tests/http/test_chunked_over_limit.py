@@ -36,7 +36,7 @@ APPS = {
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": str(size).encode()})
     """,
-    # FastAPI turns the disconnect into its own 500 when the server has not answered.
+    # FastAPI turns the disconnect into its own 500: the server's 413 went first.
     "chunk_fastapi": """
         from fastapi import FastAPI, Request
 
@@ -49,6 +49,18 @@ APPS = {
             async for chunk in request.stream():
                 size += len(chunk)
             return {"size": size}
+    """,
+    # Flask turns the error from `wsgi.input` into its own 500 page: the server's
+    # 413 replaces it.
+    "chunk_flask": """
+        from flask import Flask, request
+
+        app = Flask(__name__)
+
+
+        @app.post("/")
+        def up():
+            return str(len(request.get_data()))
     """,
     "chunk_wsgi": """
         def app(environ, start_response):
@@ -119,7 +131,12 @@ def _send_too_much(port: int, total: int) -> tuple[bytes, bool]:
 
 @pytest.mark.parametrize(
     ("target", "interface"),
-    [("chunk_asgi", "asgi"), ("chunk_fastapi", "asgi"), ("chunk_wsgi", "wsgi")],
+    [
+        ("chunk_asgi", "asgi"),
+        ("chunk_fastapi", "asgi"),
+        ("chunk_wsgi", "wsgi"),
+        ("chunk_flask", "wsgi"),
+    ],
 )
 def test_chunked_body_over_max_body_gets_413(
     start: Callable[..., PeerServer], target: str, interface: str

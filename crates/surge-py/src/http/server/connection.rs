@@ -821,7 +821,7 @@ impl HttpConnection {
 
     /// A plain-text error response; `close` forces `Connection: close`.
     #[pyo3(signature = (status, message, request=None, close=false, headers=None))]
-    fn render_error<'py>(
+    pub(super) fn render_error<'py>(
         &self,
         py: Python<'py>,
         status: u16,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -241,6 +242,30 @@ def test_surge_app(start: Callable[..., PeerServer]) -> None:
         ["app"],
     )
     assert own.getall("x-b") == ["c d"]
+
+
+@pytest.mark.parametrize("target", ["hdr_surge:app", "hdr_asgi:app"])
+def test_over_limit_concurrency_503_carries_them(
+    start: Callable[..., PeerServer], target: str
+) -> None:
+    server = start("surge", target, "--limit-concurrency", "1", *TWO_HEADERS)
+    for _ in range(100):  # until the readiness probe's connection is gone
+        held = server.connect()
+        held.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        if held.read_response("GET").status == 200:
+            break  # open and counted
+        held.sock.close()
+        time.sleep(0.02)
+    try:
+        busy = server.fetch("GET", "/")
+        assert busy.status == 503
+        assert (busy.getall("server"), busy.getall("x-a"), busy.getall("x-b")) == (
+            ["surge"],
+            ["b"],
+            ["c d"],
+        )
+    finally:
+        held.sock.close()
 
 
 def test_surge_app_keywords(start: Callable[..., PeerServer], tmp_path: Path) -> None:

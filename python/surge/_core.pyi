@@ -18,7 +18,12 @@ DEFAULT_MAX_BODY: int
 def http_date() -> str: ...
 def http_stats() -> dict[str, Any]: ...
 def wsgi_response_head(
-    status: str, headers: list[tuple[str, str]], head_only: bool, http10: bool, keep_alive: bool
+    status: str,
+    headers: list[tuple[str, str]],
+    head_only: bool,
+    http10: bool,
+    keep_alive: bool,
+    ours: HeadDefaults | None = None,
 ) -> tuple[bytes, int, int, bool]: ...
 def encode_response_head(
     status: int,
@@ -27,7 +32,16 @@ def encode_response_head(
     length: int | None,
     keep_alive: bool,
     http10: bool = False,
+    ours: HeadDefaults | None = None,
 ) -> bytes: ...
+
+@final
+class HeadDefaults:
+    def __new__(
+        cls, server: bool = True, date: bool = True, headers: list[tuple[str, str]] = ...
+    ) -> Self: ...
+    def lines(self) -> bytes: ...
+    def insert(self, response: bytes) -> bytes: ...
 
 @final
 class Router:
@@ -426,6 +440,7 @@ class HttpConnection:
         access_log: AccessLog | None = None,
         proxy: ProxyTrust | None = None,
         scheme: str = "http",
+        head_defaults: HeadDefaults | None = None,
     ) -> Self: ...
     def feed(self, data: bytes, room: int = ..., slots: int = ...) -> list[Any] | None: ...
     def take_rest(self) -> bytes: ...

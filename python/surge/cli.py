@@ -183,6 +183,27 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         f"max_body, {DEFAULT_MAX_BODY >> 20} MiB for ASGI and WSGI apps; uvicorn has no limit)",
     )
     serve.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        dest="headers",
+        help="a header added to every response, the server's own error answers included "
+        "(repeatable; a header the app sets itself replaces it; uvicorn's --header)",
+    )
+    serve.add_argument(
+        "--server-header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send 'server: surge' (default: the app's server_header, on)",
+    )
+    serve.add_argument(
+        "--date-header",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send Date (default: the app's date_header, on)",
+    )
+    serve.add_argument(
         "--timeout-keep-alive",
         type=_positive_float,
         default=None,
@@ -339,6 +360,7 @@ def _serve(args: argparse.Namespace) -> int:
             ProxyTrust(args.forwarded_allow_ips)
         if args.env_file is not None:
             _load_env_file(args.env_file)
+        headers = _headers(args.headers)
     except (ValueError, OSError) as exc:
         print(f"surge: error: {exc}", file=sys.stderr)
         return 2
@@ -378,6 +400,9 @@ def _serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             reload_dirs=tuple(args.reload_dir),
             max_body=args.max_body,
+            server_header=args.server_header,
+            date_header=args.date_header,
+            headers=headers,
         )
     except StartupError as exc:
         if exc.detail:
@@ -385,6 +410,23 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"surge: error: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def _headers(options: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--header NAME:VALUE`` options as (name, value) pairs, checked (ValueError)."""
+    from surge._core import HeadDefaults
+
+    pairs = []
+    for option in options:
+        name, colon, value = option.partition(":")
+        if not colon:
+            raise ValueError(f"--header {option!r}: expected NAME:VALUE")
+        pairs.append((name, value))
+    try:
+        HeadDefaults(True, True, pairs)
+    except ValueError as exc:
+        raise ValueError(f"--header: {exc}") from None
+    return tuple(pairs)
 
 
 def _load_env_file(path: str) -> None:

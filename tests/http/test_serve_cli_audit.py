@@ -237,9 +237,6 @@ def test_env_file_without_dotenv_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "option",
     [
-        ("--header", "x-a:b"),
-        ("--no-server-header",),
-        ("--no-date-header",),
         ("--h11-max-incomplete-event-size", "100"),
         ("--log-config", "log.yaml"),
         ("--use-colors",),

@@ -53,6 +53,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<http::server::AccessLog>()?;
     m.add_class::<http::server::ProxyTrust>()?;
     m.add_class::<http::server::ParseError>()?;
+    m.add_class::<http::server::HeadDefaults>()?;
     m.add_function(wrap_pyfunction!(http::server::encode_response_head, m)?)?;
     m.add_function(wrap_pyfunction!(http::server::http_date, m)?)?;
     m.add_function(wrap_pyfunction!(http::server::http_stats, m)?)?;

@@ -34,9 +34,9 @@ from functools import partial
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
-from surge._core import AsgiCycle, http_date
+from surge._core import AsgiCycle
 from surge.http.errors import ClientDisconnected
-from surge.http.response import WriterResponse
+from surge.http.response import WriterResponse, server_error_answer
 
 if TYPE_CHECKING:
     from surge.http.protocol import HttpProtocol
@@ -51,8 +51,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_SERVER = b"server: surge\r\n"
-_ERROR_500 = b"Internal Server Error"
 
 #: The tasks running apps (see `HttpCycle.start`).
 _running: set[asyncio.Task[None]] = set()
@@ -173,6 +171,7 @@ class HttpCycle(AsgiCycle, WriterResponse):
                 body, more = await stream.read_some()
             except ClientDisconnected:
                 self._body_done = True
+                self._refuse_body()
                 return {"type": "http.disconnect"}
             finally:
                 self._receiving = False
@@ -238,12 +237,7 @@ class HttpCycle(AsgiCycle, WriterResponse):
     def _answer_500(self) -> None:
         self._started = self._complete = True
         self._keep_alive = False
-        answer = (
-            b"HTTP/1.1 500 Internal Server Error\r\n"
-            b"date: %s\r\n%scontent-type: text/plain; charset=utf-8\r\n"
-            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-            % (http_date().encode(), _SERVER, len(_ERROR_500), _ERROR_500)
-        )
+        answer = server_error_answer(self._conn._plan.head_defaults)
         self._set_pending(answer)
         if self._conn.access_log is not None:
             self._conn.access_log.log_rendered(self._request, answer)
@@ -251,7 +245,29 @@ class HttpCycle(AsgiCycle, WriterResponse):
             self._conn.write(self._take_pending() or b"")
             self._wake_writer()
 
+    def _refuse_body(self) -> None:
+        """The body broke the server's rules (over the limit, bad chunk framing):
+        when nothing of the response has begun, the server answers for it (413,
+        400) and closes, as h11 and nginx do; the app, which sees
+        `http.disconnect`, then finds the client gone for its own sends."""
+        error = self._conn._stream_error
+        if error is None or self._started:
+            return
+        self._started = self._complete = True
+        self._keep_alive = False
+        answer = self._conn._conn.render_error(error.status, error.message, close=True)
+        self._set_pending(answer)
+        if self._conn.access_log is not None:
+            self._conn.access_log.log_rendered(self._request, answer)
+        if self._active:
+            self._conn.write(self._take_pending() or b"")
+        self.failed = True
+        self._wake_writer()
+
     def _fail(self) -> None:
+        if self.failed and self._complete:
+            # Failed already, or refused (`_refuse_body`): its answer stays pending.
+            return
         # The head may be out: the only honest signal left is to close.
         self.failed = True
         self._complete = True

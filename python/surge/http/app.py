@@ -61,6 +61,10 @@ class Route:
     websocket: Handler | None = None
     #: The route's name for `App.url_for` (default: the handler's name).
     name: str = ""
+    #: `max_body` was given for this route (``max_body_size``); else it follows
+    #: the app's `Limits.max_body` as it is when serving starts (`surge serve
+    #: --max-body` sets it after the routes are added).
+    own_max_body: bool = False
 
 
 def catch_all_plan(
@@ -171,6 +175,7 @@ class App(RouteDecorators):
             stream=stream,
             max_body=max_body_size if max_body_size is not None else self.limits.max_body,
             name=name,
+            own_max_body=max_body_size is not None,
         )
         # Validate the pattern now, so a bad route fails at import, not at start.
         Router().add(path, list(methods), handler, _DEFERRED, route.max_body, stream)
@@ -370,7 +375,11 @@ class App(RouteDecorators):
         router, hooks, middleware, error handlers and limits fixed; called when
         serving starts. Routes cannot be added afterwards."""
         if self._plan is None:
-            routes = [*self.routes, *self._options_routes()]
+            max_body = self.limits.max_body
+            routes = [
+                r if r.own_max_body else replace(r, max_body=max_body)
+                for r in [*self.routes, *self._options_routes()]
+            ]
             if self.user_middleware:
                 self._plan = self._freeze_pipeline(routes)
             else:

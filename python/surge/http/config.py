@@ -79,8 +79,25 @@ class Limits:
     ws_close_timeout: float = DEFAULT_WS_CLOSE_TIMEOUT
     #: Agree to permessage-deflate when the client offers it.
     ws_per_message_deflate: bool = True
+    #: Send ``server: surge`` on every response (uvicorn's --server-header).
+    server_header: bool = True
+    #: Send ``Date`` on every response (uvicorn's --date-header); RFC 9110 asks an
+    #: origin server with a clock to send it.
+    date_header: bool = True
+    #: (name, value) pairs added to every response, the server's own error answers
+    #: included (uvicorn's --header); a ``server`` one replaces ``server: surge``.
+    #: A header of the same name set by the app replaces one of these.
+    default_headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
-            if type(getattr(self, name)) is not bool and getattr(self, name) <= 0:
+            value = getattr(self, name)
+            if type(value) in (int, float) and value <= 0:
                 raise ValueError(f"limit {name} must be positive")
+        pairs = tuple((str(n), str(v)) for n, v in self.default_headers)
+        object.__setattr__(self, "default_headers", pairs)
+        self.head_defaults()  # a bad header fails here, not on the first response
+
+    def head_defaults(self) -> _core.HeadDefaults:
+        """The server's own response headers, encoded (`surge._core.HeadDefaults`)."""
+        return _core.HeadDefaults(self.server_header, self.date_header, list(self.default_headers))

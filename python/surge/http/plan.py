@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from surge._core import Router
+from surge._core import HeadDefaults, Router
 
 from .config import Limits
 
@@ -75,6 +75,13 @@ class Plan:
     #: The connection type serving this plan (None: `HttpProtocol`); a dispatcher
     #: may bring its own subclass (`surge.asgi.protocol.AsgiProtocol`).
     protocol: Callable[[Server], HttpProtocol] | None = None
+    #: The server's own response headers (``Date``, ``server``, the deployment's
+    #: `Limits.default_headers`), encoded once from `limits`: every response
+    #: head written for this plan, native or Python, begins with them.
+    head_defaults: HeadDefaults = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "head_defaults", self.limits.head_defaults())
 
     @property
     def has_hooks(self) -> bool:

@@ -268,6 +268,7 @@ class HttpProtocol(asyncio.Protocol):
             access_log=self.access_log,
             proxy=self._server.proxy_trust,
             scheme="https" if transport.get_extra_info("sslcontext") is not None else "http",
+            head_defaults=self._plan.head_defaults,
         )
         self._server.connection_opened(self)
 
@@ -294,6 +295,12 @@ class HttpProtocol(asyncio.Protocol):
 
     def _after_feed(self, deferred: list[Any] | None) -> None:
         conn = self._conn
+        if deferred and type(deferred[-1]) is ParseError and deferred[-1].streaming:
+            # The streamed body broke a rule (its ParseError comes last): known
+            # before its reader wakes or its request is dispatched (an ASGI app's
+            # first step runs then), so a dispatcher whose response has not begun
+            # answers with it (413, 400) rather than the app's own answer.
+            self._stream_error = deferred[-1]
         if self._body_stream is not None:
             self._body_stream._wake()
             if conn.stream_buffered > self._plan.limits.stream_buffer:
@@ -1002,7 +1009,13 @@ class HttpProtocol(asyncio.Protocol):
     ) -> bool:
         write = self._transport.write
         head = encode_response_head(
-            body.status, body.headers, body.content_type, None, keep_alive, http10
+            body.status,
+            body.headers,
+            body.content_type,
+            None,
+            keep_alive,
+            http10,
+            ours=self._plan.head_defaults,
         )
         write(head)
         if head_only:
@@ -1066,7 +1079,13 @@ class HttpProtocol(asyncio.Protocol):
                 whole: list[Any] = [(0, st.st_size)] if st.st_size else []
                 reply = FileReply(body.status, body.headers, body.content_type, whole)
             head = encode_response_head(
-                reply.status, reply.headers, reply.content_type, reply.length, keep_alive, http10
+                reply.status,
+                reply.headers,
+                reply.content_type,
+                reply.length,
+                keep_alive,
+                http10,
+                ours=self._plan.head_defaults,
             )
             self._transport.write(head)
             if self.access_log is not None:

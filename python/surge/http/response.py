@@ -16,6 +16,8 @@ from surge._core import Response
 from .cookies import delete_cookie_header, set_cookie_header
 
 if TYPE_CHECKING:
+    from surge._core import HeadDefaults
+
     from .protocol import HttpProtocol
 
 __all__ = [
@@ -242,3 +244,16 @@ class WriterResponse:
         in which case it calls ``conn.writer_done(keep_alive)`` exactly once, when
         it is complete."""
         raise NotImplementedError
+
+
+_SERVER_ERROR = b"Internal Server Error"
+
+
+def server_error_answer(ours: HeadDefaults) -> bytes:
+    """A whole 500 response that closes the connection, for a dispatcher whose app
+    failed before its response began (`ours`: the plan's `head_defaults`)."""
+    return (
+        b"HTTP/1.1 500 Internal Server Error\r\n%scontent-type: text/plain; charset=utf-8\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+        % (ours.lines(), len(_SERVER_ERROR), _SERVER_ERROR)
+    )

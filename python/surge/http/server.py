@@ -249,7 +249,13 @@ class _Unavailable(WriterResponse):
 
     def begin(self, conn: HttpProtocol) -> bool:
         head = encode_response_head(
-            503, None, "text/plain; charset=utf-8", len(_UNAVAILABLE_BODY), False, self._http10
+            503,
+            None,
+            "text/plain; charset=utf-8",
+            len(_UNAVAILABLE_BODY),
+            False,
+            self._http10,
+            ours=conn._plan.head_defaults,
         )
         data = head if self._head_only else head + _UNAVAILABLE_BODY
         conn.write(data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from surge._core import ProxyTrust
@@ -72,6 +72,9 @@ def run(
     log_level: str | None = None,
     reload_dirs: tuple[str, ...] = (),
     max_body: int | None = None,
+    server_header: bool | None = None,
+    date_header: bool | None = None,
+    headers: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Serves ``target`` (an App, an ASGI 3 app or ``"module:attr"``) until SIGTERM/SIGINT.
 
@@ -127,6 +130,10 @@ def run(
     watches instead of the app's project. ``max_body`` (bytes) replaces the
     app's `Limits.max_body` (1 MiB by default, as nginx's client_max_body_size;
     uvicorn has no limit): a larger body is refused with 413.
+    ``server_header``, ``date_header`` (None keeps the
+    app's) and ``headers`` (added after the app's own) are uvicorn's
+    --server-header, --date-header and --header: `Limits.server_header`,
+    `Limits.date_header`, `Limits.default_headers`.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -227,6 +234,7 @@ def run(
         app_dir=app_dir,
         reload_dirs=tuple(os.path.abspath(d) for d in reload_dirs),
         max_body=max_body,
+        response_headers=_response_headers(server_header, date_header, headers),
     )
     if workers == 1 and not reload and not cfg.needs_master:
         run_single(cfg)
@@ -252,3 +260,17 @@ def _configure_logging(debug: bool, log_level: str | None = None) -> None:
         logging.Formatter("%(asctime)s [%(process)d] %(levelname)s %(message)s", "%H:%M:%S")
     )
     logger.addHandler(handler)
+
+
+def _response_headers(
+    server: bool | None, date: bool | None, headers: Sequence[tuple[str, str]]
+) -> tuple[tuple[str, Any], ...]:
+    """The `Limits` fields the header options set over the app's."""
+    options: list[tuple[str, Any]] = []
+    if server is not None:
+        options.append(("server_header", server))
+    if date is not None:
+        options.append(("date_header", date))
+    if headers:
+        options.append(("default_headers", tuple((str(n), str(v)) for n, v in headers)))
+    return tuple(options)

@@ -135,6 +135,9 @@ class Config:
     reload_dirs: tuple[str, ...] = ()
     #: ``--max-body``: the largest request body (`Limits.max_body`); None keeps the app's.
     max_body: int | None = None
+    #: ``--server-header``, ``--date-header``, ``--header``: (`Limits` field, value)
+    #: pairs set over the app's; the headers are added after the app's own.
+    response_headers: tuple[tuple[str, Any], ...] = ()
 
     @property
     def where(self) -> str:
@@ -197,6 +200,14 @@ async def _serve(
         app.limits = dataclasses.replace(app.limits, **dict(cfg.websocket))  # type: ignore[attr-defined]
     if cfg.max_body is not None:
         app.limits = dataclasses.replace(app.limits, max_body=cfg.max_body)  # type: ignore[attr-defined]
+    if cfg.response_headers:
+        options = dict(cfg.response_headers)
+        if "default_headers" in options:
+            options["default_headers"] = (
+                *app.limits.default_headers,  # type: ignore[attr-defined]
+                *options["default_headers"],
+            )
+        app.limits = dataclasses.replace(app.limits, **options)  # type: ignore[attr-defined]
     if cfg.tracing:
         from surge.tracing import instrument
 

@@ -66,6 +66,8 @@ class WebSocketConnection(asyncio.Protocol):
         rest: bytes,
     ) -> None:
         self._server = server
+        #: The server's own response headers, for the 101 and any denial.
+        self._ours = server.plan.head_defaults
         self._transport = transport
         self._handshake = handshake
         self._limits = limits
@@ -133,6 +135,7 @@ class WebSocketConnection(asyncio.Protocol):
             compress=limits.ws_per_message_deflate,
             max_message_size=limits.ws_max_message_size,
         )
+        head = self._ours.insert(head)
         self._codec = codec
         self.state = OPEN
         self._transport.write(head)
@@ -155,6 +158,7 @@ class WebSocketConnection(asyncio.Protocol):
             raise RuntimeError("the WebSocket was accepted already")
         self.state = CLOSED
         self.close_code = 1006
+        response = self._ours.insert(response)
         self._transport.write(response)
         if self.access is not None:
             self.access[0].log_rendered(self.access[1], response)

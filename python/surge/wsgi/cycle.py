@@ -43,9 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from surge._core import WsgiCycle as _WsgiCycle
 from surge._core import WsgiGone as _Gone
-from surge._core import http_date
 from surge.http.errors import ClientDisconnected
-from surge.http.response import WriterResponse
+from surge.http.response import WriterResponse, server_error_answer
 
 from .input import FileWrapper, InputStream
 
@@ -59,7 +58,6 @@ log = logging.getLogger("surge.wsgi")
 StartResponse = Callable[..., Callable[[bytes], None]]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
-_ERROR_500 = b"Internal Server Error"
 #: Block size for `wsgi.file_wrapper` bodies copied by the thread.
 _FILE_BLOCK = 64 * 1024
 
@@ -69,14 +67,6 @@ _NO_BODY = InputStream(None, None, b"", False)
 
 #: Tasks finishing a response `_pump` could not (held here: the loop keeps weak ones).
 _carrying: set[asyncio.Task[None]] = set()
-
-
-def _answer_500() -> bytes:
-    return (
-        b"HTTP/1.1 500 Internal Server Error\r\ndate: %s\r\nserver: surge\r\n"
-        b"content-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
-        b"connection: close\r\n\r\n%s" % (http_date().encode(), len(_ERROR_500), _ERROR_500)
-    )
 
 
 class WsgiCycle(_WsgiCycle, WriterResponse):
@@ -149,11 +139,21 @@ class WsgiCycle(_WsgiCycle, WriterResponse):
         return True
 
     def _app_failed(self, exc: BaseException) -> None:
-        log.error("Exception in WSGI application", exc_info=exc)
+        error = self._conn._stream_error
+        if isinstance(exc, ClientDisconnected) and error is not None:
+            # `wsgi.input` raised because the body broke the server's rules (over
+            # the limit, bad chunk framing): answered as such (413, 400), not 500.
+            log.debug("WSGI request body refused: %s", error.message)
+        else:
+            error = None
+            log.error("Exception in WSGI application", exc_info=exc)
         if self._head_sent:
             self._end(b"", failed=True)
         else:
-            answer = _answer_500()
+            if error is not None:
+                answer = self._conn._conn.render_error(error.status, error.message, close=True)
+            else:
+                answer = server_error_answer(self._conn._plan.head_defaults)
             access_log = self._conn.access_log
             if access_log is not None:
                 access_log.log_rendered(self._request, answer)

@@ -29,7 +29,6 @@ use surge_proto::http1::server::write_status_line;
 use super::asgi_head;
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
-use super::date::with_date;
 use super::ready::{done, ready_error, ready_value};
 use super::request::Request;
 
@@ -407,35 +406,33 @@ impl AsgiCycle {
                 )))
             }
         };
-        if self.parts.get().native.borrow(py).draining {
-            // The server is shutting down: this is the last response.
-            self.keep_alive = false;
-        }
+        let ours = {
+            let native = self.parts.get().native.borrow(py);
+            if native.draining {
+                // The server is shutting down: this is the last response.
+                self.keep_alive = false;
+            }
+            native.ours.clone_ref(py)
+        };
+        let ours = ours.get();
         let mut head = Vec::with_capacity(256);
         write_status_line(&mut head, status);
-        // Our `date` and `server` go in first and come out again in the rare case
-        // the app gave its own (inserting them after the app's headers cost a
-        // splice and a second buffer, ~1k instructions per response).
-        let date_at = head.len();
-        head.extend_from_slice(b"date: ");
-        with_date(|d| head.extend_from_slice(d));
-        head.extend_from_slice(b"\r\n");
-        let server_at = head.len();
-        head.extend_from_slice(b"server: surge\r\n");
-        let ours_end = head.len();
+        // The server's own headers go in first and come out again in the rare
+        // case the app gave its own (inserting them after the app's headers
+        // cost a splice and a second buffer, ~1k instructions per response).
+        let ours_at = ours.write(&mut head);
         let mut length: Option<i64> = None;
-        let (mut app_chunked, mut has_server, mut has_date, mut has_connection) =
-            (false, false, false, false);
+        let (mut app_chunked, mut has_connection) = (false, false);
+        let mut replaced = 0u64;
         let headers = match message.downcast::<PyDict>() {
             Ok(d) => d.get_item(intern!(py, "headers"))?,
             Err(_) => Some(message.call_method1(intern!(py, "get"), (intern!(py, "headers"),))?),
         };
         if let Some(headers) = headers.filter(|h| !h.is_none()) {
             let list = headers.downcast_exact::<PyList>().ok();
-            if let Some(learnt) = list.and_then(|l| asgi_head::lookup(l, &mut head)) {
+            if let Some(learnt) = list.and_then(|l| asgi_head::lookup(l, &mut head, ours.serial)) {
                 length = learnt.length;
-                has_server = learnt.has_server;
-                has_date = learnt.has_date;
+                replaced = learnt.replaced;
             } else {
                 // Whether the headers may be cached (see `asgi_head`): exact
                 // tuples of exact bytes, none whose effect depends on the request.
@@ -464,7 +461,7 @@ impl AsgiCycle {
                             let mut skip = false;
                             let kind = kind_of(n);
                             match kind {
-                                Kind::Other => {}
+                                Kind::Other => replaced |= ours.which_known(n, false),
                                 Kind::Length => match parse_length(v) {
                                     Some(l) => length = Some(l),
                                     None => {
@@ -491,8 +488,7 @@ impl AsgiCycle {
                                         self.keep_alive = false;
                                     }
                                 }
-                                Kind::Server => has_server = true,
-                                Kind::Date => has_date = true,
+                                Kind::Server | Kind::Date => replaced |= ours.which_known(n, true),
                             }
                             if !skip {
                                 let name = head.len() - lines_at;
@@ -532,22 +528,13 @@ impl AsgiCycle {
                     }
                 }
                 if let (Some(list), true) = (list, cacheable) {
-                    let learnt = asgi_head::Learnt {
-                        length,
-                        has_server,
-                        has_date,
-                    };
-                    asgi_head::remember(list, &head[lines_at..], &spans, learnt);
+                    let learnt = asgi_head::Learnt { length, replaced };
+                    asgi_head::remember(list, &head[lines_at..], &spans, learnt, ours.serial);
                 }
             }
         }
-        if has_date || has_server {
-            let ours = match (has_date, has_server) {
-                (true, true) => date_at..ours_end,
-                (true, false) => date_at..server_at,
-                _ => server_at..ours_end,
-            };
-            head.drain(ours);
+        if replaced != 0 {
+            ours.remove(&mut head, ours_at, replaced);
         }
         if self.head_only || status < 200 || status == 204 || status == 304 {
             self.framing = NONE;

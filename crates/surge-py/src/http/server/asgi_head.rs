@@ -39,8 +39,8 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 pub(crate) struct Learnt {
     /// The value of its `content-length`.
     pub length: Option<i64>,
-    pub has_server: bool,
-    pub has_date: bool,
+    /// The server's own headers the list replaces (`HeadDefaults::which`).
+    pub replaced: u64,
 }
 
 /// Where one header lies in `Entry::lines`: its name is `lines[name..value - 2]`
@@ -59,6 +59,8 @@ struct Entry {
     lines: Vec<u8>,
     spans: Vec<Span>,
     learnt: Learnt,
+    /// The `HeadDefaults::serial` that `learnt.replaced` was computed for.
+    serial: u64,
 }
 
 static CACHE: GILProtected<RefCell<Option<Entry>>> = GILProtected::new(RefCell::new(None));
@@ -103,13 +105,17 @@ fn equal_pair(py: Python<'_>, item: *mut ffi::PyObject, name: &[u8], value: &[u8
 }
 
 /// Appends the cached lines of `headers` to `head` when it holds the headers
-/// encoded last: what framing learnt from them; None (and `head` untouched)
-/// otherwise.
-pub(crate) fn lookup(headers: &Bound<'_, PyList>, head: &mut Vec<u8>) -> Option<Learnt> {
+/// encoded last against the same server headers (`serial`): what framing
+/// learnt from them; None (and `head` untouched) otherwise.
+pub(crate) fn lookup(
+    headers: &Bound<'_, PyList>,
+    head: &mut Vec<u8>,
+    serial: u64,
+) -> Option<Learnt> {
     let py = headers.py();
     let cache = CACHE.get(py).try_borrow().ok()?;
     let entry = cache.as_ref()?;
-    if entry.items.len() != headers.len() {
+    if entry.items.len() != headers.len() || entry.serial != serial {
         return None;
     }
     for (i, (item, span)) in entry.items.iter().zip(&entry.spans).enumerate() {
@@ -135,7 +141,13 @@ pub(crate) fn lookup(headers: &Bound<'_, PyList>, head: &mut Vec<u8>) -> Option<
 /// After `headers` (a list of exact `(bytes, bytes)` tuples, checked and
 /// encoded as `lines`, each header where `spans` says) missed the cache: it
 /// becomes the entry.
-pub(crate) fn remember(headers: &Bound<'_, PyList>, lines: &[u8], spans: &[Span], learnt: Learnt) {
+pub(crate) fn remember(
+    headers: &Bound<'_, PyList>,
+    lines: &[u8],
+    spans: &[Span],
+    learnt: Learnt,
+    serial: u64,
+) {
     let Ok(mut cache) = CACHE.get(headers.py()).try_borrow_mut() else {
         return;
     };
@@ -147,6 +159,7 @@ pub(crate) fn remember(headers: &Bound<'_, PyList>, lines: &[u8], spans: &[Span]
             entry.spans.clear();
             entry.spans.extend_from_slice(spans);
             entry.learnt = learnt;
+            entry.serial = serial;
             Some(std::mem::replace(&mut entry.items, items))
         }
         None => {
@@ -155,6 +168,7 @@ pub(crate) fn remember(headers: &Bound<'_, PyList>, lines: &[u8], spans: &[Span]
                 lines: lines.to_vec(),
                 spans: spans.to_vec(),
                 learnt,
+                serial,
             });
             None
         }

@@ -37,6 +37,7 @@ use surge_proto::http1::server::{Event, Limits, Parser, RequestHead};
 
 use super::access_log::AccessLog;
 use super::direct;
+use super::head_defaults::HeadDefaults;
 use super::proxy::ProxyTrust;
 use super::request::{Outcome, Request};
 use super::response::{encode_result, write_head, Reply, Spliced, TEXT};
@@ -75,6 +76,8 @@ struct Pending {
 pub struct HttpConnection {
     parser: Parser,
     router: Py<Router>,
+    /// The server's own response headers (the plan's `head_defaults`).
+    pub(super) ours: Py<HeadDefaults>,
     write: PyObject,
     /// `write` when it is a TLS connection's native writer: called directly,
     /// with no `bytes` of plaintext made and no call through Python.
@@ -311,7 +314,14 @@ impl HttpConnection {
         let outcome = match result {
             Ok(value) => {
                 let value = value.into_bound(py);
-                match encode_result(py, &value, reply, &mut self.out, Some(&mut self.spliced)) {
+                match encode_result(
+                    py,
+                    &value,
+                    reply,
+                    &mut self.out,
+                    Some(&mut self.spliced),
+                    self.ours.get(),
+                ) {
                     Ok(Some(head_len)) => {
                         let extra: usize = self.spliced[spliced_before..]
                             .iter()
@@ -697,7 +707,7 @@ impl Drop for HttpConnection {
 impl HttpConnection {
     /// `write` is the transport's write method; `client` the peer address.
     #[new]
-    #[pyo3(signature = (router, write, client=None, max_request_line=None, max_header_line=None, max_headers=None, max_head=None, max_body=None, access_log=None, proxy=None, scheme="http"))]
+    #[pyo3(signature = (router, write, client=None, max_request_line=None, max_header_line=None, max_headers=None, max_head=None, max_body=None, access_log=None, proxy=None, scheme="http", head_defaults=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -712,7 +722,8 @@ impl HttpConnection {
         access_log: Option<Py<AccessLog>>,
         proxy: Option<Py<ProxyTrust>>,
         scheme: &str,
-    ) -> Self {
+        head_defaults: Option<Py<HeadDefaults>>,
+    ) -> PyResult<Self> {
         let d = Limits::default();
         let limits = Limits {
             max_request_line: max_request_line.unwrap_or(d.max_request_line),
@@ -738,9 +749,14 @@ impl HttpConnection {
             .downcast::<TlsWriter>()
             .ok()
             .map(|w| w.clone().unbind());
-        HttpConnection {
+        let ours = match head_defaults {
+            Some(ours) => ours,
+            None => Py::new(py, HeadDefaults::standard())?,
+        };
+        Ok(HttpConnection {
             parser: Parser::new(limits),
             router,
+            ours,
             write,
             tls_write,
             writelines: None,
@@ -766,7 +782,7 @@ impl HttpConnection {
             to_log: Vec::new(),
             proxy,
             scheme: if scheme == "https" { "https" } else { "http" },
-        }
+        })
     }
 
     /// Handles received bytes. Returns None when every request was answered
@@ -796,7 +812,7 @@ impl HttpConnection {
         let mut reply = reply_for(&request.borrow().head);
         reply.keep_alive &= !self.draining;
         let mut out = Vec::with_capacity(256);
-        if encode_result(py, value, reply, &mut out, None)?.is_some() {
+        if encode_result(py, value, reply, &mut out, None, self.ours.get())?.is_some() {
             Ok(Some(PyBytes::new(py, &out)))
         } else {
             Ok(None)
@@ -805,7 +821,7 @@ impl HttpConnection {
 
     /// A plain-text error response; `close` forces `Connection: close`.
     #[pyo3(signature = (status, message, request=None, close=false, headers=None))]
-    fn render_error<'py>(
+    pub(super) fn render_error<'py>(
         &self,
         py: Python<'py>,
         status: u16,
@@ -833,6 +849,7 @@ impl HttpConnection {
             &headers,
             Some(body.len()),
             reply,
+            self.ours.get(),
         );
         if !reply.head_only {
             out.extend_from_slice(body);

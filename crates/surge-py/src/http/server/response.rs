@@ -11,7 +11,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use surge_proto::http1::common::is_token;
 use surge_proto::http1::server::write_status_line;
 
-use super::date::with_date;
+use super::head_defaults::HeadDefaults;
 
 static ORJSON_DUMPS: GILOnceCell<PyObject> = GILOnceCell::new();
 static SET_COOKIE: GILOnceCell<PyObject> = GILOnceCell::new();
@@ -350,8 +350,9 @@ fn has_body(status: u16) -> bool {
     !(status < 200 || status == 204 || status == 304)
 }
 
-/// Appends the head up to and including the blank line. `length` None means
-/// the caller frames the body itself (chunked or until close).
+/// Appends the head up to and including the blank line, the server's own
+/// headers (`ours`) first. `length` None means the caller frames the body
+/// itself (chunked or until close).
 pub fn write_head(
     out: &mut Vec<u8>,
     status: u16,
@@ -359,22 +360,27 @@ pub fn write_head(
     headers: &[(String, String)],
     length: Option<usize>,
     reply: Reply,
+    ours: &HeadDefaults,
 ) {
     super::stats::count_response(status);
     write_status_line(out, status);
-    out.extend_from_slice(b"Server: surge\r\nDate: ");
-    with_date(|d| out.extend_from_slice(d));
-    out.extend_from_slice(b"\r\n");
+    let ours_at = ours.write(out);
     if let Some(ct) = content_type {
         out.extend_from_slice(b"Content-Type: ");
         out.extend_from_slice(ct);
         out.extend_from_slice(b"\r\n");
     }
+    // The handler's own header of a name we send replaces ours.
+    let mut replaced = 0;
     for (n, v) in headers {
+        replaced |= ours.which(n.as_bytes());
         out.extend_from_slice(n.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(v.as_bytes());
         out.extend_from_slice(b"\r\n");
+    }
+    if replaced != 0 {
+        ours.remove(out, ours_at, replaced);
     }
     if let Some(n) = length {
         if has_body(status) {
@@ -398,8 +404,9 @@ pub fn write_simple(
     ct: Option<&[u8]>,
     body: &[u8],
     reply: Reply,
+    ours: &HeadDefaults,
 ) -> usize {
-    write_head(out, status, ct, &[], Some(body.len()), reply);
+    write_head(out, status, ct, &[], Some(body.len()), reply, ours);
     let head_end = out.len();
     if !reply.head_only && has_body(status) {
         out.extend_from_slice(body);
@@ -423,20 +430,21 @@ pub fn encode_result(
     reply: Reply,
     out: &mut Vec<u8>,
     splice: Option<&mut Spliced>,
+    ours: &HeadDefaults,
 ) -> PyResult<Option<usize>> {
     let start = out.len();
     let head_end = if let Ok(s) = obj.downcast::<PyString>() {
-        write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply)
+        write_simple(out, 200, Some(TEXT), s.to_str()?.as_bytes(), reply, ours)
     } else if let Ok(b) = obj.downcast::<PyBytes>() {
-        write_simple(out, 200, Some(BINARY), b.as_bytes(), reply)
+        write_simple(out, 200, Some(BINARY), b.as_bytes(), reply, ours)
     } else if obj.downcast::<PyDict>().is_ok() || obj.downcast::<PyList>().is_ok() {
         let body = dumps(py, obj)?;
-        write_simple(out, 200, Some(JSON), &body, reply)
+        write_simple(out, 200, Some(JSON), &body, reply, ours)
     } else if let Ok(r) = obj.downcast::<Response>() {
         let r = r.borrow();
         let ct = r.content_type.as_deref().map(str::as_bytes);
         let body = r.body.as_slice(py);
-        write_head(out, r.status, ct, &r.headers, Some(body.len()), reply);
+        write_head(out, r.status, ct, &r.headers, Some(body.len()), reply, ours);
         let head_end = out.len();
         if !reply.head_only && has_body(r.status) {
             match (&r.body, splice) {
@@ -448,7 +456,7 @@ pub fn encode_result(
         }
         head_end
     } else if obj.is_none() {
-        write_simple(out, 204, None, b"", reply)
+        write_simple(out, 204, None, b"", reply, ours)
     } else {
         return Ok(None);
     };
@@ -456,9 +464,11 @@ pub fn encode_result(
 }
 
 /// Encodes a response head for Python-framed bodies (streaming, files):
-/// `length` None means chunked.
+/// `length` None means chunked; `ours` the server's own headers (the plan's
+/// `head_defaults`; surge's standard ones when None).
 #[pyfunction]
-#[pyo3(signature = (status, headers, content_type, length, keep_alive, http10=false))]
+#[pyo3(signature = (status, headers, content_type, length, keep_alive, http10=false, ours=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn encode_response_head<'py>(
     py: Python<'py>,
     status: u16,
@@ -467,7 +477,16 @@ pub fn encode_response_head<'py>(
     length: Option<usize>,
     keep_alive: bool,
     http10: bool,
+    ours: Option<&HeadDefaults>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let standard;
+    let ours = match ours {
+        Some(ours) => ours,
+        None => {
+            standard = HeadDefaults::standard();
+            &standard
+        }
+    };
     let mut pairs = if headers.is_none() {
         Vec::new()
     } else {
@@ -495,6 +514,7 @@ pub fn encode_response_head<'py>(
         &pairs,
         length,
         reply,
+        ours,
     );
     Ok(PyBytes::new(py, &out))
 }

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use surge_proto::http1::common::is_token;
 
-use super::date::with_date;
+use super::head_defaults::HeadDefaults;
 
 /// How the body of a WSGI response is framed, decided with its head.
 pub const FRAMING_NONE: u8 = 0; // HEAD, 1xx, 204, 304: no body at all
@@ -96,14 +96,16 @@ pub(crate) struct Head {
 
 /// Checks an app's `start_response(status, headers)` and encodes the response
 /// head. `head_only` (a HEAD request), `http10` and `keep_alive` (the request's,
-/// and the server's wish) decide the framing. Runs no Python code. Raises
-/// TypeError or ValueError with the rule broken.
+/// and the server's wish) decide the framing; `ours` are the server's own
+/// headers. Runs no Python code. Raises TypeError or ValueError with the rule
+/// broken.
 pub(crate) fn encode_head(
     status: &Bound<'_, PyAny>,
     headers: &Bound<'_, PyAny>,
     head_only: bool,
     http10: bool,
     keep_alive: bool,
+    ours: &HeadDefaults,
 ) -> PyResult<Head> {
     let status = check_status(status)?;
     let Ok(list) = headers.downcast_exact::<PyList>() else {
@@ -120,15 +122,9 @@ pub(crate) fn encode_head(
         )));
     }
     out.extend_from_slice(b"\r\n");
-    // The server's own headers go first; they are dropped below if the app set them.
-    let fixed = out.len();
-    out.extend_from_slice(b"server: surge\r\n");
-    let server_end = out.len();
-    out.extend_from_slice(b"date: ");
-    with_date(|d| out.extend_from_slice(d));
-    out.extend_from_slice(b"\r\n");
-    let date_end = out.len();
-    let (mut has_server, mut has_date) = (false, false);
+    // The server's own headers go first; those the app set are dropped below.
+    let ours_at = ours.write(&mut out);
+    let mut replaced = 0u64;
     let mut length = None;
     for item in list.iter() {
         let pair = match item.downcast_exact::<PyTuple>() {
@@ -175,10 +171,8 @@ pub(crate) fn encode_head(
             length = Some(parse_length(value).ok_or_else(|| {
                 PyValueError::new_err(format!("invalid Content-Length {}", repr(&value_obj)))
             })?);
-        } else if name.eq_ignore_ascii_case("date") {
-            has_date = true;
-        } else if name.eq_ignore_ascii_case("server") {
-            has_server = true;
+        } else {
+            replaced |= ours.which(name.as_bytes());
         }
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
@@ -190,11 +184,8 @@ pub(crate) fn encode_head(
         }
         out.extend_from_slice(b"\r\n");
     }
-    if has_date {
-        out.drain(server_end..date_end);
-    }
-    if has_server {
-        out.drain(fixed..server_end);
+    if replaced != 0 {
+        ours.remove(&mut out, ours_at, replaced);
     }
     let code: u16 = status[..3].parse().unwrap_or(500);
     let mut keep_alive = keep_alive;
@@ -228,9 +219,10 @@ pub(crate) fn encode_head(
 /// head (see `encode_head`). Returns (head, framing, content length or 0,
 /// keep-alive): framing is one of the `FRAMING_*` values (0 none, 1
 /// Content-Length, 2 chunked, 3 until the connection closes). Raises
-/// TypeError or ValueError with the rule broken.
+/// TypeError or ValueError with the rule broken. `ours`: the server's own
+/// headers (surge's standard ones when None).
 #[pyfunction]
-#[pyo3(signature = (status, headers, head_only, http10, keep_alive))]
+#[pyo3(signature = (status, headers, head_only, http10, keep_alive, ours=None))]
 pub fn wsgi_response_head<'py>(
     py: Python<'py>,
     status: &Bound<'py, PyAny>,
@@ -238,8 +230,17 @@ pub fn wsgi_response_head<'py>(
     head_only: bool,
     http10: bool,
     keep_alive: bool,
+    ours: Option<&HeadDefaults>,
 ) -> PyResult<(Bound<'py, PyBytes>, u8, u64, bool)> {
-    let head = encode_head(status, headers, head_only, http10, keep_alive)?;
+    let standard;
+    let ours = match ours {
+        Some(ours) => ours,
+        None => {
+            standard = HeadDefaults::standard();
+            &standard
+        }
+    };
+    let head = encode_head(status, headers, head_only, http10, keep_alive, ours)?;
     Ok((
         PyBytes::new(py, &head.bytes),
         head.framing,

@@ -24,7 +24,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::batch::BatchedTransport;
 use super::connection::HttpConnection;
 use super::request::Request;
-use super::wsgi::{encode_head, FRAMING_CHUNKED, FRAMING_LENGTH, FRAMING_NONE};
+use super::wsgi::{encode_head, Head, FRAMING_CHUNKED, FRAMING_LENGTH, FRAMING_NONE};
 
 pyo3::create_exception!(
     _core,
@@ -107,6 +107,36 @@ struct After {
 }
 
 impl WsgiCycle {
+    /// The server's own answer to a request whose body broke its rules (over
+    /// the limit, bad chunk framing: `wsgi.input` raised), in place of the
+    /// app's: frameworks turn that error into their own 500 (Flask does). The
+    /// whole answer is the "head", framed as bodiless, so the app's body is
+    /// dropped, and the connection closes after it (as h11 and nginx).
+    fn refusal(slf: &Bound<'_, Self>) -> PyResult<Head> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let error = this._conn.bind(py).getattr(intern!(py, "_stream_error"))?;
+        let (status, message): (u16, String) = if error.is_none() {
+            (400, "request body ended early".into())
+        } else {
+            (
+                error.getattr(intern!(py, "status"))?.extract()?,
+                error.getattr(intern!(py, "message"))?.extract()?,
+            )
+        };
+        let answer = this
+            .native
+            .borrow(py)
+            .render_error(py, status, &message, None, true, None);
+        Ok(Head {
+            bytes: answer.as_bytes().to_vec(),
+            framing: FRAMING_NONE,
+            length: 0,
+            keep_alive: false,
+            status,
+        })
+    }
+
     /// Queues framed bytes (from the thread); blocks while a high-water mark's
     /// worth waits. `frame` turns the state into the bytes to queue.
     fn queue_out(
@@ -334,13 +364,20 @@ impl WsgiCycle {
                 }
             }
         }
-        let (head_only, http10, keep_alive) = {
+        let (head_only, http10, keep_alive, ours, refused) = {
             let this = slf.borrow();
+            let native = this.native.borrow(py);
             // The server shutting down: this response is the connection's last.
-            let draining = this.native.borrow(py).draining;
-            (this.head_only, this.http10, this.keep_alive && !draining)
+            let keep_alive = this.keep_alive && !native.draining;
+            let refused = this._request.borrow(py).truncated;
+            let ours = native.ours.clone_ref(py);
+            (this.head_only, this.http10, keep_alive, ours, refused)
         };
-        let head = encode_head(status, headers, head_only, http10, keep_alive)?;
+        let head = if refused {
+            Self::refusal(slf)?
+        } else {
+            encode_head(status, headers, head_only, http10, keep_alive, ours.get())?
+        };
         {
             let mut this = slf.borrow_mut();
             this.head = head.bytes;

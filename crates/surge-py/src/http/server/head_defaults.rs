@@ -53,30 +53,27 @@ impl HeadDefaults {
         Self::build(true, true, &[]).expect("the standard headers are valid")
     }
 
-    fn build(server: bool, date: bool, headers: &[(String, String)]) -> PyResult<Self> {
+    // Plain `String` errors (not PyErr): the unit tests below run without libpython.
+    fn build(server: bool, date: bool, headers: &[(String, String)]) -> Result<Self, String> {
         if headers.len() > MAX_DEFAULT_HEADERS {
-            return Err(PyValueError::new_err(format!(
+            return Err(format!(
                 "at most {MAX_DEFAULT_HEADERS} default headers, got {}",
                 headers.len()
-            )));
+            ));
         }
         let mut added: Vec<(String, Vec<u8>)> = Vec::with_capacity(headers.len());
         for (name, value) in headers {
             if name.is_empty() || !is_token(name.as_bytes()) {
-                return Err(PyValueError::new_err(format!(
-                    "invalid header name {name:?}"
-                )));
+                return Err(format!("invalid header name {name:?}"));
             }
             if value.chars().any(|c| matches!(c, '\r' | '\n' | '\0')) {
-                return Err(PyValueError::new_err(format!(
+                return Err(format!(
                     "header {name:?}: value may not contain CR, LF or NUL"
-                )));
+                ));
             }
             let name = name.to_ascii_lowercase();
             if name == "date" {
-                return Err(PyValueError::new_err(
-                    "header \"date\": the Date header is the server's (turn it off with date_header=False / --no-date-header)",
-                ));
+                return Err("header \"date\": the Date header is the server's (turn it off with date_header=False / --no-date-header)".to_string());
             }
             // Surrounding blanks are not part of a field value (RFC 9110 5.5).
             let value = value.trim_matches([' ', '\t']);
@@ -84,11 +81,7 @@ impl HeadDefaults {
             for c in value.chars() {
                 match u8::try_from(u32::from(c)) {
                     Ok(b) => bytes.push(b),
-                    Err(_) => {
-                        return Err(PyValueError::new_err(format!(
-                            "header {name:?}: value is not latin-1"
-                        )))
-                    }
+                    Err(_) => return Err(format!("header {name:?}: value is not latin-1")),
                 }
             }
             added.push((name, bytes));
@@ -181,7 +174,7 @@ impl HeadDefaults {
     #[new]
     #[pyo3(signature = (server=true, date=true, headers=Vec::new()))]
     fn new(server: bool, date: bool, headers: Vec<(String, String)>) -> PyResult<Self> {
-        Self::build(server, date, &headers)
+        Self::build(server, date, &headers).map_err(PyValueError::new_err)
     }
 
     /// The lines as the next response would carry them (date included).

@@ -956,8 +956,12 @@ class PipelinedConnection(EngineState):
         until the connection is gone (a driver whose close need not be awaited
         may drop it: the transport closes by itself)."""
         self._closed = True
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # called with no loop running (a driver's plain close())
+            current = None
         for task in (self._keeper, self._watchdog):
-            if task is not None and task is not asyncio.current_task():
+            if task is not None and task is not current:
                 task.cancel()
         self._fail_all(ClosedError("connection closed"))
         t = self._transport
@@ -997,8 +1001,12 @@ class PipelinedConnection(EngineState):
         """Drop the connection at once and for good: pending requests fail with
         `ClosedError` and later ones are refused, as after `close`."""
         self._closed = True
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # called with no loop running (a driver's plain close())
+            current = None
         for task in (self._keeper, self._watchdog):
-            if task is not None and task is not asyncio.current_task():
+            if task is not None and task is not current:
                 task.cancel()
         self._fail_all(ClosedError("connection closed"))
         if self._transport is not None:

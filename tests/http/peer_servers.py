@@ -8,6 +8,7 @@ be alive and must not have logged anything that marks a bug on the server's side
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -176,3 +177,33 @@ def healthy_after_each_test(name: str) -> Any:
                 server.check_health()
 
     return servers_healthy
+
+
+class OwnServers:
+    """The servers one test starts (`start`), each logging into a directory of its
+    own: two servers of one kind and app would share a log file."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[PeerServer] = []
+
+    def start(self, kind: str, target: str, cwd: Path, command: PeerCommand) -> PeerServer:
+        logs = self.tmp_path / f"logs{len(self.started)}"
+        logs.mkdir()
+        server = PeerServer(kind, target, logs, cwd, command)
+        self.started.append(server)
+        return server
+
+
+@contextlib.contextmanager
+def own_servers(tmp_path: Path) -> Iterator[OwnServers]:
+    """For a fixture: when it ends, every server started must still pass
+    `check_health`; all are stopped, also when one does not."""
+    servers = OwnServers(tmp_path)
+    try:
+        yield servers
+        for server in servers.started:
+            server.check_health()
+    finally:
+        for server in servers.started:
+            server.stop()

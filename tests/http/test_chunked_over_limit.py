@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from peer_servers import PeerServer, surge_command
+from peer_servers import PeerServer, own_servers, surge_command
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -75,25 +75,15 @@ APPS = {
 def start(tmp_path: Path) -> Iterator[Callable[..., PeerServer]]:
     for name, text in APPS.items():
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
-    started: list[PeerServer] = []
 
     def start(target: str, *options: str) -> PeerServer:
         def command(kind: str, target: str, port: int) -> list[str]:
             return [*surge_command(target, port), "--max-body", str(MAX_BODY), *options]
 
-        logs = tmp_path / f"logs{len(started)}"
-        logs.mkdir()
-        server = PeerServer("surge", target, logs, tmp_path, command)
-        started.append(server)
-        return server
+        return servers.start("surge", target, tmp_path, command)
 
-    yield start
-    try:
-        for server in started:
-            server.check_health()
-    finally:
-        for server in started:
-            server.stop()
+    with own_servers(tmp_path) as servers:
+        yield start
 
 
 def _rss_kib(pid: int) -> int:

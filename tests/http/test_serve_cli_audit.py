@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from peer_servers import PeerServer, surge_command
+from peer_servers import PeerServer, own_servers, surge_command
 from surge import cli
 
 pytestmark = pytest.mark.timeout(60)
@@ -75,23 +75,12 @@ def _command(options: tuple[str, ...]) -> Callable[[str, str, int], list[str]]:
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., PeerServer]]:
     """Starts `kind` serving `target` from `cwd` with `options`."""
-    started: list[PeerServer] = []
 
     def start(kind: str, target: str, cwd: Path, *options: str) -> PeerServer:
-        # A directory each: two servers of one kind and app would share a log file.
-        logs = tmp_path / f"logs{len(started)}"
-        logs.mkdir()
-        server = PeerServer(kind, target, logs, cwd, _command(options))
-        started.append(server)
-        return server
+        return servers.start(kind, target, cwd, _command(options))
 
-    yield start
-    try:
-        for server in started:
-            server.check_health()
-    finally:
-        for server in started:
-            server.stop()
+    with own_servers(tmp_path) as servers:
+        yield start
 
 
 def _run(cwd: Path, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:

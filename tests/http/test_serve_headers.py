@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from peer_servers import PeerServer, surge_command
+from peer_servers import PeerServer, own_servers, surge_command
 from rawhttp import RawResponse
 from surge._core import HeadDefaults, encode_response_head, wsgi_response_head
 from surge.http import App, Limits
@@ -96,7 +96,6 @@ def start(tmp_path: Path) -> Iterator[Callable[..., PeerServer]]:
     """Starts `kind` ("surge" or "uvicorn") serving `target` with `options`."""
     for name, text in (("hdr_asgi", ASGI_APP), ("hdr_wsgi", WSGI_APP), ("hdr_surge", SURGE_APP)):
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
-    started: list[PeerServer] = []
 
     def start(kind: str, target: str, *options: str) -> PeerServer:
         def command(kind: str, target: str, port: int) -> list[str]:
@@ -106,19 +105,10 @@ def start(tmp_path: Path) -> Iterator[Callable[..., PeerServer]]:
             theirs = ["asgi3" if o == "asgi" else o for o in options]
             return [sys.executable, "-m", "uvicorn", target, "--port", str(port), *theirs]
 
-        logs = tmp_path / f"logs{len(started)}"
-        logs.mkdir()
-        server = PeerServer(kind, target, logs, tmp_path, command)
-        started.append(server)
-        return server
+        return servers.start(kind, target, tmp_path, command)
 
-    yield start
-    try:
-        for server in started:
-            server.check_health()
-    finally:
-        for server in started:
-            server.stop()
+    with own_servers(tmp_path) as servers:
+        yield start
 
 
 def _malformed(server: PeerServer) -> RawResponse:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from peer_servers import PeerServer, surge_command
+from peer_servers import PeerServer, own_servers, surge_command
 from rawhttp import IncompleteResponse, RawConnection, RawResponse, build_request
 from surge import cli
 
@@ -46,24 +46,17 @@ def _command(options: tuple[str, ...]) -> Callable[[str, str, int], list[str]]:
 @pytest.fixture
 def start(tmp_path: Path) -> Iterator[Callable[..., PeerServer]]:
     """Starts `kind` ("surge" or "uvicorn") serving the app of `interface` with `options`."""
-    started: list[PeerServer] = []
 
     def start(kind: str, interface: str, *options: str) -> PeerServer:
         apps, target, _ = APPS[interface]
-        server = PeerServer(kind, target, tmp_path, apps, _command(options))
-        started.append(server)
+        server = servers.start(kind, target, apps, _command(options))
         # The readiness probe's connection counts against the limit until the
         # server has seen it close.
         time.sleep(0.2)
         return server
 
-    yield start
-    try:
-        for server in started:
-            server.check_health()
-    finally:
-        for server in started:
-            server.stop()
+    with own_servers(tmp_path) as servers:
+        yield start
 
 
 def _get(conn: RawConnection, path: str) -> RawResponse:

@@ -13,6 +13,7 @@
 //! `X-Frame-Options` values make browsers ignore the header altogether.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -51,6 +52,13 @@ impl HeadDefaults {
     /// Surge's defaults: `date` and `server: surge`.
     pub fn standard() -> Self {
         Self::build(true, true, &[]).expect("the standard headers are valid")
+    }
+
+    /// `ours`, or surge's defaults (one shared copy) for the public head
+    /// encoders called without a plan's.
+    pub fn or_standard(ours: Option<&Self>) -> &Self {
+        static STANDARD: OnceLock<HeadDefaults> = OnceLock::new();
+        ours.unwrap_or_else(|| STANDARD.get_or_init(Self::standard))
     }
 
     // Plain `String` errors (not PyErr): the unit tests below run without libpython.

@@ -479,14 +479,7 @@ pub fn encode_response_head<'py>(
     http10: bool,
     ours: Option<&HeadDefaults>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let standard;
-    let ours = match ours {
-        Some(ours) => ours,
-        None => {
-            standard = HeadDefaults::standard();
-            &standard
-        }
-    };
+    let ours = HeadDefaults::or_standard(ours);
     let mut pairs = if headers.is_none() {
         Vec::new()
     } else {

@@ -232,14 +232,7 @@ pub fn wsgi_response_head<'py>(
     keep_alive: bool,
     ours: Option<&HeadDefaults>,
 ) -> PyResult<(Bound<'py, PyBytes>, u8, u64, bool)> {
-    let standard;
-    let ours = match ours {
-        Some(ours) => ours,
-        None => {
-            standard = HeadDefaults::standard();
-            &standard
-        }
-    };
+    let ours = HeadDefaults::or_standard(ours);
     let head = encode_head(status, headers, head_only, http10, keep_alive, ours)?;
     Ok((
         PyBytes::new(py, &head.bytes),
